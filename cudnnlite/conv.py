@@ -1,0 +1,404 @@
+"""Convolution on CuPy arrays: forward, backward-data, backward-filter, backward-bias, and the
+transposed convolution, which *is* backward-data.
+
+Shape legend: x (N, C, *spatial), W (K, C/groups, *filter), y (N, K, *out) in logical order;
+layout 'NCHW' stores them so, 'NHWC' stores x/y as (N, *spatial, C) and W as (K, *filter, C).
+Each problem (shapes, dtype, geometry) gets a Plan holding its descriptors; each direction's
+algorithm is chosen once per Plan and per `settings` (heuristics, benchmark, or explicit).
+"""
+import ctypes
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from typing import NamedTuple
+
+from . import api
+from .descriptors import (ConvolutionDescriptor, FilterDescriptor, TensorDescriptor, as_tuple,
+                          check_layout, conv_output_shape, data_type, logical_axes,
+                          packed_strides)
+from .enums import ConvBwdDataAlgo, ConvBwdFilterAlgo, ConvFwdAlgo, DataType, MathType, Status
+from .errors import BadParam, NotSupported
+from .handle import get_handle
+
+
+@dataclass(frozen=True)
+class Settings:
+    """How algorithms are chosen. Part of every cache key, so changing it takes effect at once."""
+    algo_mode: str = "heuristic"        # "heuristic" (cudnnGet*_v7) or "benchmark" (cudnnFind*Ex)
+    deterministic: bool = False         # only algorithms cuDNN reports as deterministic
+    allow_tf32: bool = True             # fp32 convs may use TF32 tensor cores (PyTorch's default)
+    workspace_limit: int = 1 << 30      # bytes; algorithms needing more are skipped
+
+
+settings = Settings()
+
+
+def configure(**changes):
+    """Change settings for the rest of the process, e.g. configure(allow_tf32=False)."""
+    global settings
+    if "algo_mode" in changes and changes["algo_mode"] not in ("heuristic", "benchmark"):
+        raise ValueError(f"algo_mode must be 'heuristic' or 'benchmark', got {changes['algo_mode']!r}")
+    settings = replace(settings, **changes)
+    return settings
+
+
+@contextmanager
+def using(**changes):
+    """Temporarily change settings: `with conv.using(deterministic=True): ...`."""
+    global settings
+    saved = settings
+    configure(**changes)
+    try:
+        yield settings
+    finally:
+        settings = saved
+
+
+class Choice(NamedTuple):
+    algo: int
+    math_type: MathType
+    workspace: int
+
+
+class _Direction(NamedTuple):
+    """One of the three convolutions: inputs a, b -> output c, in cuDNN's argument order."""
+    name: str
+    compute: object
+    heuristics: object
+    find: object
+    workspace_size: object
+    max_count: object
+    perf: type
+    algos: type
+
+
+FWD = _Direction("cudnnConvolutionForward", api.cudnnConvolutionForward,
+                 api.cudnnGetConvolutionForwardAlgorithm_v7,
+                 api.cudnnFindConvolutionForwardAlgorithmEx,
+                 api.cudnnGetConvolutionForwardWorkspaceSize,
+                 api.cudnnGetConvolutionForwardAlgorithmMaxCount, api.ConvFwdAlgoPerf, ConvFwdAlgo)
+BWD_DATA = _Direction("cudnnConvolutionBackwardData", api.cudnnConvolutionBackwardData,
+                      api.cudnnGetConvolutionBackwardDataAlgorithm_v7,
+                      api.cudnnFindConvolutionBackwardDataAlgorithmEx,
+                      api.cudnnGetConvolutionBackwardDataWorkspaceSize,
+                      api.cudnnGetConvolutionBackwardDataAlgorithmMaxCount,
+                      api.ConvBwdDataAlgoPerf, ConvBwdDataAlgo)
+BWD_FILTER = _Direction("cudnnConvolutionBackwardFilter", api.cudnnConvolutionBackwardFilter,
+                        api.cudnnGetConvolutionBackwardFilterAlgorithm_v7,
+                        api.cudnnFindConvolutionBackwardFilterAlgorithmEx,
+                        api.cudnnGetConvolutionBackwardFilterWorkspaceSize,
+                        api.cudnnGetConvolutionBackwardFilterAlgorithmMaxCount,
+                        api.ConvBwdFilterAlgoPerf, ConvBwdFilterAlgo)
+
+
+def requested_math(dt):
+    if dt in (DataType.HALF, DataType.BFLOAT16):
+        return MathType.TENSOR_OP
+    if dt == DataType.FLOAT and not settings.allow_tf32:
+        return MathType.FMA
+    return MathType.DEFAULT
+
+
+class Plan:
+    """Descriptors of one convolution problem, and the algorithm chosen for each direction."""
+
+    def __init__(self, x_dims, x_strides, w_dims, dt, layout, pad, stride, dilation, groups):
+        self.dt, self.layout = dt, layout
+        self.x = TensorDescriptor(x_dims, dt, x_strides)
+        self.w = FilterDescriptor(w_dims, dt, layout)
+        compute = DataType.DOUBLE if dt == DataType.DOUBLE else DataType.FLOAT
+        spatial = len(x_dims) - 2
+        self._conv_args = dict(pad=pad, stride=stride, dilation=dilation, spatial_dims=spatial,
+                               groups=groups, compute_type=compute)
+        probe = ConvolutionDescriptor(**self._conv_args)
+        self.y_dims = conv_output_shape(self.x, self.w, probe)
+        self.y = TensorDescriptor(self.y_dims, dt, packed_strides(self.y_dims, layout))
+        self.b = TensorDescriptor((1, self.y_dims[1]) + (1,) * spatial, dt)
+        self._convs = {}      # math type -> ConvolutionDescriptor
+        self._choices = {}    # (direction, settings, algo) -> Choice
+
+    def conv(self, math_type):
+        desc = self._convs.get(math_type)
+        if desc is None:
+            desc = self._convs[math_type] = ConvolutionDescriptor(**self._conv_args,
+                                                                  math_type=math_type)
+        return desc
+
+    def descs(self, d):
+        return {FWD: (self.x, self.w, self.y), BWD_DATA: (self.w, self.y, self.x),
+                BWD_FILTER: (self.x, self.y, self.w)}[d]
+
+    def choose(self, d, handle, a, b, c, algo=None):
+        key = (d.name, settings, algo)
+        choice = self._choices.get(key)
+        if choice is None:
+            choice = self._choices[key] = _choose(self, d, handle, a, b, c, algo)
+        return choice
+
+    def candidates(self, d, handle):
+        """Every (algo, status, memory, determinism, math) cuDNN's heuristics list for direction d."""
+        adesc, bdesc, cdesc = self.descs(d)
+        count = ctypes.c_int()
+        d.max_count(handle, ctypes.byref(count))
+        perfs = (d.perf * count.value)()
+        returned = ctypes.c_int()
+        d.heuristics(handle, adesc, bdesc, self.conv(requested_math(self.dt)), cdesc, count.value,
+                     ctypes.byref(returned), perfs)
+        return list(perfs[:returned.value])
+
+
+def _choose(plan, d, handle, a, b, c, algo):
+    adesc, bdesc, cdesc = plan.descs(d)
+    math = requested_math(plan.dt)
+    if algo is not None:
+        algo = d.algos(algo)
+        size = ctypes.c_size_t()
+        d.workspace_size(handle, adesc, bdesc, plan.conv(math), cdesc, algo, ctypes.byref(size))
+        return Choice(int(algo), math, size.value)
+    if settings.algo_mode == "benchmark":
+        perfs = _benchmark(plan, d, handle, a, b, c, math)
+    else:
+        perfs = plan.candidates(d, handle)
+    usable = [p for p in perfs
+              if p.status == Status.SUCCESS
+              and p.memory <= settings.workspace_limit
+              and (p.determinism == 1 or not settings.deterministic)
+              and (p.mathType == MathType.FMA or math != MathType.FMA)]
+    import cupy
+    for p in usable:
+        try:
+            handle.workspace(p.memory)     # falls back to the next algorithm when memory is short
+        except cupy.cuda.memory.OutOfMemoryError:
+            continue
+        return Choice(p.algo, MathType(p.mathType), p.memory)
+    listed = [(d.algos(p.algo).name, Status(p.status).name, p.memory,
+               "deterministic" if p.determinism else "non-deterministic", MathType(p.mathType).name)
+              for p in perfs]
+    raise NotSupported(3000, d.heuristics.__name__,
+                       {"a": adesc, "b": bdesc, "c": cdesc, "conv": plan.conv(math),
+                        "settings": settings, "candidates": listed},
+                       "no algorithm fits the settings (workspace limit, determinism, math type)")
+
+
+def _benchmark(plan, d, handle, a, b, c, math):
+    """cudnnFind*AlgorithmEx: runs every algorithm once, with a scratch output and the largest
+    workspace (up to the limit) the pool can give."""
+    import cupy
+    adesc, bdesc, cdesc = plan.descs(d)
+    scratch = cupy.empty_like(c)
+    size = settings.workspace_limit
+    workspace = None
+    while workspace is None:
+        try:
+            workspace = cupy.empty(size, dtype=cupy.uint8)
+        except cupy.cuda.memory.OutOfMemoryError:
+            if size == 0:
+                raise
+            size //= 2
+    count = ctypes.c_int()
+    d.max_count(handle, ctypes.byref(count))
+    perfs = (d.perf * count.value)()
+    returned = ctypes.c_int()
+    d.find(handle, adesc, a.data.ptr, bdesc, b.data.ptr, plan.conv(math), cdesc, scratch.data.ptr,
+           count.value, ctypes.byref(returned), perfs, workspace.data.ptr, size)
+    return list(perfs[:returned.value])
+
+
+_plans = {}
+
+
+def plan(x_shape, x_strides, w_shape, dtype, layout="NCHW", pad=0, stride=1, dilation=1, groups=1):
+    """The (cached) Plan for a problem given as array shapes in `layout` and element strides."""
+    key = (x_shape, x_strides, w_shape, dtype, layout, pad, stride, dilation, groups)
+    p = _plans.get(key)
+    if p is None:
+        check_layout(layout, "cudnnSetTensorNdDescriptor")
+        dt = data_type(dtype)
+        if len(x_shape) != len(w_shape) or len(x_shape) not in (4, 5):
+            raise BadParam(2000, "cudnnSetConvolutionNdDescriptor",
+                           {"x.shape": x_shape, "W.shape": w_shape},
+                           "x and W must both be 4-d (2-d convolution) or 5-d (3-d convolution)")
+        axes = logical_axes(len(x_shape), layout)
+        x_dims = tuple(x_shape[i] for i in axes)
+        x_str = tuple(x_strides[i] for i in axes)
+        w_dims = tuple(w_shape[i] for i in axes)
+        p = _plans[key] = Plan(x_dims, x_str, w_dims, dt, layout, pad, stride, dilation, groups)
+    return p
+
+
+def clear_cache():
+    _plans.clear()
+
+
+def _elements(strides, itemsize):
+    return tuple(s // itemsize for s in strides)
+
+
+def _scalar(dt, value):
+    return ctypes.byref(ctypes.c_double(value) if dt == DataType.DOUBLE else ctypes.c_float(value))
+
+
+def _device(function, **arrays):
+    for name, a in arrays.items():
+        if not hasattr(a, "data") or not hasattr(a.data, "ptr"):
+            raise BadParam(2000, function, {name: type(a).__name__},
+                           f"{name} must be a CuPy array (device memory), got {type(a).__name__}")
+
+
+def _shape_in_layout(dims, layout):
+    """Array shape (as stored) for logical dims (N, C, *spatial)."""
+    axes = logical_axes(len(dims), layout)
+    shape = [0] * len(dims)
+    for i, axis in enumerate(axes):
+        shape[axis] = dims[i]
+    return tuple(shape)
+
+
+def _run(d, p, a, b, c, alpha, beta, algo):
+    handle = get_handle()
+    choice = p.choose(d, handle, a, b, c, algo)
+    adesc, bdesc, cdesc = p.descs(d)
+    d.compute(handle, _scalar(p.dt, alpha), adesc, a.data.ptr, bdesc, b.data.ptr,
+              p.conv(choice.math_type), choice.algo, handle.workspace(choice.workspace),
+              choice.workspace, _scalar(p.dt, beta), cdesc, c.data.ptr)
+    return c
+
+
+def forward(x, W, *, stride=1, pad=0, dilation=1, groups=1, layout="NCHW", algo=None, out=None,
+            alpha=1.0, beta=0.0, dtype=None):
+    """y = alpha * conv(x, W) + beta * out. x may be any strided view; W must be C-contiguous.
+    `dtype` overrides the arrays' dtype (e.g. 'bfloat16' for bf16 bits held in uint16 arrays)."""
+    import cupy
+    _device("cudnnConvolutionForward", x=x, W=W)
+    p = plan(x.shape, _elements(x.strides, x.itemsize), W.shape, dtype or x.dtype.name, layout,
+             pad, stride, dilation, groups)
+    W = cupy.ascontiguousarray(W)
+    if out is None:
+        out = cupy.empty(_shape_in_layout(p.y_dims, layout), dtype=x.dtype)
+    return _run(FWD, p, x, W, out, alpha, beta, algo)
+
+
+def backward_data(W, gy, x_shape, *, stride=1, pad=0, dilation=1, groups=1, layout="NCHW",
+                  algo=None, out=None, alpha=1.0, beta=0.0, dtype=None):
+    """gx = alpha * conv^T(gy, W) + beta * out, gx of shape x_shape (the transposed convolution)."""
+    import cupy
+    _device("cudnnConvolutionBackwardData", W=W, gy=gy)
+    x_shape = tuple(x_shape)
+    p = plan(x_shape, c_strides(x_shape), W.shape, dtype or gy.dtype.name, layout, pad, stride, dilation,
+             groups)
+    _check_dims("cudnnConvolutionBackwardData", "gy", gy.shape, p.y_dims, layout)
+    W, gy = cupy.ascontiguousarray(W), cupy.ascontiguousarray(gy)
+    if out is None:
+        out = cupy.empty(x_shape, dtype=gy.dtype)
+    return _run(BWD_DATA, p, W, gy, out, alpha, beta, algo)
+
+
+def backward_filter(x, gy, w_shape, *, stride=1, pad=0, dilation=1, groups=1, layout="NCHW",
+                    algo=None, out=None, alpha=1.0, beta=0.0, dtype=None):
+    """gW = alpha * wgrad(x, gy) + beta * out, gW of shape w_shape (in layout)."""
+    import cupy
+    _device("cudnnConvolutionBackwardFilter", x=x, gy=gy)
+    p = plan(x.shape, _elements(x.strides, x.itemsize), tuple(w_shape), dtype or x.dtype.name,
+             layout, pad, stride, dilation, groups)
+    _check_dims("cudnnConvolutionBackwardFilter", "gy", gy.shape, p.y_dims, layout)
+    gy = cupy.ascontiguousarray(gy)
+    if out is None:
+        out = cupy.empty(tuple(w_shape), dtype=x.dtype)
+    return _run(BWD_FILTER, p, x, gy, out, alpha, beta, algo)
+
+
+def backward_bias(gy, *, layout="NCHW", out=None, alpha=1.0, beta=0.0, dtype=None):
+    """gb[k] = alpha * sum of gy over N and spatial + beta * out[k]; gb has shape (K,)."""
+    import cupy
+    _device("cudnnConvolutionBackwardBias", gy=gy)
+    dt = data_type(dtype or gy.dtype.name, "cudnnConvolutionBackwardBias")
+    gdesc = TensorDescriptor.from_array(gy, layout, dt)
+    K = gdesc.dims[1]
+    bdesc = TensorDescriptor((1, K) + (1,) * (gy.ndim - 2), dt)
+    if out is None:
+        out = cupy.empty((K,), dtype=gy.dtype)
+    handle = get_handle()
+    api.cudnnConvolutionBackwardBias(handle, _scalar(dt, alpha), gdesc, gy.data.ptr,
+                                     _scalar(dt, beta), bdesc, out.data.ptr)
+    return out
+
+
+def _check_dims(function, name, shape, dims, layout):
+    expected = _shape_in_layout(dims, layout)
+    if tuple(shape) != expected:
+        raise BadParam(2008, function, {f"{name}.shape": tuple(shape), "expected": expected},
+                       f"{name} has shape {tuple(shape)}, the convolution's output is {expected}")
+
+
+def transpose_output_shape(in_size, kernel, stride, padding, output_padding, dilation):
+    """PyTorch's ConvTranspose output size along one dim."""
+    return (in_size - 1) * stride - 2 * padding + dilation * (kernel - 1) + output_padding + 1
+
+
+def conv_transpose(x, W, *, stride=1, padding=0, output_padding=0, dilation=1, groups=1,
+                   layout="NCHW", algo=None, dtype=None):
+    """Transposed convolution (PyTorch's conv_transpose2d/3d) as cuDNN backward-data.
+
+    x: (N, Cin, *spatial); W in PyTorch layout (Cin, Cout/groups, *filter) -- which is exactly
+    cuDNN's KCRS filter with K = Cin, C = Cout/groups (NHWC: (Cin, *filter, Cout/groups)).
+    y: (N, Cout, *out), out = (in-1)*stride - 2*padding + dilation*(k-1) + output_padding + 1.
+    """
+    _device("cudnnConvolutionBackwardData", x=x, W=W)
+    spatial = x.ndim - 2
+    s, p, op, d = (as_tuple(v, spatial) for v in (stride, padding, output_padding, dilation))
+    axes = logical_axes(x.ndim, layout)
+    x_dims = [x.shape[i] for i in axes]
+    w_dims = [W.shape[i] for i in axes]
+    if x_dims[1] != w_dims[0]:
+        raise BadParam(2008, "cudnnConvolutionBackwardData", {"x.shape": x.shape, "W.shape": W.shape},
+                       f"x has {x_dims[1]} channels but W (Cin, Cout/groups, ...) expects {w_dims[0]}")
+    for i in range(spatial):
+        if not (op[i] < s[i] or op[i] < d[i]) or min(s[i], d[i]) < 1 or p[i] < 0 or op[i] < 0:
+            raise BadParam(2000, "cudnnConvolutionBackwardData",
+                           {"stride": s, "padding": p, "output_padding": op, "dilation": d},
+                           f"output_padding must be smaller than either stride or dilation "
+                           f"(dim {i}: output_padding={op[i]}, stride={s[i]}, dilation={d[i]})")
+    out = [transpose_output_shape(x_dims[2 + i], w_dims[2 + i], s[i], p[i], op[i], d[i])
+           for i in range(spatial)]
+    y_dims = [x_dims[0], w_dims[1] * groups] + out
+    if all(op[i] < s[i] for i in range(spatial)):
+        y_shape = _shape_in_layout(y_dims, layout)
+        return backward_data(W, x, y_shape, stride=s, pad=p, dilation=d, groups=groups,
+                             layout=layout, algo=algo, dtype=dtype)
+    # output_padding >= stride (allowed when < dilation): cuDNN's dims would disagree, so take the
+    # unpadded full transposed convolution and crop / zero-extend it to the requested size.
+    return transpose_cropped(x, W, s, d, begin=p, size=out, groups=groups, layout=layout,
+                             algo=algo, dtype=dtype)
+
+
+def transpose_cropped(x, W, stride, dilation, begin, size, *, groups=1, layout="NCHW", algo=None,
+                      dtype=None):
+    """Window [begin, begin+size) of the full (pad 0) transposed convolution, zeros past its end.
+    Covers output_padding >= stride and asymmetric ('same') padding."""
+    import cupy
+    spatial = x.ndim - 2
+    axes = logical_axes(x.ndim, layout)
+    x_dims = [x.shape[i] for i in axes]
+    w_dims = [W.shape[i] for i in axes]
+    full = [(x_dims[2 + i] - 1) * stride[i] + dilation[i] * (w_dims[2 + i] - 1) + 1
+            for i in range(spatial)]
+    full_dims = [x_dims[0], w_dims[1] * groups] + full
+    y_full = backward_data(W, x, _shape_in_layout(full_dims, layout), stride=stride, pad=0,
+                           dilation=dilation, groups=groups, layout=layout, algo=algo, dtype=dtype)
+    y_dims = full_dims[:2] + list(size)
+    y = cupy.zeros(_shape_in_layout(y_dims, layout), dtype=y_full.dtype)
+    dst = [slice(None)] * x.ndim
+    src = [slice(None)] * x.ndim
+    for i in range(spatial):
+        lo, hi = begin[i], min(begin[i] + size[i], full[i])
+        src[axes[2 + i]] = slice(lo, max(lo, hi))
+        dst[axes[2 + i]] = slice(0, max(0, hi - lo))
+    y[tuple(dst)] = y_full[tuple(src)]
+    return y
+
+
+def c_strides(shape):
+    """Element strides of a C-contiguous array: a packed tensor in whichever layout it is stored."""
+    strides = [1] * len(shape)
+    for i in range(len(shape) - 2, -1, -1):
+        strides[i] = strides[i + 1] * shape[i + 1]
+    return tuple(strides)

@@ -1,0 +1,26 @@
+"""The `gpu` marker: such tests skip, with one line saying why, when no CUDA device is visible."""
+import pytest
+
+
+def _gpu_reason():
+    try:
+        import cupy
+    except ImportError as e:
+        return f"CuPy not importable ({e})"
+    try:
+        n = cupy.cuda.runtime.getDeviceCount()
+    except Exception as e:  # CUDARuntimeError when there is no driver
+        return f"no CUDA device ({type(e).__name__}: {str(e).splitlines()[0]})"
+    return None if n > 0 else "no CUDA device (0 visible)"
+
+
+_REASON = _gpu_reason()
+
+
+def pytest_collection_modifyitems(config, items):
+    if _REASON is None:
+        return
+    skip = pytest.mark.skip(reason=_REASON)
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)

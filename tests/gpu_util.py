@@ -1,0 +1,38 @@
+"""Moving test data to the device in a given data type and layout, and back as float64 NCHW."""
+import numpy as np
+
+
+def storage(dtype):
+    """(CuPy storage dtype, cudnnlite dtype override): CuPy has no bfloat16, so bf16 bits live in
+    uint16 arrays and the binding is told dtype='bfloat16'."""
+    return ("uint16", "bfloat16") if dtype == "bfloat16" else (dtype, None)
+
+
+def rounded(a, dtype):
+    """a as the device will hold it, back in float64 (the reference sees the rounded inputs)."""
+    if dtype == "bfloat16":
+        import ml_dtypes
+        return np.asarray(a, ml_dtypes.bfloat16).astype(np.float64)
+    return np.asarray(a, dtype).astype(np.float64)
+
+
+def to_device(a, dtype, layout="NCHW", filter=False):
+    """float64 NCHW (or KCRS) array -> CuPy array of `dtype` stored in `layout`."""
+    import cupy
+    if layout == "NHWC":
+        a = np.moveaxis(a, 1, -1)
+    if dtype == "bfloat16":
+        import ml_dtypes
+        bits = np.ascontiguousarray(np.asarray(a, ml_dtypes.bfloat16)).view(np.uint16)
+        return cupy.asarray(bits)
+    return cupy.asarray(np.ascontiguousarray(a.astype(dtype)))
+
+
+def to_host(a, dtype, layout="NCHW"):
+    """CuPy array of `dtype` in `layout` -> float64 NCHW."""
+    h = a.get()
+    if dtype == "bfloat16":
+        import ml_dtypes
+        h = h.view(ml_dtypes.bfloat16)
+    h = h.astype(np.float64)
+    return np.moveaxis(h, -1, 1) if layout == "NHWC" else h

@@ -1,0 +1,208 @@
+"""Descriptors against cuDNN's own getters and closed forms; runs on a machine with no GPU."""
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+import cudnnlite as cl
+from cudnnlite.descriptors import packed_strides
+
+DTYPES = [("float32", cl.DataType.FLOAT), ("float64", cl.DataType.DOUBLE),
+          ("float16", cl.DataType.HALF), ("bfloat16", cl.DataType.BFLOAT16),
+          ("int8", cl.DataType.INT8), ("int32", cl.DataType.INT32)]
+
+
+@st.composite
+def dims_and_strides(draw):
+    nd = draw(st.integers(3, 8))
+    dims = draw(st.lists(st.integers(1, 9), min_size=nd, max_size=nd))
+    order = draw(st.permutations(range(nd)))          # any memory order, optionally padded
+    gaps = draw(st.lists(st.integers(0, 3), min_size=nd, max_size=nd))
+    strides, step = [0] * nd, 1
+    for axis in reversed(order):
+        strides[axis] = step
+        step *= dims[axis] + gaps[axis]
+    return tuple(dims), tuple(strides)
+
+
+@settings(max_examples=200, deadline=None)
+@given(dims_and_strides(), st.sampled_from(DTYPES))
+def test_tensor_descriptor_round_trip(ds, dtype):
+    dims, strides = ds
+    name, dt = dtype
+    desc = cl.TensorDescriptor(dims, name, strides)
+    assert desc.setup() == (dt, dims, strides)
+    assert desc == cl.TensorDescriptor(dims, dt, strides)
+    assert repr(desc) == f"TensorDescriptor({dt.name}, dims={dims}, strides={strides})"
+
+
+@pytest.mark.parametrize("layout,axes", [("NCHW", (0, 1, 2, 3)), ("NHWC", (0, 3, 1, 2))])
+def test_tensor_descriptor_from_array(layout, axes):
+    a = np.zeros((2, 3, 5, 7), np.float16)
+    desc = cl.TensorDescriptor.from_array(a, layout)
+    assert desc.setup() == (cl.DataType.HALF, tuple(a.shape[i] for i in axes),
+                            tuple(a.strides[i] // 2 for i in axes))
+
+
+def test_tensor_descriptor_from_strided_view():
+    a = np.zeros((4, 6, 8, 10), np.float32)[::2, 1:5, :, ::3]   # a non-contiguous view
+    assert cl.TensorDescriptor.from_array(a).setup() == (
+        cl.DataType.FLOAT, (2, 4, 8, 4), (960, 80, 10, 3))
+
+
+@pytest.mark.parametrize("dims", [(2, 3, 4, 5), (1, 1, 1, 1), (3, 2, 5, 4, 6)])
+def test_packed_strides_match_numpy(dims):
+    nchw = np.zeros(dims, np.float32)
+    assert packed_strides(dims) == tuple(s // 4 for s in nchw.strides)
+    nhwc = np.zeros((dims[0],) + dims[2:] + (dims[1],), np.float32)
+    assert packed_strides(dims, "NHWC") == cl.TensorDescriptor.from_array(nhwc, "NHWC").strides
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.integers(1, 64), min_size=4, max_size=5), st.sampled_from(["NCHW", "NHWC"]),
+       st.sampled_from(DTYPES[:4]))
+def test_filter_descriptor_round_trip(dims, layout, dtype):
+    name, dt = dtype
+    desc = cl.FilterDescriptor(dims, name, layout)
+    assert desc.setup() == (dt, cl.TensorFormat[layout], tuple(dims))
+    assert f"{cl.TensorFormat[layout].name}, dims={tuple(dims)}" in repr(desc)
+
+
+def test_filter_descriptor_from_array_layouts():
+    krsc = np.zeros((8, 3, 5, 4), np.float32)           # K, R, S, C
+    assert cl.FilterDescriptor.from_array(krsc, "NHWC").setup()[2] == (8, 4, 3, 5)
+    with pytest.raises(cl.BadParam, match="cudnnSetFilterNdDescriptor.*C-contiguous"):
+        cl.FilterDescriptor.from_array(krsc.transpose(0, 3, 1, 2), "NCHW")
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.integers(2, 3).flatmap(lambda n: st.tuples(
+           st.lists(st.integers(0, 5), min_size=n, max_size=n),
+           st.lists(st.integers(1, 4), min_size=n, max_size=n),
+           st.lists(st.integers(1, 3), min_size=n, max_size=n))),
+       st.integers(1, 8), st.sampled_from(list(cl.MathType)),
+       st.sampled_from([cl.DataType.FLOAT, cl.DataType.DOUBLE, cl.DataType.HALF]),
+       st.sampled_from(list(cl.ConvMode)))
+def test_convolution_descriptor_round_trip(geometry, groups, math, compute, mode):
+    pad, stride, dilation = (tuple(v) for v in geometry)
+    desc = cl.ConvolutionDescriptor(pad, stride, dilation, groups=groups, math_type=math,
+                                    compute_type=compute, mode=mode)
+    assert desc.setup() == (pad, stride, dilation, mode, compute, groups, math)
+    other = cl.ConvolutionDescriptor(pad, stride, dilation, groups=groups, math_type=math,
+                                     compute_type=compute, mode=mode)
+    assert desc == other and hash(desc) == hash(other)
+
+
+def test_convolution_descriptor_scalars_broadcast():
+    desc = cl.ConvolutionDescriptor(1, 2, 3, spatial_dims=3)
+    assert desc.setup()[:3] == ((1, 1, 1), (2, 2, 2), (3, 3, 3))
+
+
+@pytest.mark.parametrize("mode,coef", [(cl.ActivationMode.RELU, 0.0),
+                                       (cl.ActivationMode.CLIPPED_RELU, 6.0),
+                                       (cl.ActivationMode.ELU, 0.5),
+                                       (cl.ActivationMode.SIGMOID, 0.0),
+                                       (cl.ActivationMode.TANH, 0.0)])
+def test_activation_descriptor_round_trip(mode, coef):
+    desc = cl.ActivationDescriptor(mode, coef)
+    assert desc.setup() == (mode, cl.NanPropagation.NOT_PROPAGATE_NAN, coef)
+
+
+def _closed_form(size, k, pad, stride, dil):
+    return (size + 2 * pad - dil * (k - 1) - 1) // stride + 1
+
+
+@st.composite
+def conv_problems(draw):
+    n_spatial = draw(st.integers(2, 3))
+    groups = draw(st.integers(1, 4))
+    N = draw(st.integers(1, 4))
+    C = groups * draw(st.integers(1, 4))
+    K = groups * draw(st.integers(1, 4))
+    spatial, kernel, pad, stride, dil = [], [], [], [], []
+    for _ in range(n_spatial):
+        k, d = draw(st.integers(1, 5)), draw(st.integers(1, 3))
+        p = draw(st.integers(0, 4))
+        span = d * (k - 1) + 1
+        size = draw(st.integers(max(1, span - 2 * p), span - 2 * p + 20))
+        spatial.append(size); kernel.append(k); pad.append(p); dil.append(d)
+        stride.append(draw(st.integers(1, 4)))
+    return N, C, K, groups, spatial, kernel, pad, stride, dil
+
+
+@settings(max_examples=300, deadline=None)
+@given(conv_problems(), st.sampled_from(["NCHW", "NHWC"]))
+def test_conv_output_shape_matches_closed_form(problem, layout):
+    N, C, K, groups, spatial, kernel, pad, stride, dil = problem
+    x = cl.TensorDescriptor([N, C] + spatial, "float32", packed_strides([N, C] + spatial, layout))
+    w = cl.FilterDescriptor([K, C // groups] + kernel, "float32", layout)
+    conv = cl.ConvolutionDescriptor(pad, stride, dil, groups=groups)
+    expected = (N, K) + tuple(_closed_form(*a) for a in zip(spatial, kernel, pad, stride, dil))
+    assert cl.conv_output_shape(x, w, conv) == expected
+
+
+# ---- bad set-ups: the right CudnnError subclass, naming the function and the values ----------
+
+def test_negative_pad():
+    with pytest.raises(cl.BadParam) as e:
+        cl.ConvolutionDescriptor((-1, 0), 1, 1)
+    msg = str(e.value)
+    assert e.value.function == "cudnnSetConvolutionNdDescriptor"
+    assert "padA = [-1, 0]" in msg and "negative" in msg
+
+
+@pytest.mark.parametrize("stride,dilation", [((0, 1), 1), (1, (1, 0))])
+def test_zero_stride_or_dilation(stride, dilation):
+    with pytest.raises(cl.BadParam, match="cudnnSetConvolutionNdDescriptor"):
+        cl.ConvolutionDescriptor(0, stride, dilation)
+
+
+def test_channel_group_mismatch_names_descriptors():
+    x = cl.TensorDescriptor((2, 6, 8, 8))
+    w = cl.FilterDescriptor((4, 4, 3, 3))          # 2 groups of 4 channels != 6
+    conv = cl.ConvolutionDescriptor(1, 1, 1, groups=2)
+    with pytest.raises(cl.BadParam) as e:
+        cl.conv_output_shape(x, w, conv)
+    msg = str(e.value)
+    assert msg.startswith("cudnnGetConvolutionNdForwardOutputDim failed: CUDNN_STATUS_BAD_PARAM")
+    assert "dims=(2, 6, 8, 8)" in msg and "dims=(4, 4, 3, 3)" in msg and "groups=2" in msg
+    assert "groupCount" in msg                  # cuDNN's own cudnnGetLastErrorString text
+
+
+def test_wrong_rank():
+    x = cl.TensorDescriptor((2, 3, 8, 8, 8))
+    w = cl.FilterDescriptor((4, 3, 3, 3))
+    with pytest.raises(cl.BadParam, match="cudnnGetConvolutionNdForwardOutputDim"):
+        cl.conv_output_shape(x, w, cl.ConvolutionDescriptor(0, 1, 1))
+
+
+def test_kernel_larger_than_padded_input():
+    x = cl.TensorDescriptor((1, 1, 2, 2))
+    w = cl.FilterDescriptor((1, 1, 5, 5))
+    with pytest.raises(cl.BadParam, match="cudnnGetConvolutionNdForwardOutputDim"):
+        cl.conv_output_shape(x, w, cl.ConvolutionDescriptor(0, 1, 1))
+
+
+@pytest.mark.parametrize("dtype", ["complex64", "uint32", np.dtype("U3")])
+def test_unsupported_dtype(dtype):
+    with pytest.raises(cl.NotSupportedDataType) as e:
+        cl.TensorDescriptor((1, 2, 3, 4), dtype)
+    assert e.value.function == "cudnnSetTensorNdDescriptor"
+    assert isinstance(e.value, cl.NotSupported)
+
+
+def test_negative_dim():
+    with pytest.raises(cl.BadParam, match="cudnnSetTensorNdDescriptor(.|\n)*dimA = \\[2, -3, 4, 4\\]"):
+        cl.TensorDescriptor((2, -3, 4, 4))
+
+
+def test_unknown_layout():
+    with pytest.raises(cl.BadParam, match="layout"):
+        cl.FilterDescriptor((1, 1, 1, 1), "float32", "CHWN")
+
+
+def test_descriptor_freed_when_dropped():
+    desc = cl.TensorDescriptor((1, 2, 3, 4))
+    finalizer = desc._finalizer
+    assert finalizer.alive
+    del desc
+    assert not finalizer.alive
