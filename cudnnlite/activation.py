@@ -22,10 +22,10 @@ def _activation(mode, coef):
 def _as4d(function, name, a):
     """cuDNN tensor ops want 4 to 8 dims: pad with trailing 1s (a view, same memory)."""
     if not hasattr(getattr(a, "data", None), "ptr"):
-        raise BadParam(2000, function, {name: type(a).__name__},
+        raise BadParam(function, {name: type(a).__name__},
                        f"{name} must be a CuPy array (device memory), got {type(a).__name__}")
     if a.ndim > 8:
-        raise BadParam(2000, function, {f"{name}.shape": a.shape}, "at most 8 dims")
+        raise BadParam(function, {f"{name}.shape": a.shape}, "at most 8 dims")
     return a.reshape(a.shape + (1,) * (4 - a.ndim)) if a.ndim < 4 else a
 
 

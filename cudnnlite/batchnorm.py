@@ -8,7 +8,7 @@ import ctypes
 from . import api
 from .descriptors import TensorDescriptor, data_type
 from .enums import BatchNormMode, DataType
-from .errors import BadParam
+from .errors import BadParam, BadParamShapeMismatch
 from .handle import get_handle
 
 _ONE_F, _ZERO_F = ctypes.c_float(1.0), ctypes.c_float(0.0)
@@ -19,10 +19,10 @@ _derived = {}
 def _setup(function, x, layout, mode, dtype, params):
     for name, a in (("x", x),) + tuple(params.items()):
         if a is not None and not hasattr(getattr(a, "data", None), "ptr"):
-            raise BadParam(2000, function, {name: type(a).__name__},
+            raise BadParam(function, {name: type(a).__name__},
                            f"{name} must be a CuPy array (device memory), got {type(a).__name__}")
     if x.ndim < 3:
-        raise BadParam(2000, function, {"x.shape": x.shape},
+        raise BadParam(function, {"x.shape": x.shape},
                        "x must be at least 3-d (N, C, L) / (N, C, H, W); reshape (N, C) to (N, C, 1, 1)")
     dt = data_type(dtype or x.dtype.name, function)
     if x.ndim == 3:  # (N, C, L): cuDNN wants >= 4 dims
@@ -41,7 +41,8 @@ def _setup(function, x, layout, mode, dtype, params):
         expected *= d
     for name, a in params.items():
         if a is not None and (a.size != expected or not a.flags.c_contiguous):
-            raise BadParam(2008, function, {f"{name}.shape": a.shape, "x": xdesc, "mode": mode.name},
+            raise BadParamShapeMismatch(function,
+                                        {f"{name}.shape": a.shape, "x": xdesc, "mode": mode.name},
                            f"{name} must be a contiguous array of {expected} elements "
                            f"(shape {bdesc.dims} for mode {mode.name}), got shape {a.shape}")
     one, zero = (_ONE_D, _ZERO_D) if dt == DataType.DOUBLE else (_ONE_F, _ZERO_F)
@@ -96,7 +97,7 @@ def backward(x, gy, gamma, saved_mean, saved_invstd, *, eps=1e-5, mode=BatchNorm
     x4, xdesc, bdesc, mode, one, zero = _setup(fn, x, layout, mode, dtype, dict(
         gamma=gamma, saved_mean=saved_mean, saved_invstd=saved_invstd))
     if gy.shape != x.shape:
-        raise BadParam(2008, fn, {"x.shape": x.shape, "gy.shape": gy.shape},
+        raise BadParamShapeMismatch(fn, {"x.shape": x.shape, "gy.shape": gy.shape},
                        f"gy has shape {gy.shape}, x has {x.shape}")
     gy4 = cupy.ascontiguousarray(gy).reshape(x4.shape)
     gydesc = TensorDescriptor.cached(gy4, layout, xdesc.data_type)

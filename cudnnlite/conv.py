@@ -16,7 +16,7 @@ from .descriptors import (ConvolutionDescriptor, FilterDescriptor, TensorDescrip
                           check_layout, conv_output_shape, data_type, logical_axes,
                           packed_strides)
 from .enums import ConvBwdDataAlgo, ConvBwdFilterAlgo, ConvFwdAlgo, DataType, MathType, Status
-from .errors import BadParam, NotSupported
+from .errors import BadParam, BadParamShapeMismatch, NotSupported
 from .handle import get_handle
 
 
@@ -59,16 +59,16 @@ class Choice(NamedTuple):
     workspace: int
 
 
-class _Direction(NamedTuple):
+class _Direction:
     """One of the three convolutions: inputs a, b -> output c, in cuDNN's argument order."""
-    name: str
-    compute: object
-    heuristics: object
-    find: object
-    workspace_size: object
-    max_count: object
-    perf: type
-    algos: type
+
+    def __init__(self, name, compute, heuristics, find, workspace_size, max_count, perf, algos):
+        self.name, self.compute, self.heuristics, self.find = name, compute, heuristics, find
+        self.workspace_size, self.max_count, self.perf, self.algos = \
+            workspace_size, max_count, perf, algos
+
+    def __repr__(self):
+        return f"<{self.name}>"
 
 
 FWD = _Direction("cudnnConvolutionForward", api.cudnnConvolutionForward,
@@ -173,7 +173,7 @@ def _choose(plan, d, handle, a, b, c, algo):
     listed = [(d.algos(p.algo).name, Status(p.status).name, p.memory,
                "deterministic" if p.determinism else "non-deterministic", MathType(p.mathType).name)
               for p in perfs]
-    raise NotSupported(3000, d.heuristics.__name__,
+    raise NotSupported(d.heuristics.__name__,
                        {"a": adesc, "b": bdesc, "c": cdesc, "conv": plan.conv(math),
                         "settings": settings, "candidates": listed},
                        "no algorithm fits the settings (workspace limit, determinism, math type)")
@@ -214,7 +214,7 @@ def plan(x_shape, x_strides, w_shape, dtype, layout="NCHW", pad=0, stride=1, dil
         check_layout(layout, "cudnnSetTensorNdDescriptor")
         dt = data_type(dtype)
         if len(x_shape) != len(w_shape) or len(x_shape) not in (4, 5):
-            raise BadParam(2000, "cudnnSetConvolutionNdDescriptor",
+            raise BadParam("cudnnSetConvolutionNdDescriptor",
                            {"x.shape": x_shape, "W.shape": w_shape},
                            "x and W must both be 4-d (2-d convolution) or 5-d (3-d convolution)")
         axes = logical_axes(len(x_shape), layout)
@@ -240,7 +240,7 @@ def _scalar(dt, value):
 def _device(function, **arrays):
     for name, a in arrays.items():
         if not hasattr(a, "data") or not hasattr(a.data, "ptr"):
-            raise BadParam(2000, function, {name: type(a).__name__},
+            raise BadParam(function, {name: type(a).__name__},
                            f"{name} must be a CuPy array (device memory), got {type(a).__name__}")
 
 
@@ -325,8 +325,9 @@ def backward_bias(gy, *, layout="NCHW", out=None, alpha=1.0, beta=0.0, dtype=Non
 def _check_dims(function, name, shape, dims, layout):
     expected = _shape_in_layout(dims, layout)
     if tuple(shape) != expected:
-        raise BadParam(2008, function, {f"{name}.shape": tuple(shape), "expected": expected},
-                       f"{name} has shape {tuple(shape)}, the convolution's output is {expected}")
+        raise BadParamShapeMismatch(function,
+                                    {f"{name}.shape": tuple(shape), "expected": expected},
+                                    f"{name} has shape {tuple(shape)}, the convolution's output is {expected}")
 
 
 def transpose_output_shape(in_size, kernel, stride, padding, output_padding, dilation):
@@ -349,11 +350,12 @@ def conv_transpose(x, W, *, stride=1, padding=0, output_padding=0, dilation=1, g
     x_dims = [x.shape[i] for i in axes]
     w_dims = [W.shape[i] for i in axes]
     if x_dims[1] != w_dims[0]:
-        raise BadParam(2008, "cudnnConvolutionBackwardData", {"x.shape": x.shape, "W.shape": W.shape},
-                       f"x has {x_dims[1]} channels but W (Cin, Cout/groups, ...) expects {w_dims[0]}")
+        raise BadParamShapeMismatch("cudnnConvolutionBackwardData",
+                                    {"x.shape": x.shape, "W.shape": W.shape},
+                                    f"x has {x_dims[1]} channels but W (Cin, Cout/groups, ...) expects {w_dims[0]}")
     for i in range(spatial):
         if not (op[i] < s[i] or op[i] < d[i]) or min(s[i], d[i]) < 1 or p[i] < 0 or op[i] < 0:
-            raise BadParam(2000, "cudnnConvolutionBackwardData",
+            raise BadParam("cudnnConvolutionBackwardData",
                            {"stride": s, "padding": p, "output_padding": op, "dilation": d},
                            f"output_padding must be smaller than either stride or dilation "
                            f"(dim {i}: output_padding={op[i]}, stride={s[i]}, dilation={d[i]})")

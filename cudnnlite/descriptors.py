@@ -12,7 +12,7 @@ import numpy as np
 
 from . import api
 from .enums import ActivationMode, ConvMode, DataType, MathType, NanPropagation, TensorFormat
-from .errors import CudnnError, NotSupportedDataType, BadParam
+from .errors import BadParam, CudnnError, NotSupportedDataType
 
 MAX_DIMS = 8  # CUDNN_DIM_MAX
 
@@ -36,7 +36,7 @@ def data_type(dtype, function="cudnnSetTensorNdDescriptor"):
     try:
         return _NUMPY_TO_CUDNN[name]
     except KeyError:
-        raise NotSupportedDataType(3003, function, {"dtype": name},
+        raise NotSupportedDataType(function, {"dtype": name},
                                    f"no cuDNN data type for {name}; supported: "
                                    + ", ".join(_NUMPY_TO_CUDNN)) from None
 
@@ -47,7 +47,7 @@ def itemsize(dt):
 
 def check_layout(layout, function):
     if layout not in LAYOUTS:
-        raise BadParam(2000, function, {"layout": layout}, f"layout must be one of {LAYOUTS}")
+        raise BadParam(function, {"layout": layout}, f"layout must be one of {LAYOUTS}")
 
 
 def logical_axes(ndim, layout):
@@ -107,7 +107,7 @@ class TensorDescriptor(Descriptor):
             strides = packed_strides(dims)
         strides = tuple(int(s) for s in strides)
         if len(strides) != len(dims):
-            raise BadParam(2000, "cudnnSetTensorNdDescriptor", {"dims": dims, "strides": strides},
+            raise BadParam("cudnnSetTensorNdDescriptor", {"dims": dims, "strides": strides},
                            "dims and strides differ in length")
         api.cudnnSetTensorNdDescriptor(self, self.data_type, len(dims), _ints(dims), _ints(strides))
         self.dims, self.strides = dims, strides   # what we set; setup() reads cuDNN's copy
@@ -179,7 +179,7 @@ class FilterDescriptor(Descriptor):
         """W is (K, C, *spatial) for 'NCHW' or (K, *spatial, C) for 'NHWC', C-contiguous."""
         dt = data_type(W.dtype if dtype is None else dtype, "cudnnSetFilterNdDescriptor")
         if not W.flags.c_contiguous:
-            raise BadParam(2000, "cudnnSetFilterNdDescriptor",
+            raise BadParam("cudnnSetFilterNdDescriptor",
                            {"shape": W.shape, "strides": W.strides},
                            "filters must be C-contiguous (cuDNN filter descriptors have no strides)")
         check_layout(layout, "cudnnSetFilterNdDescriptor")
@@ -208,7 +208,7 @@ class ConvolutionDescriptor(Descriptor):
         super().__init__()
         pad, stride, dilation = (as_tuple(v, spatial_dims) for v in (pad, stride, dilation))
         if not len(pad) == len(stride) == len(dilation):
-            raise BadParam(2000, "cudnnSetConvolutionNdDescriptor",
+            raise BadParam("cudnnSetConvolutionNdDescriptor",
                            {"pad": pad, "stride": stride, "dilation": dilation},
                            "pad, stride and dilation differ in length")
         api.cudnnSetConvolutionNdDescriptor(self, len(pad), _ints(pad), _ints(stride),

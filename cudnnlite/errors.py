@@ -17,7 +17,10 @@ class CudnnError(RuntimeError):
     """A cuDNN call returned a status other than CUDNN_STATUS_SUCCESS (or a set-up was rejected
     before the call, with the function it would have reached named in `function`)."""
 
-    def __init__(self, status, function, arguments=(), detail=""):
+    STATUS = None   # each subclass's own status; raise_for passes the exact one
+
+    def __init__(self, function, arguments=(), detail="", status=None):
+        status = self.STATUS if status is None else status
         try:
             self.status = Status(status)
         except ValueError:  # a status newer than this table: keep the number
@@ -53,7 +56,8 @@ for _status in Status:
         continue
     _category = _status // 1000 * 1000
     _base = _CATEGORY_CLASSES.get(_category, CudnnError)
-    _cls = type(_class_name(_status), (_base,), {"__doc__": f"CUDNN_STATUS_{_status.name}"})
+    _cls = type(_class_name(_status), (_base,),
+                {"__doc__": f"CUDNN_STATUS_{_status.name}", "STATUS": _status})
     _STATUS_CLASSES[_status] = _cls
     if _status % 1000 == 0:
         _CATEGORY_CLASSES[_status] = _cls
@@ -62,7 +66,9 @@ for _status in Status:
 # The 1xxx statuses have no x000 parent: each is its own CudnnError subclass.
 NotInitialized = _STATUS_CLASSES[Status.NOT_INITIALIZED]
 BadParam = _STATUS_CLASSES[Status.BAD_PARAM]
+BadParamShapeMismatch = _STATUS_CLASSES[Status.BAD_PARAM_SHAPE_MISMATCH]
 NotSupported = _STATUS_CLASSES[Status.NOT_SUPPORTED]
+NotSupportedDataType = _STATUS_CLASSES[Status.NOT_SUPPORTED_DATA_TYPE]
 InternalError = _STATUS_CLASSES[Status.INTERNAL_ERROR]
 ExecutionFailed = _STATUS_CLASSES[Status.EXECUTION_FAILED]
 
@@ -76,7 +82,7 @@ def error_class(status):
 
 
 def raise_for(status, function, arguments=(), detail=""):
-    raise error_class(status)(status, function, arguments, detail)
+    raise error_class(status)(function, arguments, detail, status)
 
 
 __all__ = ["CudnnError", "error_class", "raise_for"] + [c.__name__ for c in _STATUS_CLASSES.values()]

@@ -15,10 +15,10 @@ class Handle:
         try:
             count = cupy.cuda.runtime.getDeviceCount()
         except cupy.cuda.runtime.CUDARuntimeError as e:
-            raise NotInitialized(1001, "cudnnCreate", {"device": device_id},
+            raise NotInitialized("cudnnCreate", {"device": device_id},
                                  f"no CUDA device is visible ({e})") from None
         if not 0 <= device_id < count:
-            raise NotInitialized(1001, "cudnnCreate", {"device": device_id},
+            raise NotInitialized("cudnnCreate", {"device": device_id},
                                  f"device {device_id} does not exist ({count} visible)")
         self.device_id = device_id
         handle = c_void_p()
@@ -53,7 +53,7 @@ def _cupy(function):
     try:
         import cupy
     except ImportError as e:
-        raise NotInitialized(1001, function, {},
+        raise NotInitialized(function, {},
                              f"CuPy is not installed ({e}); pip install cupy-cuda12x or "
                              "cupy-cuda13x") from None
     return cupy
@@ -65,7 +65,7 @@ def get_handle():
     try:
         device_id = cupy.cuda.runtime.getDevice()
     except cupy.cuda.runtime.CUDARuntimeError as e:
-        raise NotInitialized(1001, "cudnnCreate", {}, f"no CUDA device is visible ({e})") from None
+        raise NotInitialized("cudnnCreate", {}, f"no CUDA device is visible ({e})") from None
     handle = _handles.get(device_id)
     if handle is None:
         handle = _handles[device_id] = Handle(device_id)

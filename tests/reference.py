@@ -68,12 +68,14 @@ def conv_backward_filter(x, gy, w_shape, stride, pad, dilation, groups):
     G = groups
     out = gy.shape[2:]
     xp = np.pad(x, [(0, 0), (0, 0)] + [(p, p) for p in pad])
+    N = x.shape[0]
     gW = np.zeros(w_shape)
     for tap in itertools.product(*(range(k) for k in w_shape[2:])):
         patch = xp[(slice(None), slice(None)) + _window(out, tap, stride, dilation)]
         for g in range(G):
             ks, cs = slice(g * K // G, (g + 1) * K // G), slice(g * Cg, (g + 1) * Cg)
-            gW[(ks, slice(None)) + tap] = np.einsum("nc...,nk...->kc", patch[:, cs], gy[:, ks])
+            gW[(ks, slice(None)) + tap] = np.einsum("ncs,nks->kc", patch[:, cs].reshape(N, Cg, -1),
+                                                    gy[:, ks].reshape(N, K // G, -1))
     return gW
 
 

@@ -23,7 +23,7 @@ def test_every_status_has_its_class_under_its_category():
 
 
 def test_error_message_carries_status_function_and_arguments():
-    err = cl.BadParamShapeMismatch(2008, "cudnnFoo", {"x": cl.TensorDescriptor((1, 2, 3, 4))},
+    err = cl.BadParamShapeMismatch("cudnnFoo", {"x": cl.TensorDescriptor((1, 2, 3, 4))},
                                    "detail text")
     assert str(err).splitlines()[0] == \
         "cudnnFoo failed: CUDNN_STATUS_BAD_PARAM_SHAPE_MISMATCH (2008): detail text"
