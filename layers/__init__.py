@@ -1,0 +1,14 @@
+"""layers: a define-by-run autograd engine whose ops run on NumPy (the readable reference, any
+machine) or on cuDNN / CuPy (where the data is on a GPU), with PyTorch-exact layers, losses and
+optimizers, and Keras-layout convolution entry points."""
+from . import functional, init, keras, nn, optim
+from . import functional as F
+from .backend import parse_device
+from .module import Module, Parameter, Sequential
+from .random import manual_seed
+from .serialization import load, save
+from .tensor import Function, Tensor, is_grad_enabled, no_grad, tensor
+
+__all__ = ["Tensor", "Function", "tensor", "no_grad", "is_grad_enabled", "Module", "Parameter",
+           "Sequential", "functional", "F", "nn", "init", "optim", "keras", "manual_seed", "save",
+           "load", "parse_device"]

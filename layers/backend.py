@@ -1,0 +1,57 @@
+"""Where data lives: NumPy arrays on the CPU, CuPy arrays on a GPU. Devices are 'cpu' or an int."""
+import numpy as np
+
+_cupy = None
+
+
+def cupy():
+    """The cupy module, imported on first use (the NumPy path never needs it)."""
+    global _cupy
+    if _cupy is None:
+        import cupy as cp
+        _cupy = cp
+    return _cupy
+
+
+def is_gpu(a):
+    return not isinstance(a, (np.ndarray, np.generic))
+
+
+def xp_of(a):
+    return cupy() if is_gpu(a) else np
+
+
+def xp_of_gpu(gpu):
+    return cupy() if gpu else np
+
+
+def device_of(a):
+    return a.device.id if is_gpu(a) else "cpu"
+
+
+def parse_device(device):
+    """'cpu' | 'cuda' | 'cuda:1' | 1 | '1' -> 'cpu' or an int."""
+    if device is None or device == "cpu":
+        return "cpu"
+    if isinstance(device, int):
+        return device
+    text = str(device)
+    if text == "cuda":
+        return 0
+    if text.startswith("cuda:"):
+        text = text[5:]
+    if text.isdigit():
+        return int(text)
+    raise ValueError(f"device must be 'cpu', 'cuda', 'cuda:N' or an int, got {device!r}")
+
+
+def to_device(a, device):
+    """Copy (if needed) array `a` to `device`."""
+    device = parse_device(device)
+    if device == "cpu":
+        return a.get() if is_gpu(a) else a
+    cp = cupy()
+    if is_gpu(a) and a.device.id == device:
+        return a
+    with cp.cuda.Device(device):
+        return cp.asarray(a)

@@ -1,0 +1,276 @@
+"""The user-facing spelling of every op (torch.nn.functional-like). Argument checks that both
+paths share live here, so a misuse gets the same clear error on the CPU and the GPU."""
+import numpy as np
+
+from .ops import conv as _conv
+from .ops import elementwise as _ew
+from .ops import linalg as _la
+from .ops import loss as _loss
+from .ops import norm as _norm
+from .ops import reduce as _red
+from .ops import shape as _sh
+from .backend import cupy
+from .tensor import Tensor
+
+
+def _pair(v):
+    return (int(v), int(v)) if isinstance(v, (int, np.integer)) else tuple(int(i) for i in v)
+
+
+def _check_float(name, *tensors):
+    dtypes = {t.dtype for t in tensors if isinstance(t, Tensor)}
+    if len(dtypes) > 1:
+        raise TypeError(f"{name}: inputs must share one floating dtype, got "
+                        + ", ".join(f"{t.dtype} (shape {t.shape})" for t in tensors
+                                    if isinstance(t, Tensor)))
+
+
+# ---- arithmetic -------------------------------------------------------------------------------
+
+def _operand(a):
+    """Tensors pass through; Python numbers stay constants; arrays become constant Tensors."""
+    if isinstance(a, (Tensor, int, float)):
+        return a
+    return Tensor(a)
+
+
+def add(a, b): return _ew.Add.apply(_operand(a), _operand(b))
+def sub(a, b): return _ew.Sub.apply(_operand(a), _operand(b))
+def mul(a, b): return _ew.Mul.apply(_operand(a), _operand(b))
+def div(a, b): return _ew.Div.apply(_operand(a), _operand(b))
+def neg(x): return _ew.Neg.apply(x)
+def pow(x, exponent): return _ew.Pow.apply(x, exponent=exponent)
+def exp(x): return _ew.Exp.apply(x)
+def log(x): return _ew.Log.apply(x)
+
+
+def matmul(a, b):
+    if a.shape[-1] != (b.shape[0] if b.ndim == 1 else b.shape[-2]):
+        raise ValueError(f"matmul: shapes {a.shape} and {b.shape} do not line up "
+                         f"({a.shape[-1]} != {b.shape[0] if b.ndim == 1 else b.shape[-2]})")
+    _check_float("matmul", a, b)
+    return _la.MatMul.apply(a, b)
+
+
+def linear(x, weight, bias=None):
+    """y = x @ weight.T + bias, weight (out_features, in_features)."""
+    if x.shape[-1] != weight.shape[1]:
+        raise ValueError(f"linear: input has {x.shape[-1]} features (shape {x.shape}) but weight "
+                         f"expects {weight.shape[1]} (weight shape {weight.shape})")
+    _check_float("linear", x, weight, bias)
+    return _la.Linear.apply(x, weight, bias)
+
+
+# ---- activations ------------------------------------------------------------------------------
+
+def relu(x): return _ew.ReLU.apply(x)
+def sigmoid(x): return _ew.Sigmoid.apply(x)
+def tanh(x): return _ew.Tanh.apply(x)
+def leaky_relu(x, negative_slope=0.01): return _ew.LeakyReLU.apply(x, slope=negative_slope)
+def clamp(x, min=None, max=None): return _ew.Clamp.apply(x, lo=min, hi=max)
+
+
+def dropout(x, p=0.5, training=True):
+    if not 0 <= p <= 1:
+        raise ValueError(f"dropout probability must be in [0, 1], got {p}")
+    if not training or p == 0:
+        return x
+    if p == 1:
+        return x * 0.0
+    return _ew.Dropout.apply(x, p=p)
+
+
+def softmax(x, axis=-1): return _red.Softmax.apply(x, axis=axis)
+def log_softmax(x, axis=-1): return _red.LogSoftmax.apply(x, axis=axis)
+
+
+# ---- reductions and shapes ----------------------------------------------------------------------
+
+def sum(x, axis=None, keepdims=False): return _red.Sum.apply(x, axis=axis, keepdims=keepdims)
+def mean(x, axis=None, keepdims=False): return _red.Mean.apply(x, axis=axis, keepdims=keepdims)
+
+
+def reshape(x, *shape):
+    shape = tuple(shape[0]) if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape
+    known = [n for n in shape if n != -1]
+    size = int(np.prod(known)) if known else 1
+    if shape.count(-1) > 1 or (-1 not in shape and size != x.size) or \
+            (-1 in shape and (size == 0 or x.size % size)):
+        raise ValueError(f"reshape: cannot view shape {x.shape} ({x.size} elements) as {shape}")
+    return _sh.Reshape.apply(x, shape=shape)
+
+
+def transpose(x, *axes):
+    axes = tuple(axes[0]) if len(axes) == 1 and isinstance(axes[0], (tuple, list)) else axes
+    if axes and sorted(a % x.ndim for a in axes) != list(range(x.ndim)):
+        raise ValueError(f"transpose: axes {axes} are not a permutation of a {x.ndim}-d tensor")
+    return _sh.Transpose.apply(x, axes=axes)
+
+
+def swapaxes(x, a, b):
+    perm = list(range(x.ndim))
+    perm[a], perm[b] = perm[b], perm[a]
+    return transpose(x, perm)
+
+
+def concat(tensors, axis=0):
+    _check_same_except("concat", tensors, axis)
+    return _sh.Concat.apply(*tensors, axis=axis)
+
+
+cat = concat
+
+
+def stack(tensors, axis=0):
+    shapes = {t.shape for t in tensors}
+    if len(shapes) > 1:
+        raise ValueError(f"stack: all tensors need one shape, got {sorted(shapes)}")
+    return _sh.Stack.apply(*tensors, axis=axis)
+
+
+def _check_same_except(name, tensors, axis):
+    ref = tensors[0].shape
+    for t in tensors[1:]:
+        if len(t.shape) != len(ref) or any(a != b for i, (a, b) in enumerate(zip(t.shape, ref))
+                                           if i != axis % len(ref)):
+            raise ValueError(f"{name}: shapes {ref} and {t.shape} differ outside axis {axis}")
+
+
+def getitem(x, index): return _sh.GetItem.apply(x, index=index)
+
+
+def pad(x, pad, value=0.0):
+    """torch.nn.functional.pad order: (last_before, last_after, 2nd-last_before, ...)."""
+    if len(pad) % 2 or len(pad) // 2 > x.ndim:
+        raise ValueError(f"pad: {pad} must hold (before, after) pairs for at most {x.ndim} axes")
+    widths = [(0, 0)] * x.ndim
+    for i in range(len(pad) // 2):
+        widths[x.ndim - 1 - i] = (pad[2 * i], pad[2 * i + 1])
+    return _sh.Pad.apply(x, pad_width=tuple(widths), value=value)
+
+
+def embedding(indices, weight, padding_idx=None):
+    idx = indices.data if isinstance(indices, Tensor) else indices
+    if idx.dtype.kind not in "iu":
+        raise TypeError(f"embedding: indices must be integers, got {idx.dtype}")
+    return _sh.Embedding.apply(weight, idx, padding_idx=padding_idx)
+
+
+# ---- convolution and normalization ------------------------------------------------------------
+
+def _check_conv(name, x, weight, ndim):
+    if x.ndim != ndim or weight.ndim != ndim:
+        raise ValueError(f"{name}: expected {ndim}-d input and weight, got input {x.shape} and "
+                         f"weight {weight.shape}")
+    _check_float(name, x, weight)
+
+
+def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, layout="NCHW"):
+    """x (N, C, H, W), weight (K, C/groups, R, S) [NHWC: x (N, H, W, C), weight (K, R, S, C/g)]."""
+    _check_conv("conv2d", x, weight, 4)
+    C = x.shape[-1] if layout == "NHWC" else x.shape[1]
+    Cg = weight.shape[-1] if layout == "NHWC" else weight.shape[1]
+    if C != Cg * groups or weight.shape[0] % groups:
+        raise ValueError(f"conv2d: input has {C} channels (shape {x.shape}) but weight "
+                         f"{weight.shape} with groups={groups} expects {Cg * groups}")
+    return _conv.Conv2d.apply(x, weight, bias, stride=_pair(stride), pad=_pair(padding),
+                              dilation=_pair(dilation), groups=groups, layout=layout)
+
+
+def conv1d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    """x (N, C, L), weight (K, C/groups, k): conv2d on (N, C, 1, L)."""
+    if x.ndim != 3 or weight.ndim != 3:
+        raise ValueError(f"conv1d: expected 3-d input and weight, got input {x.shape} and "
+                         f"weight {weight.shape}")
+    y = conv2d(reshape(x, x.shape[0], x.shape[1], 1, x.shape[2]),
+               reshape(weight, weight.shape[0], weight.shape[1], 1, weight.shape[2]), bias,
+               (1, stride), (0, padding), (1, dilation), groups)
+    return reshape(y, y.shape[0], y.shape[1], y.shape[3])
+
+
+def conv_transpose2d(x, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1,
+                     dilation=1, layout="NCHW"):
+    """PyTorch's conv_transpose2d: weight (Cin, Cout/groups, R, S)."""
+    _check_conv("conv_transpose2d", x, weight, 4)
+    stride, padding, output_padding, dilation = (_pair(v) for v in
+                                                 (stride, padding, output_padding, dilation))
+    C = x.shape[-1] if layout == "NHWC" else x.shape[1]
+    if C != weight.shape[0]:
+        raise ValueError(f"conv_transpose2d: input has {C} channels (shape {x.shape}) but weight "
+                         f"{weight.shape} (Cin, Cout/groups, R, S) expects {weight.shape[0]}")
+    for i in range(2):
+        if not (output_padding[i] < stride[i] or output_padding[i] < dilation[i]):
+            raise ValueError(f"conv_transpose2d: output_padding {output_padding} must be smaller "
+                             f"than either stride {stride} or dilation {dilation}")
+    spatial = (1, 2) if layout == "NHWC" else (2, 3)
+    size = [_conv.transposed_size(x.shape[a], weight.shape[a], stride[i], padding[i],
+                                  output_padding[i], dilation[i]) for i, a in enumerate(spatial)]
+    if min(size) < 1:
+        raise ValueError(f"conv_transpose2d: output size {size} is not positive (input {x.shape}, "
+                         f"weight {weight.shape}, padding {padding})")
+    return _conv.ConvTranspose2d.apply(x, weight, bias, stride=stride, dilation=dilation,
+                                       groups=groups, begin=padding, size=tuple(size),
+                                       layout=layout)
+
+
+def batch_norm(x, running_mean, running_var, weight=None, bias=None, training=False,
+               momentum=0.1, eps=1e-5):
+    """As torch.nn.functional.batch_norm; running_* are arrays/Tensors updated in place."""
+    if x.ndim < 2:
+        raise ValueError(f"batch_norm: expected at least 2-d input (N, C, ...), got {x.shape}")
+    C = x.shape[1]
+    if training and x.size // C <= 1:
+        raise ValueError(f"batch_norm: expected more than 1 value per channel when training, "
+                         f"got input of shape {x.shape}")
+    xp = np if x.device == "cpu" else cupy()
+    rm = running_mean.data if isinstance(running_mean, Tensor) else running_mean
+    rv = running_var.data if isinstance(running_var, Tensor) else running_var
+    if rm is None and not training:
+        training = True       # no running statistics: batch statistics, as torch
+    pdtype = np.float64 if x.dtype == np.float64 else np.float32
+    weight = weight if weight is not None else Tensor(xp.ones(C, dtype=pdtype))
+    bias = bias if bias is not None else Tensor(xp.zeros(C, dtype=pdtype))
+    for name, t in (("weight", weight), ("bias", bias), ("running_mean", rm), ("running_var", rv)):
+        if t is not None and tuple(t.shape) != (C,):
+            raise ValueError(f"batch_norm: {name} has shape {tuple(t.shape)}, expected ({C},) "
+                             f"for input {x.shape}")
+    return _norm.BatchNorm.apply(x, weight, bias, running_mean=rm, running_var=rv,
+                                 training=training, momentum=momentum, eps=eps)
+
+
+# ---- losses -----------------------------------------------------------------------------------
+
+def _check_pair(name, a, b):
+    if tuple(a.shape) != tuple(b.shape):
+        raise ValueError(f"{name}: input shape {tuple(a.shape)} and target shape "
+                         f"{tuple(b.shape)} differ")
+
+
+def binary_cross_entropy(p, target, reduction="mean"):
+    _check_pair("binary_cross_entropy", p, target)
+    return _loss.BCELoss.apply(p, _operand(target), reduction=reduction)
+
+
+def binary_cross_entropy_with_logits(x, target, reduction="mean"):
+    _check_pair("binary_cross_entropy_with_logits", x, target)
+    return _loss.BCEWithLogitsLoss.apply(x, _operand(target), reduction=reduction)
+
+
+def mse_loss(a, b, reduction="mean"):
+    _check_pair("mse_loss", a, b)
+    return _loss.MSELoss.apply(a, _operand(b), reduction=reduction)
+
+
+def l1_loss(a, b, reduction="mean"):
+    _check_pair("l1_loss", a, b)
+    return _loss.L1Loss.apply(a, _operand(b), reduction=reduction)
+
+
+def cross_entropy(logits, target, ignore_index=-100, reduction="mean"):
+    t = target if isinstance(target, Tensor) else Tensor(target)
+    if t.dtype.kind not in "iu":
+        raise TypeError(f"cross_entropy: target must hold class indices (integers), got {t.dtype}")
+    if (logits.shape[0],) + tuple(logits.shape[2:]) != tuple(t.shape):
+        raise ValueError(f"cross_entropy: logits {tuple(logits.shape)} (N, C, ...) and target "
+                         f"{tuple(t.shape)} (N, ...) do not match")
+    return _loss.CrossEntropyLoss.apply(logits, t, ignore_index=ignore_index, reduction=reduction)

@@ -1,0 +1,205 @@
+"""Module, Parameter, Sequential: parameters, buffers and submodules registered by assignment,
+state_dict keys and order exactly as PyTorch writes them (own parameters, own buffers, then each
+child), NumPy arrays in and out."""
+from collections import OrderedDict
+
+import numpy as np
+
+from .backend import is_gpu, parse_device, to_device
+from .tensor import Tensor
+
+
+class Parameter(Tensor):
+    """A Tensor that a Module registers as trainable (requires_grad=True)."""
+
+    def __init__(self, data, requires_grad=True):
+        super().__init__(data, requires_grad=requires_grad)
+
+    def __repr__(self):
+        return "Parameter containing:\n" + super().__repr__()
+
+
+class Module:
+    def __init__(self):
+        object.__setattr__(self, "_parameters", OrderedDict())
+        object.__setattr__(self, "_buffers", OrderedDict())
+        object.__setattr__(self, "_modules", OrderedDict())
+        object.__setattr__(self, "training", True)
+
+    # ---- registration -------------------------------------------------------------------------
+    def __setattr__(self, name, value):
+        if "_parameters" not in self.__dict__:
+            raise AttributeError(f"{type(self).__name__}.__init__ must call super().__init__() "
+                                 f"before assigning {name!r}")
+        if isinstance(value, Parameter):
+            self._buffers.pop(name, None)
+            self._modules.pop(name, None)
+            self._parameters[name] = value
+        elif isinstance(value, Module):
+            self._parameters.pop(name, None)
+            self._buffers.pop(name, None)
+            self._modules[name] = value
+        elif name in self._buffers:
+            self._buffers[name] = value if value is None or isinstance(value, Tensor) \
+                else Tensor(value)
+        elif name in self._parameters and value is None:
+            self._parameters[name] = None
+        else:
+            object.__setattr__(self, name, value)
+            return
+        self.__dict__.pop(name, None)
+
+    def __getattr__(self, name):
+        for table in ("_parameters", "_buffers", "_modules"):
+            d = self.__dict__.get(table)
+            if d is not None and name in d:
+                return d[name]
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    def register_buffer(self, name, value):
+        """A non-trainable tensor saved in state_dict (running statistics, counters)."""
+        self._buffers[name] = value if value is None or isinstance(value, Tensor) \
+            else Tensor(value)
+
+    def register_parameter(self, name, param):
+        if param is None:
+            self._parameters[name] = None
+        else:
+            self.__setattr__(name, param)
+
+    # ---- traversal ----------------------------------------------------------------------------
+    def named_modules(self, prefix=""):
+        yield prefix, self
+        for name, m in self._modules.items():
+            if m is not None:
+                yield from m.named_modules(f"{prefix}.{name}" if prefix else name)
+
+    def modules(self):
+        return (m for _, m in self.named_modules())
+
+    def children(self):
+        return (m for m in self._modules.values() if m is not None)
+
+    def named_parameters(self, prefix=""):
+        seen = set()
+        for mod_name, m in self.named_modules(prefix):
+            for name, p in m._parameters.items():
+                if p is not None and id(p) not in seen:
+                    seen.add(id(p))
+                    yield (f"{mod_name}.{name}" if mod_name else name), p
+
+    def parameters(self):
+        return (p for _, p in self.named_parameters())
+
+    def named_buffers(self, prefix=""):
+        for mod_name, m in self.named_modules(prefix):
+            for name, b in m._buffers.items():
+                if b is not None:
+                    yield (f"{mod_name}.{name}" if mod_name else name), b
+
+    def buffers(self):
+        return (b for _, b in self.named_buffers())
+
+    # ---- state --------------------------------------------------------------------------------
+    def _state_items(self):
+        """(key, Tensor) in PyTorch's state_dict order."""
+        for mod_name, m in self.named_modules():
+            pre = f"{mod_name}." if mod_name else ""
+            for name, p in m._parameters.items():
+                if p is not None:
+                    yield pre + name, p
+            for name, b in m._buffers.items():
+                if b is not None:
+                    yield pre + name, b
+
+    def state_dict(self):
+        """OrderedDict of NumPy copies, keys as PyTorch (e.g. 'main.1.running_mean')."""
+        return OrderedDict((k, np.array(t.numpy(), copy=True)) for k, t in self._state_items())
+
+    def load_state_dict(self, state_dict, strict=True):
+        """Copy arrays (NumPy, CuPy, or anything with .numpy(), e.g. torch tensors) into this
+        module's parameters and buffers in place, on their current devices."""
+        own = OrderedDict(self._state_items())
+        missing = [k for k in own if k not in state_dict]
+        unexpected = [k for k in state_dict if k not in own]
+        if strict and (missing or unexpected):
+            raise KeyError(f"load_state_dict for {type(self).__name__}: missing keys {missing}, "
+                           f"unexpected keys {unexpected}")
+        for key, t in own.items():
+            if key not in state_dict:
+                continue
+            value = state_dict[key]
+            value = value.detach().cpu().numpy() if hasattr(value, "detach") else value
+            value = value.get() if is_gpu(value) else np.asarray(value)
+            if tuple(value.shape) != tuple(t.shape):
+                raise ValueError(f"load_state_dict for {type(self).__name__}: {key} has shape "
+                                 f"{tuple(value.shape)} in the state dict but {tuple(t.shape)} "
+                                 f"in the module")
+            t.data[...] = to_device(value.astype(t.dtype, copy=False), t.device)
+        return missing, unexpected
+
+    # ---- modes and devices --------------------------------------------------------------------
+    def train(self, mode=True):
+        for m in self.modules():
+            object.__setattr__(m, "training", mode)
+        return self
+
+    def eval(self):
+        return self.train(False)
+
+    def to(self, device):
+        """Move every parameter, gradient and buffer to `device` in place; returns self."""
+        device = parse_device(device)
+        for _, t in self._state_items():
+            t.data = to_device(t.data, device)
+            if t.grad is not None:
+                t.grad.data = to_device(t.grad.data, device)
+        return self
+
+    def zero_grad(self, set_to_none=True):
+        for p in self.parameters():
+            if set_to_none:
+                p.grad = None
+            elif p.grad is not None:
+                p.grad.data[...] = 0
+
+    def apply(self, fn):
+        for m in self.children():
+            m.apply(fn)
+        fn(self)
+        return self
+
+    def __call__(self, *args, **kwargs):
+        return self.forward(*args, **kwargs)
+
+    def extra_repr(self):
+        return ""
+
+    def __repr__(self):
+        lines = [f"({name}): " + repr(m).replace("\n", "\n  ") for name, m in self._modules.items()]
+        if not lines:
+            return f"{type(self).__name__}({self.extra_repr()})"
+        return f"{type(self).__name__}(\n  " + "\n  ".join(lines) + "\n)"
+
+
+class Sequential(Module):
+    """Children named '0', '1', ... applied in order."""
+
+    def __init__(self, *modules):
+        super().__init__()
+        for i, m in enumerate(modules):
+            self._modules[str(i)] = m
+
+    def forward(self, x):
+        for m in self._modules.values():
+            x = m(x)
+        return x
+
+    def __getitem__(self, i):
+        return list(self._modules.values())[i]
+
+    def __len__(self):
+        return len(self._modules)
+
+    def __iter__(self):
+        return iter(self._modules.values())

@@ -1,0 +1,231 @@
+"""Layers with PyTorch's constructor arguments, parameter names, weight layouts and defaults."""
+import numpy as np
+
+from . import functional as F
+from . import init
+from .module import Module, Parameter, Sequential  # noqa: F401  (re-exported)
+
+
+def _pair(v):
+    return (v, v) if isinstance(v, int) else tuple(v)
+
+
+def _empty(*shape):
+    return np.empty(shape, dtype=np.float32)
+
+
+class Linear(Module):
+    def __init__(self, in_features, out_features, bias=True):
+        super().__init__()
+        self.in_features, self.out_features = in_features, out_features
+        self.weight = Parameter(_empty(out_features, in_features))
+        self.register_parameter("bias", Parameter(_empty(out_features)) if bias else None)
+        init.default_weight_and_bias_(self.weight, self.bias)
+
+    def forward(self, x):
+        return F.linear(x, self.weight, self.bias)
+
+    def extra_repr(self):
+        return (f"in_features={self.in_features}, out_features={self.out_features}, "
+                f"bias={self.bias is not None}")
+
+
+class _ConvNd(Module):
+    def __init__(self, in_channels, out_channels, kernel_size, stride, padding, dilation, groups,
+                 bias, weight_shape):
+        super().__init__()
+        if in_channels % groups or out_channels % groups:
+            raise ValueError(f"{type(self).__name__}: in_channels {in_channels} and out_channels "
+                             f"{out_channels} must both be divisible by groups {groups}")
+        self.in_channels, self.out_channels = in_channels, out_channels
+        self.kernel_size, self.stride, self.padding = kernel_size, stride, padding
+        self.dilation, self.groups = dilation, groups
+        self.weight = Parameter(_empty(*weight_shape))
+        self.register_parameter("bias", Parameter(_empty(out_channels)) if bias else None)
+        init.default_weight_and_bias_(self.weight, self.bias)
+
+    def extra_repr(self):
+        s = (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
+             f"stride={self.stride}")
+        if any(self.padding if isinstance(self.padding, tuple) else (self.padding,)):
+            s += f", padding={self.padding}"
+        return s + ("" if self.bias is not None else ", bias=False")
+
+
+class Conv2d(_ConvNd):
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1,
+                 groups=1, bias=True):
+        k = _pair(kernel_size)
+        super().__init__(in_channels, out_channels, k, _pair(stride), _pair(padding),
+                         _pair(dilation), groups, bias, (out_channels, in_channels // groups) + k)
+
+    def forward(self, x):
+        return F.conv2d(x, self.weight, self.bias, self.stride, self.padding, self.dilation,
+                        self.groups)
+
+
+class Conv1d(_ConvNd):
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1,
+                 groups=1, bias=True):
+        super().__init__(in_channels, out_channels, (kernel_size,), (stride,), (padding,),
+                         (dilation,), groups, bias,
+                         (out_channels, in_channels // groups, kernel_size))
+
+    def forward(self, x):
+        return F.conv1d(x, self.weight, self.bias, self.stride[0], self.padding[0],
+                        self.dilation[0], self.groups)
+
+
+class ConvTranspose2d(_ConvNd):
+    """weight (in_channels, out_channels/groups, R, S), as torch."""
+
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0,
+                 output_padding=0, groups=1, bias=True, dilation=1):
+        k = _pair(kernel_size)
+        super().__init__(in_channels, out_channels, k, _pair(stride), _pair(padding),
+                         _pair(dilation), groups, bias, (in_channels, out_channels // groups) + k)
+        self.output_padding = _pair(output_padding)
+
+    def forward(self, x):
+        return F.conv_transpose2d(x, self.weight, self.bias, self.stride, self.padding,
+                                  self.output_padding, self.groups, self.dilation)
+
+
+class _BatchNorm(Module):
+    dims = ()
+
+    def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=True,
+                 track_running_stats=True):
+        super().__init__()
+        self.num_features, self.eps, self.momentum = num_features, eps, momentum
+        self.affine, self.track_running_stats = affine, track_running_stats
+        if affine:
+            self.weight = Parameter(np.ones(num_features, np.float32))
+            self.bias = Parameter(np.zeros(num_features, np.float32))
+        else:
+            self.register_parameter("weight", None)
+            self.register_parameter("bias", None)
+        if track_running_stats:
+            self.register_buffer("running_mean", np.zeros(num_features, np.float32))
+            self.register_buffer("running_var", np.ones(num_features, np.float32))
+            self.register_buffer("num_batches_tracked", np.zeros((), np.int64))
+        else:
+            self.register_buffer("running_mean", None)
+            self.register_buffer("running_var", None)
+            self.register_buffer("num_batches_tracked", None)
+
+    def forward(self, x):
+        if x.ndim not in self.dims:
+            raise ValueError(f"{type(self).__name__}: expected {' or '.join(map(str, self.dims))}-d "
+                             f"input, got shape {x.shape}")
+        factor = 0.0 if self.momentum is None else self.momentum
+        if self.training and self.track_running_stats:
+            self.num_batches_tracked.data += 1          # on the device for GPU modules
+            if self.momentum is None:                  # cumulative average: needs the count
+                factor = 1.0 / float(self.num_batches_tracked.item())
+        use_batch_stats = self.training or not self.track_running_stats
+        return F.batch_norm(x, self.running_mean, self.running_var, self.weight, self.bias,
+                            use_batch_stats, factor, self.eps)
+
+    def extra_repr(self):
+        return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, "
+                f"affine={self.affine}, track_running_stats={self.track_running_stats}")
+
+
+class BatchNorm1d(_BatchNorm):
+    dims = (2, 3)
+
+
+class BatchNorm2d(_BatchNorm):
+    dims = (4,)
+
+
+class Embedding(Module):
+    def __init__(self, num_embeddings, embedding_dim, padding_idx=None):
+        super().__init__()
+        self.num_embeddings, self.embedding_dim, self.padding_idx = \
+            num_embeddings, embedding_dim, padding_idx
+        self.weight = Parameter(_empty(num_embeddings, embedding_dim))
+        init.normal_(self.weight)
+        if padding_idx is not None:
+            self.weight.data[padding_idx] = 0
+
+    def forward(self, indices):
+        return F.embedding(indices, self.weight, self.padding_idx)
+
+
+class Dropout(Module):
+    def __init__(self, p=0.5):
+        super().__init__()
+        self.p = p
+
+    def forward(self, x):
+        return F.dropout(x, self.p, self.training)
+
+
+class ReLU(Module):
+    def forward(self, x):
+        return F.relu(x)
+
+
+class LeakyReLU(Module):
+    def __init__(self, negative_slope=0.01, inplace=False):
+        super().__init__()
+        self.negative_slope = negative_slope   # inplace is accepted for torch compatibility
+
+    def forward(self, x):
+        return F.leaky_relu(x, self.negative_slope)
+
+
+class Tanh(Module):
+    def forward(self, x):
+        return F.tanh(x)
+
+
+class Sigmoid(Module):
+    def forward(self, x):
+        return F.sigmoid(x)
+
+
+class Flatten(Module):
+    def forward(self, x):
+        return F.reshape(x, x.shape[0], -1)
+
+
+class BCELoss(Module):
+    def __init__(self, reduction="mean"):
+        super().__init__()
+        self.reduction = reduction
+
+    def forward(self, p, target):
+        return F.binary_cross_entropy(p, target, self.reduction)
+
+
+class BCEWithLogitsLoss(BCELoss):
+    def forward(self, x, target):
+        return F.binary_cross_entropy_with_logits(x, target, self.reduction)
+
+
+class MSELoss(BCELoss):
+    def forward(self, a, b):
+        return F.mse_loss(a, b, self.reduction)
+
+
+class L1Loss(BCELoss):
+    def forward(self, a, b):
+        return F.l1_loss(a, b, self.reduction)
+
+
+class CrossEntropyLoss(Module):
+    def __init__(self, ignore_index=-100, reduction="mean"):
+        super().__init__()
+        self.ignore_index, self.reduction = ignore_index, reduction
+
+    def forward(self, logits, target):
+        return F.cross_entropy(logits, target, self.ignore_index, self.reduction)
+
+
+__all__ = ["Module", "Parameter", "Sequential", "Linear", "Conv1d", "Conv2d", "ConvTranspose2d",
+           "BatchNorm1d", "BatchNorm2d", "Embedding", "Dropout", "ReLU", "LeakyReLU", "Tanh",
+           "Sigmoid", "Flatten", "BCELoss", "BCEWithLogitsLoss", "MSELoss", "L1Loss",
+           "CrossEntropyLoss"]

@@ -1,0 +1,222 @@
+"""Convolution and transposed convolution (2-d; 1-d is 2-d with H = 1).
+
+Shape legend: x (N, C, H, W), W (K, C/G, R, S), y (N, K, P, Q), G groups; layout 'NHWC' stores
+x/y channels-last and W as (K, R, S, C/G). The GPU path is cuDNN; the NumPy path is im2col +
+tensordot (Chainer's convolution_2d). Three array functions do all the work, and each op's
+backward is built from the other two: conv's gx is the transposed conv (backward-data), the
+transposed conv's gx is conv forward, and both take gW from backward-filter.
+"""
+import numpy as np
+
+from ..tensor import Function
+
+
+# ---- the three array functions (NCHW or NHWC, NumPy or CuPy) ---------------------------------
+
+def _nchw(a, layout):
+    return np.moveaxis(a, -1, 1) if layout == "NHWC" else a
+
+
+def _from_nchw(a, layout):
+    return np.ascontiguousarray(np.moveaxis(a, 1, -1)) if layout == "NHWC" else a
+
+
+def _out_size(size, k, s, p, d):
+    return (size + 2 * p - d * (k - 1) - 1) // s + 1
+
+
+def im2col(x, R, S, stride, pad, dilation):
+    """x (N, C, H, W) -> cols (N, C, R, S, P, Q): cols[..., r, s, p, q] = x_pad[..., p*sh + r*dh,
+    q*sw + s*dw]."""
+    N, C, H, W = x.shape
+    (sh, sw), (ph, pw), (dh, dw) = stride, pad, dilation
+    P, Q = _out_size(H, R, sh, ph, dh), _out_size(W, S, sw, pw, dw)
+    xp = np.pad(x, ((0, 0), (0, 0), (ph, ph), (pw, pw)))
+    cols = np.empty((N, C, R, S, P, Q), dtype=x.dtype)
+    for r in range(R):
+        for s in range(S):
+            cols[:, :, r, s] = xp[:, :, r * dh:r * dh + sh * (P - 1) + 1:sh,
+                                  s * dw:s * dw + sw * (Q - 1) + 1:sw]
+    return cols
+
+
+def col2im(cols, H, W, stride, pad, dilation):
+    """The adjoint of im2col: add each column entry back where it was read from."""
+    N, C, R, S, P, Q = cols.shape
+    (sh, sw), (ph, pw), (dh, dw) = stride, pad, dilation
+    xp = np.zeros((N, C, H + 2 * ph, W + 2 * pw), dtype=cols.dtype)
+    for r in range(R):
+        for s in range(S):
+            xp[:, :, r * dh:r * dh + sh * (P - 1) + 1:sh,
+               s * dw:s * dw + sw * (Q - 1) + 1:sw] += cols[:, :, r, s]
+    return xp[:, :, ph:ph + H, pw:pw + W]
+
+
+def _groups(K, C, G):
+    return [(slice(g * K // G, (g + 1) * K // G), slice(g * C // G, (g + 1) * C // G))
+            for g in range(G)]
+
+
+def conv_forward(x, W, stride, pad, dilation, groups, layout="NCHW"):
+    """y = conv(x, W) (cross-correlation, as every framework)."""
+    if not isinstance(x, np.ndarray):
+        from cudnnlite import conv
+        return conv.forward(x, W, stride=stride, pad=pad, dilation=dilation, groups=groups,
+                            layout=layout)
+    x, W = _nchw(x, layout), _nchw(W, layout)
+    K, Cg, R, S = W.shape
+    cols = im2col(x, R, S, stride, pad, dilation)
+    y = np.empty((x.shape[0], K) + cols.shape[4:], dtype=x.dtype)
+    for ks, cs in _groups(K, x.shape[1], groups):
+        # (N, Cg, R, S, P, Q) . (Kg, Cg, R, S) -> (N, P, Q, Kg)
+        y[:, ks] = np.tensordot(cols[:, cs], W[ks], ((1, 2, 3), (1, 2, 3))).transpose(0, 3, 1, 2)
+    return _from_nchw(y, layout)
+
+
+def conv_backward_data(W, gy, x_shape, stride, pad, dilation, groups, layout="NCHW"):
+    """gx = conv^T(gy, W): the transposed convolution of gy, of shape x_shape."""
+    if not isinstance(gy, np.ndarray):
+        from cudnnlite import conv
+        return conv.backward_data(W, gy, x_shape, stride=stride, pad=pad, dilation=dilation,
+                                  groups=groups, layout=layout)
+    W, gy = _nchw(W, layout), _nchw(gy, layout)
+    N, C, H, Wd = (x_shape[0], x_shape[-1], x_shape[1], x_shape[2]) if layout == "NHWC" \
+        else x_shape
+    K, Cg, R, S = W.shape
+    cols = np.empty((N, C, R, S) + gy.shape[2:], dtype=gy.dtype)
+    for ks, cs in _groups(K, C, groups):
+        # (Kg, Cg, R, S) . (N, Kg, P, Q) -> (Cg, R, S, N, P, Q)
+        cols[:, cs] = np.tensordot(W[ks], gy[:, ks], (0, 1)).transpose(3, 0, 1, 2, 4, 5)
+    return _from_nchw(col2im(cols, H, Wd, stride, pad, dilation), layout)
+
+
+def conv_backward_filter(x, gy, w_shape, stride, pad, dilation, groups, layout="NCHW"):
+    """gW[k, c, r, s] = sum over n, p, q of gy[n, k, p, q] * x_pad[n, c, p*sh + r*dh, q*sw + s*dw]."""
+    if not isinstance(x, np.ndarray):
+        from cudnnlite import conv
+        return conv.backward_filter(x, gy, w_shape, stride=stride, pad=pad, dilation=dilation,
+                                    groups=groups, layout=layout)
+    x, gy = _nchw(x, layout), _nchw(gy, layout)
+    K, R, S = w_shape[0], (w_shape[1] if layout == "NHWC" else w_shape[2]), \
+        (w_shape[2] if layout == "NHWC" else w_shape[3])
+    cols = im2col(x, R, S, stride, pad, dilation)
+    gW = np.empty((K, x.shape[1] // groups, R, S), dtype=x.dtype)
+    for ks, cs in _groups(K, x.shape[1], groups):
+        # (N, Kg, P, Q) . (N, Cg, R, S, P, Q) -> (Kg, Cg, R, S)
+        gW[ks] = np.tensordot(gy[:, ks], cols[:, cs], ((0, 2, 3), (0, 4, 5)))
+    return _from_nchw(gW, layout)
+
+
+def _bias_shape(K, ndim, layout):
+    return (1,) * (ndim - 1) + (K,) if layout == "NHWC" else (1, K) + (1,) * (ndim - 2)
+
+
+def _sum_bias(gy, layout, gpu):
+    if gpu:
+        from cudnnlite import conv
+        return conv.backward_bias(gy, layout=layout)
+    axes = tuple(range(gy.ndim - 1)) if layout == "NHWC" else (0,) + tuple(range(2, gy.ndim))
+    return gy.sum(axis=axes)
+
+
+class Conv2d(Function):
+    """y = conv(x, W) + b. Params: stride, pad, dilation (pairs), groups, layout."""
+
+    def forward(self, x, W, b=None):
+        self.saved = x, W
+        y = conv_forward(x, W, self.stride, self.pad, self.dilation, self.groups, self.layout)
+        if b is not None:
+            y += b.reshape(_bias_shape(b.shape[0], y.ndim, self.layout))
+        return y
+
+    def backward(self, gy):
+        x, W = self.saved
+        gy = self.xp.ascontiguousarray(gy)
+        args = self.stride, self.pad, self.dilation, self.groups, self.layout
+        gx = conv_backward_data(W, gy, x.shape, *args) if self.needs_input_grad[0] else None
+        gW = conv_backward_filter(x, gy, W.shape, *args) if self.needs_input_grad[1] else None
+        gb = None
+        if len(self.needs_input_grad) > 2 and self.needs_input_grad[2]:
+            gb = _sum_bias(gy, self.layout, self.gpu)
+        return gx, gW, gb
+
+
+def transposed_size(in_size, k, stride, padding, output_padding, dilation):
+    return (in_size - 1) * stride - 2 * padding + dilation * (k - 1) + output_padding + 1
+
+
+class ConvTranspose2d(Function):
+    """y = conv^T(x, W) + b, the window [begin, begin + size) of the full (unpadded) transposed
+    convolution, zeros past its end. W is (Cin, Cout/G, R, S) as PyTorch keeps it -- which is
+    the conv filter (K = Cin, C = Cout/G) whose backward-data this is.
+
+    PyTorch's (padding p, output_padding op) is begin = p, size = full - 2p + op; when op < stride
+    that window is exactly cuDNN's backward-data with pad p, so no crop is needed.
+    Keras' asymmetric 'same' padding is a window too."""
+
+    def forward(self, x, W, b=None):
+        self.spatial = (1, 2) if self.layout == "NHWC" else (2, 3)
+        self.full = [(x.shape[a] - 1) * self.stride[i] + self.dilation[i] * (W.shape[a] - 1) + 1
+                     for i, a in enumerate(self.spatial)]
+        # a plain padded backward-data when the window ends `begin` short of the full end, give
+        # or take less than one stride of output padding (backward-data's own geometry)
+        self.direct = all(0 <= self.size[i] - (self.full[i] - 2 * self.begin[i]) < self.stride[i]
+                          for i in range(2))
+        N, Cout = x.shape[0], W.shape[-1 if self.layout == "NHWC" else 1] * self.groups
+        self.y_shape = self._shape(N, Cout, self.size)
+        self.saved = x, W
+        if self.direct:
+            y = conv_backward_data(W, x, self.y_shape, self.stride, tuple(self.begin),
+                                   self.dilation, self.groups, self.layout)
+        else:
+            y = self._window(conv_backward_data(W, x, self._shape(N, Cout, self.full),
+                                                self.stride, (0, 0), self.dilation, self.groups,
+                                                self.layout))
+        if b is not None:
+            y += b.reshape(_bias_shape(b.shape[0], y.ndim, self.layout))
+        return y
+
+    def _shape(self, N, C, spatial):
+        return (N, *spatial, C) if self.layout == "NHWC" else (N, C, *spatial)
+
+    def _slices(self):
+        """(window slices, full slices) of the part of the window the full result covers."""
+        window, full = [slice(None)] * 4, [slice(None)] * 4
+        for i, axis in enumerate(self.spatial):
+            lo, hi = self.begin[i], min(self.begin[i] + self.size[i], self.full[i])
+            window[axis], full[axis] = slice(0, max(0, hi - lo)), slice(lo, max(lo, hi))
+        return tuple(window), tuple(full)
+
+    def _window(self, y_full):
+        """Crop / zero-extend the full result to [begin, begin + size)."""
+        y = self.xp.zeros(self.y_shape, dtype=y_full.dtype)
+        window, full = self._slices()
+        y[window] = y_full[full]
+        return y
+
+    def _unwindow(self, gy):
+        """The adjoint of _window: gy put back in the full extent."""
+        shape = list(gy.shape)
+        for i, axis in enumerate(self.spatial):
+            shape[axis] = self.full[i]
+        g = self.xp.zeros(shape, dtype=gy.dtype)
+        window, full = self._slices()
+        g[full] = gy[window]
+        return g
+
+    def backward(self, gy):
+        x, W = self.saved
+        gy = self.xp.ascontiguousarray(gy)
+        gb = None
+        if len(self.needs_input_grad) > 2 and self.needs_input_grad[2]:
+            gb = _sum_bias(gy, self.layout, self.gpu)
+        if self.direct:
+            pad = tuple(self.begin)
+        else:
+            gy, pad = self._unwindow(gy), (0, 0)
+        args = self.stride, pad, self.dilation, self.groups, self.layout
+        # the forward was backward-data with filter W, so gx is conv forward of gy, and gW is
+        # backward-filter with the roles of input (gy) and output gradient (x) swapped
+        gx = conv_forward(gy, W, *args) if self.needs_input_grad[0] else None
+        gW = conv_backward_filter(gy, x, W.shape, *args) if self.needs_input_grad[1] else None
+        return gx, gW, gb

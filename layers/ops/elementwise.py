@@ -1,0 +1,217 @@
+"""Elementwise ops with NumPy broadcasting: arithmetic, exp/log, activations, clamp, dropout.
+
+Most are written once for both paths through `self.xp` (NumPy or CuPy run the same expression);
+relu / sigmoid / tanh take cuDNN's activation kernels on the GPU, leaky_relu a fused CuPy kernel.
+"""
+import numpy as np
+
+from .. import kernels
+from ..tensor import Function
+
+
+def shape_of(a):
+    return getattr(a, "shape", ())
+
+
+def unbroadcast(g, shape):
+    """Sum g over the axes that broadcasting added or stretched, giving `shape`."""
+    if g.shape == shape:
+        return g
+    lead = g.ndim - len(shape)
+    axes = tuple(range(lead)) + tuple(lead + i for i, n in enumerate(shape)
+                                     if n == 1 and g.shape[lead + i] != 1)
+    return g.sum(axis=axes, keepdims=True).reshape(shape)
+
+
+class Add(Function):
+    def forward(self, a, b):
+        self.shapes = shape_of(a), shape_of(b)
+        return a + b
+
+    def backward(self, gy):
+        return tuple(unbroadcast(gy, s) if need else None
+                     for s, need in zip(self.shapes, self.needs_input_grad))
+
+
+class Sub(Function):
+    def forward(self, a, b):
+        self.shapes = shape_of(a), shape_of(b)
+        return a - b
+
+    def backward(self, gy):
+        ga = unbroadcast(gy, self.shapes[0]) if self.needs_input_grad[0] else None
+        gb = unbroadcast(-gy, self.shapes[1]) if self.needs_input_grad[1] else None
+        return ga, gb
+
+
+class Mul(Function):
+    def forward(self, a, b):
+        self.saved = a, b
+        return a * b
+
+    def backward(self, gy):
+        a, b = self.saved
+        ga = unbroadcast(gy * b, shape_of(a)) if self.needs_input_grad[0] else None
+        gb = unbroadcast(gy * a, shape_of(b)) if self.needs_input_grad[1] else None
+        return ga, gb
+
+
+class Div(Function):
+    def forward(self, a, b):
+        self.saved = a, b
+        return a / b
+
+    def backward(self, gy):
+        a, b = self.saved
+        ga = unbroadcast(gy / b, shape_of(a)) if self.needs_input_grad[0] else None
+        gb = unbroadcast(-gy * a / (b * b), shape_of(b)) if self.needs_input_grad[1] else None
+        return ga, gb
+
+
+class Neg(Function):
+    def forward(self, x):
+        return -x
+
+    def backward(self, gy):
+        return -gy
+
+
+class Pow(Function):
+    """y = x ** c for a constant exponent c."""
+
+    def forward(self, x):
+        self.saved = x
+        return x ** self.exponent
+
+    def backward(self, gy):
+        x = self.saved
+        return gy * self.exponent * x ** (self.exponent - 1)
+
+
+class Exp(Function):
+    def forward(self, x):
+        self.saved = y = self.xp.exp(x)
+        return y
+
+    def backward(self, gy):
+        return gy * self.saved
+
+
+class Log(Function):
+    def forward(self, x):
+        self.saved = x
+        return self.xp.log(x)
+
+    def backward(self, gy):
+        return gy / self.saved
+
+
+class _CudnnActivation(Function):
+    """y = f(x) with cuDNN's activation forward/backward on the GPU."""
+    mode = None
+
+    def forward_gpu(self, x):
+        from cudnnlite import activation
+        x = self.xp.ascontiguousarray(x)
+        y = activation.forward(x, self.mode)
+        self.saved = x, y
+        return y
+
+    def backward(self, gy):
+        x, y = self.saved
+        if self.gpu:
+            from cudnnlite import activation
+            return activation.backward(y, self.xp.ascontiguousarray(gy), x, self.mode)
+        return self.grad_cpu(x, y, gy)
+
+
+class ReLU(_CudnnActivation):
+    mode = 1  # CUDNN_ACTIVATION_RELU
+
+    def forward_cpu(self, x):
+        y = np.maximum(x, 0)
+        self.saved = x, y
+        return y
+
+    def grad_cpu(self, x, y, gy):
+        return gy * (x > 0)
+
+
+class Sigmoid(_CudnnActivation):
+    mode = 0  # CUDNN_ACTIVATION_SIGMOID
+
+    def forward_cpu(self, x):
+        # exp of a non-positive number only: no overflow for large |x|
+        e = np.exp(-np.abs(x))
+        y = np.where(x >= 0, 1 / (1 + e), e / (1 + e)).astype(x.dtype)
+        self.saved = x, y
+        return y
+
+    def grad_cpu(self, x, y, gy):
+        return gy * y * (1 - y)
+
+
+class Tanh(_CudnnActivation):
+    mode = 2  # CUDNN_ACTIVATION_TANH
+
+    def forward_cpu(self, x):
+        y = np.tanh(x)
+        self.saved = x, y
+        return y
+
+    def grad_cpu(self, x, y, gy):
+        return gy * (1 - y * y)
+
+
+class LeakyReLU(Function):
+    """y = x if x > 0 else slope * x."""
+
+    def forward_cpu(self, x):
+        self.saved = x
+        return np.where(x > 0, x, x * x.dtype.type(self.slope))
+
+    def forward_gpu(self, x):
+        self.saved = x
+        return kernels.leaky_relu(x, self.slope)
+
+    def backward(self, gy):
+        x = self.saved
+        if self.gpu:
+            return kernels.leaky_relu_grad(x, gy, self.slope)
+        return np.where(x > 0, gy, gy * gy.dtype.type(self.slope))
+
+
+class Clamp(Function):
+    """y = min(max(x, lo), hi); the gradient passes where lo <= x <= hi (as torch.clamp)."""
+
+    def forward(self, x):
+        self.saved = x
+        return self.xp.clip(x, self.lo, self.hi)
+
+    def backward(self, gy):
+        x = self.saved
+        keep = self.xp.ones(x.shape, dtype=bool)
+        if self.lo is not None:
+            keep &= x >= self.lo
+        if self.hi is not None:
+            keep &= x <= self.hi
+        return gy * keep
+
+
+class Dropout(Function):
+    """y = x * mask / (1 - p), mask ~ Bernoulli(1 - p); NumPy's generator on the CPU, the
+    device-side counter-based generator on the GPU (no host sync, safe in a CUDA graph)."""
+
+    def forward_cpu(self, x):
+        from .. import random
+        keep = random.host_generator().random(x.shape) >= self.p
+        self.saved = scale = keep.astype(x.dtype) / x.dtype.type(1 - self.p)
+        return x * scale
+
+    def forward_gpu(self, x):
+        from .. import random
+        y, self.saved = random.device_generator().dropout(x, self.p)
+        return y
+
+    def backward(self, gy):
+        return gy * self.saved

@@ -1,0 +1,80 @@
+"""Batch normalization over every axis but the channel axis 1: x (N, C), (N, C, L), (N, C, H, W).
+
+Training: batch statistics, running statistics updated in place with factor `momentum` and the
+unbiased variance (as PyTorch); evaluation: the running statistics. GPU: cuDNN; CPU: NumPy.
+"""
+import numpy as np
+
+from ..tensor import Function
+
+
+class BatchNorm(Function):
+    """Params: running_mean, running_var (arrays or None), training, momentum, eps."""
+
+    def _stats_axes(self, x):
+        return (0,) + tuple(range(2, x.ndim))
+
+    def _bshape(self, x):
+        return (1, x.shape[1]) + (1,) * (x.ndim - 2)
+
+    def forward_cpu(self, x, gamma, beta):
+        axes, bshape = self._stats_axes(x), self._bshape(x)
+        if self.training:
+            mean, var = x.mean(axis=axes), x.var(axis=axes)
+            n = x.size // x.shape[1]
+            if self.running_mean is not None:
+                m = self.momentum
+                self.running_mean *= 1 - m
+                self.running_mean += m * mean
+                self.running_var *= 1 - m
+                self.running_var += m * var * (n / (n - 1))
+        else:
+            mean, var = self.running_mean, self.running_var
+        invstd = (1 / np.sqrt(var + self.eps)).astype(x.dtype)
+        xhat = (x - mean.reshape(bshape)) * invstd.reshape(bshape)
+        self.saved = xhat, invstd, gamma
+        return xhat * gamma.reshape(bshape) + beta.reshape(bshape)
+
+    def forward_gpu(self, x, gamma, beta):
+        from cudnnlite import batchnorm
+        x4 = x.reshape(x.shape + (1, 1)) if x.ndim == 2 else x     # (N, C) -> (N, C, 1, 1)
+        if self.training:
+            y, mean, invstd = batchnorm.forward_training(x4, gamma, beta, self.running_mean,
+                                                         self.running_var, momentum=self.momentum,
+                                                         eps=self.eps)
+            self.saved = x4, mean, invstd, gamma
+        else:
+            y = batchnorm.forward_inference(x4, gamma, beta, self.running_mean, self.running_var,
+                                            eps=self.eps)
+            self.saved = x4, None, None, gamma
+        return y.reshape(x.shape)
+
+    def backward(self, gy):
+        if self.gpu:
+            return self._backward_gpu(gy)
+        xhat, invstd, gamma = self.saved
+        axes, bshape = self._stats_axes(xhat), self._bshape(xhat)
+        gbeta = gy.sum(axis=axes)
+        ggamma = (gy * xhat).sum(axis=axes)
+        scale = (gamma * invstd).reshape(bshape)
+        if self.training:
+            n = xhat.size // xhat.shape[1]
+            gx = scale / n * (n * gy - gbeta.reshape(bshape) - xhat * ggamma.reshape(bshape))
+        else:
+            gx = gy * scale
+        return gx, ggamma, gbeta
+
+    def _backward_gpu(self, gy):
+        x4, mean, invstd, gamma = self.saved
+        gy4 = gy.reshape(x4.shape)
+        if self.training:
+            from cudnnlite import batchnorm
+            gx, ggamma, gbeta = batchnorm.backward(x4, gy4, gamma, mean, invstd, eps=self.eps)
+            return gx.reshape(gy.shape), ggamma, gbeta
+        cp = self.xp
+        bshape = self._bshape(x4)
+        invstd = 1 / cp.sqrt(self.running_var + self.eps)
+        xhat = (x4 - self.running_mean.reshape(bshape)) * invstd.reshape(bshape)
+        axes = self._stats_axes(x4)
+        gx = gy4 * (gamma * invstd).reshape(bshape)
+        return gx.reshape(gy.shape), (gy4 * xhat).sum(axis=axes), gy4.sum(axis=axes)

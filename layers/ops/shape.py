@@ -1,0 +1,116 @@
+"""Ops that move values without arithmetic: reshape, transpose, concat, stack, indexing, pad,
+embedding lookup."""
+import numpy as np
+
+from ..backend import cupy
+from ..tensor import Function
+
+
+class Reshape(Function):
+    def forward(self, x):
+        self.in_shape = x.shape
+        return x.reshape(self.shape)
+
+    def backward(self, gy):
+        return gy.reshape(self.in_shape)
+
+
+class Transpose(Function):
+    """Permute axes (reverse them when axes is None), as numpy.transpose."""
+
+    def forward(self, x):
+        self.perm = tuple(range(x.ndim))[::-1] if not self.axes else tuple(
+            a % x.ndim for a in self.axes)
+        return x.transpose(self.perm)
+
+    def backward(self, gy):
+        return gy.transpose(np.argsort(self.perm))
+
+
+class Concat(Function):
+    def forward(self, *xs):
+        self.sizes = [x.shape[self.axis] for x in xs]
+        return self.xp.concatenate(xs, axis=self.axis)
+
+    def backward(self, gy):
+        bounds = np.cumsum(self.sizes)[:-1].tolist()
+        parts = self.xp.split(gy, bounds, axis=self.axis)
+        return tuple(p if need else None for p, need in zip(parts, self.needs_input_grad))
+
+
+class Stack(Function):
+    def forward(self, *xs):
+        return self.xp.stack(xs, axis=self.axis)
+
+    def backward(self, gy):
+        n = gy.shape[self.axis]
+        return tuple(self.xp.take(gy, i, axis=self.axis) if need else None
+                     for i, need in zip(range(n), self.needs_input_grad))
+
+
+def _index_array(index, gpu):
+    """Index Tensors/arrays inside an index expression, moved to where the data is."""
+    from ..tensor import Tensor
+    items = index if isinstance(index, tuple) else (index,)
+    out = []
+    for i in items:
+        if isinstance(i, Tensor):
+            i = i.data
+        if isinstance(i, (list, np.ndarray)) and gpu:
+            i = cupy().asarray(i)
+        out.append(i)
+    return tuple(out) if isinstance(index, tuple) else out[0]
+
+
+class GetItem(Function):
+    """y = x[index] for basic (slices, ints, None, ...) and advanced (integer/bool arrays)
+    indexing; the gradient scatters back, adding where an element was picked twice."""
+
+    def forward(self, x):
+        self.index = _index_array(self.index, self.gpu)
+        self.shape, self.dtype = x.shape, x.dtype
+        return x[self.index]
+
+    def backward(self, gy):
+        xp = self.xp
+        gx = xp.zeros(self.shape, dtype=self.dtype)
+        if self.gpu:
+            import cupyx
+            cupyx.scatter_add(gx, self.index, gy)
+        else:
+            np.add.at(gx, self.index, gy)
+        return gx
+
+
+class Pad(Function):
+    """Constant padding; pad_width as numpy.pad's ((before, after), ...) per axis."""
+
+    def forward(self, x):
+        self.crop = tuple(slice(b, b + n) for (b, _), n in zip(self.pad_width, x.shape))
+        return self.xp.pad(x, self.pad_width, constant_values=self.value)
+
+    def backward(self, gy):
+        return gy[self.crop]
+
+
+class Embedding(Function):
+    """y[..., :] = W[idx[...], :]; rows at padding_idx get no gradient (as torch)."""
+
+    def forward(self, W, idx):
+        self.saved = idx
+        self.w_shape = W.shape
+        return W[idx]
+
+    def backward(self, gy):
+        idx = self.saved
+        xp = self.xp
+        gW = xp.zeros(self.w_shape, dtype=gy.dtype)
+        flat_idx, flat_gy = idx.reshape(-1), gy.reshape(-1, self.w_shape[1])
+        if self.gpu:
+            import cupyx
+            cupyx.scatter_add(gW, flat_idx, flat_gy)
+        else:
+            np.add.at(gW, flat_idx, flat_gy)
+        if self.padding_idx is not None:
+            gW[self.padding_idx] = 0
+        return gW, None

@@ -1,0 +1,163 @@
+"""Optimizers with PyTorch's exact update rules, updating parameters in place.
+
+On the GPU each update is one fused CuPy kernel per parameter, and the step count lives in
+device memory (bias corrections are computed inside the kernel), so a step needs no host sync
+and can be captured in a CUDA graph. State dicts follow torch.optim's shape."""
+import math
+
+import numpy as np
+
+from . import kernels
+from .backend import is_gpu, to_device, xp_of
+from .tensor import Tensor, no_grad
+
+
+class Optimizer:
+    defaults = {}
+
+    def __init__(self, params, **hyper):
+        params = list(params)
+        if not params:
+            raise ValueError(f"{type(self).__name__} got an empty parameter list")
+        groups = params if isinstance(params[0], dict) else [{"params": params}]
+        self.param_groups = []
+        for g in groups:
+            group = dict(self.defaults, **hyper)
+            group.update(g)
+            group["params"] = list(group["params"])
+            self.param_groups.append(group)
+        self.state = {}
+
+    def zero_grad(self, set_to_none=True):
+        for group in self.param_groups:
+            for p in group["params"]:
+                if set_to_none:
+                    p.grad = None
+                elif p.grad is not None:
+                    p.grad.data[...] = 0
+
+    def _params_with_grad(self):
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is not None:
+                    yield group, p
+
+    def state_dict(self):
+        """{'state': {index: {name: array or number}}, 'param_groups': [...]}, as torch."""
+        index, state = 0, {}
+        groups = []
+        for group in self.param_groups:
+            ids = []
+            for p in group["params"]:
+                if id(p) in self.state:
+                    state[index] = {k: (v.get() if is_gpu(v) else np.array(v, copy=True))
+                                    if not isinstance(v, (int, float)) else v
+                                    for k, v in self.state[id(p)].items()}
+                ids.append(index)
+                index += 1
+            groups.append({k: v for k, v in group.items() if k != "params"} | {"params": ids})
+        return {"state": state, "param_groups": groups}
+
+    def load_state_dict(self, state_dict):
+        params = [p for g in self.param_groups for p in g["params"]]
+        if len(state_dict["param_groups"]) != len(self.param_groups):
+            raise ValueError("load_state_dict: the number of parameter groups differs")
+        for group, saved in zip(self.param_groups, state_dict["param_groups"]):
+            group.update({k: v for k, v in saved.items() if k != "params"})
+        self.state = {}
+        for i, entry in state_dict["state"].items():
+            p = params[int(i)]
+            self.state[id(p)] = {k: (to_device(np.asarray(v), p.device)
+                                     if not isinstance(v, (int, float)) else v)
+                                 for k, v in entry.items()}
+
+
+class Adam(Optimizer):
+    """torch.optim.Adam (L2 weight_decay added to the gradient; amsgrad not supported)."""
+    defaults = dict(lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0)
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0):
+        if lr < 0 or eps < 0 or not (0 <= betas[0] < 1 and 0 <= betas[1] < 1):
+            raise ValueError(f"Adam: invalid lr={lr}, betas={betas} or eps={eps}")
+        super().__init__(params, lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay)
+
+    @no_grad()
+    def step(self):
+        for group, p in self._params_with_grad():
+            st = self.state.get(id(p))
+            xp = xp_of(p.data)
+            if st is None:
+                st = self.state[id(p)] = {
+                    "step": xp.zeros((), dtype=np.int64) if is_gpu(p.data) else 0,
+                    "exp_avg": xp.zeros_like(p.data), "exp_avg_sq": xp.zeros_like(p.data)}
+            b1, b2 = group["betas"]
+            if is_gpu(p.data):
+                st["step"] += 1
+                kernels.adam(p.data, p.grad.data, st["exp_avg"], st["exp_avg_sq"], st["step"],
+                             group["lr"], b1, b2, group["eps"], group["weight_decay"])
+                continue
+            st["step"] += 1
+            g = p.grad.data
+            if group["weight_decay"]:
+                g = g + group["weight_decay"] * p.data
+            m, v = st["exp_avg"], st["exp_avg_sq"]
+            w = p.dtype.type(1 - b1)            # m = lerp(m, g, 1 - b1), in torch.lerp's two forms
+            if w < 0.5:
+                m += w * (g - m)
+            else:
+                m[...] = g - (g - m) * (1 - w)
+            v *= b2
+            v += (1 - b2) * g * g
+            bc1 = 1 - b1 ** st["step"]
+            bc2 = 1 - b2 ** st["step"]
+            denom = np.sqrt(v) / p.dtype.type(math.sqrt(bc2)) + p.dtype.type(group["eps"])
+            p.data -= p.dtype.type(group["lr"] / bc1) * m / denom
+
+
+class SGD(Optimizer):
+    """torch.optim.SGD: momentum, dampening, nesterov, L2 weight_decay."""
+    defaults = dict(lr=1e-3, momentum=0.0, dampening=0.0, nesterov=False, weight_decay=0.0)
+
+    def __init__(self, params, lr=1e-3, momentum=0.0, dampening=0.0, weight_decay=0.0,
+                 nesterov=False):
+        if nesterov and (momentum <= 0 or dampening != 0):
+            raise ValueError("SGD: nesterov needs momentum > 0 and zero dampening")
+        super().__init__(params, lr=lr, momentum=momentum, dampening=dampening,
+                         weight_decay=weight_decay, nesterov=nesterov)
+
+    @no_grad()
+    def step(self):
+        for group, p in self._params_with_grad():
+            g = p.grad.data
+            if group["weight_decay"]:
+                g = g + group["weight_decay"] * p.data
+            mu = group["momentum"]
+            if mu:
+                st = self.state.setdefault(id(p), {})
+                buf = st.get("momentum_buffer")
+                if buf is None:
+                    buf = st["momentum_buffer"] = g.copy()
+                else:
+                    buf *= mu
+                    buf += (1 - group["dampening"]) * g
+                g = g + mu * buf if group["nesterov"] else buf
+            p.data -= p.dtype.type(group["lr"]) * g
+
+
+@no_grad()
+def clip_grad_norm_(parameters, max_norm, norm_type=2.0):
+    """Scale all gradients so their joint norm is at most max_norm; returns the norm before
+    clipping as a Tensor (computed on the device: no host sync)."""
+    grads = [p.grad.data for p in (parameters if not isinstance(parameters, Tensor)
+                                   else [parameters]) if p.grad is not None]
+    if not grads:
+        return Tensor(np.zeros((), np.float32))
+    xp = xp_of(grads[0])
+    if norm_type == float("inf"):
+        total = xp.max(xp.stack([xp.abs(g).max() for g in grads]))
+    else:
+        total = xp.stack([(xp.abs(g) ** norm_type).sum() for g in grads]).sum() ** (1 / norm_type)
+    coef = xp.minimum(max_norm / (total + 1e-6), 1.0).astype(grads[0].dtype)
+    for g in grads:
+        g *= coef
+    return Tensor(total)

@@ -1,0 +1,84 @@
+"""Random numbers: a NumPy Generator for the CPU path (and for initialisation), and a device-side
+counter-based generator for the GPU path whose (seed, offset) live in device memory -- no host
+sync, and a captured CUDA graph draws new numbers on every replay.
+
+    u(i) = top 24 bits of mix(seed ^ mix(offset + i)) / 2**24,  mix = splitmix64's finaliser
+"""
+import numpy as np
+
+from .backend import cupy
+
+_seed = 0
+_host = np.random.default_rng(_seed)
+_devices = {}
+
+_MIX = r"""
+__device__ __forceinline__ unsigned long long mix64(unsigned long long z) {
+    z += 0x9E3779B97F4A7C15ULL;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return z ^ (z >> 31);
+}
+__device__ __forceinline__ float uniform24(const unsigned long long* state, long long i) {
+    return (float)(mix64(state[0] ^ mix64(state[1] + (unsigned long long)i)) >> 40)
+           * (1.0f / 16777216.0f);
+}
+"""
+
+
+def manual_seed(seed):
+    """Seed the host generator and every device generator (as torch.manual_seed)."""
+    global _seed, _host
+    _seed = int(seed)
+    _host = np.random.default_rng(_seed)
+    _devices.clear()
+
+
+def host_generator():
+    return _host
+
+
+def device_generator():
+    """The generator of the current CuPy device."""
+    cp = cupy()
+    dev = cp.cuda.runtime.getDevice()
+    gen = _devices.get(dev)
+    if gen is None:
+        gen = _devices[dev] = DeviceGenerator(_seed + 1 + dev)
+    return gen
+
+
+class DeviceGenerator:
+    def __init__(self, seed):
+        cp = cupy()
+        self.state = cp.array([seed, 0], dtype=cp.uint64)   # (seed, offset), on the device
+        self._dropout = cp.ElementwiseKernel(
+            "T x, raw uint64 state, float32 p, T scale", "T y, T m",
+            "m = uniform24(&state[0], i) >= p ? scale : (T)0; y = x * m;",
+            "cudnnlite_dropout", preamble=_MIX)
+        self._uniform = cp.ElementwiseKernel(
+            "raw uint64 state", "T u", "u = (T)uniform24(&state[0], i);",
+            "cudnnlite_uniform", preamble=_MIX)
+        self._advance = cp.ElementwiseKernel(
+            "uint64 n", "raw uint64 state", "state[1] += n;", "cudnnlite_advance")
+
+    def _next(self, n):
+        self._advance(np.uint64(n), self.state, size=1)
+
+    def dropout(self, x, p):
+        """(x * mask, mask) with mask = 1/(1-p) with probability 1-p, else 0."""
+        y, m = self._dropout(x, self.state, np.float32(p), x.dtype.type(1 / (1 - p)))
+        self._next(x.size)
+        return y, m
+
+    def uniform(self, shape, dtype="float32"):
+        u = cupy().empty(shape, dtype=dtype)
+        self._uniform(self.state, u)
+        self._next(u.size)
+        return u
+
+    def normal(self, shape, dtype="float32"):
+        """Standard normal by Box-Muller on two uniform draws."""
+        cp = cupy()
+        u1, u2 = self.uniform(shape, dtype), self.uniform(shape, dtype)
+        return cp.sqrt(-2 * cp.log1p(-u1)) * cp.cos(2 * np.pi * u2)

@@ -1,0 +1,47 @@
+"""Save / load state dicts: .npz always, .safetensors when that package is installed. Writes are
+atomic (a temporary file in the same folder, then rename), so a crash never leaves half a file."""
+import os
+import tempfile
+from collections import OrderedDict
+
+import numpy as np
+
+from .backend import is_gpu
+
+
+def _arrays(state_dict):
+    out = OrderedDict()
+    for k, v in state_dict.items():
+        v = v.numpy() if hasattr(v, "numpy") and not isinstance(v, np.ndarray) else v
+        out[k] = v.get() if is_gpu(v) else np.asarray(v)
+    return out
+
+
+def save(state_dict, path):
+    """Write a {name: array} dict to `path` (.safetensors, else .npz)."""
+    path = os.fspath(path)
+    arrays = _arrays(state_dict)
+    folder = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=os.path.basename(path))
+    os.close(fd)
+    try:
+        if path.endswith(".safetensors"):
+            from safetensors.numpy import save_file
+            save_file({k: np.ascontiguousarray(v) for k, v in arrays.items()}, tmp)
+        else:
+            with open(tmp, "wb") as f:
+                np.savez(f, **arrays)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def load(path):
+    """An OrderedDict of NumPy arrays, in the order they were saved."""
+    path = os.fspath(path)
+    if path.endswith(".safetensors"):
+        from safetensors.numpy import load_file
+        return OrderedDict(load_file(path))
+    with np.load(path, allow_pickle=False) as f:
+        return OrderedDict((k, f[k]) for k in f.files)

@@ -1,0 +1,291 @@
+"""Tensor, Function and the backward pass (define-by-run, micrograd-shaped).
+
+A Function's forward runs on arrays (`forward_cpu` with NumPy, `forward_gpu` with cuDNN/CuPy,
+or one `forward` written for both via `xp`); its `backward` takes the output gradients as arrays
+and returns one gradient (or None) per input. `backward()` is a topological sort and nothing else.
+"""
+import contextlib
+
+import numpy as np
+
+from .backend import device_of, is_gpu, parse_device, to_device, xp_of, xp_of_gpu
+
+_grad_enabled = True
+
+
+@contextlib.contextmanager
+def no_grad():
+    """Record no graph inside the block (evaluation, optimizer updates)."""
+    global _grad_enabled
+    saved, _grad_enabled = _grad_enabled, False
+    try:
+        yield
+    finally:
+        _grad_enabled = saved
+
+
+def is_grad_enabled():
+    return _grad_enabled
+
+
+class Function:
+    """One differentiable op. Subclasses set `forward_cpu`/`forward_gpu` (or `forward`) and
+    `backward`; `self.saved` holds what backward needs; `self.needs_input_grad` says which inputs
+    want a gradient (return None for the others)."""
+    inputs = None          # the input Tensors (or constants), dropped after backward
+    n_outputs = 1
+
+    def __init__(self, **params):
+        self.__dict__.update(params)
+
+    gpu = False            # where the inputs live; set by apply before forward runs
+
+    @property
+    def xp(self):
+        return xp_of_gpu(self.gpu)
+
+    def forward(self, *arrays):
+        if self.gpu:
+            return self.forward_gpu(*arrays)
+        return self.forward_cpu(*arrays)
+
+    def forward_cpu(self, *arrays):
+        raise NotImplementedError
+
+    def forward_gpu(self, *arrays):
+        raise NotImplementedError
+
+    def backward(self, *grads):
+        raise NotImplementedError
+
+    @classmethod
+    def apply(cls, *inputs, **params):
+        fn = cls(**params)
+        arrays = []
+        first = None
+        needs = False
+        for t in inputs:
+            if isinstance(t, Tensor):
+                if first is None:
+                    first = t
+                elif is_gpu(t.data) != is_gpu(first.data) or (
+                        is_gpu(t.data) and t.data.device.id != first.data.device.id):
+                    raise RuntimeError(
+                        f"{cls.__name__}: inputs on different devices: {first.device} "
+                        f"(shape {first.shape}) and {t.device} (shape {t.shape})")
+                arrays.append(t.data)
+                needs = needs or t.requires_grad
+            else:
+                arrays.append(t)
+        if first is None:
+            raise TypeError(f"{cls.__name__}: at least one input must be a Tensor")
+        fn.gpu = is_gpu(first.data)
+        needs = needs and _grad_enabled
+        if needs:
+            fn.needs_input_grad = tuple(isinstance(t, Tensor) and t.requires_grad for t in inputs)
+        out = fn.forward(*arrays)
+        if not isinstance(out, tuple):
+            y = Tensor(out, requires_grad=needs)
+            if needs:
+                fn.inputs = inputs
+                y._ctx = fn
+            return y
+        ys = tuple(Tensor(o, requires_grad=needs) for o in out)
+        if needs:
+            fn.inputs = inputs
+            fn.n_outputs = len(ys)
+            for i, y in enumerate(ys):
+                y._ctx, y._index = fn, i
+        return ys
+
+
+class Tensor:
+    """An n-d array (NumPy or CuPy) that can record the ops applied to it."""
+    __slots__ = ("data", "grad", "requires_grad", "_ctx", "_index", "__weakref__")
+    __array_priority__ = 1000    # so ndarray * Tensor defers to Tensor.__rmul__
+
+    def __init__(self, data, requires_grad=False, dtype=None):
+        if isinstance(data, Tensor):
+            data = data.data
+        if not (isinstance(data, np.ndarray) or is_gpu(data)):
+            data = np.asarray(data, dtype=dtype or np.float32)
+        elif dtype is not None and data.dtype != dtype:
+            data = data.astype(dtype)
+        self.data = data
+        self.grad = None
+        self.requires_grad = requires_grad
+        self._ctx = None
+        self._index = 0
+
+    # ---- array-like attributes ------------------------------------------------------------
+    shape = property(lambda self: self.data.shape)
+    dtype = property(lambda self: self.data.dtype)
+    ndim = property(lambda self: self.data.ndim)
+    size = property(lambda self: self.data.size)
+    device = property(lambda self: device_of(self.data))
+    is_leaf = property(lambda self: self._ctx is None)
+
+    def __len__(self):
+        return len(self.data)
+
+    def __repr__(self):
+        grad = ", requires_grad=True" if self.requires_grad else ""
+        where = "" if self.device == "cpu" else f", device={self.device}"
+        return f"Tensor({np.array2string(self.numpy(), precision=4, threshold=20)}{where}{grad})"
+
+    def numpy(self):
+        """The values as a NumPy array (a device-to-host copy for GPU data)."""
+        return self.data.get() if is_gpu(self.data) else self.data
+
+    def item(self):
+        if self.size != 1:
+            raise ValueError(f"item() needs a one-element tensor, got shape {self.shape}")
+        return self.numpy().reshape(()).item()
+
+    def tolist(self):
+        return self.numpy().tolist()
+
+    def to(self, device):
+        """A copy on `device` ('cpu', 'cuda', 'cuda:1', an int), or self if already there."""
+        data = to_device(self.data, device)
+        if data is self.data:
+            return self
+        return Tensor(data, requires_grad=self.requires_grad)
+
+    def cpu(self):
+        return self.to("cpu")
+
+    def cuda(self, device=0):
+        return self.to(parse_device(device))
+
+    def detach(self):
+        """The same data, cut from the graph."""
+        return Tensor(self.data)
+
+    def requires_grad_(self, flag=True):
+        self.requires_grad = flag
+        return self
+
+    def zero_(self):
+        self.data[...] = 0
+        return self
+
+    # ---- backward -------------------------------------------------------------------------
+    def backward(self, grad=None, retain_graph=False):
+        """Accumulate d(self)/d(leaf) into every leaf's .grad that requires_grad."""
+        if not self.requires_grad:
+            raise RuntimeError("backward() on a tensor that does not require grad "
+                               "(no input of the graph has requires_grad=True)")
+        xp = xp_of(self.data)
+        if grad is None:
+            if self.size != 1:
+                raise RuntimeError(
+                    f"backward() on a non-scalar tensor of shape {self.shape} needs a gradient "
+                    f"argument of that shape (grad can be implied only for scalar outputs)")
+            grad = xp.ones_like(self.data)
+        else:
+            grad = grad.data if isinstance(grad, Tensor) else grad
+            if grad.shape != self.shape:
+                raise RuntimeError(f"backward(): gradient shape {grad.shape} does not match the "
+                                   f"tensor's shape {self.shape}")
+        if self._ctx is None:
+            _accumulate(self, grad)
+            return
+        order = _topological_order(self._ctx)
+        pending = {self._ctx: [None] * self._ctx.n_outputs}
+        pending[self._ctx][self._index] = grad
+        for fn in reversed(order):
+            grads = pending.pop(fn, None)
+            if grads is None:
+                continue
+            if fn.inputs is None:
+                raise RuntimeError("backward through a graph a second time: its saved arrays were "
+                                   "freed; call backward(retain_graph=True) the first time")
+            gxs = fn.backward(*grads)
+            if not isinstance(gxs, tuple):
+                gxs = (gxs,)
+            for t, gx in zip(fn.inputs, gxs):
+                if gx is None or not isinstance(t, Tensor) or not t.requires_grad:
+                    continue
+                if gx.shape != t.shape:
+                    raise RuntimeError(f"{type(fn).__name__}.backward returned a gradient of shape "
+                                       f"{gx.shape} for an input of shape {t.shape}")
+                if t._ctx is None:
+                    _accumulate(t, gx)
+                else:
+                    slot = pending.setdefault(t._ctx, [None] * t._ctx.n_outputs)
+                    slot[t._index] = gx if slot[t._index] is None else slot[t._index] + gx
+            if not retain_graph:
+                fn.inputs = None
+                fn.saved = None
+
+    # ---- operators (the ops live in layers.ops; these are spellings) ------------------------
+    def __add__(self, other): return F.add(self, other)
+    def __radd__(self, other): return F.add(other, self)
+    def __sub__(self, other): return F.sub(self, other)
+    def __rsub__(self, other): return F.sub(other, self)
+    def __mul__(self, other): return F.mul(self, other)
+    def __rmul__(self, other): return F.mul(other, self)
+    def __truediv__(self, other): return F.div(self, other)
+    def __rtruediv__(self, other): return F.div(other, self)
+    def __neg__(self): return F.neg(self)
+    def __pow__(self, exponent): return F.pow(self, exponent)
+    def __matmul__(self, other): return F.matmul(self, other)
+    def __getitem__(self, index): return F.getitem(self, index)
+
+    def sum(self, axis=None, keepdims=False): return F.sum(self, axis, keepdims)
+    def mean(self, axis=None, keepdims=False): return F.mean(self, axis, keepdims)
+    def reshape(self, *shape): return F.reshape(self, *shape)
+    def view(self, *shape): return F.reshape(self, *shape)
+    def transpose(self, *axes): return F.transpose(self, *axes)
+    def permute(self, *axes): return F.transpose(self, *axes)
+    def exp(self): return F.exp(self)
+    def log(self): return F.log(self)
+    def relu(self): return F.relu(self)
+    def tanh(self): return F.tanh(self)
+    def sigmoid(self): return F.sigmoid(self)
+    def clamp(self, min=None, max=None): return F.clamp(self, min, max)
+
+    @property
+    def T(self):
+        return F.transpose(self)
+
+
+def _accumulate(leaf, g):
+    if leaf.grad is None:
+        leaf.grad = Tensor(g.copy())     # g may be shared (x + x hands gy to both inputs)
+    else:
+        leaf.grad.data += g
+
+
+def _topological_order(root):
+    """Functions reachable from root, each after every function that feeds it (iterative DFS:
+    the graph of a long autoregressive decode is deeper than Python's recursion limit)."""
+    order, seen = [], {root}
+    stack = [(root, iter(root.inputs or ()))]
+    while stack:
+        fn, it = stack[-1]
+        for t in it:
+            parent = t._ctx if isinstance(t, Tensor) else None
+            if parent is not None and parent not in seen:
+                seen.add(parent)
+                stack.append((parent, iter(parent.inputs or ())))
+                break
+        else:
+            stack.pop()
+            order.append(fn)
+    return order
+
+
+def tensor(data, dtype=None, device="cpu", requires_grad=False):
+    """A new Tensor from a list / NumPy array / CuPy array, on `device`."""
+    if isinstance(data, Tensor):
+        data = data.data
+    if not (isinstance(data, np.ndarray) or is_gpu(data)):
+        data = np.asarray(data, dtype=dtype or np.float32)
+    elif dtype is not None:
+        data = data.astype(dtype, copy=False)
+    return Tensor(to_device(data, device), requires_grad=requires_grad)
+
+
+from . import functional as F  # noqa: E402  (functional imports Tensor from here)
