@@ -9,7 +9,7 @@ from .ops import loss as _loss
 from .ops import norm as _norm
 from .ops import reduce as _red
 from .ops import shape as _sh
-from .backend import cupy
+from .backend import cupy, is_gpu, to_device
 from .tensor import Tensor
 
 
@@ -149,8 +149,18 @@ def pad(x, pad, value=0.0):
     return _sh.Pad.apply(x, pad_width=tuple(widths), value=value)
 
 
+def _on_device_of(x, a, name):
+    """An index / target array moved to x's device; a Tensor elsewhere is a device mix."""
+    if isinstance(a, Tensor):
+        if a.device != x.device:
+            raise RuntimeError(f"{name}: input is on {x.device} but the indices/target are on "
+                               f"{a.device}")
+        return a.data
+    return to_device(np.asarray(a) if isinstance(a, (list, tuple)) else a, x.device)
+
+
 def embedding(indices, weight, padding_idx=None):
-    idx = indices.data if isinstance(indices, Tensor) else indices
+    idx = _on_device_of(weight, indices, "embedding")
     if idx.dtype.kind not in "iu":
         raise TypeError(f"embedding: indices must be integers, got {idx.dtype}")
     return _sh.Embedding.apply(weight, idx, padding_idx=padding_idx)
@@ -223,8 +233,12 @@ def batch_norm(x, running_mean, running_var, weight=None, bias=None, training=Fa
         raise ValueError(f"batch_norm: expected more than 1 value per channel when training, "
                          f"got input of shape {x.shape}")
     xp = np if x.device == "cpu" else cupy()
-    rm = running_mean.data if isinstance(running_mean, Tensor) else running_mean
-    rv = running_var.data if isinstance(running_var, Tensor) else running_var
+    rm, rv = (None if r is None else _on_device_of(x, r, "batch_norm") if isinstance(r, Tensor)
+              else r for r in (running_mean, running_var))
+    for r in (rm, rv):
+        if r is not None and is_gpu(r) != (x.device != "cpu"):
+            raise RuntimeError(f"batch_norm: input is on {x.device} but the running statistics "
+                               f"are on {'cpu' if not is_gpu(r) else r.device.id}")
     if rm is None and not training:
         training = True       # no running statistics: batch statistics, as torch
     pdtype = np.float64 if x.dtype == np.float64 else np.float32
@@ -267,7 +281,7 @@ def l1_loss(a, b, reduction="mean"):
 
 
 def cross_entropy(logits, target, ignore_index=-100, reduction="mean"):
-    t = target if isinstance(target, Tensor) else Tensor(target)
+    t = Tensor(_on_device_of(logits, target, "cross_entropy"))
     if t.dtype.kind not in "iu":
         raise TypeError(f"cross_entropy: target must hold class indices (integers), got {t.dtype}")
     if (logits.shape[0],) + tuple(logits.shape[2:]) != tuple(t.shape):

@@ -68,7 +68,7 @@ def conv2d_transpose(x, kernel, bias=None, strides=1, padding="valid", output_pa
                          f"(R, S, Cout, Cin) {kernel.shape} do not match")
     for i in range(2):
         if ops[i] is not None and ops[i] >= strides[i]:
-            raise ValueError(f"conv2d_transpose: output_padding {output_padding} must be smaller "
+            raise ValueError(f"conv2d_transpose: output_padding {tuple(ops)} must be smaller "
                              f"than strides {strides}")
     size, begin = [], []
     for i in range(2):

@@ -107,6 +107,8 @@ class Tensor:
     def __init__(self, data, requires_grad=False, dtype=None):
         if isinstance(data, Tensor):
             data = data.data
+        if isinstance(data, np.generic):            # NumPy reductions return scalars
+            data = np.asarray(data)
         if not (isinstance(data, np.ndarray) or is_gpu(data)):
             data = np.asarray(data, dtype=dtype or np.float32)
         elif dtype is not None and data.dtype != dtype:

@@ -1,0 +1,146 @@
+"""Every op's GPU path (cuDNN / CuPy) against its NumPy path; layers, optimizers, dropout's
+device generator (also inside a captured CUDA graph), device-mix errors."""
+import numpy as np
+import pytest
+
+import layers as L
+from layers import F, nn
+from cudnnlite import conv as cudnn_conv
+from reference import TOLERANCE, rel_err
+from test_torch_parity import LAYERS, OPS, f32
+
+pytestmark = pytest.mark.gpu
+
+
+def _run(fn, arrays, grad_inputs, device, w):
+    idx = [i for i, a in enumerate(arrays) if a.dtype.kind == "f"] if grad_inputs is None \
+        else grad_inputs
+    ts = [L.tensor(a.copy(), device=device, requires_grad=i in idx) for i, a in enumerate(arrays)]
+    y = fn(*ts)
+    if idx:
+        (y * L.tensor(w, device=device)).sum().backward()
+    return y.numpy(), [ts[i].grad.numpy() for i in idx]
+
+
+@pytest.fixture(params=[False, True], ids=["fp32", "tf32"])
+def tf32(request):
+    with cudnn_conv.using(allow_tf32=request.param):
+        yield request.param
+
+
+@pytest.mark.parametrize("name", sorted(OPS))
+def test_op_gpu_matches_numpy(name, tf32):
+    ours, _, arrays, tol, grad_inputs = OPS[name]
+    if tf32 and not name.startswith("conv"):
+        pytest.skip("TF32 only changes convolutions")
+    if tf32:
+        tol = TOLERANCE["tf32"]
+    L.manual_seed(0)
+    y_cpu = ours(*[L.tensor(a) for a in arrays])
+    w = f32(*y_cpu.shape)
+    y, g = _run(ours, arrays, grad_inputs, "cpu", w)
+    yd, gd = _run(ours, arrays, grad_inputs, 0, w)
+    assert rel_err(yd, y) < tol
+    for a, b in zip(gd, g):
+        assert rel_err(a, b) < tol
+
+
+@pytest.mark.parametrize("train", [True, False])
+@pytest.mark.parametrize("name", sorted(LAYERS))
+def test_layer_gpu_matches_numpy(name, train):
+    make = LAYERS[name][0]
+    shape = LAYERS[name][2]
+    L.manual_seed(0)
+    m_cpu = make().train(train)
+    m_gpu = make().train(train)
+    m_gpu.load_state_dict(m_cpu.state_dict())
+    m_gpu.to(0)
+    with cudnn_conv.using(allow_tf32=False):
+        for _ in range(2):
+            x = f32(*shape)
+            w = None
+            outs = []
+            for m, dev in ((m_cpu, "cpu"), (m_gpu, 0)):
+                xt = L.tensor(x, device=dev, requires_grad=True)
+                y = m(xt)
+                w = f32(*y.shape) if w is None else w
+                (y * L.tensor(w, device=dev)).sum().backward()
+                outs.append((y.numpy(), xt.grad.numpy()))
+            assert rel_err(outs[1][0], outs[0][0]) < 1e-4
+            assert rel_err(outs[1][1], outs[0][1]) < 1e-4
+    for (k, p), (_, q) in zip(m_cpu.named_parameters(), m_gpu.named_parameters()):
+        assert rel_err(q.grad.numpy(), p.grad.numpy()) < 1e-4, k
+    sd_cpu, sd_gpu = m_cpu.state_dict(), m_gpu.state_dict()
+    for k in sd_cpu:
+        assert rel_err(sd_gpu[k], sd_cpu[k]) < 1e-5, k
+
+
+@pytest.mark.parametrize("make", [
+    lambda p: L.optim.Adam(p, lr=2e-3, betas=(0.5, 0.999)),
+    lambda p: L.optim.Adam(p, lr=1e-2, betas=(0.9, 0.99), weight_decay=0.1),
+    lambda p: L.optim.SGD(p, lr=0.05, momentum=0.9, nesterov=True),
+])
+def test_optimizer_gpu_matches_numpy(make):
+    w0 = [f32(64, 33), f32(7)]
+    cpu = [L.nn.Parameter(w.copy()) for w in w0]
+    gpu = [L.nn.Parameter(L.tensor(w.copy(), device=0)) for w in w0]
+    oc, og = make(cpu), make(gpu)
+    for _ in range(5):
+        for pc, pg in zip(cpu, gpu):
+            g = f32(*pc.shape)
+            pc.grad, pg.grad = L.Tensor(g.copy()), L.tensor(g.copy(), device=0)
+        oc.step(), og.step()
+    for pc, pg in zip(cpu, gpu):
+        assert rel_err(pg.numpy(), pc.numpy()) < 1e-6
+
+
+def test_dropout_device_generator_statistics_and_seeding():
+    import cupy
+    L.manual_seed(5)
+    x = L.tensor(np.ones(200_000, np.float32), device=0)
+    y1 = F.dropout(x, 0.3).numpy()
+    y2 = F.dropout(x, 0.3).numpy()
+    assert set(np.unique(y1)) <= {0.0, np.float32(1 / 0.7)}
+    assert abs((y1 == 0).mean() - 0.3) < 0.005
+    assert (y1 != y2).any()                      # the offset advanced on the device
+    L.manual_seed(5)
+    np.testing.assert_array_equal(F.dropout(x, 0.3).numpy(), y1)
+    assert cupy.cuda.runtime.getDevice() == 0
+
+
+def test_dropout_in_a_captured_cuda_graph_draws_new_masks():
+    import cupy
+    L.manual_seed(7)
+    x = L.tensor(np.ones(4096, np.float32), device=0)
+    stream = cupy.cuda.Stream(non_blocking=True)
+    with stream:
+        F.dropout(x, 0.5)                         # compile and warm the pool outside capture
+        stream.synchronize()
+        stream.begin_capture()
+        y = F.dropout(x, 0.5)
+        graph = stream.end_capture()
+        graph.launch()
+        stream.synchronize()
+        first = y.numpy().copy()
+        graph.launch()
+        stream.synchronize()
+        second = y.numpy()
+    assert (first != second).any()
+    assert abs((second == 0).mean() - 0.5) < 0.05
+
+
+def test_device_mix_is_a_clear_error():
+    a = L.tensor(np.ones((2, 3), np.float32))
+    b = L.tensor(np.ones((2, 3), np.float32), device=0)
+    with pytest.raises(RuntimeError, match=r"different devices: cpu \(shape \(2, 3\)\) and 0"):
+        a + b
+    with pytest.raises(RuntimeError, match="indices/target are on cpu"):
+        F.cross_entropy(L.tensor(np.ones((2, 3), np.float32), device=0),
+                        L.tensor(np.zeros(2, np.int64)))
+
+
+def test_cudnn_errors_surface_through_layers():
+    x = L.tensor(np.ones((1, 2, 4, 4), np.float32), device=0)
+    w = L.tensor(np.ones((3, 2, 3, 3), np.float32), device=0)
+    with pytest.raises(ValueError, match="output size"):
+        F.conv_transpose2d(x, w.reshape(2, 3, 3, 3), padding=5)

@@ -1,0 +1,93 @@
+"""Every misuse tried gets a clear error naming what is wrong, with the offending values."""
+import numpy as np
+import pytest
+
+import layers as L
+from layers import F, nn
+
+
+def t(*shape, dtype=np.float32, grad=False):
+    return L.Tensor(np.ones(shape, dtype), requires_grad=grad)
+
+
+@pytest.mark.parametrize("call,error,pattern", [
+    (lambda: F.conv2d(t(2, 3, 8, 8), t(4, 5, 3, 3)), ValueError,
+     r"3 channels \(shape \(2, 3, 8, 8\)\).*\(4, 5, 3, 3\)"),
+    (lambda: F.conv2d(t(3, 8, 8), t(4, 3, 3, 3)), ValueError, r"4-d input.*\(3, 8, 8\)"),
+    (lambda: F.linear(t(2, 5), t(3, 4)), ValueError, r"5 features \(shape \(2, 5\)\).*\(3, 4\)"),
+    (lambda: F.matmul(t(2, 3), t(4, 5)), ValueError, r"\(2, 3\) and \(4, 5\)"),
+    (lambda: F.mse_loss(t(2, 3), t(3, 2)), ValueError, r"\(2, 3\).*\(3, 2\)"),
+    (lambda: F.reshape(t(2, 3), 4, 2), ValueError, r"\(2, 3\).*\(4, 2\)"),
+    (lambda: F.concat([t(2, 3), t(3, 4)], 0), ValueError, r"\(2, 3\) and \(3, 4\)"),
+    (lambda: F.conv2d(t(1, 1, 4, 4, dtype=np.float64), t(1, 1, 3, 3)), TypeError,
+     r"float64.*float32"),
+    (lambda: F.cross_entropy(t(3, 4), np.zeros(3, np.float32)), TypeError, "integers"),
+    (lambda: F.conv_transpose2d(t(1, 2, 4, 4), t(2, 3, 3, 3), stride=2, output_padding=2),
+     ValueError, r"output_padding \(2, 2\) must be smaller than either stride \(2, 2\)"),
+    (lambda: nn.ConvTranspose2d(2, 3, 3, stride=1, output_padding=1)(t(1, 2, 4, 4)), ValueError,
+     "output_padding"),
+    (lambda: nn.BatchNorm2d(3)(t(2, 3, 4)), ValueError, r"expected 4-d input, got shape \(2, 3, 4\)"),
+    (lambda: F.batch_norm(t(1, 3), None, None, training=True), ValueError, "more than 1 value"),
+    (lambda: F.dropout(t(3), 1.5), ValueError, "probability"),
+    (lambda: nn.Conv2d(3, 4, 3, groups=2), ValueError, "divisible by groups 2"),
+])
+def test_misuse_is_a_clear_error(call, error, pattern):
+    with pytest.raises(error, match=pattern):
+        call()
+
+
+def test_backward_on_non_scalar_needs_a_gradient():
+    x = t(2, 3, grad=True)
+    with pytest.raises(RuntimeError, match=r"non-scalar tensor of shape \(2, 3\)"):
+        (x * 2.0).backward()
+
+
+def test_backward_gradient_shape_mismatch():
+    x = t(2, 3, grad=True)
+    with pytest.raises(RuntimeError, match=r"\(3, 2\) does not match.*\(2, 3\)"):
+        (x * 2.0).backward(np.ones((3, 2), np.float32))
+
+
+def test_backward_twice_without_retain_graph():
+    x = t(3, grad=True)
+    y = (x * x).sum()
+    y.backward()
+    with pytest.raises(RuntimeError, match="second time"):
+        y.backward()
+
+
+def test_retain_graph_allows_a_second_backward():
+    x = t(3, grad=True)
+    y = (x * x).sum()
+    y.backward(retain_graph=True)
+    y.backward()
+    np.testing.assert_allclose(x.grad.numpy(), 4 * np.ones(3))
+
+
+def test_backward_without_any_grad_input():
+    with pytest.raises(RuntimeError, match="does not require grad"):
+        (t(3) * 2.0).sum().backward()
+
+
+def test_no_grad_records_nothing():
+    x = t(3, grad=True)
+    with L.no_grad():
+        y = x * 2.0
+    assert not y.requires_grad and y.is_leaf
+
+
+def test_bce_target_gradient_is_refused():
+    p = L.Tensor(np.full(3, 0.5, np.float32), requires_grad=True)
+    target = L.Tensor(np.ones(3, np.float32), requires_grad=True)
+    with pytest.raises(NotImplementedError, match="detach"):
+        F.binary_cross_entropy(p, target).backward()
+
+
+def test_unknown_device_string():
+    with pytest.raises(ValueError, match="device must be"):
+        t(2).to("tpu")
+
+
+def test_module_attribute_error_names_the_class():
+    with pytest.raises(AttributeError, match="'Linear' object has no attribute 'wieght'"):
+        nn.Linear(2, 3).wieght

@@ -1,0 +1,263 @@
+"""Every op and layer against PyTorch on the CPU, forward and backward, float32."""
+import numpy as np
+import pytest
+import torch
+
+import layers as L
+from layers import F, nn
+from reference import rel_err
+
+TOL, TOL_REDUCTION = 1e-5, 1e-4
+R = np.random.default_rng(0)
+
+
+def f32(*shape, positive=False, low=None, high=None):
+    if low is not None:
+        return R.uniform(low, high, shape).astype(np.float32)
+    a = R.standard_normal(shape).astype(np.float32)
+    return np.abs(a) + 0.5 if positive else a
+
+
+def run_both(ours, theirs, arrays, grad_inputs=None):
+    """Forward both with the same float32 inputs and the same random output weights; return
+    (our outputs, torch outputs, our input grads, torch input grads)."""
+    idx = [i for i, a in enumerate(arrays) if a.dtype.kind == "f"] if grad_inputs is None \
+        else grad_inputs
+    ts = [L.Tensor(a.copy(), requires_grad=i in idx) for i, a in enumerate(arrays)]
+    tt = [torch.tensor(a.copy(), requires_grad=i in idx) for i, a in enumerate(arrays)]
+    y, ty = ours(*ts), theirs(*tt)
+    w = f32(*y.shape)
+    if idx:
+        (y * L.Tensor(w)).sum().backward()
+        (ty * torch.from_numpy(w)).sum().backward()
+    return y.numpy(), ty.detach().numpy(), [ts[i].grad.numpy() for i in idx], \
+        [tt[i].grad.numpy() for i in idx]
+
+
+TF = torch.nn.functional
+OPS = {  # name: (ours, torch, inputs, tolerance, which inputs get gradients)
+    "add": (lambda a, b: a + b, torch.add, [f32(3, 4, 5), f32(4, 1)], TOL, None),
+    "sub": (lambda a, b: a - b, torch.sub, [f32(3, 4), f32(4)], TOL, None),
+    "mul": (lambda a, b: a * b, torch.mul, [f32(2, 3), f32(2, 1)], TOL, None),
+    "div": (lambda a, b: a / b, torch.div, [f32(3, 4), f32(3, 4, positive=True)], TOL, None),
+    "neg": (lambda a: -a, torch.neg, [f32(5)], TOL, None),
+    "pow": (lambda a: a ** 3, lambda a: a ** 3, [f32(4, 3)], TOL, None),
+    "exp": (F.exp, torch.exp, [f32(3, 4)], TOL, None),
+    "log": (F.log, torch.log, [f32(3, 4, positive=True)], TOL, None),
+    "relu": (F.relu, torch.relu, [f32(4, 5)], TOL, None),
+    "leaky_relu": (lambda x: F.leaky_relu(x, 0.2), lambda x: TF.leaky_relu(x, 0.2),
+                   [f32(4, 5)], TOL, None),
+    "tanh": (F.tanh, torch.tanh, [f32(4, 5)], TOL, None),
+    "sigmoid": (F.sigmoid, torch.sigmoid, [f32(4, 5) * 4], TOL, None),
+    "clamp": (lambda x: F.clamp(x, -0.5, 0.5), lambda x: torch.clamp(x, -0.5, 0.5),
+              [f32(30)], TOL, None),
+    "softmax": (lambda x: F.softmax(x, 1), lambda x: torch.softmax(x, 1), [f32(4, 7)], TOL, None),
+    "log_softmax": (lambda x: F.log_softmax(x, -1), lambda x: torch.log_softmax(x, -1),
+                    [f32(2, 3, 6)], TOL, None),
+    "sum": (lambda x: x.sum(axis=(0, 2)), lambda x: x.sum(dim=(0, 2)), [f32(8, 3, 50)],
+            TOL_REDUCTION, None),
+    "mean": (lambda x: x.mean(axis=1, keepdims=True), lambda x: x.mean(1, keepdim=True),
+             [f32(4, 300)], TOL_REDUCTION, None),
+    "reshape": (lambda x: x.reshape(4, -1), lambda x: x.reshape(4, -1), [f32(2, 2, 6)], TOL, None),
+    "transpose": (lambda x: x.transpose(1, 2, 0), lambda x: x.permute(1, 2, 0), [f32(2, 3, 4)],
+                  TOL, None),
+    "concat": (lambda a, b: F.concat([a, b], 0), lambda a, b: torch.cat([a, b], 0),
+               [f32(2, 3), f32(4, 3)], TOL, None),
+    "stack": (lambda a, b: F.stack([a, b], 2), lambda a, b: torch.stack([a, b], 2),
+              [f32(2, 3), f32(2, 3)], TOL, None),
+    "getitem": (lambda x: x[:, 1:3], lambda x: x[:, 1:3], [f32(3, 5)], TOL, None),
+    "index_repeat": (lambda x: x[np.array([2, 0, 2])], lambda x: x[torch.tensor([2, 0, 2])],
+                     [f32(4, 3)], TOL, None),
+    "pad": (lambda x: F.pad(x, (1, 2, 3, 0)), lambda x: TF.pad(x, (1, 2, 3, 0)), [f32(2, 3, 4)],
+            TOL, None),
+    "embedding": (lambda w: F.embedding(np.array([[0, 2], [2, 1]]), w, padding_idx=1),
+                  lambda w: TF.embedding(torch.tensor([[0, 2], [2, 1]]), w, padding_idx=1),
+                  [f32(4, 3)], TOL, None),
+    "linear": (F.linear, TF.linear, [f32(5, 20), f32(7, 20), f32(7)], TOL_REDUCTION, None),
+    "matmul": (F.matmul, torch.matmul, [f32(2, 3, 16), f32(16, 5)], TOL_REDUCTION, None),
+    "conv2d": (lambda x, w, b: F.conv2d(x, w, b, 2, 1), lambda x, w, b: TF.conv2d(x, w, b, 2, 1),
+               [f32(2, 3, 9, 9), f32(8, 3, 4, 4), f32(8)], TOL_REDUCTION, None),
+    "conv2d_groups_dilation": (lambda x, w: F.conv2d(x, w, None, 1, 2, 2, 2),
+                               lambda x, w: TF.conv2d(x, w, None, 1, 2, 2, 2),
+                               [f32(2, 4, 8, 8), f32(6, 2, 3, 3)], TOL_REDUCTION, None),
+    "conv1d": (lambda x, w, b: F.conv1d(x, w, b, 1, 2), lambda x, w, b: TF.conv1d(x, w, b, 1, 2),
+               [f32(2, 5, 12), f32(4, 5, 5), f32(4)], TOL_REDUCTION, None),
+    "conv_transpose2d": (lambda x, w, b: F.conv_transpose2d(x, w, b, 2, 1),
+                         lambda x, w, b: TF.conv_transpose2d(x, w, b, 2, 1),
+                         [f32(2, 8, 4, 4), f32(8, 3, 4, 4), f32(3)], TOL_REDUCTION, None),
+    "conv_transpose2d_outpad": (lambda x, w: F.conv_transpose2d(x, w, None, (2, 3), (0, 1), (1, 2)),
+                                lambda x, w: TF.conv_transpose2d(x, w, None, (2, 3), (0, 1), (1, 2)),
+                                [f32(1, 3, 3, 4), f32(3, 2, 3, 3)], TOL_REDUCTION, None),
+    "conv_transpose2d_dilated_op": (
+        lambda x, w: F.conv_transpose2d(x, w, None, 1, 1, 1, 1, 2),
+        lambda x, w: TF.conv_transpose2d(x, w, None, 1, 1, 1, 1, 2),
+        [f32(1, 2, 5, 5), f32(2, 3, 3, 3)], TOL_REDUCTION, None),
+    "batch_norm_train": (lambda x, g, b: F.batch_norm(x, None, None, g, b, True),
+                         lambda x, g, b: TF.batch_norm(x, None, None, g, b, True),
+                         [f32(8, 3, 4, 4) * 2 + 1, f32(3), f32(3)], TOL_REDUCTION, None),
+    "dropout_p0": (lambda x: F.dropout(x, 0.0), lambda x: TF.dropout(x, 0.0), [f32(6)], TOL, None),
+    "bce": (F.binary_cross_entropy, TF.binary_cross_entropy,
+            [f32(6, 2, low=0.01, high=0.99), f32(6, 2, low=0, high=1)], TOL, [0]),
+    "bce_saturated": (F.binary_cross_entropy, TF.binary_cross_entropy,
+                      [np.array([0.0, 1.0, 0.5], np.float32), np.array([1.0, 0.0, 1.0], np.float32)],
+                      TOL, []),
+    "bce_with_logits": (F.binary_cross_entropy_with_logits, TF.binary_cross_entropy_with_logits,
+                        [f32(6, 2) * 5, f32(6, 2, low=0, high=1)], TOL, [0]),
+    "mse": (F.mse_loss, TF.mse_loss, [f32(5, 4), f32(5, 4)], TOL, None),
+    "l1": (F.l1_loss, TF.l1_loss, [f32(5, 4), f32(5, 4)], TOL, None),
+    "cross_entropy": (lambda x: F.cross_entropy(x, np.array([3, -100, 0, 1])),
+                      lambda x: TF.cross_entropy(x, torch.tensor([3, -100, 0, 1])),
+                      [f32(4, 5)], TOL, None),
+}
+
+
+@pytest.mark.parametrize("name", sorted(OPS))
+def test_op_matches_torch(name):
+    ours, theirs, arrays, tol, grad_inputs = OPS[name]
+    y, ty, g, tg = run_both(ours, theirs, arrays, grad_inputs)
+    assert rel_err(y, ty) < tol
+    for a, b in zip(g, tg):
+        assert rel_err(a, b) < tol
+
+
+# ---- layers: same weights in, same outputs, gradients and buffers out -----------------------
+
+def _copy_torch_to_ours(tm, m):
+    m.load_state_dict({k: v.detach().numpy() for k, v in tm.state_dict().items()})
+
+
+LAYERS = {
+    "Conv2d": (lambda: nn.Conv2d(3, 6, 3, 2, 1, groups=3, bias=True),
+               lambda: torch.nn.Conv2d(3, 6, 3, 2, 1, groups=3, bias=True), (2, 3, 8, 8)),
+    "ConvTranspose2d": (lambda: nn.ConvTranspose2d(4, 2, 4, 2, 1, bias=False),
+                        lambda: torch.nn.ConvTranspose2d(4, 2, 4, 2, 1, bias=False), (2, 4, 5, 5)),
+    "Conv1d": (lambda: nn.Conv1d(4, 3, 5, padding=2),
+               lambda: torch.nn.Conv1d(4, 3, 5, padding=2), (3, 4, 11)),
+    "Linear": (lambda: nn.Linear(6, 4), lambda: torch.nn.Linear(6, 4), (5, 6)),
+    "BatchNorm2d": (lambda: nn.BatchNorm2d(3), lambda: torch.nn.BatchNorm2d(3), (6, 3, 4, 4)),
+    "BatchNorm1d": (lambda: nn.BatchNorm1d(5, momentum=0.3),
+                    lambda: torch.nn.BatchNorm1d(5, momentum=0.3), (7, 5)),
+    "BatchNorm1d_3d": (lambda: nn.BatchNorm1d(3), lambda: torch.nn.BatchNorm1d(3), (4, 3, 6)),
+    "BatchNorm2d_cumulative": (lambda: nn.BatchNorm2d(2, momentum=None),
+                               lambda: torch.nn.BatchNorm2d(2, momentum=None), (4, 2, 3, 3)),
+    "Sequential": (lambda: nn.Sequential(nn.Conv2d(1, 4, 4, 2, 1, bias=False), nn.BatchNorm2d(4),
+                                         nn.LeakyReLU(0.2), nn.Flatten(), nn.Linear(64, 1),
+                                         nn.Sigmoid()),
+                   lambda: torch.nn.Sequential(torch.nn.Conv2d(1, 4, 4, 2, 1, bias=False),
+                                               torch.nn.BatchNorm2d(4), torch.nn.LeakyReLU(0.2),
+                                               torch.nn.Flatten(), torch.nn.Linear(64, 1),
+                                               torch.nn.Sigmoid()), (3, 1, 8, 8)),
+}
+
+
+@pytest.mark.parametrize("train", [True, False])
+@pytest.mark.parametrize("name", sorted(LAYERS))
+def test_layer_matches_torch(name, train):
+    make, make_torch, shape = LAYERS[name]
+    torch.manual_seed(0)
+    tm, m = make_torch(), make()
+    with torch.no_grad():                     # non-trivial running statistics to load
+        for k, v in tm.state_dict().items():
+            if "running" in k:
+                v.copy_(torch.rand_like(v) + 0.5)
+    _copy_torch_to_ours(tm, m)
+    assert list(m.state_dict()) == list(tm.state_dict())
+    tm.train(train), m.train(train)
+    for step in range(2):                     # twice: running statistics and counters evolve
+        x = f32(*shape)
+        y, ty, g, tg = run_both(m, tm, [x])
+        assert rel_err(y, ty) < TOL_REDUCTION
+        assert rel_err(g[0], tg[0]) < TOL_REDUCTION
+    for (k, p), (tk, tp) in zip(m.named_parameters(), tm.named_parameters()):
+        assert k == tk and rel_err(p.grad.numpy(), tp.grad.numpy()) < TOL_REDUCTION, k
+    for k, v in tm.state_dict().items():
+        assert rel_err(m.state_dict()[k], v.numpy()) < TOL, k
+
+
+def test_state_dict_round_trip_both_ways_and_errors():
+    torch.manual_seed(1)
+    tm = torch.nn.Sequential(torch.nn.Conv2d(1, 2, 3), torch.nn.BatchNorm2d(2))
+    m = nn.Sequential(nn.Conv2d(1, 2, 3), nn.BatchNorm2d(2))
+    _copy_torch_to_ours(tm, m)
+    back = torch.nn.Sequential(torch.nn.Conv2d(1, 2, 3), torch.nn.BatchNorm2d(2))
+    back.load_state_dict({k: torch.from_numpy(v) for k, v in m.state_dict().items()})
+    for k, v in tm.state_dict().items():
+        assert torch.equal(back.state_dict()[k], v)
+    assert m.state_dict()["1.num_batches_tracked"].dtype == np.int64
+    bad = m.state_dict()
+    bad["0.weight"] = np.zeros((3, 1, 3, 3), np.float32)
+    with pytest.raises(ValueError, match=r"0.weight has shape \(3, 1, 3, 3\).*\(2, 1, 3, 3\)"):
+        m.load_state_dict(bad)
+    with pytest.raises(KeyError, match="missing keys.*1.running_var"):
+        m.load_state_dict({k: v for k, v in m.state_dict().items() if k != "1.running_var"})
+
+
+def test_save_load_npz(tmp_path):
+    m = nn.Sequential(nn.Linear(3, 2), nn.BatchNorm1d(2))
+    L.save(m.state_dict(), tmp_path / "m.npz")
+    loaded = L.load(tmp_path / "m.npz")
+    assert list(loaded) == list(m.state_dict())
+    for k, v in m.state_dict().items():
+        np.testing.assert_array_equal(loaded[k], v)
+
+
+def test_default_initialisation_matches_torch_distributions():
+    L.manual_seed(0)
+    lin, conv_t = nn.Linear(400, 300), nn.ConvTranspose2d(16, 8, 4)
+    bound = 1 / np.sqrt(400)
+    w = lin.weight.numpy()
+    assert np.abs(w).max() <= bound and abs(w.std() - bound / np.sqrt(3)) < 0.02 * bound
+    # ConvTranspose2d's fan_in is weight.shape[1] * R * S = 8 * 16, as torch computes it
+    assert np.abs(conv_t.weight.numpy()).max() <= 1 / np.sqrt(8 * 16)
+
+
+# ---- optimizers -------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("make", [
+    lambda p, O: O.Adam(p, lr=2e-3, betas=(0.5, 0.999)),
+    lambda p, O: O.Adam(p, lr=1e-2, betas=(0.9, 0.99), eps=1e-6, weight_decay=0.1),
+    lambda p, O: O.SGD(p, lr=0.1),
+    lambda p, O: O.SGD(p, lr=0.05, momentum=0.9, dampening=0.1, weight_decay=0.01),
+    lambda p, O: O.SGD(p, lr=0.05, momentum=0.9, nesterov=True),
+])
+def test_optimizer_matches_torch(make):
+    w0 = [f32(4, 3), f32(3)]
+    ps = [L.nn.Parameter(w.copy()) for w in w0]
+    tps = [torch.nn.Parameter(torch.tensor(w.copy())) for w in w0]
+    opt, topt = make(ps, L.optim), make(tps, torch.optim)
+    for _ in range(6):
+        grads = [f32(*w.shape) for w in w0]
+        for p, tp, g in zip(ps, tps, grads):
+            p.grad, tp.grad = L.Tensor(g.copy()), torch.tensor(g.copy())
+        opt.step(), topt.step()
+    for p, tp in zip(ps, tps):
+        assert rel_err(p.numpy(), tp.detach().numpy()) < 1e-6
+
+
+def test_optimizer_state_dict_round_trip():
+    p = L.nn.Parameter(f32(3))
+    opt = L.optim.Adam([p], lr=0.1)
+    p.grad = L.Tensor(f32(3))
+    opt.step()
+    sd = opt.state_dict()
+    q = L.nn.Parameter(p.numpy().copy())
+    opt2 = L.optim.Adam([q], lr=0.5)
+    opt2.load_state_dict(sd)
+    assert opt2.param_groups[0]["lr"] == 0.1
+    g = f32(3)
+    p.grad, q.grad = L.Tensor(g.copy()), L.Tensor(g.copy())
+    opt.step(), opt2.step()
+    np.testing.assert_array_equal(p.numpy(), q.numpy())
+
+
+def test_clip_grad_norm_matches_torch():
+    grads = [f32(5, 3) * 3, f32(4)]
+    ps = [L.nn.Parameter(np.zeros_like(g)) for g in grads]
+    tps = [torch.nn.Parameter(torch.zeros(g.shape)) for g in grads]
+    for p, tp, g in zip(ps, tps, grads):
+        p.grad, tp.grad = L.Tensor(g.copy()), torch.tensor(g.copy())
+    n = L.optim.clip_grad_norm_(ps, 1.0)
+    tn = torch.nn.utils.clip_grad_norm_(tps, 1.0)
+    assert rel_err(n.numpy(), tn.numpy()) < TOL
+    for p, tp in zip(ps, tps):
+        assert rel_err(p.grad.numpy(), tp.grad.numpy()) < TOL
