@@ -13,8 +13,20 @@ def cupy():
     return _cupy
 
 
+_GPU_TYPES = set()
+
+
 def is_gpu(a):
-    return hasattr(a, "__cuda_array_interface__")
+    """True for device arrays (CuPy's ndarray, or anything with __cuda_array_interface__)."""
+    t = type(a)
+    if t is np.ndarray:
+        return False
+    if t in _GPU_TYPES:
+        return True
+    if hasattr(t, "__cuda_array_interface__"):    # a class attribute check: computes nothing
+        _GPU_TYPES.add(t)
+        return True
+    return False
 
 
 def xp_of(a):

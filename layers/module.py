@@ -156,6 +156,21 @@ class Module:
                 t.grad.data = to_device(t.grad.data, device)
         return self
 
+    def to_dtype(self, dtype):
+        """Cast every floating parameter and buffer (not integer counters) to dtype, in place."""
+        for _, t in self._state_items():
+            if t.dtype.kind == "f":
+                t.data = t.data.astype(dtype)
+                if t.grad is not None:
+                    t.grad.data = t.grad.data.astype(dtype)
+        return self
+
+    def double(self):
+        return self.to_dtype(np.float64)
+
+    def float(self):
+        return self.to_dtype(np.float32)
+
     def zero_grad(self, set_to_none=True):
         for p in self.parameters():
             if set_to_none:

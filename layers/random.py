@@ -59,6 +59,11 @@ class DeviceGenerator:
         self._uniform = cp.ElementwiseKernel(
             "raw uint64 state", "T u", "u = (T)uniform24(&state[0], i);",
             "cudnnlite_uniform", preamble=_MIX)
+        self._normal = cp.ElementwiseKernel(
+            "raw uint64 state, int64 half", "T z",
+            """float u1 = uniform24(&state[0], i), u2 = uniform24(&state[0], i + half);
+               z = (T)(sqrtf(-2.0f * log1pf(-u1)) * cospif(2.0f * u2));""",
+            "cudnnlite_normal", preamble=_MIX)
         self._advance = cp.ElementwiseKernel(
             "uint64 n", "raw uint64 state", "state[1] += n;", "cudnnlite_advance")
 
@@ -78,7 +83,15 @@ class DeviceGenerator:
         return u
 
     def normal(self, shape, dtype="float32"):
-        """Standard normal by Box-Muller on two uniform draws."""
-        cp = cupy()
-        u1, u2 = self.uniform(shape, dtype), self.uniform(shape, dtype)
-        return cp.sqrt(-2 * cp.log1p(-u1)) * cp.cos(2 * np.pi * u2)
+        """Standard normal by Box-Muller on two uniform draws, in one kernel."""
+        z = cupy().empty(shape, dtype=dtype)
+        self._normal(self.state, np.int64(z.size), z)
+        self._next(2 * z.size)
+        return z
+
+    def get_state(self):
+        """(seed, offset) as a host array, for checkpoints."""
+        return self.state.get()
+
+    def set_state(self, state):
+        self.state[...] = cupy().asarray(np.asarray(state, dtype=np.uint64))

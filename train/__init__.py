@@ -1,0 +1,1 @@
+"""Training jobs: `python -m train.dcgan`, and later `python -m train.tacotron2`."""

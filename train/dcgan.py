@@ -1,0 +1,248 @@
+"""DCGAN (pytorch/examples' model and training loop) on the layers engine.
+
+    python -m train.dcgan --device 0                       # GPU, scikit-learn's digits
+    python -m train.dcgan --device 0 --dataset mnist --dataroot ../shared/data/mnist
+    python -m train.dcgan --device cpu --dry-run           # NumPy path, one batch
+
+Generator: z (N, nz, 1, 1) -> ConvT(4,1,0) 4x4 -> 4 x [ConvT(4,2,1) + BN + ReLU] ... -> Tanh
+(N, nc, 64, 64). Discriminator: Conv(4,2,1) + LeakyReLU(0.2), 3 x [Conv(4,2,1) + BN +
+LeakyReLU(0.2)], Conv(4,1,0) + Sigmoid -> (N,). state_dict keys and shapes are those of
+pytorch/examples' netG / netD, so weights load both ways.
+"""
+import argparse
+import os
+import sys
+import time
+
+import numpy as np
+
+import layers as L
+from layers import F, nn
+
+from . import data
+from .common import LossLog, load_checkpoint, save_checkpoint, save_image_grid, set_device
+
+
+class Generator(nn.Module):
+    def __init__(self, nz=100, ngf=64, nc=1):
+        super().__init__()
+        self.nz = nz
+        self.main = nn.Sequential(
+            nn.ConvTranspose2d(nz, ngf * 8, 4, 1, 0, bias=False),
+            nn.BatchNorm2d(ngf * 8),
+            nn.ReLU(),
+            nn.ConvTranspose2d(ngf * 8, ngf * 4, 4, 2, 1, bias=False),
+            nn.BatchNorm2d(ngf * 4),
+            nn.ReLU(),
+            nn.ConvTranspose2d(ngf * 4, ngf * 2, 4, 2, 1, bias=False),
+            nn.BatchNorm2d(ngf * 2),
+            nn.ReLU(),
+            nn.ConvTranspose2d(ngf * 2, ngf, 4, 2, 1, bias=False),
+            nn.BatchNorm2d(ngf),
+            nn.ReLU(),
+            nn.ConvTranspose2d(ngf, nc, 4, 2, 1, bias=False),
+            nn.Tanh(),
+        )
+        self.apply(weights_init)
+
+    def forward(self, z):
+        return self.main(z)
+
+
+class Discriminator(nn.Module):
+    def __init__(self, ndf=64, nc=1):
+        super().__init__()
+        self.main = nn.Sequential(
+            nn.Conv2d(nc, ndf, 4, 2, 1, bias=False),
+            nn.LeakyReLU(0.2),
+            nn.Conv2d(ndf, ndf * 2, 4, 2, 1, bias=False),
+            nn.BatchNorm2d(ndf * 2),
+            nn.LeakyReLU(0.2),
+            nn.Conv2d(ndf * 2, ndf * 4, 4, 2, 1, bias=False),
+            nn.BatchNorm2d(ndf * 4),
+            nn.LeakyReLU(0.2),
+            nn.Conv2d(ndf * 4, ndf * 8, 4, 2, 1, bias=False),
+            nn.BatchNorm2d(ndf * 8),
+            nn.LeakyReLU(0.2),
+            nn.Conv2d(ndf * 8, 1, 4, 1, 0, bias=False),
+            nn.Sigmoid(),
+        )
+        self.apply(weights_init)
+
+    def forward(self, x):
+        return self.main(x).reshape(-1)
+
+
+def weights_init(m):
+    """pytorch/examples' init: N(0, 0.02) conv weights, N(1, 0.02) / 0 batch norm."""
+    name = type(m).__name__
+    if "Conv" in name:
+        L.init.normal_(m.weight, 0.0, 0.02)
+    elif "BatchNorm" in name:
+        L.init.normal_(m.weight, 1.0, 0.02)
+        L.init.zeros_(m.bias)
+
+
+def make_optimizers(netG, netD, lr=2e-4, beta1=0.5):
+    return (L.optim.Adam(netG.parameters(), lr=lr, betas=(beta1, 0.999)),
+            L.optim.Adam(netD.parameters(), lr=lr, betas=(beta1, 0.999)))
+
+
+_labels = {}
+
+
+def _label(value, n, like):
+    """A constant label vector, made once per (value, size, device)."""
+    key = (value, n, like.device)
+    t = _labels.get(key)
+    if t is None:
+        xp = np if like.device == "cpu" else L.backend.cupy()
+        t = _labels[key] = L.Tensor(xp.full((n,), value, dtype=like.dtype))
+    return t
+
+
+def train_step(netG, netD, optG, optD, real, noise):
+    """One pytorch/examples iteration: D on real (label 1), D on G(noise).detach() (label 0),
+    D step; then G through D (label 1), G step. real (N, nc, H, W), noise (N, nz, 1, 1): NumPy
+    or CuPy arrays (or Tensors) on the models' device. Returns Python floats (one host sync)."""
+    device = next(netD.parameters()).device
+    real = real if isinstance(real, L.Tensor) else L.tensor(real, device=device)
+    noise = noise if isinstance(noise, L.Tensor) else L.tensor(noise, device=device)
+    n = real.shape[0]
+    ones, zeros = _label(1.0, n, real), _label(0.0, n, real)
+
+    netD.zero_grad()
+    out_real = netD(real)
+    errD_real = F.binary_cross_entropy(out_real, ones)
+    errD_real.backward()
+    fake = netG(noise)
+    out_fake = netD(fake.detach())
+    errD_fake = F.binary_cross_entropy(out_fake, zeros)
+    errD_fake.backward()
+    optD.step()
+
+    netG.zero_grad()
+    out_g = netD(fake)
+    errG = F.binary_cross_entropy(out_g, ones)
+    errG.backward()
+    optG.step()
+
+    xp = np if device == "cpu" else L.backend.cupy()
+    stats = xp.stack([errD_real.data + errD_fake.data, errG.data, out_real.data.mean(),
+                      out_fake.data.mean(), out_g.data.mean()])
+    errD, errG_, D_x, D_G_z1, D_G_z2 = (float(v) for v in (stats if device == "cpu"
+                                                           else stats.get()))
+    return dict(errD=errD, errG=errG_, D_x=D_x, D_G_z1=D_G_z1, D_G_z2=D_G_z2)
+
+
+def sample_noise(n, nz, device, rng):
+    """N(0, 1) noise (n, nz, 1, 1): the host generator on the CPU, the device generator on a GPU."""
+    if device == "cpu":
+        return L.Tensor(rng.standard_normal((n, nz, 1, 1)).astype(np.float32))
+    return L.Tensor(L.random.device_generator().normal((n, nz, 1, 1)))
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(prog="python -m train.dcgan", description=__doc__.splitlines()[0])
+    p.add_argument("--device", default="0", help="GPU index, or 'cpu' for the NumPy path [0]")
+    p.add_argument("--dataset", default="digits", choices=["mnist", "digits", "folder", "fake"],
+                   help="[digits: scikit-learn's bundled handwritten digits, works offline]")
+    p.add_argument("--dataroot", default=None, help="folder of the mnist / folder dataset")
+    p.add_argument("--batch-size", type=int, default=128)
+    p.add_argument("--image-size", type=int, default=64)
+    p.add_argument("--nc", type=int, default=1, help="image channels [1]")
+    p.add_argument("--nz", type=int, default=100, help="size of the latent vector [100]")
+    p.add_argument("--ngf", type=int, default=64)
+    p.add_argument("--ndf", type=int, default=64)
+    p.add_argument("--epochs", type=int, default=25)
+    p.add_argument("--lr", type=float, default=2e-4)
+    p.add_argument("--beta1", type=float, default=0.5)
+    p.add_argument("--netG", default="", help="generator weights (.npz) to start from")
+    p.add_argument("--netD", default="", help="discriminator weights (.npz) to start from")
+    p.add_argument("--resume", default="", help="a checkpoint.npz to continue exactly")
+    p.add_argument("--outf", default="out/dcgan", help="folder for images, logs, checkpoints")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--dry-run", action="store_true", help="one batch, then stop")
+    p.add_argument("--max-steps", type=int, default=0, help="stop after this many steps [0: off]")
+    args = p.parse_args(argv)
+    if args.image_size != 64:
+        p.error("--image-size: the DCGAN architecture is built for 64x64 images")
+    return args
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    device = set_device(args.device)
+    os.makedirs(args.outf, exist_ok=True)
+    L.manual_seed(args.seed)
+    rng = np.random.default_rng(args.seed)
+    try:
+        images = data.load(args.dataset, args.dataroot, args.image_size, args.nc, args.seed)
+    except data.DatasetError as e:
+        raise SystemExit(f"error: {e}") from None
+    batches = data.Batches(images, args.batch_size, rng, device)
+
+    netG = Generator(args.nz, args.ngf, args.nc)
+    netD = Discriminator(args.ndf, args.nc)
+    for net, path in ((netG, args.netG), (netD, args.netD)):
+        if path:
+            net.load_state_dict(L.load(path))
+    netG.to(device), netD.to(device)
+    optG, optD = make_optimizers(netG, netD, args.lr, args.beta1)
+    fixed_noise = L.Tensor(np.random.default_rng(args.seed + 1).standard_normal(
+        (64, args.nz, 1, 1)).astype(np.float32)).to(device)
+
+    start_epoch, step = 0, 0
+    ckpt = os.path.join(args.outf, "checkpoint.npz")
+    if args.resume:
+        meta = load_checkpoint(args.resume, {"netG": netG, "netD": netD},
+                               {"optG": optG, "optD": optD}, rng)
+        start_epoch, step = meta["epoch"], meta["step"]
+        print(f"resumed from {args.resume}: epoch {start_epoch}, step {step}")
+    save_image_grid(data.to_float(images[:64]), os.path.join(args.outf, "real_samples.png"))
+    log = LossLog(os.path.join(args.outf, "losses.csv"),
+                  ["step", "epoch", "errD", "errG", "D_x", "D_G_z1", "D_G_z2", "img_per_s"])
+    print(f"{len(images)} images ({args.dataset}), {len(batches)} batches of {args.batch_size} "
+          f"per epoch, device {device}")
+
+    from tqdm import tqdm
+    done = False
+    for epoch in range(start_epoch, args.epochs):
+        bar = tqdm(batches.epoch(), total=len(batches), desc=f"epoch {epoch + 1}/{args.epochs}",
+                   file=sys.stdout, disable=None)
+        sums, count, t0 = np.zeros(5), 0, time.perf_counter()
+        for real in bar:
+            t_step = time.perf_counter()
+            noise = sample_noise(real.shape[0], args.nz, device, rng)
+            r = train_step(netG, netD, optG, optD, real, noise)
+            step += 1
+            ips = real.shape[0] / (time.perf_counter() - t_step)
+            log.write(dict(r, step=step, epoch=epoch + 1, img_per_s=round(ips, 1)))
+            sums += [r["errD"], r["errG"], r["D_x"], r["D_G_z1"], r["D_G_z2"]]
+            count += 1
+            bar.set_postfix(Loss_D=f"{r['errD']:.3f}", Loss_G=f"{r['errG']:.3f}",
+                            D_x=f"{r['D_x']:.3f}", D_G_z=f"{r['D_G_z1']:.3f}/{r['D_G_z2']:.3f}",
+                            img_s=f"{ips:.0f}")
+            if args.dry_run or (args.max_steps and step >= args.max_steps):
+                done = True
+                break
+        mean, elapsed = sums / max(count, 1), time.perf_counter() - t0
+        print(f"[{epoch + 1}/{args.epochs}] Loss_D {mean[0]:.4f} Loss_G {mean[1]:.4f} "
+              f"D(x) {mean[2]:.4f} D(G(z)) {mean[3]:.4f}/{mean[4]:.4f} "
+              f"{count * args.batch_size / elapsed:.0f} img/s")
+        with L.no_grad():
+            fake = netG(fixed_noise)
+        save_image_grid(fake.numpy(), os.path.join(args.outf, f"fake_samples_epoch_{epoch + 1:03d}.png"))
+        log.plot(os.path.join(args.outf, "loss_curve.png"), ["errD", "errG"])
+        L.save(netG.state_dict(), os.path.join(args.outf, f"netG_epoch_{epoch + 1:03d}.npz"))
+        L.save(netD.state_dict(), os.path.join(args.outf, f"netD_epoch_{epoch + 1:03d}.npz"))
+        save_checkpoint(ckpt, {"netG": netG, "netD": netD}, {"optG": optG, "optD": optD},
+                        {"epoch": epoch + 1, "step": step}, rng)
+        if done:
+            break
+    log.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
