@@ -115,6 +115,8 @@ class Plan:
         self.b = TensorDescriptor((1, self.y_dims[1]) + (1,) * spatial, dt)
         self._convs = {}      # math type -> ConvolutionDescriptor
         self._choices = {}    # (direction, settings, algo) -> Choice
+        self._descs = {FWD: (self.x, self.w, self.y), BWD_DATA: (self.w, self.y, self.x),
+                       BWD_FILTER: (self.x, self.y, self.w)}
 
     def conv(self, math_type):
         desc = self._convs.get(math_type)
@@ -124,8 +126,8 @@ class Plan:
         return desc
 
     def descs(self, d):
-        return {FWD: (self.x, self.w, self.y), BWD_DATA: (self.w, self.y, self.x),
-                BWD_FILTER: (self.x, self.y, self.w)}[d]
+        """(a, b, c) descriptors in direction d's argument order."""
+        return self._descs[d]
 
     def choose(self, d, handle, a, b, c, algo=None):
         key = (d.name, settings, algo)
@@ -211,18 +213,31 @@ def plan(x_shape, x_strides, w_shape, dtype, layout="NCHW", pad=0, stride=1, dil
     key = (x_shape, x_strides, w_shape, dtype, layout, pad, stride, dilation, groups)
     p = _plans.get(key)
     if p is None:
-        check_layout(layout, "cudnnSetTensorNdDescriptor")
-        dt = data_type(dtype)
-        if len(x_shape) != len(w_shape) or len(x_shape) not in (4, 5):
-            raise BadParam("cudnnSetConvolutionNdDescriptor",
-                           {"x.shape": x_shape, "W.shape": w_shape},
-                           "x and W must both be 4-d (2-d convolution) or 5-d (3-d convolution)")
-        axes = logical_axes(len(x_shape), layout)
-        x_dims = tuple(x_shape[i] for i in axes)
-        x_str = tuple(x_strides[i] for i in axes)
-        w_dims = tuple(w_shape[i] for i in axes)
-        p = _plans[key] = Plan(x_dims, x_str, w_dims, dt, layout, pad, stride, dilation, groups)
+        p = _plans[key] = _new_plan(*key)
     return p
+
+
+def _array_plan(x, w_shape, dtype, layout, pad, stride, dilation, groups):
+    """plan() for an array x, memoised on what the array gives directly (no string work)."""
+    key = (x.shape, x.strides, x.dtype, w_shape, dtype, layout, pad, stride, dilation, groups)
+    p = _plans.get(key)
+    if p is None:
+        p = _plans[key] = plan(x.shape, _elements(x.strides, x.itemsize), w_shape,
+                               dtype or x.dtype.name, layout, pad, stride, dilation, groups)
+    return p
+
+
+def _new_plan(x_shape, x_strides, w_shape, dtype, layout, pad, stride, dilation, groups):
+    check_layout(layout, "cudnnSetTensorNdDescriptor")
+    dt = data_type(dtype)
+    if len(x_shape) != len(w_shape) or len(x_shape) not in (4, 5):
+        raise BadParam("cudnnSetConvolutionNdDescriptor", {"x.shape": x_shape, "W.shape": w_shape},
+                       "x and W must both be 4-d (2-d convolution) or 5-d (3-d convolution)")
+    axes = logical_axes(len(x_shape), layout)
+    x_dims = tuple(x_shape[i] for i in axes)
+    x_str = tuple(x_strides[i] for i in axes)
+    w_dims = tuple(w_shape[i] for i in axes)
+    return Plan(x_dims, x_str, w_dims, dt, layout, pad, stride, dilation, groups)
 
 
 def clear_cache():
@@ -233,8 +248,18 @@ def _elements(strides, itemsize):
     return tuple(s // itemsize for s in strides)
 
 
+_scalars = {}
+
+
 def _scalar(dt, value):
-    return ctypes.byref(ctypes.c_double(value) if dt == DataType.DOUBLE else ctypes.c_float(value))
+    """A pointer to alpha / beta as cuDNN wants it (double for double data, else float); made
+    once per value and kept (the objects must outlive the call)."""
+    key = (dt == DataType.DOUBLE, value)
+    ref = _scalars.get(key)
+    if ref is None:
+        ref = _scalars[key] = ctypes.byref(ctypes.c_double(value) if key[0]
+                                           else ctypes.c_float(value))
+    return ref
 
 
 def _device(function, **arrays):
@@ -269,8 +294,7 @@ def forward(x, W, *, stride=1, pad=0, dilation=1, groups=1, layout="NCHW", algo=
     `dtype` overrides the arrays' dtype (e.g. 'bfloat16' for bf16 bits held in uint16 arrays)."""
     import cupy
     _device("cudnnConvolutionForward", x=x, W=W)
-    p = plan(x.shape, _elements(x.strides, x.itemsize), W.shape, dtype or x.dtype.name, layout,
-             pad, stride, dilation, groups)
+    p = _array_plan(x, W.shape, dtype, layout, pad, stride, dilation, groups)
     W = cupy.ascontiguousarray(W)
     if out is None:
         out = cupy.empty(_shape_in_layout(p.y_dims, layout), dtype=x.dtype)
@@ -297,8 +321,7 @@ def backward_filter(x, gy, w_shape, *, stride=1, pad=0, dilation=1, groups=1, la
     """gW = alpha * wgrad(x, gy) + beta * out, gW of shape w_shape (in layout)."""
     import cupy
     _device("cudnnConvolutionBackwardFilter", x=x, gy=gy)
-    p = plan(x.shape, _elements(x.strides, x.itemsize), tuple(w_shape), dtype or x.dtype.name,
-             layout, pad, stride, dilation, groups)
+    p = _array_plan(x, tuple(w_shape), dtype, layout, pad, stride, dilation, groups)
     _check_dims("cudnnConvolutionBackwardFilter", "gy", gy.shape, p.y_dims, layout)
     gy = cupy.ascontiguousarray(gy)
     if out is None:

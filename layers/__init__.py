@@ -1,7 +1,7 @@
 """layers: a define-by-run autograd engine whose ops run on NumPy (the readable reference, any
 machine) or on cuDNN / CuPy (where the data is on a GPU), with PyTorch-exact layers, losses and
 optimizers, and Keras-layout convolution entry points."""
-from . import functional, init, kernels, keras, nn, optim
+from . import functional, graph, init, kernels, keras, nn, optim
 from . import functional as F
 from .backend import parse_device
 from .module import Module, Parameter, Sequential

@@ -12,7 +12,7 @@ import torch
 
 import layers as L
 from train import data, dcgan
-import dcgan_reference as ref
+from tools import dcgan_torch as ref
 from reference import rel_err
 
 LR = 2e-4

@@ -93,7 +93,7 @@ _labels = {}
 
 def _label(value, n, like):
     """A constant label vector, made once per (value, size, device)."""
-    key = (value, n, like.device)
+    key = (value, n, like.device, like.dtype)
     t = _labels.get(key)
     if t is None:
         xp = np if like.device == "cpu" else L.backend.cupy()
@@ -101,10 +101,25 @@ def _label(value, n, like):
     return t
 
 
+STATS = ("errD", "errG", "D_x", "D_G_z1", "D_G_z2")
+
+
 def train_step(netG, netD, optG, optD, real, noise):
     """One pytorch/examples iteration: D on real (label 1), D on G(noise).detach() (label 0),
     D step; then G through D (label 1), G step. real (N, nc, H, W), noise (N, nz, 1, 1): NumPy
     or CuPy arrays (or Tensors) on the models' device. Returns Python floats (one host sync)."""
+    return stats_dict(train_step_device(netG, netD, optG, optD, real, noise))
+
+
+def stats_dict(stats):
+    """The five statistics of a step, from the device array train_step_device returns."""
+    values = stats.get() if L.backend.is_gpu(stats) else stats
+    return dict(zip(STATS, (float(v) for v in values)))
+
+
+def train_step_device(netG, netD, optG, optD, real, noise):
+    """train_step without the host sync: returns errD, errG, D(x), D(G(z)) before and after the
+    D step as one array on the device (what a captured CUDA graph can return)."""
     device = next(netD.parameters()).device
     real = real if isinstance(real, L.Tensor) else L.tensor(real, device=device)
     noise = noise if isinstance(noise, L.Tensor) else L.tensor(noise, device=device)
@@ -128,11 +143,22 @@ def train_step(netG, netD, optG, optD, real, noise):
     optG.step()
 
     xp = np if device == "cpu" else L.backend.cupy()
-    stats = xp.stack([errD_real.data + errD_fake.data, errG.data, out_real.data.mean(),
-                      out_fake.data.mean(), out_g.data.mean()])
-    errD, errG_, D_x, D_G_z1, D_G_z2 = (float(v) for v in (stats if device == "cpu"
-                                                           else stats.get()))
-    return dict(errD=errD, errG=errG_, D_x=D_x, D_G_z1=D_G_z1, D_G_z2=D_G_z2)
+    return xp.stack([errD_real.data + errD_fake.data, errG.data, out_real.data.mean(),
+                     out_fake.data.mean(), out_g.data.mean()])
+
+
+def make_step(netG, netD, optG, optD, nz, device, rng, cuda_graph=True):
+    """real -> stats dict. On a GPU with cuda_graph, the noise draw and the whole iteration are
+    one captured CUDA graph (after one eager warm-up call per batch shape)."""
+    if device == "cpu" or not cuda_graph:
+        return lambda real: train_step(netG, netD, optG, optD, real,
+                                       sample_noise(real.shape[0], nz, device, rng))
+
+    def device_step(real):
+        noise = sample_noise(real.shape[0], nz, device, rng)
+        return train_step_device(netG, netD, optG, optD, real, noise)
+    captured = L.graph.CapturedStep(device_step)
+    return lambda real: stats_dict(captured(real))
 
 
 def sample_noise(n, nz, device, rng):
@@ -164,6 +190,8 @@ def parse_args(argv=None):
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--dry-run", action="store_true", help="one batch, then stop")
     p.add_argument("--max-steps", type=int, default=0, help="stop after this many steps [0: off]")
+    p.add_argument("--no-cuda-graph", action="store_true",
+                   help="run each GPU step eagerly instead of replaying a captured CUDA graph")
     args = p.parse_args(argv)
     if args.image_size != 64:
         p.error("--image-size: the DCGAN architecture is built for 64x64 images")
@@ -205,6 +233,8 @@ def main(argv=None):
     print(f"{len(images)} images ({args.dataset}), {len(batches)} batches of {args.batch_size} "
           f"per epoch, device {device}")
 
+    run_step = make_step(netG, netD, optG, optD, args.nz, device, rng,
+                         cuda_graph=not args.no_cuda_graph)
     from tqdm import tqdm
     done = False
     for epoch in range(start_epoch, args.epochs):
@@ -213,8 +243,7 @@ def main(argv=None):
         sums, count, t0 = np.zeros(5), 0, time.perf_counter()
         for real in bar:
             t_step = time.perf_counter()
-            noise = sample_noise(real.shape[0], args.nz, device, rng)
-            r = train_step(netG, netD, optG, optD, real, noise)
+            r = run_step(real)
             step += 1
             ips = real.shape[0] / (time.perf_counter() - t_step)
             log.write(dict(r, step=step, epoch=epoch + 1, img_per_s=round(ips, 1)))

@@ -1,5 +1,6 @@
-"""pytorch/examples' DCGAN (dcgan/main.py) as the reference: its netG / netD, weights_init and
-one iteration of its training loop, verbatim in structure."""
+"""pytorch/examples' DCGAN (dcgan/main.py) in PyTorch: the reference the tests compare against and
+the baseline tools/bench_dcgan.py times. Its netG / netD, weights_init and one iteration of its
+training loop, verbatim in structure."""
 import torch
 import torch.nn as nn
 

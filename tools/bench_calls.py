@@ -1,0 +1,64 @@
+"""Host-side cost of one call of each kind the engine issues -- a cuDNN convolution through the
+legacy API, batch norm, activation, a CuPy elementwise kernel -- on tiny tensors, so the GPU is
+never the bottleneck: what a step pays per launch before any kernel runs.
+
+    python -m tools.bench_calls --device 0
+"""
+import argparse
+import time
+
+import numpy as np
+
+
+def host_us(fn, n=300):
+    import cupy
+    for _ in range(20):
+        fn()
+    cupy.cuda.get_current_stream().synchronize()
+    best = float("inf")
+    for _ in range(5):
+        t0 = time.perf_counter()
+        for _ in range(n):
+            fn()
+        best = min(best, (time.perf_counter() - t0) / n * 1e6)
+        cupy.cuda.get_current_stream().synchronize()
+    return best
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--device", type=int, default=0)
+    args = ap.parse_args()
+    import cupy
+    import cudnnlite as cl
+    from cudnnlite import activation, batchnorm, conv
+    cupy.cuda.Device(args.device).use()
+    x = cupy.asarray(np.random.default_rng(0).standard_normal((2, 8, 8, 8)), np.float32)
+    W = cupy.asarray(np.random.default_rng(1).standard_normal((8, 8, 3, 3)), np.float32)
+    g, b = cupy.ones(8, np.float32), cupy.zeros(8, np.float32)
+    rm, rv = cupy.zeros(8, np.float32), cupy.ones(8, np.float32)
+    y = conv.forward(x, W, pad=1)
+    p = conv.plan(x.shape, conv.c_strides(x.shape), W.shape, "float32", "NCHW", 1, 1, 1, 1)
+    h = cl.get_handle()
+    ch = p.choose(conv.FWD, h, x, W, y)
+    one = conv._scalar(cl.DataType.FLOAT, 1.0)
+    zero = conv._scalar(cl.DataType.FLOAT, 0.0)
+    ws = h.workspace(ch.workspace)
+    cdesc = p.conv(ch.math_type)
+    rows = [
+        ("cudnnConvolutionForward (raw ctypes call)",
+         lambda: cl.api.cudnnConvolutionForward(h, one, p.x, x.data.ptr, p.w, W.data.ptr, cdesc,
+                                                ch.algo, ws, ch.workspace, zero, p.y, y.data.ptr)),
+        ("conv.forward (plan lookup + call)", lambda: conv.forward(x, W, pad=1)),
+        ("batchnorm.forward_training", lambda: batchnorm.forward_training(x, g, b, rm, rv)),
+        ("activation.forward (relu)", lambda: activation.forward(x, cl.ActivationMode.RELU)),
+        ("cupy x + x", lambda: x + x),
+        ("cupy.empty_like", lambda: cupy.empty_like(x)),
+    ]
+    print(f"{'call':<44} {'host us/call':>12}")
+    for name, fn in rows:
+        print(f"{name:<44} {host_us(fn):12.1f}")
+
+
+if __name__ == "__main__":
+    main()

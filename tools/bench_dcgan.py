@@ -1,0 +1,90 @@
+"""One DCGAN training iteration (batch 128, 64x64, nz 100, ngf = ndf = 64, Adam) timed on this
+engine (eager, and replaying a captured CUDA graph) and on PyTorch eager -- same model, same loop
+(pytorch/examples), TF32 convolutions on both -- side by side in one run on one GPU.
+
+    python -m tools.bench_dcgan --device 0 [--steps 100] [--algo heuristic|benchmark]
+"""
+import argparse
+import statistics
+import time
+
+import numpy as np
+
+
+def _time(step, sync, warmup, steps):
+    for _ in range(warmup):
+        step()
+    sync()
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        step()
+    sync()
+    return (time.perf_counter() - t0) / steps * 1e3
+
+
+def ours(device, batch, warmup, steps, cuda_graph):
+    """train.dcgan's own step: noise drawn on the device, statistics read back every step."""
+    import cupy
+    import layers as L
+    from train import dcgan
+    L.manual_seed(0)
+    G, D = dcgan.Generator().to(device), dcgan.Discriminator().to(device)
+    oG, oD = dcgan.make_optimizers(G, D)
+    real = L.random.device_generator().uniform((batch, 1, 64, 64)) * 2 - 1
+    step = dcgan.make_step(G, D, oG, oD, 100, device, None, cuda_graph=cuda_graph)
+    return _time(lambda: step(real), cupy.cuda.get_current_stream().synchronize, warmup, steps)
+
+
+def pytorch(device, batch, warmup, steps):
+    import torch
+    from tools import dcgan_torch as ref
+    torch.backends.cudnn.allow_tf32 = True          # PyTorch's default for convolutions
+    dev = f"cuda:{device}"
+    torch.manual_seed(0)
+    G, D = ref.Generator().to(dev), ref.Discriminator().to(dev)
+    G.apply(ref.weights_init), D.apply(ref.weights_init)
+    oG = torch.optim.Adam(G.parameters(), lr=2e-4, betas=(0.5, 0.999))
+    oD = torch.optim.Adam(D.parameters(), lr=2e-4, betas=(0.5, 0.999))
+    real = torch.rand(batch, 1, 64, 64, device=dev) * 2 - 1
+
+    def step():
+        ref.train_step(G, D, oG, oD, real, torch.randn(batch, 100, 1, 1, device=dev))
+    return _time(step, torch.cuda.synchronize, warmup, steps)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--device", type=int, default=0)
+    ap.add_argument("--batch-size", type=int, default=128)
+    ap.add_argument("--steps", type=int, default=100)
+    ap.add_argument("--warmup", type=int, default=20)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--algo", default="heuristic", choices=["heuristic", "benchmark"],
+                    help="cudnnlite's algorithm choice [heuristic, as PyTorch without "
+                         "cudnn.benchmark]")
+    args = ap.parse_args()
+    import cupy
+    from cudnnlite import conv
+    cupy.cuda.Device(args.device).use()
+    conv.configure(algo_mode=args.algo, allow_tf32=True)
+    times = {"cudnnlite eager": [], "cudnnlite graph": [], "pytorch eager": []}
+    for _ in range(args.repeats):                    # interleaved, so drift hits all alike
+        times["cudnnlite eager"].append(ours(args.device, args.batch_size, args.warmup,
+                                             args.steps, cuda_graph=False))
+        times["cudnnlite graph"].append(ours(args.device, args.batch_size, args.warmup,
+                                             args.steps, cuda_graph=True))
+        times["pytorch eager"].append(pytorch(args.device, args.batch_size, args.warmup,
+                                              args.steps))
+    print(f"DCGAN train step, batch {args.batch_size}, {cupy.cuda.runtime.getDeviceProperties(args.device)['name'].decode()}")
+    print(f"{'engine':<16} {'ms/step (median)':>17} {'img/s':>8}   runs (ms/step)")
+    for name, ts in times.items():
+        med = statistics.median(ts)
+        print(f"{name:<16} {med:17.2f} {args.batch_size / med * 1e3:8.0f}   "
+              + " ".join(f"{t:.2f}" for t in ts))
+    base = statistics.median(times["pytorch eager"])
+    for name in ("cudnnlite eager", "cudnnlite graph"):
+        print(f"speed-up of {name} over pytorch eager: {base / statistics.median(times[name]):.2f}x")
+
+
+if __name__ == "__main__":
+    main()

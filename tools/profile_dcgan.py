@@ -1,0 +1,49 @@
+"""Where a DCGAN training step's time goes on this engine: host (Python) time against device
+time per step, then the Python functions that cost the most host time (cProfile).
+
+    python -m tools.profile_dcgan --device 0 [--steps 30] [--top 35]
+"""
+import argparse
+import cProfile
+import io
+import pstats
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--device", type=int, default=0)
+    ap.add_argument("--batch-size", type=int, default=128)
+    ap.add_argument("--steps", type=int, default=30)
+    ap.add_argument("--top", type=int, default=35)
+    args = ap.parse_args()
+    import cupy
+    from cupyx.profiler import benchmark
+    import layers as L
+    from train import dcgan
+    cupy.cuda.Device(args.device).use()
+    L.manual_seed(0)
+    G, D = dcgan.Generator().to(args.device), dcgan.Discriminator().to(args.device)
+    oG, oD = dcgan.make_optimizers(G, D)
+    gen = L.random.device_generator()
+    real = L.Tensor(gen.uniform((args.batch_size, 1, 64, 64)) * 2 - 1)
+
+    def step():
+        dcgan.train_step(G, D, oG, oD, real, L.Tensor(gen.normal((args.batch_size, 100, 1, 1))))
+
+    result = benchmark(step, n_repeat=args.steps, n_warmup=10)
+    print(f"host {result.cpu_times.mean() * 1e3:.2f} ms/step, device "
+          f"{result.gpu_times.mean() * 1e3:.2f} ms/step (cupyx.profiler.benchmark, "
+          f"{args.steps} steps)")
+    prof = cProfile.Profile()
+    prof.enable()
+    for _ in range(args.steps):
+        step()
+    cupy.cuda.get_current_stream().synchronize()
+    prof.disable()
+    out = io.StringIO()
+    pstats.Stats(prof, stream=out).sort_stats("tottime").print_stats(args.top)
+    print(out.getvalue())
+
+
+if __name__ == "__main__":
+    main()
