@@ -112,6 +112,7 @@ class Plan:
         probe = ConvolutionDescriptor(**self._conv_args)
         self.y_dims = conv_output_shape(self.x, self.w, probe)
         self.y = TensorDescriptor(self.y_dims, dt, packed_strides(self.y_dims, layout))
+        self.y_shape = _shape_in_layout(self.y_dims, layout)     # as the output array is stored
         self.b = TensorDescriptor((1, self.y_dims[1]) + (1,) * spatial, dt)
         self._convs = {}      # math type -> ConvolutionDescriptor
         self._choices = {}    # (direction, settings, algo) -> Choice
@@ -295,9 +296,10 @@ def forward(x, W, *, stride=1, pad=0, dilation=1, groups=1, layout="NCHW", algo=
     import cupy
     _device("cudnnConvolutionForward", x=x, W=W)
     p = _array_plan(x, W.shape, dtype, layout, pad, stride, dilation, groups)
-    W = cupy.ascontiguousarray(W)
+    if not W.flags.c_contiguous:
+        W = cupy.ascontiguousarray(W)
     if out is None:
-        out = cupy.empty(_shape_in_layout(p.y_dims, layout), dtype=x.dtype)
+        out = cupy.empty(p.y_shape, dtype=x.dtype)
     return _run(FWD, p, x, W, out, alpha, beta, algo)
 
 
@@ -309,8 +311,12 @@ def backward_data(W, gy, x_shape, *, stride=1, pad=0, dilation=1, groups=1, layo
     x_shape = tuple(x_shape)
     p = plan(x_shape, c_strides(x_shape), W.shape, dtype or gy.dtype.name, layout, pad, stride, dilation,
              groups)
-    _check_dims("cudnnConvolutionBackwardData", "gy", gy.shape, p.y_dims, layout)
-    W, gy = cupy.ascontiguousarray(W), cupy.ascontiguousarray(gy)
+    if gy.shape != p.y_shape:
+        _shape_error("cudnnConvolutionBackwardData", "gy", gy.shape, p.y_shape)
+    if not W.flags.c_contiguous:
+        W = cupy.ascontiguousarray(W)
+    if not gy.flags.c_contiguous:
+        gy = cupy.ascontiguousarray(gy)
     if out is None:
         out = cupy.empty(x_shape, dtype=gy.dtype)
     return _run(BWD_DATA, p, W, gy, out, alpha, beta, algo)
@@ -322,8 +328,10 @@ def backward_filter(x, gy, w_shape, *, stride=1, pad=0, dilation=1, groups=1, la
     import cupy
     _device("cudnnConvolutionBackwardFilter", x=x, gy=gy)
     p = _array_plan(x, tuple(w_shape), dtype, layout, pad, stride, dilation, groups)
-    _check_dims("cudnnConvolutionBackwardFilter", "gy", gy.shape, p.y_dims, layout)
-    gy = cupy.ascontiguousarray(gy)
+    if gy.shape != p.y_shape:
+        _shape_error("cudnnConvolutionBackwardFilter", "gy", gy.shape, p.y_shape)
+    if not gy.flags.c_contiguous:
+        gy = cupy.ascontiguousarray(gy)
     if out is None:
         out = cupy.empty(tuple(w_shape), dtype=x.dtype)
     return _run(BWD_FILTER, p, x, gy, out, alpha, beta, algo)
@@ -345,12 +353,10 @@ def backward_bias(gy, *, layout="NCHW", out=None, alpha=1.0, beta=0.0, dtype=Non
     return out
 
 
-def _check_dims(function, name, shape, dims, layout):
-    expected = _shape_in_layout(dims, layout)
-    if tuple(shape) != expected:
-        raise BadParamShapeMismatch(function,
-                                    {f"{name}.shape": tuple(shape), "expected": expected},
-                                    f"{name} has shape {tuple(shape)}, the convolution's output is {expected}")
+def _shape_error(function, name, shape, expected):
+    raise BadParamShapeMismatch(function, {f"{name}.shape": tuple(shape), "expected": expected},
+                                f"{name} has shape {tuple(shape)}, the convolution's output is "
+                                f"{expected}")
 
 
 def transpose_output_shape(in_size, kernel, stride, padding, output_padding, dilation):

@@ -64,6 +64,15 @@ class CapturedStep:
             self.stream.begin_capture()
             try:
                 out = self.fn(*wrapped)
-            finally:
-                graph = self.stream.end_capture()
+            except Exception as e:
+                try:
+                    self.stream.end_capture()
+                except Exception:      # the capture was invalidated by the failing call
+                    pass
+                raise RuntimeError(
+                    f"CapturedStep: the step cannot be captured in a CUDA graph: "
+                    f"{type(e).__name__}: {e}. Run it eagerly instead (e.g. train.dcgan's "
+                    f"--no-cuda-graph); known case: CuPy refuses cuBLAS calls (matmul, "
+                    f"linear) during capture") from e
+            graph = self.stream.end_capture()
         return graph, static, out, pool

@@ -12,7 +12,8 @@ pytestmark = pytest.mark.gpu
 def _train(captured, steps=4):
     L.manual_seed(0)
     m = nn.Sequential(nn.Conv2d(3, 8, 3, 1, 1), nn.BatchNorm2d(8), nn.ReLU(),
-                      nn.Conv2d(8, 4, 4, 2, 1), nn.Dropout(0.2), nn.Flatten(), nn.Linear(64, 1))
+                      nn.Conv2d(8, 4, 4, 2, 1), nn.Dropout(0.2), nn.LeakyReLU(0.2),
+                      nn.Conv2d(4, 1, 4, 1, 0), nn.Flatten())
     m.to(0)
     opt = L.optim.Adam(m.parameters(), lr=1e-2)
 
@@ -59,3 +60,12 @@ def test_dcgan_captured_step_matches_eager():
     for ref, got in ((g0, g1), (d0, d1)):
         for k in ref:
             np.testing.assert_allclose(got[k], ref[k], rtol=1e-5, atol=1e-7, err_msg=k)
+
+
+def test_uncapturable_step_is_a_clear_error():
+    lin = nn.Linear(4, 2).to(0)
+    step = L.graph.CapturedStep(lambda x: lin(x).data, warmup=1)
+    x = L.tensor(np.ones((3, 4), np.float32), device=0)
+    step(x)                                   # the eager warm-up call works
+    with pytest.raises(RuntimeError, match="cannot be captured in a CUDA graph.*cuBLAS"):
+        step(x)
