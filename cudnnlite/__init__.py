@@ -5,8 +5,9 @@
     conv         convolution fwd / bwd-data / bwd-filter / bwd-bias, transposed convolution
     batchnorm    batch norm training / inference / backward
     activation   activations, cudnnAddTensor, cudnnScaleTensor
+    rnn          the v8 RNN API: dropout / RNN / RNN-data descriptors, weight space, fwd / bwd
 """
-from . import activation, api, batchnorm, conv
+from . import activation, api, batchnorm, conv, rnn
 from ._lib import ENV_VAR, LibraryNotFound
 from ._lib import path as library_path
 from .descriptors import (ActivationDescriptor, ConvolutionDescriptor, FilterDescriptor,

@@ -472,3 +472,162 @@ def cudnnBatchNormalizationBackward(handle, mode, alphaDataDiff, betaDataDiff, a
         const cudnnTensorDescriptor_t dxDesc, void *dx,
         const cudnnTensorDescriptor_t dBnScaleBiasDesc, const void *bnScale, void *dBnScaleResult,
         void *dBnBiasResult, double epsilon, const void *savedMean, const void *savedInvVariance)"""
+
+
+# ---- dropout and RNN (the v8 API; the v6 RNN API is gone in cuDNN 9) ----------------------
+
+@prototype(POINTER(desc_t))
+def cudnnCreateDropoutDescriptor(dropoutDesc):
+    """cudnnStatus_t cudnnCreateDropoutDescriptor(cudnnDropoutDescriptor_t *dropoutDesc)"""
+
+
+@prototype(desc_t)
+def cudnnDestroyDropoutDescriptor(dropoutDesc):
+    """cudnnStatus_t cudnnDestroyDropoutDescriptor(cudnnDropoutDescriptor_t dropoutDesc)"""
+
+
+@prototype(handle_t, POINTER(c_size_t))
+def cudnnDropoutGetStatesSize(handle, sizeInBytes):
+    """cudnnStatus_t cudnnDropoutGetStatesSize(cudnnHandle_t handle, size_t *sizeInBytes)"""
+
+
+@prototype(desc_t, handle_t, c_float, ptr, c_size_t, ctypes.c_ulonglong)
+def cudnnSetDropoutDescriptor(dropoutDesc, handle, dropout, states, stateSizeInBytes, seed):
+    """cudnnStatus_t cudnnSetDropoutDescriptor(cudnnDropoutDescriptor_t dropoutDesc,
+        cudnnHandle_t handle, float dropout, void *states, size_t stateSizeInBytes,
+        unsigned long long seed)"""
+
+
+@prototype(desc_t, handle_t, POINTER(c_float), POINTER(c_void_p), POINTER(ctypes.c_ulonglong))
+def cudnnGetDropoutDescriptor(dropoutDesc, handle, dropout, states, seed):
+    """cudnnStatus_t cudnnGetDropoutDescriptor(cudnnDropoutDescriptor_t dropoutDesc,
+        cudnnHandle_t handle, float *dropout, void **states, unsigned long long *seed)"""
+
+
+@prototype(POINTER(desc_t))
+def cudnnCreateRNNDescriptor(rnnDesc):
+    """cudnnStatus_t cudnnCreateRNNDescriptor(cudnnRNNDescriptor_t *rnnDesc)"""
+
+
+@prototype(desc_t)
+def cudnnDestroyRNNDescriptor(rnnDesc):
+    """cudnnStatus_t cudnnDestroyRNNDescriptor(cudnnRNNDescriptor_t rnnDesc)"""
+
+
+i32 = ctypes.c_int32
+i32_p = POINTER(i32)
+
+
+@prototype(desc_t, enum_t, enum_t, enum_t, enum_t, enum_t, enum_t, enum_t, enum_t, i32, i32, i32,
+           i32, desc_t, ctypes.c_uint32)
+def cudnnSetRNNDescriptor_v8(rnnDesc, algo, cellMode, biasMode, dirMode, inputMode, dataType,
+                             mathPrec, mathType, inputSize, hiddenSize, projSize, numLayers,
+                             dropoutDesc, auxFlags):
+    """cudnnStatus_t cudnnSetRNNDescriptor_v8(cudnnRNNDescriptor_t rnnDesc, cudnnRNNAlgo_t algo,
+        cudnnRNNMode_t cellMode, cudnnRNNBiasMode_t biasMode, cudnnDirectionMode_t dirMode,
+        cudnnRNNInputMode_t inputMode, cudnnDataType_t dataType, cudnnDataType_t mathPrec,
+        cudnnMathType_t mathType, int32_t inputSize, int32_t hiddenSize, int32_t projSize,
+        int32_t numLayers, cudnnDropoutDescriptor_t dropoutDesc, uint32_t auxFlags)"""
+
+
+@prototype(desc_t, POINTER(enum_t), POINTER(enum_t), POINTER(enum_t), POINTER(enum_t),
+           POINTER(enum_t), POINTER(enum_t), POINTER(enum_t), POINTER(enum_t), i32_p, i32_p,
+           i32_p, i32_p, POINTER(c_void_p), POINTER(ctypes.c_uint32))
+def cudnnGetRNNDescriptor_v8(rnnDesc, algo, cellMode, biasMode, dirMode, inputMode, dataType,
+                             mathPrec, mathType, inputSize, hiddenSize, projSize, numLayers,
+                             dropoutDesc, auxFlags):
+    """cudnnStatus_t cudnnGetRNNDescriptor_v8(cudnnRNNDescriptor_t rnnDesc, cudnnRNNAlgo_t *algo,
+        cudnnRNNMode_t *cellMode, cudnnRNNBiasMode_t *biasMode, cudnnDirectionMode_t *dirMode,
+        cudnnRNNInputMode_t *inputMode, cudnnDataType_t *dataType, cudnnDataType_t *mathPrec,
+        cudnnMathType_t *mathType, int32_t *inputSize, int32_t *hiddenSize, int32_t *projSize,
+        int32_t *numLayers, cudnnDropoutDescriptor_t *dropoutDesc, uint32_t *auxFlags)"""
+
+
+@prototype(POINTER(desc_t))
+def cudnnCreateRNNDataDescriptor(rnnDataDesc):
+    """cudnnStatus_t cudnnCreateRNNDataDescriptor(cudnnRNNDataDescriptor_t *rnnDataDesc)"""
+
+
+@prototype(desc_t)
+def cudnnDestroyRNNDataDescriptor(rnnDataDesc):
+    """cudnnStatus_t cudnnDestroyRNNDataDescriptor(cudnnRNNDataDescriptor_t rnnDataDesc)"""
+
+
+@prototype(desc_t, enum_t, enum_t, c_int, c_int, c_int, int_p, ptr)
+def cudnnSetRNNDataDescriptor(rnnDataDesc, dataType, layout, maxSeqLength, batchSize, vectorSize,
+                              seqLengthArray, paddingFill):
+    """cudnnStatus_t cudnnSetRNNDataDescriptor(cudnnRNNDataDescriptor_t rnnDataDesc,
+        cudnnDataType_t dataType, cudnnRNNDataLayout_t layout, int maxSeqLength, int batchSize,
+        int vectorSize, const int seqLengthArray[], void *paddingFill)"""
+
+
+@prototype(desc_t, POINTER(enum_t), POINTER(enum_t), int_p, int_p, int_p, c_int, int_p, ptr)
+def cudnnGetRNNDataDescriptor(rnnDataDesc, dataType, layout, maxSeqLength, batchSize, vectorSize,
+                              arrayLengthRequested, seqLengthArray, paddingFill):
+    """cudnnStatus_t cudnnGetRNNDataDescriptor(cudnnRNNDataDescriptor_t rnnDataDesc,
+        cudnnDataType_t *dataType, cudnnRNNDataLayout_t *layout, int *maxSeqLength,
+        int *batchSize, int *vectorSize, int arrayLengthRequested, int seqLengthArray[],
+        void *paddingFill)"""
+
+
+@prototype(handle_t, desc_t, POINTER(c_size_t))
+def cudnnGetRNNWeightSpaceSize(handle, rnnDesc, weightSpaceSize):
+    """cudnnStatus_t cudnnGetRNNWeightSpaceSize(cudnnHandle_t handle, cudnnRNNDescriptor_t rnnDesc,
+        size_t *weightSpaceSize)"""
+
+
+@prototype(handle_t, desc_t, i32, c_size_t, ptr, i32, desc_t, POINTER(c_void_p), desc_t,
+           POINTER(c_void_p))
+def cudnnGetRNNWeightParams(handle, rnnDesc, pseudoLayer, weightSpaceSize, weightSpace, linLayerID,
+                            mDesc, mAddr, bDesc, bAddr):
+    """cudnnStatus_t cudnnGetRNNWeightParams(cudnnHandle_t handle, cudnnRNNDescriptor_t rnnDesc,
+        int32_t pseudoLayer, size_t weightSpaceSize, const void *weightSpace, int32_t linLayerID,
+        cudnnTensorDescriptor_t mDesc, void **mAddr, cudnnTensorDescriptor_t bDesc,
+        void **bAddr)"""
+
+
+@prototype(handle_t, desc_t, enum_t, desc_t, POINTER(c_size_t), POINTER(c_size_t))
+def cudnnGetRNNTempSpaceSizes(handle, rnnDesc, fwdMode, xDesc, workSpaceSize, reserveSpaceSize):
+    """cudnnStatus_t cudnnGetRNNTempSpaceSizes(cudnnHandle_t handle, cudnnRNNDescriptor_t rnnDesc,
+        cudnnForwardMode_t fwdMode, cudnnRNNDataDescriptor_t xDesc, size_t *workSpaceSize,
+        size_t *reserveSpaceSize)"""
+
+
+@prototype(handle_t, desc_t, enum_t, ptr, desc_t, ptr, desc_t, ptr, desc_t, ptr, ptr, desc_t, ptr,
+           ptr, c_size_t, ptr, c_size_t, ptr, c_size_t, ptr)
+def cudnnRNNForward(handle, rnnDesc, fwdMode, devSeqLengths, xDesc, x, yDesc, y, hDesc, hx, hy,
+                    cDesc, cx, cy, weightSpaceSize, weightSpace, workSpaceSize, workSpace,
+                    reserveSpaceSize, reserveSpace):
+    """cudnnStatus_t cudnnRNNForward(cudnnHandle_t handle, cudnnRNNDescriptor_t rnnDesc,
+        cudnnForwardMode_t fwdMode, const int32_t devSeqLengths[], cudnnRNNDataDescriptor_t xDesc,
+        const void *x, cudnnRNNDataDescriptor_t yDesc, void *y, cudnnTensorDescriptor_t hDesc,
+        const void *hx, void *hy, cudnnTensorDescriptor_t cDesc, const void *cx, void *cy,
+        size_t weightSpaceSize, const void *weightSpace, size_t workSpaceSize, void *workSpace,
+        size_t reserveSpaceSize, void *reserveSpace)"""
+
+
+@prototype(handle_t, desc_t, ptr, desc_t, ptr, ptr, desc_t, ptr, desc_t, ptr, ptr, ptr, desc_t, ptr,
+           ptr, ptr, c_size_t, ptr, c_size_t, ptr, c_size_t, ptr)
+def cudnnRNNBackwardData_v8(handle, rnnDesc, devSeqLengths, yDesc, y, dy, xDesc, dx, hDesc, hx,
+                            dhy, dhx, cDesc, cx, dcy, dcx, weightSpaceSize, weightSpace,
+                            workSpaceSize, workSpace, reserveSpaceSize, reserveSpace):
+    """cudnnStatus_t cudnnRNNBackwardData_v8(cudnnHandle_t handle, cudnnRNNDescriptor_t rnnDesc,
+        const int32_t devSeqLengths[], cudnnRNNDataDescriptor_t yDesc, const void *y,
+        const void *dy, cudnnRNNDataDescriptor_t xDesc, void *dx, cudnnTensorDescriptor_t hDesc,
+        const void *hx, const void *dhy, void *dhx, cudnnTensorDescriptor_t cDesc,
+        const void *cx, const void *dcy, void *dcx, size_t weightSpaceSize,
+        const void *weightSpace, size_t workSpaceSize, void *workSpace, size_t reserveSpaceSize,
+        void *reserveSpace)"""
+
+
+@prototype(handle_t, desc_t, enum_t, ptr, desc_t, ptr, desc_t, ptr, desc_t, ptr, c_size_t, ptr,
+           c_size_t, ptr, c_size_t, ptr)
+def cudnnRNNBackwardWeights_v8(handle, rnnDesc, addGrad, devSeqLengths, xDesc, x, hDesc, hx, yDesc,
+                               y, weightSpaceSize, dweightSpace, workSpaceSize, workSpace,
+                               reserveSpaceSize, reserveSpace):
+    """cudnnStatus_t cudnnRNNBackwardWeights_v8(cudnnHandle_t handle, cudnnRNNDescriptor_t rnnDesc,
+        cudnnWgradMode_t addGrad, const int32_t devSeqLengths[], cudnnRNNDataDescriptor_t xDesc,
+        const void *x, cudnnTensorDescriptor_t hDesc, const void *hx,
+        cudnnRNNDataDescriptor_t yDesc, const void *y, size_t weightSpaceSize,
+        void *dweightSpace, size_t workSpaceSize, void *workSpace, size_t reserveSpaceSize,
+        void *reserveSpace)"""

@@ -128,6 +128,13 @@ def stack(tensors, axis=0):
     return _sh.Stack.apply(*tensors, axis=axis)
 
 
+def unstack(x, axis=0):
+    """The tuple of slices along `axis` (torch.unbind)."""
+    if x.shape[axis] == 1:
+        return (reshape(x, *(x.shape[:axis % x.ndim] + x.shape[axis % x.ndim + 1:])),)
+    return _sh.Unstack.apply(x, axis=axis % x.ndim)
+
+
 def _check_same_except(name, tensors, axis):
     ref = tensors[0].shape
     for t in tensors[1:]:

@@ -4,6 +4,7 @@ import numpy as np
 from . import functional as F
 from . import init
 from .module import Module, Parameter, Sequential  # noqa: F401  (re-exported)
+from .rnn import LSTM, LSTMCell  # noqa: F401  (re-exported)
 
 
 def _pair(v):
@@ -228,4 +229,4 @@ class CrossEntropyLoss(Module):
 __all__ = ["Module", "Parameter", "Sequential", "Linear", "Conv1d", "Conv2d", "ConvTranspose2d",
            "BatchNorm1d", "BatchNorm2d", "Embedding", "Dropout", "ReLU", "LeakyReLU", "Tanh",
            "Sigmoid", "Flatten", "BCELoss", "BCEWithLogitsLoss", "MSELoss", "L1Loss",
-           "CrossEntropyLoss"]
+           "CrossEntropyLoss", "LSTM", "LSTMCell"]

@@ -48,6 +48,28 @@ class Stack(Function):
                      for i, need in zip(range(n), self.needs_input_grad))
 
 
+class Unstack(Function):
+    """The slices x[i] along `axis`, as separate outputs (the gradient stacks them back; a slice
+    nothing used gets zeros)."""
+
+    def forward(self, x):
+        self.shape, self.dtype = x.shape, x.dtype
+        self.n_outputs = x.shape[self.axis]
+        return tuple(self.xp.take(x, i, axis=self.axis) for i in range(self.n_outputs))
+
+    def backward(self, *gys):
+        zeros = None
+        parts = []
+        for g in gys:
+            if g is None:
+                if zeros is None:
+                    shape = self.shape[:self.axis] + self.shape[self.axis + 1:]
+                    zeros = self.xp.zeros(shape, dtype=self.dtype)
+                g = zeros
+            parts.append(g)
+        return self.xp.stack(parts, axis=self.axis)
+
+
 def _index_array(index, gpu):
     """Index Tensors/arrays inside an index expression, moved to where the data is."""
     from ..tensor import Tensor

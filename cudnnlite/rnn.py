@@ -1,0 +1,305 @@
+"""cuDNN 9's RNN API -- the v8 entry points; the v6 ones are gone -- on CuPy arrays: dropout,
+RNN and RNN-data descriptors, the weight space and where each gate's matrix and bias lie in it,
+forward (training / inference), and backward (data, then weights).
+
+Shape legend: T time steps, B batch, I input size, H hidden size, L layers, D directions.
+x (T, B, I) time-major or (B, T, I) batch-major, padded past each sequence's length;
+y (..., D*H), zero past each length; h, c (L*D, B, H), the state at each sequence's own end.
+Pseudo-layer p = layer * D + direction. LSTM gates, by cuDNN's linLayerID, are in PyTorch's row
+order of weight_ih / weight_hh (i, f, g, o):
+
+    linLayerID  0 1 2 3  -> input weights  W_i W_f W_g W_o  (H, I) each; biases b_ih
+    linLayerID  4 5 6 7  -> recurrent ones R_i R_f R_g R_o  (H, H) each; biases b_hh
+"""
+import ctypes
+from collections import OrderedDict
+from ctypes import byref, c_float, c_int, c_size_t, c_void_p
+
+import numpy as np
+
+from . import api
+from .descriptors import Descriptor, TensorDescriptor, data_type
+from .enums import (DataType, DirectionMode, ForwardMode, MathType, RNNAlgo, RNNBiasMode,
+                    RNNDataLayout, RNNInputMode, RNNMode, WgradMode)
+from .errors import BadParam, BadParamShapeMismatch
+from .handle import get_handle
+
+MAX_PROBLEMS = 256             # cached (lengths, T, B, layout) set-ups per RNN descriptor
+PADDED_IO_ENABLED = 1          # CUDNN_RNN_PADDED_IO_ENABLED: padded x / y with per-item lengths
+GATES = {RNNMode.LSTM: 4, RNNMode.GRU: 3, RNNMode.RNN_RELU: 1, RNNMode.RNN_TANH: 1}
+
+
+class DropoutDescriptor(Descriptor):
+    """cudnnDropoutDescriptor_t with its random-state buffer (needs a GPU: the states live there)."""
+    _create = api.cudnnCreateDropoutDescriptor
+    _destroy = api.cudnnDestroyDropoutDescriptor
+
+    def __init__(self, dropout=0.0, seed=0):
+        import cupy
+        super().__init__()
+        self._handle = get_handle()
+        size = c_size_t()
+        api.cudnnDropoutGetStatesSize(self._handle, byref(size))
+        self.states = cupy.empty(max(size.value, 1), dtype=cupy.uint8)
+        api.cudnnSetDropoutDescriptor(self, self._handle, float(dropout), self.states.data.ptr,
+                                      size.value, int(seed))
+        self.dropout, self.seed = float(dropout), int(seed)
+        self._ready = True
+
+    def setup(self):
+        p, states, seed = c_float(), c_void_p(), ctypes.c_ulonglong()
+        api.cudnnGetDropoutDescriptor(self, self._handle, byref(p), byref(states), byref(seed))
+        return round(p.value, 6), seed.value
+
+    def _describe(self):
+        p, seed = self.setup()
+        return f"dropout={p}, seed={seed}"
+
+
+class RNNDescriptor(Descriptor):
+    """cudnnRNNDescriptor_t set by cudnnSetRNNDescriptor_v8 (no GPU needed unless dropout)."""
+    _create = api.cudnnCreateRNNDescriptor
+    _destroy = api.cudnnDestroyRNNDescriptor
+
+    def __init__(self, mode, input_size, hidden_size, num_layers=1, *, bidirectional=False,
+                 bias_mode=RNNBiasMode.DOUBLE_BIAS, input_mode=RNNInputMode.LINEAR_INPUT,
+                 dtype="float32", math_precision=None, math_type=MathType.DEFAULT,
+                 proj_size=None, dropout=None, algo=RNNAlgo.STANDARD, padded_io=True):
+        super().__init__()
+        self.mode = RNNMode(mode)
+        self.data_type = data_type(dtype, "cudnnSetRNNDescriptor_v8")
+        if math_precision is None:     # half data computes in float, as PyTorch does
+            math_precision = DataType.DOUBLE if self.data_type == DataType.DOUBLE else DataType.FLOAT
+        self.input_size, self.hidden_size, self.num_layers = input_size, hidden_size, num_layers
+        self.proj_size = hidden_size if proj_size is None else proj_size
+        self.directions = 2 if bidirectional else 1
+        self.dropout = dropout                      # keep the DropoutDescriptor alive
+        api.cudnnSetRNNDescriptor_v8(
+            self, RNNAlgo(algo), self.mode, RNNBiasMode(bias_mode),
+            DirectionMode(int(bidirectional)), RNNInputMode(input_mode), self.data_type,
+            data_type(math_precision), MathType(math_type), input_size, hidden_size,
+            self.proj_size, num_layers, dropout, PADDED_IO_ENABLED if padded_io else 0)
+        self._ready = True
+
+    def setup(self):
+        enums = [c_int() for _ in range(8)]
+        sizes = [ctypes.c_int32() for _ in range(4)]
+        dropout, aux = c_void_p(), ctypes.c_uint32()
+        api.cudnnGetRNNDescriptor_v8(self, *(byref(e) for e in enums), *(byref(s) for s in sizes),
+                                     byref(dropout), byref(aux))
+        algo, mode, bias, direction, inp, dt, prec, math = (e.value for e in enums)
+        return (RNNAlgo(algo), RNNMode(mode), RNNBiasMode(bias), DirectionMode(direction),
+                RNNInputMode(inp), DataType(dt), DataType(prec), MathType(math),
+                *(s.value for s in sizes), dropout.value is not None, aux.value)
+
+    def _describe(self):
+        (algo, mode, bias, direction, inp, dt, prec, math, i, h, p, layers, drop,
+         aux) = self.setup()
+        return (f"{mode.name}, {algo.name}, {bias.name}, {direction.name}, {inp.name}, "
+                f"data={dt.name}, math={prec.name}/{math.name}, input={i}, hidden={h}, "
+                f"proj={p}, layers={layers}, dropout={'yes' if drop else 'no'}, aux={aux}")
+
+
+class RNNDataDescriptor(Descriptor):
+    """cudnnRNNDataDescriptor_t: padded sequences with one length per batch item."""
+    _create = api.cudnnCreateRNNDataDescriptor
+    _destroy = api.cudnnDestroyRNNDataDescriptor
+
+    def __init__(self, seq_lengths, max_seq_length, vector_size, dtype="float32",
+                 layout=RNNDataLayout.SEQ_MAJOR_UNPACKED, padding_fill=0.0):
+        super().__init__()
+        self.data_type = data_type(dtype, "cudnnSetRNNDataDescriptor")
+        lengths = [int(n) for n in seq_lengths]
+        self.seq_lengths, self.max_seq_length, self.vector_size = tuple(lengths), \
+            int(max_seq_length), int(vector_size)
+        fill = ctypes.c_double(padding_fill) if self.data_type == DataType.DOUBLE \
+            else c_float(padding_fill)
+        api.cudnnSetRNNDataDescriptor(self, self.data_type, RNNDataLayout(layout),
+                                      self.max_seq_length, len(lengths), self.vector_size,
+                                      (c_int * len(lengths))(*lengths), byref(fill))
+        self.layout = RNNDataLayout(layout)
+        self._ready = True
+
+    def setup(self):
+        dt, layout, T, B, V = (c_int() for _ in range(5))
+        lengths = (c_int * len(self.seq_lengths))()
+        fill = ctypes.c_double() if self.data_type == DataType.DOUBLE else c_float()
+        api.cudnnGetRNNDataDescriptor(self, byref(dt), byref(layout), byref(T), byref(B), byref(V),
+                                      len(lengths), lengths, byref(fill))
+        return (DataType(dt.value), RNNDataLayout(layout.value), T.value, B.value, V.value,
+                tuple(lengths), fill.value)
+
+    def _describe(self):
+        dt, layout, T, B, V, lengths, fill = self.setup()
+        shown = lengths if len(lengths) <= 8 else lengths[:8] + ("...",)
+        return (f"{dt.name}, {layout.name}, max_len={T}, batch={B}, vector={V}, "
+                f"lengths={shown}, fill={fill}")
+
+
+# ---- weight space -----------------------------------------------------------------------------
+
+def weight_space_size(rnn):
+    size = c_size_t()
+    api.cudnnGetRNNWeightSpaceSize(get_handle(), rnn, byref(size))
+    return size.value
+
+
+def weight_params(rnn, weight_space, pseudo_layer, lin_layer_id):
+    """(matrix, bias) as views into weight_space (a CuPy array of the data type) for one gate
+    of one pseudo-layer; bias is None without one. Matrix (rows, cols), bias (rows,)."""
+    mdesc, bdesc = TensorDescriptor((1, 1, 1)), TensorDescriptor((1, 1, 1))
+    m_addr, b_addr = c_void_p(), c_void_p()
+    api.cudnnGetRNNWeightParams(get_handle(), rnn, pseudo_layer, weight_space.nbytes,
+                                weight_space.data.ptr, lin_layer_id, mdesc, byref(m_addr), bdesc,
+                                byref(b_addr))
+    return _view(weight_space, m_addr.value, mdesc), _view(weight_space, b_addr.value, bdesc)
+
+
+def _view(space, address, desc):
+    if not address:
+        return None
+    dims = tuple(d for d in desc.setup()[1] if d != 1) or (1,)
+    start = (address - space.data.ptr) // space.itemsize
+    return space[start:start + int(np.prod(dims))].reshape(dims)
+
+
+def lstm_weight_views(rnn, weight_space):
+    """PyTorch's LSTM parameters as views into cuDNN's weight space: for each pseudo-layer
+    {'weight_ih': (4H, I), 'weight_hh': (4H, H), 'bias_ih': (4H,), 'bias_hh': (4H,)} when the
+    four gates of each lie back to back in the space (they do: PyTorch relies on it too)."""
+    out = []
+    for p in range(rnn.num_layers * rnn.directions):
+        views = {}
+        for name, bias_name, ids in (("weight_ih", "bias_ih", range(4)),
+                                     ("weight_hh", "bias_hh", range(4, 8))):
+            gates = [weight_params(rnn, weight_space, p, i) for i in ids]
+            views[name] = _concatenated_view(weight_space, [m for m, _ in gates], rnn, p, name)
+            biases = [b for _, b in gates]
+            views[bias_name] = None if biases[0] is None else \
+                _concatenated_view(weight_space, biases, rnn, p, bias_name)
+        out.append(views)
+    return out
+
+
+def lstm_weight_layout(rnn):
+    """Where each PyTorch-named parameter lies in the weight space, for every pseudo-layer:
+    [{name: (start element, shape)}], computed once per descriptor (it depends on the
+    descriptor, not on the buffer's address)."""
+    layout = rnn.__dict__.get("_weight_layout")
+    if layout is None:
+        import cupy
+        itemsize = np.dtype({DataType.FLOAT: "float32", DataType.DOUBLE: "float64"}.get(
+            rnn.data_type, "float16")).itemsize
+        space = cupy.empty(weight_space_size(rnn) // itemsize,
+                           dtype={2: cupy.float16, 8: cupy.float64}.get(itemsize, cupy.float32))
+        layout = [{name: ((v.data.ptr - space.data.ptr) // space.itemsize, v.shape)
+                   for name, v in views.items() if v is not None}
+                  for views in lstm_weight_views(rnn, space)]
+        rnn._weight_layout = layout
+    return layout
+
+
+def _concatenated_view(space, parts, rnn, pseudo_layer, name):
+    first = parts[0]
+    start = (first.data.ptr - space.data.ptr) // space.itemsize
+    step = first.size
+    for k, part in enumerate(parts):
+        if part.shape != first.shape or part.data.ptr != first.data.ptr + k * step * space.itemsize:
+            raise BadParam("cudnnGetRNNWeightParams",
+                           {"rnn": rnn, "pseudoLayer": pseudo_layer, "parameter": name},
+                           "the gates of this parameter are not back to back in the weight space")
+    return space[start:start + step * len(parts)].reshape((len(parts) * first.shape[0],)
+                                                          + first.shape[1:])
+
+
+# ---- forward and backward ---------------------------------------------------------------------
+
+class _Problem:
+    """Descriptors and buffers for one (lengths, T, B, layout) of one RNN, made once."""
+
+    def __init__(self, rnn, lengths, T, B, layout):
+        import cupy
+        self.x = RNNDataDescriptor(lengths, T, rnn.input_size, rnn.data_type, layout)
+        self.y = RNNDataDescriptor(lengths, T, rnn.proj_size * rnn.directions, rnn.data_type,
+                                   layout)
+        self.h = TensorDescriptor((rnn.num_layers * rnn.directions, B, rnn.proj_size),
+                                  rnn.data_type)
+        self.c = TensorDescriptor((rnn.num_layers * rnn.directions, B, rnn.hidden_size),
+                                  rnn.data_type)
+        self.dev_lengths = cupy.asarray(np.asarray(lengths, np.int32))
+        self.sizes = {}
+        for mode in ForwardMode:
+            ws, rs = c_size_t(), c_size_t()
+            api.cudnnGetRNNTempSpaceSizes(get_handle(), rnn, mode, self.x, byref(ws), byref(rs))
+            self.sizes[mode] = ws.value, rs.value
+
+
+def _problem(rnn, x, lengths, batch_first):
+    T, B = (x.shape[1], x.shape[0]) if batch_first else (x.shape[0], x.shape[1])
+    lengths = (T,) * B if lengths is None else tuple(int(n) for n in lengths)
+    if len(lengths) != B or (lengths and (max(lengths) > T or min(lengths) < 1)):
+        raise BadParam("cudnnSetRNNDataDescriptor", {"x.shape": x.shape, "lengths": lengths},
+                       f"need one length in 1..{T} per batch item ({B})")
+    layout = RNNDataLayout.BATCH_MAJOR_UNPACKED if batch_first \
+        else RNNDataLayout.SEQ_MAJOR_UNPACKED
+    key = (lengths, T, B, layout)
+    cache = rnn.__dict__.setdefault("_problems", OrderedDict())
+    p = cache.get(key)
+    if p is None:
+        p = cache[key] = _Problem(rnn, lengths, T, B, layout)
+        if len(cache) > MAX_PROBLEMS:       # variable-length batches: keep the recent ones
+            cache.popitem(last=False)
+    else:
+        cache.move_to_end(key)
+    return p
+
+
+def _ptr(a):
+    return None if a is None else a.data.ptr
+
+
+def forward(rnn, x, weight_space, hx=None, cx=None, lengths=None, *, training=True,
+            batch_first=False):
+    """(y, hy, cy, reserve); hx / cx None mean zeros; reserve (training) feeds backward()."""
+    import cupy
+    if x.shape[-1] != rnn.input_size:
+        raise BadParamShapeMismatch("cudnnRNNForward", {"x.shape": x.shape, "rnn": rnn},
+                                    f"x has {x.shape[-1]} features, the RNN {rnn.input_size}")
+    p = _problem(rnn, x, lengths, batch_first)
+    mode = ForwardMode.TRAINING if training else ForwardMode.INFERENCE
+    ws, rs = p.sizes[mode]
+    handle = get_handle()
+    y = cupy.empty(x.shape[:2] + (rnn.proj_size * rnn.directions,), dtype=x.dtype)
+    hy = cupy.empty(p.h.dims, dtype=x.dtype)
+    cy = cupy.empty(p.c.dims, dtype=x.dtype) if rnn.mode == RNNMode.LSTM else None
+    reserve = cupy.empty(rs, dtype=cupy.uint8) if rs else None
+    x = cupy.ascontiguousarray(x)
+    api.cudnnRNNForward(handle, rnn, mode, p.dev_lengths.data.ptr, p.x, x.data.ptr, p.y,
+                        y.data.ptr, p.h, _ptr(hx), hy.data.ptr, p.c, _ptr(cx), _ptr(cy),
+                        weight_space.nbytes, weight_space.data.ptr, ws, handle.workspace(ws),
+                        rs, _ptr(reserve))
+    return y, hy, cy, reserve
+
+
+def backward(rnn, x, y, dy, weight_space, reserve, hx=None, cx=None, dhy=None, dcy=None,
+             lengths=None, *, batch_first=False):
+    """(dx, dhx, dcx, dweight_space) after a training forward: cudnnRNNBackwardData_v8, then
+    cudnnRNNBackwardWeights_v8 (which only adds into the weight gradient: it starts zeroed)."""
+    import cupy
+    p = _problem(rnn, x, lengths, batch_first)
+    ws, rs = p.sizes[ForwardMode.TRAINING]
+    handle = get_handle()
+    dy = cupy.ascontiguousarray(dy)
+    dx = cupy.empty(x.shape, dtype=x.dtype)
+    dhx = cupy.empty(p.h.dims, dtype=x.dtype)
+    dcx = cupy.empty(p.c.dims, dtype=x.dtype) if rnn.mode == RNNMode.LSTM else None
+    workspace = handle.workspace(ws)
+    api.cudnnRNNBackwardData_v8(handle, rnn, p.dev_lengths.data.ptr, p.y, y.data.ptr, dy.data.ptr,
+                                p.x, dx.data.ptr, p.h, _ptr(hx), _ptr(dhy), dhx.data.ptr, p.c,
+                                _ptr(cx), _ptr(dcy), _ptr(dcx), weight_space.nbytes,
+                                weight_space.data.ptr, ws, workspace, rs, _ptr(reserve))
+    dw = cupy.zeros_like(weight_space)
+    api.cudnnRNNBackwardWeights_v8(handle, rnn, WgradMode.ADD, p.dev_lengths.data.ptr, p.x,
+                                   x.data.ptr, p.h, _ptr(hx), p.y, y.data.ptr, dw.nbytes,
+                                   dw.data.ptr, ws, workspace, rs, _ptr(reserve))
+    return dx, dhx, dcx, dw

@@ -1,0 +1,133 @@
+"""LSTM ops. `LSTMCell`: one step, gates = x W_ih^T + b_ih + h W_hh^T + b_hh (cuBLAS / NumPy
+matmuls) and one fused elementwise kernel each way on the GPU. `CudnnLSTM`: a whole
+(multi-layer, bidirectional, variable-length) LSTM as cuDNN's RNN forward / backward.
+
+Gate order in the 4H rows: i, f, g, o (PyTorch's and cuDNN's).
+    c' = f * c + i * g,   h' = o * tanh(c')
+"""
+import numpy as np
+
+from ..backend import cupy
+from ..tensor import Function
+
+_CELL_FWD = r"""
+    const long long b = i / H, j = i % H, row = b * 4 * H;
+    T gi = 1 / (1 + exp(-A[row + j]));
+    T gf = 1 / (1 + exp(-A[row + H + j]));
+    T gg = tanh(A[row + 2 * H + j]);
+    T go = 1 / (1 + exp(-A[row + 3 * H + j]));
+    c_new = gf * c + gi * gg;
+    tc = tanh(c_new);
+    h_new = go * tc;
+    G[row + j] = gi; G[row + H + j] = gf; G[row + 2 * H + j] = gg; G[row + 3 * H + j] = go;
+"""
+
+_CELL_BWD = r"""
+    const long long b = i / H, j = i % H, row = b * 4 * H;
+    T gi = G[row + j], gf = G[row + H + j], gg = G[row + 2 * H + j], go = G[row + 3 * H + j];
+    T dct = dc + dh * go * (1 - tc * tc);
+    dA[row + j] = dct * gg * gi * (1 - gi);
+    dA[row + H + j] = dct * c * gf * (1 - gf);
+    dA[row + 2 * H + j] = dct * gi * (1 - gg * gg);
+    dA[row + 3 * H + j] = dh * tc * go * (1 - go);
+    dc_prev = dct * gf;
+"""
+
+
+def _kernel(name, in_params, out_params, body):
+    cache = _kernel.__dict__.setdefault("cache", {})
+    if name not in cache:
+        cache[name] = cupy().ElementwiseKernel(in_params, out_params, body, name)
+    return cache[name]
+
+
+def _sigmoid(a):
+    return 1 / (1 + np.exp(-a))
+
+
+class LSTMCell(Function):
+    """inputs x (B, I), h (B, H), c (B, H), W_ih (4H, I), W_hh (4H, H), b_ih, b_hh (4H,) or None;
+    outputs h', c'."""
+    n_outputs = 2
+
+    def forward(self, x, h, c, W_ih, W_hh, b_ih=None, b_hh=None):
+        A = x @ W_ih.T + h @ W_hh.T
+        for b in (b_ih, b_hh):
+            if b is not None:
+                A += b
+        H = h.shape[1]
+        if self.gpu:
+            cp = cupy()
+            G = cp.empty_like(A)
+            h_new, c_new, tc = _kernel("lstm_cell_fwd", "raw T A, T c, int64 H",
+                                       "T h_new, T c_new, T tc, raw T G", _CELL_FWD)(
+                A, c, np.int64(H), cp.empty_like(c), cp.empty_like(c), cp.empty_like(c), G)
+        else:
+            gi, gf, go = (_sigmoid(A[:, k * H:(k + 1) * H]) for k in (0, 1, 3))
+            gg = np.tanh(A[:, 2 * H:3 * H])
+            c_new = gf * c + gi * gg
+            tc = np.tanh(c_new)
+            h_new = go * tc
+            G = np.concatenate([gi, gf, gg, go], axis=1)
+        self.saved = x, h, c, W_ih, W_hh, G, tc
+        return h_new, c_new
+
+    def backward(self, dh, dc):
+        x, h, c, W_ih, W_hh, G, tc = self.saved
+        xp = self.xp
+        dh = xp.zeros_like(tc) if dh is None else dh
+        dc = xp.zeros_like(tc) if dc is None else dc
+        H = h.shape[1]
+        if self.gpu:
+            dA = xp.empty_like(G)
+            dc_prev = _kernel("lstm_cell_bwd", "raw T G, T tc, T c, T dh, T dc, int64 H",
+                              "raw T dA, T dc_prev", _CELL_BWD)(
+                G, tc, c, dh, dc, np.int64(H), dA, xp.empty_like(c))
+        else:
+            gi, gf, gg, go = (G[:, k * H:(k + 1) * H] for k in range(4))
+            dct = dc + dh * go * (1 - tc * tc)
+            dA = np.concatenate([dct * gg * gi * (1 - gi), dct * c * gf * (1 - gf),
+                                 dct * gi * (1 - gg * gg), dh * tc * go * (1 - go)], axis=1)
+            dc_prev = dct * gf
+        need = self.needs_input_grad              # always 7 inputs; absent biases are None
+        db = dA.sum(axis=0) if need[5] or need[6] else None
+        return (dA @ W_ih if need[0] else None, dA @ W_hh if need[1] else None,
+                dc_prev if need[2] else None, dA.T @ x if need[3] else None,
+                dA.T @ h if need[4] else None, db if need[5] else None,
+                db if need[6] else None)
+
+
+class CudnnLSTM(Function):
+    """The whole LSTM in cuDNN. Params: rnn (cudnnlite.rnn.RNNDescriptor), lengths (host ints or
+    None), batch_first, training. Inputs: x, hx, cx (None: zeros), then for every pseudo-layer
+    (layer * D + direction) its weight_ih, weight_hh[, bias_ih, bias_hh]. Outputs: y, hy, cy."""
+    n_outputs = 3
+
+    def forward_gpu(self, x, hx, cx, *weights):
+        from cudnnlite import rnn as crnn
+        cp = cupy()
+        layout = crnn.lstm_weight_layout(self.rnn)
+        names = ("weight_ih", "weight_hh", "bias_ih", "bias_hh")[:len(weights) // len(layout)]
+        space = cp.empty(crnn.weight_space_size(self.rnn) // x.itemsize, dtype=x.dtype)
+        self.slots = []
+        for p, entries in enumerate(layout):
+            for k, name in enumerate(names):
+                start, shape = entries[name]
+                n = int(np.prod(shape))
+                space[start:start + n] = weights[p * len(names) + k].reshape(-1)
+                self.slots.append((start, n, shape))
+        y, hy, cy, reserve = crnn.forward(self.rnn, x, space, hx, cx, self.lengths,
+                                          training=self.training, batch_first=self.batch_first)
+        self.saved = x, hx, cx, y, space, reserve
+        return y, hy, cy
+
+    def backward(self, gy, ghy, gcy):
+        from cudnnlite import rnn as crnn
+        x, hx, cx, y, space, reserve = self.saved
+        gy = cupy().zeros_like(y) if gy is None else gy
+        dx, dhx, dcx, dw = crnn.backward(self.rnn, x, y, gy, space, reserve, hx, cx, ghy, gcy,
+                                         self.lengths, batch_first=self.batch_first)
+        grads = [dw[start:start + n].reshape(shape) for start, n, shape in self.slots]
+        need = self.needs_input_grad
+        return (dx if need[0] else None, dhx if need[1] else None, dcx if need[2] else None,
+                *grads)

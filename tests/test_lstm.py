@@ -1,0 +1,157 @@
+"""LSTM / LSTMCell against torch.nn.LSTM / LSTMCell (packed variable lengths included), gradient
+checks of the cell op, and the RNN descriptors (which need no GPU)."""
+import numpy as np
+import pytest
+import torch
+
+import cudnnlite as cl
+import layers as L
+from cudnnlite import rnn as crnn
+from gradcheck import check_backward
+from reference import rel_err
+
+TOL = 1e-5
+CONFIGS = [  # (bidirectional, num_layers, batch_first, lengths or None, with initial state)
+    (False, 1, False, None, False),
+    (False, 2, True, None, True),
+    (True, 1, False, [5, 2, 4], True),
+    (True, 2, True, [3, 5, 1], False),
+    (False, 2, False, [1, 5, 5], True),
+]
+
+
+def torch_lstm_run(t, x, lengths, hx, batch_first):
+    """torch's LSTM on a padded batch, through pack_padded_sequence when lengths are given."""
+    if lengths is None:
+        return t(x, hx)
+    T = x.shape[1] if batch_first else x.shape[0]
+    packed = torch.nn.utils.rnn.pack_padded_sequence(x, torch.tensor(lengths),
+                                                     batch_first=batch_first, enforce_sorted=False)
+    out, (h, c) = t(packed, hx)
+    out, _ = torch.nn.utils.rnn.pad_packed_sequence(out, batch_first=batch_first, total_length=T)
+    return out, (h, c)
+
+
+def make_pair(bi, layers, batch_first, I=6, H=7, device="cpu"):
+    torch.manual_seed(0)
+    t = torch.nn.LSTM(I, H, layers, batch_first=batch_first, bidirectional=bi)
+    m = L.nn.LSTM(I, H, layers, batch_first=batch_first, bidirectional=bi)
+    assert list(m.state_dict()) == list(t.state_dict())
+    m.load_state_dict({k: v.detach().numpy() for k, v in t.state_dict().items()})
+    if device != "cpu":
+        t.to(f"cuda:{device}"), m.to(device)
+    return m, t
+
+
+def run_pair(m, t, bi, layers, batch_first, lengths, with_state, device="cpu", T=5, B=3, I=6,
+             H=7):
+    rng = np.random.default_rng(1)
+    shape = (B, T, I) if batch_first else (T, B, I)
+    x = rng.standard_normal(shape).astype(np.float32)
+    D = 2 if bi else 1
+    h0 = rng.standard_normal((layers * D, B, H)).astype(np.float32)
+    c0 = rng.standard_normal((layers * D, B, H)).astype(np.float32)
+    tdev = "cpu" if device == "cpu" else f"cuda:{device}"
+    xt = torch.tensor(x, device=tdev, requires_grad=True)
+    tstate = (torch.tensor(h0, device=tdev, requires_grad=True),
+              torch.tensor(c0, device=tdev, requires_grad=True)) if with_state else None
+    out, (h, c) = torch_lstm_run(t, xt, lengths, tstate, batch_first)
+    xs = L.tensor(x, device=device, requires_grad=True)
+    state = (L.tensor(h0, device=device, requires_grad=True),
+             L.tensor(c0, device=device, requires_grad=True)) if with_state else None
+    y, (hn, cn) = m(xs, state, lengths=lengths)
+    w = [rng.standard_normal(a.shape).astype(np.float32) for a in (y, hn, cn)]
+    sum(((a * torch.tensor(b, device=tdev)).sum() for a, b in zip((out, h, c), w))).backward()
+    loss = None
+    for a, b in zip((y, hn, cn), w):
+        term = (a * L.tensor(b, device=device)).sum()
+        loss = term if loss is None else loss + term
+    loss.backward()
+    checks = [(y, out), (hn, h), (cn, c), (xs.grad, xt.grad)]
+    if with_state:
+        checks += [(state[0].grad, tstate[0].grad), (state[1].grad, tstate[1].grad)]
+    checks += [(p.grad, q.grad) for p, q in zip(m.parameters(), t.parameters())]
+    return [(a.numpy(), b.detach().cpu().numpy()) for a, b in checks]
+
+
+@pytest.mark.parametrize("bi,layers,batch_first,lengths,with_state", CONFIGS)
+def test_lstm_matches_torch_on_cpu(bi, layers, batch_first, lengths, with_state):
+    m, t = make_pair(bi, layers, batch_first)
+    for ours, theirs in run_pair(m, t, bi, layers, batch_first, lengths, with_state):
+        assert rel_err(ours, theirs) < TOL
+
+
+def test_lstm_cell_matches_torch():
+    torch.manual_seed(0)
+    t, m = torch.nn.LSTMCell(5, 4), L.nn.LSTMCell(5, 4)
+    m.load_state_dict({k: v.detach().numpy() for k, v in t.state_dict().items()})
+    rng = np.random.default_rng(0)
+    x, h, c = (rng.standard_normal(s).astype(np.float32) for s in ((3, 5), (3, 4), (3, 4)))
+    tx, th, tc = (torch.tensor(a, requires_grad=True) for a in (x, h, c))
+    ox, oh, oc = (L.Tensor(a, requires_grad=True) for a in (x, h, c))
+    h1, c1 = t(tx, (th, tc))
+    g1, d1 = m(ox, (oh, oc))
+    (h1.sum() * 2 + (c1 * c1).sum()).backward()
+    (g1.sum() * 2 + (d1 * d1).sum()).backward()
+    for a, b in [(g1, h1), (d1, c1), (ox.grad, tx.grad), (oh.grad, th.grad), (oc.grad, tc.grad)] \
+            + [(p.grad, q.grad) for p, q in zip(m.parameters(), t.parameters())]:
+        assert rel_err(a.numpy(), b.detach().numpy()) < TOL
+
+
+def test_lstm_cell_backward_central_differences():
+    rng = np.random.default_rng(2)
+    B, I, H = 3, 4, 5
+    arrays = [rng.standard_normal(s) for s in ((B, I), (B, H), (B, H), (4 * H, I), (4 * H, H),
+                                                (4 * H,), (4 * H,))]
+    check_backward(lambda *a: L.rnn.lstm_cell(*a), *arrays)
+
+
+def test_lstm_backward_central_differences_variable_lengths():
+    m = L.nn.LSTM(3, 4, 2, bidirectional=True).double()
+    rng = np.random.default_rng(3)
+
+    def f(x):
+        y, (h, c) = m(x, lengths=[4, 1, 3])
+        return y, h, c
+    check_backward(f, rng.standard_normal((4, 3, 3)))
+
+
+def test_lstm_misuse():
+    m = L.nn.LSTM(3, 4)
+    with pytest.raises(ValueError, match=r"expected input \(T, B, 3\).*\(2, 5\)"):
+        m(L.Tensor(np.zeros((2, 5), np.float32)))
+    with pytest.raises(ValueError, match=r"lengths \[3, 9\].*1..4"):
+        m(L.Tensor(np.zeros((4, 2, 3), np.float32)), lengths=[3, 9])
+    with pytest.raises(ValueError, match=r"h0 has shape \(2, 2, 4\), expected \(1, 2, 4\)"):
+        z = L.Tensor(np.zeros((2, 2, 4), np.float32))
+        m(L.Tensor(np.zeros((4, 2, 3), np.float32)), (z, z))
+
+
+# ---- descriptors (no GPU needed) ------------------------------------------------------------
+
+@pytest.mark.parametrize("mode,bi,layers,dtype", [
+    (cl.RNNMode.LSTM, False, 1, "float32"), (cl.RNNMode.LSTM, True, 3, "float16"),
+    (cl.RNNMode.GRU, True, 2, "float64"), (cl.RNNMode.RNN_TANH, False, 1, "float32")])
+def test_rnn_descriptor_round_trip(mode, bi, layers, dtype):
+    d = crnn.RNNDescriptor(mode, 16, 32, layers, bidirectional=bi, dtype=dtype)
+    dt = cl.data_type(dtype)
+    prec = cl.DataType.DOUBLE if dt == cl.DataType.DOUBLE else cl.DataType.FLOAT
+    assert d.setup() == (cl.RNNAlgo.STANDARD, mode, cl.RNNBiasMode.DOUBLE_BIAS,
+                         cl.DirectionMode(int(bi)), cl.RNNInputMode.LINEAR_INPUT, dt, prec,
+                         cl.MathType.DEFAULT, 16, 32, 32, layers, False, 1)
+    assert f"{mode.name}, STANDARD" in repr(d)
+
+
+def test_rnn_data_descriptor_round_trip():
+    d = crnn.RNNDataDescriptor([5, 3, 1, 5], 5, 12, "float32",
+                               cl.RNNDataLayout.BATCH_MAJOR_UNPACKED, padding_fill=-1.0)
+    assert d.setup() == (cl.DataType.FLOAT, cl.RNNDataLayout.BATCH_MAJOR_UNPACKED, 5, 4, 12,
+                         (5, 3, 1, 5), -1.0)
+
+
+def test_rnn_bad_setups_name_the_function():
+    with pytest.raises(cl.BadParam) as e:
+        crnn.RNNDataDescriptor([5, 7], 5, 12)
+    assert e.value.function == "cudnnSetRNNDataDescriptor" and "seqLengthArray = [5, 7]" in str(e.value)
+    with pytest.raises(cl.NotSupported, match="cudnnSetRNNDescriptor_v8(.|\n)*projSize = 64"):
+        crnn.RNNDescriptor(cl.RNNMode.LSTM, 16, 32, proj_size=64)

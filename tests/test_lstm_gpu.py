@@ -1,0 +1,92 @@
+"""The cuDNN LSTM against the NumPy path and against torch CUDA; the fused LSTMCell kernels;
+where cuDNN's weight space puts each parameter, against PyTorch's own flattened weights."""
+import numpy as np
+import pytest
+import torch
+
+import cudnnlite as cl
+import layers as L
+from cudnnlite import conv
+from cudnnlite import rnn as crnn
+from reference import rel_err
+from test_lstm import CONFIGS, make_pair, run_pair
+
+pytestmark = pytest.mark.gpu
+TOL = 1e-5
+
+
+@pytest.fixture(autouse=True)
+def _fp32():
+    torch.backends.cudnn.allow_tf32 = False
+    with conv.using(allow_tf32=False):
+        yield
+    torch.backends.cudnn.allow_tf32 = True
+
+
+@pytest.mark.parametrize("bi,layers,batch_first,lengths,with_state", CONFIGS)
+def test_cudnn_lstm_matches_torch_cuda(bi, layers, batch_first, lengths, with_state):
+    m, t = make_pair(bi, layers, batch_first, device=0)
+    for ours, theirs in run_pair(m, t, bi, layers, batch_first, lengths, with_state, device=0):
+        assert rel_err(ours, theirs) < TOL
+
+
+@pytest.mark.parametrize("bi,layers,batch_first,lengths,with_state", CONFIGS)
+def test_cudnn_lstm_matches_numpy_path(bi, layers, batch_first, lengths, with_state):
+    m_cpu, t = make_pair(bi, layers, batch_first)
+    m_gpu, _ = make_pair(bi, layers, batch_first, device=0)
+    cpu = run_pair(m_cpu, t, bi, layers, batch_first, lengths, with_state)
+    gpu = run_pair(m_gpu, t, bi, layers, batch_first, lengths, with_state, device=0)
+    for (a, _), (b, _) in zip(gpu, cpu):
+        assert rel_err(a, b) < TOL
+
+
+def test_lstm_cell_gpu_matches_numpy():
+    L.manual_seed(0)
+    cell = L.nn.LSTMCell(6, 5)
+    rng = np.random.default_rng(0)
+    x, h, c = (rng.standard_normal(s).astype(np.float32) for s in ((4, 6), (4, 5), (4, 5)))
+    results = []
+    for device in ("cpu", 0):
+        cell.to(device).zero_grad()
+        ts = [L.tensor(a, device=device, requires_grad=True) for a in (x, h, c)]
+        h1, c1 = cell(ts[0], (ts[1], ts[2]))
+        (h1 * 3.0 + c1 * c1).sum().backward()
+        results.append([h1.numpy(), c1.numpy()] + [t.grad.numpy() for t in ts]
+                       + [p.grad.numpy() for p in cell.parameters()])
+    for a, b in zip(*results):
+        assert rel_err(b, a) < TOL
+
+
+def test_weight_space_layout_is_where_pytorch_puts_its_parameters():
+    for bi, layers in ((False, 1), (True, 2)):
+        t = torch.nn.LSTM(6, 8, layers, bidirectional=bi).to("cuda:0")
+        t.flatten_parameters()
+        base = t._flat_weights[0].data_ptr()
+        theirs = {name: (p.data_ptr() - base) // 4 for name, p in
+                  zip(t._flat_weights_names, t._flat_weights)}
+        desc = crnn.RNNDescriptor(cl.RNNMode.LSTM, 6, 8, layers, bidirectional=bi)
+        ours = {}
+        for p, entries in enumerate(crnn.lstm_weight_layout(desc)):
+            sfx = f"_l{p // (2 if bi else 1)}" + ("_reverse" if bi and p % 2 else "")
+            for name, (start, shape) in entries.items():
+                ours[name + sfx] = start
+                assert tuple(shape) == tuple(getattr(t, name + sfx).shape)
+        assert ours == theirs
+
+
+def test_dropout_descriptor_round_trip():
+    d = crnn.DropoutDescriptor(0.25, seed=7)
+    assert d.setup() == (0.25, 7)
+    assert "dropout=0.25, seed=7" in repr(d)
+
+
+def test_cudnn_lstm_training_dropout_changes_outputs_only_in_training():
+    m = L.nn.LSTM(4, 6, 2, dropout=0.5).to(0)
+    x = L.tensor(np.ones((3, 2, 4), np.float32), device=0)
+    m.eval()
+    y_eval = m(x)[0].numpy()
+    m.train()
+    y_train = m(x)[0].numpy()
+    assert not np.allclose(y_eval, y_train)
+    m.eval()
+    np.testing.assert_array_equal(m(x)[0].numpy(), y_eval)
