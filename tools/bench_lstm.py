@@ -33,7 +33,6 @@ def main():
     import cupy
     import torch
     import layers as L
-    from layers.ops import rnn as ops_rnn
     cupy.cuda.Device(args.device).use()
     dev, tdev = args.device, f"cuda:{args.device}"
     sync_ours, sync_torch = cupy.cuda.get_current_stream().synchronize, torch.cuda.synchronize
@@ -88,7 +87,6 @@ def main():
     rows.append(("LSTMCell step fwd+bwd (B64 768->1024): fused", t_fused,
                  _ms(torch_cell, sync_torch), "matmul + fused kernel"))
     rows.append(("LSTMCell step fwd+bwd: cuDNN RNN with T=1", t_cudnn, float("nan"), "cuDNN RNN"))
-    del ops_rnn
     print(f"{cupy.cuda.runtime.getDeviceProperties(dev)['name'].decode()}")
     print(f"{'case':<48} {'cudnnlite ms':>12} {'torch ms':>9}  path")
     for name, a, b, path in rows:
