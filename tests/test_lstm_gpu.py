@@ -33,9 +33,9 @@ def test_cudnn_lstm_matches_torch_cuda(bi, layers, batch_first, lengths, with_st
 @pytest.mark.parametrize("bi,layers,batch_first,lengths,with_state", CONFIGS)
 def test_cudnn_lstm_matches_numpy_path(bi, layers, batch_first, lengths, with_state):
     m_cpu, t = make_pair(bi, layers, batch_first)
-    m_gpu, _ = make_pair(bi, layers, batch_first, device=0)
+    m_gpu, t_gpu = make_pair(bi, layers, batch_first, device=0)
     cpu = run_pair(m_cpu, t, bi, layers, batch_first, lengths, with_state)
-    gpu = run_pair(m_gpu, t, bi, layers, batch_first, lengths, with_state, device=0)
+    gpu = run_pair(m_gpu, t_gpu, bi, layers, batch_first, lengths, with_state, device=0)
     for (a, _), (b, _) in zip(gpu, cpu):
         assert rel_err(a, b) < TOL
 

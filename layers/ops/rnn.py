@@ -59,7 +59,7 @@ class LSTMCell(Function):
         if self.gpu:
             cp = cupy()
             G = cp.empty_like(A)
-            h_new, c_new, tc = _kernel("lstm_cell_fwd", "raw T A, T c, int64 H",
+            h_new, c_new, tc, _ = _kernel("lstm_cell_fwd", "raw T A, T c, int64 H",
                                        "T h_new, T c_new, T tc, raw T G", _CELL_FWD)(
                 A, c, np.int64(H), cp.empty_like(c), cp.empty_like(c), cp.empty_like(c), G)
         else:
@@ -80,8 +80,8 @@ class LSTMCell(Function):
         H = h.shape[1]
         if self.gpu:
             dA = xp.empty_like(G)
-            dc_prev = _kernel("lstm_cell_bwd", "raw T G, T tc, T c, T dh, T dc, int64 H",
-                              "raw T dA, T dc_prev", _CELL_BWD)(
+            _, dc_prev = _kernel("lstm_cell_bwd", "raw T G, T tc, T c, T dh, T dc, int64 H",
+                                 "raw T dA, T dc_prev", _CELL_BWD)(
                 G, tc, c, dh, dc, np.int64(H), dA, xp.empty_like(c))
         else:
             gi, gf, gg, go = (G[:, k * H:(k + 1) * H] for k in range(4))
