@@ -113,7 +113,6 @@ class Plan:
         self.y_dims = conv_output_shape(self.x, self.w, probe)
         self.y = TensorDescriptor(self.y_dims, dt, packed_strides(self.y_dims, layout))
         self.y_shape = _shape_in_layout(self.y_dims, layout)     # as the output array is stored
-        self.b = TensorDescriptor((1, self.y_dims[1]) + (1,) * spatial, dt)
         self._convs = {}      # math type -> ConvolutionDescriptor
         self._choices = {}    # (direction, settings, algo) -> Choice
         self._descs = {FWD: (self.x, self.w, self.y), BWD_DATA: (self.w, self.y, self.x),

@@ -6,20 +6,8 @@ engine (eager, and replaying a captured CUDA graph) and on PyTorch eager -- same
 """
 import argparse
 import statistics
-import time
 
-import numpy as np
-
-
-def _time(step, sync, warmup, steps):
-    for _ in range(warmup):
-        step()
-    sync()
-    t0 = time.perf_counter()
-    for _ in range(steps):
-        step()
-    sync()
-    return (time.perf_counter() - t0) / steps * 1e3
+from tools.timing import ms_per_call
 
 
 def ours(device, batch, warmup, steps, cuda_graph):
@@ -32,7 +20,8 @@ def ours(device, batch, warmup, steps, cuda_graph):
     oG, oD = dcgan.make_optimizers(G, D)
     real = L.random.device_generator().uniform((batch, 1, 64, 64)) * 2 - 1
     step = dcgan.make_step(G, D, oG, oD, 100, device, None, cuda_graph=cuda_graph)
-    return _time(lambda: step(real), cupy.cuda.get_current_stream().synchronize, warmup, steps)
+    return ms_per_call(lambda: step(real), cupy.cuda.get_current_stream().synchronize, warmup,
+                       steps)
 
 
 def pytorch(device, batch, warmup, steps):
@@ -49,7 +38,7 @@ def pytorch(device, batch, warmup, steps):
 
     def step():
         ref.train_step(G, D, oG, oD, real, torch.randn(batch, 100, 1, 1, device=dev))
-    return _time(step, torch.cuda.synchronize, warmup, steps)
+    return ms_per_call(step, torch.cuda.synchronize, warmup, steps)
 
 
 def main():

@@ -7,23 +7,14 @@ RNN with T = 1, and torch CUDA.
 """
 import argparse
 import statistics
-import time
 
 import numpy as np
 
+from tools.timing import ms_per_call
 
-def _ms(fn, sync, warmup=5, steps=30, repeats=3):
-    runs = []
-    for _ in range(repeats):
-        for _ in range(warmup):
-            fn()
-        sync()
-        t0 = time.perf_counter()
-        for _ in range(steps):
-            fn()
-        sync()
-        runs.append((time.perf_counter() - t0) / steps * 1e3)
-    return statistics.median(runs)
+
+def _ms(fn, sync, repeats=3):
+    return statistics.median(ms_per_call(fn, sync) for _ in range(repeats))
 
 
 def main():
