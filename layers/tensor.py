@@ -279,15 +279,17 @@ def _topological_order(root):
     return order
 
 
-def tensor(data, dtype=None, device="cpu", requires_grad=False):
-    """A new Tensor from a list / NumPy array / CuPy array, on `device`."""
+def tensor(data, dtype=None, device=None, requires_grad=False):
+    """A new Tensor from a list / NumPy array / CuPy array, on `device` (default: where the data
+    already is -- the CPU for lists and NumPy arrays, its GPU for a CuPy array)."""
     if isinstance(data, Tensor):
         data = data.data
     if not (isinstance(data, np.ndarray) or is_gpu(data)):
         data = np.asarray(data, dtype=dtype or np.float32)
     elif dtype is not None:
         data = data.astype(dtype, copy=False)
-    return Tensor(to_device(data, device), requires_grad=requires_grad)
+    return Tensor(data if device is None else to_device(data, device),
+                  requires_grad=requires_grad)
 
 
 from . import functional as F  # noqa: E402  (functional imports Tensor from here)

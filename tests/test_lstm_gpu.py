@@ -90,3 +90,16 @@ def test_cudnn_lstm_training_dropout_changes_outputs_only_in_training():
     assert not np.allclose(y_eval, y_train)
     m.eval()
     np.testing.assert_array_equal(m(x)[0].numpy(), y_eval)
+
+
+def test_eval_mode_forward_still_differentiates():
+    m_cpu, _ = make_pair(True, 1, False)
+    m_gpu, _ = make_pair(True, 1, False, device=0)
+    grads = []
+    for m, device in ((m_cpu, "cpu"), (m_gpu, 0)):
+        m.eval()
+        x = L.tensor(np.ones((4, 2, 6), np.float32), device=device, requires_grad=True)
+        y, _ = m(x)
+        (y * y).sum().backward()
+        grads.append(x.grad.numpy())
+    assert rel_err(grads[1], grads[0]) < TOL

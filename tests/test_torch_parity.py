@@ -201,6 +201,16 @@ def test_save_load_npz(tmp_path):
         np.testing.assert_array_equal(loaded[k], v)
 
 
+def test_save_load_safetensors(tmp_path):
+    pytest.importorskip("safetensors")
+    m = nn.Sequential(nn.Conv2d(1, 2, 3), nn.BatchNorm2d(2))
+    L.save(m.state_dict(), tmp_path / "m.safetensors")
+    loaded = L.load(tmp_path / "m.safetensors")
+    assert sorted(loaded) == sorted(m.state_dict())
+    for k, v in m.state_dict().items():
+        np.testing.assert_array_equal(loaded[k], v)
+
+
 def test_default_initialisation_matches_torch_distributions():
     L.manual_seed(0)
     lin, conv_t = nn.Linear(400, 300), nn.ConvTranspose2d(16, 8, 4)

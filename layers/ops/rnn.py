@@ -116,8 +116,12 @@ class CudnnLSTM(Function):
                 n = int(np.prod(shape))
                 space[start:start + n] = weights[p * len(names) + k].reshape(-1)
                 self.slots.append((start, n, shape))
+        # cuDNN's backward needs a training-mode forward (its reserve space): take one whenever
+        # a gradient will be asked for, in eval mode too (dropout is off there anyway)
+        needs_grad = getattr(self, "needs_input_grad", None) is not None
         y, hy, cy, reserve = crnn.forward(self.rnn, x, space, hx, cx, self.lengths,
-                                          training=self.training, batch_first=self.batch_first)
+                                          training=self.training or needs_grad,
+                                          batch_first=self.batch_first)
         self.saved = x, hx, cx, y, space, reserve
         return y, hy, cy
 
