@@ -261,7 +261,8 @@ def main(argv=None):
               f"{count * args.batch_size / elapsed:.0f} img/s")
         with L.no_grad():
             fake = netG(fixed_noise)
-        save_image_grid(fake.numpy(), os.path.join(args.outf, f"fake_samples_epoch_{epoch + 1:03d}.png"))
+        save_image_grid(fake.numpy(),
+                        os.path.join(args.outf, f"fake_samples_epoch_{epoch + 1:03d}.png"))
         log.plot(os.path.join(args.outf, "loss_curve.png"), ["errD", "errG"])
         L.save(netG.state_dict(), os.path.join(args.outf, f"netG_epoch_{epoch + 1:03d}.npz"))
         L.save(netD.state_dict(), os.path.join(args.outf, f"netD_epoch_{epoch + 1:03d}.npz"))
