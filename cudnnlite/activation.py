@@ -1,10 +1,10 @@
 """cuDNN activations (relu, sigmoid, tanh, elu, clipped relu, identity, swish) forward/backward
 and tensor arithmetic (cudnnAddTensor with broadcasting, cudnnScaleTensor) on CuPy arrays."""
-import ctypes
-
 from . import api
+from ._args import check_device
+from ._args import scalar as _scalar
 from .descriptors import ActivationDescriptor, TensorDescriptor, data_type
-from .enums import ActivationMode, DataType
+from .enums import ActivationMode
 from .errors import BadParam
 from .handle import get_handle
 
@@ -21,16 +21,10 @@ def _activation(mode, coef):
 
 def _as4d(function, name, a):
     """cuDNN tensor ops want 4 to 8 dims: pad with trailing 1s (a view, same memory)."""
-    if not hasattr(getattr(a, "data", None), "ptr"):
-        raise BadParam(function, {name: type(a).__name__},
-                       f"{name} must be a CuPy array (device memory), got {type(a).__name__}")
+    check_device(function, **{name: a})
     if a.ndim > 8:
         raise BadParam(function, {f"{name}.shape": a.shape}, "at most 8 dims")
     return a.reshape(a.shape + (1,) * (4 - a.ndim)) if a.ndim < 4 else a
-
-
-def _scalar(dt, v):
-    return ctypes.byref(ctypes.c_double(v) if dt == DataType.DOUBLE else ctypes.c_float(v))
 
 
 def forward(x, mode, coef=0.0, *, out=None, alpha=1.0, beta=0.0, dtype=None):

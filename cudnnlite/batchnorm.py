@@ -3,24 +3,18 @@ updated in place as PyTorch does: momentum 0.1, unbiased running variance), infe
 backward. Modes: SPATIAL (statistics over N and spatial, params (C,)) and PER_ACTIVATION
 (statistics over N, params (C, *spatial)). Parameters and statistics are float32 (float64 for
 float64 data), whatever the data type."""
-import ctypes
-
 from . import api
+from ._args import check_device, scalar
 from .descriptors import TensorDescriptor, data_type
 from .enums import BatchNormMode, DataType
 from .errors import BadParam, BadParamShapeMismatch
 from .handle import get_handle
 
-_ONE_F, _ZERO_F = ctypes.c_float(1.0), ctypes.c_float(0.0)
-_ONE_D, _ZERO_D = ctypes.c_double(1.0), ctypes.c_double(0.0)
 _derived = {}
 
 
 def _setup(function, x, layout, mode, dtype, params):
-    for name, a in (("x", x),) + tuple(params.items()):
-        if a is not None and not hasattr(getattr(a, "data", None), "ptr"):
-            raise BadParam(function, {name: type(a).__name__},
-                           f"{name} must be a CuPy array (device memory), got {type(a).__name__}")
+    check_device(function, x=x, **params)
     if x.ndim < 3:
         raise BadParam(function, {"x.shape": x.shape},
                        "x must be at least 3-d (N, C, L) / (N, C, H, W); reshape (N, C) to (N, C, 1, 1)")
@@ -45,8 +39,7 @@ def _setup(function, x, layout, mode, dtype, params):
                                         {f"{name}.shape": a.shape, "x": xdesc, "mode": mode.name},
                            f"{name} must be a contiguous array of {expected} elements "
                            f"(shape {bdesc.dims} for mode {mode.name}), got shape {a.shape}")
-    one, zero = (_ONE_D, _ZERO_D) if dt == DataType.DOUBLE else (_ONE_F, _ZERO_F)
-    return x, xdesc, bdesc, mode, ctypes.byref(one), ctypes.byref(zero)
+    return x, xdesc, bdesc, mode, scalar(dt, 1.0), scalar(dt, 0.0)
 
 
 def _ptr(a):

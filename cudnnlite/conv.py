@@ -17,6 +17,8 @@ from .descriptors import (ConvolutionDescriptor, FilterDescriptor, TensorDescrip
                           packed_strides)
 from .enums import ConvBwdDataAlgo, ConvBwdFilterAlgo, ConvFwdAlgo, DataType, MathType, Status
 from .errors import BadParam, BadParamShapeMismatch, NotSupported
+from ._args import check_device as _device
+from ._args import scalar as _scalar
 from .handle import get_handle
 
 
@@ -246,27 +248,6 @@ def clear_cache():
 
 def _elements(strides, itemsize):
     return tuple(s // itemsize for s in strides)
-
-
-_scalars = {}
-
-
-def _scalar(dt, value):
-    """A pointer to alpha / beta as cuDNN wants it (double for double data, else float); made
-    once per value and kept (the objects must outlive the call)."""
-    key = (dt == DataType.DOUBLE, value)
-    ref = _scalars.get(key)
-    if ref is None:
-        ref = _scalars[key] = ctypes.byref(ctypes.c_double(value) if key[0]
-                                           else ctypes.c_float(value))
-    return ref
-
-
-def _device(function, **arrays):
-    for name, a in arrays.items():
-        if not hasattr(a, "data") or not hasattr(a.data, "ptr"):
-            raise BadParam(function, {name: type(a).__name__},
-                           f"{name} must be a CuPy array (device memory), got {type(a).__name__}")
 
 
 def _shape_in_layout(dims, layout):

@@ -13,7 +13,8 @@ from .backend import cupy, is_gpu, to_device
 from .tensor import Tensor
 
 
-def _pair(v):
+def pair(v):
+    """An int or a pair of ints as a tuple of two ints (kernel sizes, strides, paddings)."""
     return (int(v), int(v)) if isinstance(v, (int, np.integer)) else tuple(int(i) for i in v)
 
 
@@ -190,8 +191,8 @@ def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, layo
     if C != Cg * groups or weight.shape[0] % groups:
         raise ValueError(f"conv2d: input has {C} channels (shape {x.shape}) but weight "
                          f"{weight.shape} with groups={groups} expects {Cg * groups}")
-    return _conv.Conv2d.apply(x, weight, bias, stride=_pair(stride), pad=_pair(padding),
-                              dilation=_pair(dilation), groups=groups, layout=layout)
+    return _conv.Conv2d.apply(x, weight, bias, stride=pair(stride), pad=pair(padding),
+                              dilation=pair(dilation), groups=groups, layout=layout)
 
 
 def conv1d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
@@ -209,7 +210,7 @@ def conv_transpose2d(x, weight, bias=None, stride=1, padding=0, output_padding=0
                      dilation=1, layout="NCHW"):
     """PyTorch's conv_transpose2d: weight (Cin, Cout/groups, R, S)."""
     _check_conv("conv_transpose2d", x, weight, 4)
-    stride, padding, output_padding, dilation = (_pair(v) for v in
+    stride, padding, output_padding, dilation = (pair(v) for v in
                                                  (stride, padding, output_padding, dilation))
     C = x.shape[-1] if layout == "NHWC" else x.shape[1]
     if C != weight.shape[0]:
@@ -261,29 +262,29 @@ def batch_norm(x, running_mean, running_var, weight=None, bias=None, training=Fa
 
 # ---- losses -----------------------------------------------------------------------------------
 
-def _check_pair(name, a, b):
+def _checkpair(name, a, b):
     if tuple(a.shape) != tuple(b.shape):
         raise ValueError(f"{name}: input shape {tuple(a.shape)} and target shape "
                          f"{tuple(b.shape)} differ")
 
 
 def binary_cross_entropy(p, target, reduction="mean"):
-    _check_pair("binary_cross_entropy", p, target)
+    _checkpair("binary_cross_entropy", p, target)
     return _loss.BCELoss.apply(p, _operand(target), reduction=reduction)
 
 
 def binary_cross_entropy_with_logits(x, target, reduction="mean"):
-    _check_pair("binary_cross_entropy_with_logits", x, target)
+    _checkpair("binary_cross_entropy_with_logits", x, target)
     return _loss.BCEWithLogitsLoss.apply(x, _operand(target), reduction=reduction)
 
 
 def mse_loss(a, b, reduction="mean"):
-    _check_pair("mse_loss", a, b)
+    _checkpair("mse_loss", a, b)
     return _loss.MSELoss.apply(a, _operand(b), reduction=reduction)
 
 
 def l1_loss(a, b, reduction="mean"):
-    _check_pair("l1_loss", a, b)
+    _checkpair("l1_loss", a, b)
     return _loss.L1Loss.apply(a, _operand(b), reduction=reduction)
 
 

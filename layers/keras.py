@@ -9,12 +9,9 @@ transposed conv's kernel is the KRSC filter (Cin, R, S, Cout) of the convolution
 backward-data it is.
 """
 from . import functional as F
+from .functional import pair as _pair
 from .ops import conv as _conv
 from .tensor import Tensor
-
-
-def _pair(v):
-    return (int(v), int(v)) if isinstance(v, int) else tuple(int(i) for i in v)
 
 
 def _as_tensor(a):

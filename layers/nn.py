@@ -2,13 +2,10 @@
 import numpy as np
 
 from . import functional as F
+from .functional import pair as _pair
 from . import init
 from .module import Module, Parameter, Sequential  # noqa: F401  (re-exported)
 from .rnn import LSTM, LSTMCell  # noqa: F401  (re-exported)
-
-
-def _pair(v):
-    return (v, v) if isinstance(v, int) else tuple(v)
 
 
 def _empty(*shape):

@@ -13,7 +13,6 @@ import torch
 import layers as L
 from train import data, dcgan
 from tools import dcgan_torch as ref
-from reference import rel_err
 
 LR = 2e-4
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import layers as L
-from layers import F, nn
+from layers import F
 from cudnnlite import conv as cudnn_conv
 from reference import TOLERANCE, rel_err
 from test_torch_parity import LAYERS, OPS, f32
