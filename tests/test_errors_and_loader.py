@@ -78,3 +78,25 @@ def test_plan_descriptors_need_no_gpu():
     p = cl.conv.plan((8, 64, 64, 3), (12288, 192, 3, 1), (16, 4, 4, 3), "float16", "NHWC",
                      pad=1, stride=2)
     assert p.y_dims == (8, 16, 32, 32) and p.y.strides == (16384, 1, 512, 16)
+
+
+@pytest.mark.parametrize("call", [
+    lambda np_: cl.conv.forward(np_, np_),
+    lambda np_: cl.batchnorm.forward_training(np_, np_[0, :, 0, 0], np_[0, :, 0, 0]),
+    lambda np_: cl.activation.forward(np_, cl.ActivationMode.RELU),
+])
+def test_host_arrays_are_refused_before_any_cuda_call(call):
+    """The shared device-memory check (cudnnlite._args) names the C function it guards."""
+    pytest.importorskip("cupy")
+    import numpy as np
+    with pytest.raises(cl.BadParam, match=r"\(cudnn\w+\)|cudnn\w+ failed.*must be a CuPy array"):
+        call(np.zeros((2, 3, 4, 4), np.float32))
+
+
+def test_alpha_beta_pointers_hold_their_value_and_type():
+    import ctypes
+    from cudnnlite._args import scalar
+    f, d = scalar(cl.DataType.FLOAT, 0.5), scalar(cl.DataType.DOUBLE, 0.5)
+    assert ctypes.cast(f, ctypes.POINTER(ctypes.c_float)).contents.value == 0.5
+    assert ctypes.cast(d, ctypes.POINTER(ctypes.c_double)).contents.value == 0.5
+    assert scalar(cl.DataType.HALF, 0.5) is f          # half / bf16 data take float scalars
