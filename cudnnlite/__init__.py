@@ -1,13 +1,14 @@
 """cudnnlite: a thin ctypes binding of the cuDNN 9 C API with CuPy arrays as tensors.
 
     api          every C prototype, declared once
+    boundary     the checks every array passes before its pointer reaches cuDNN
     descriptors  Tensor / Filter / Convolution / Activation descriptors (no GPU needed)
     conv         convolution fwd / bwd-data / bwd-filter / bwd-bias, transposed convolution
     batchnorm    batch norm training / inference / backward
     activation   activations, cudnnAddTensor, cudnnScaleTensor
     rnn          the v8 RNN API: dropout / RNN / RNN-data descriptors, weight space, fwd / bwd
 """
-from . import activation, api, batchnorm, conv, rnn
+from . import activation, api, batchnorm, boundary, conv, rnn
 from ._lib import ENV_VAR, LibraryNotFound
 from ._lib import path as library_path
 from .descriptors import (ActivationDescriptor, ConvolutionDescriptor, FilterDescriptor,
@@ -15,7 +16,7 @@ from .descriptors import (ActivationDescriptor, ConvolutionDescriptor, FilterDes
 from .enums import *  # noqa: F401,F403 -- the IntEnums are part of the public API
 from .errors import *  # noqa: F401,F403 -- CudnnError and its subclasses
 from .errors import CudnnError
-from .handle import get_handle
+from .handle import capture_scope, get_handle
 
 
 def version():

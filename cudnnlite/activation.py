@@ -1,82 +1,100 @@
 """cuDNN activations (relu, sigmoid, tanh, elu, clipped relu, identity, swish) forward/backward
 and tensor arithmetic (cudnnAddTensor with broadcasting, cudnnScaleTensor) on CuPy arrays."""
 from . import api
-from ._args import check_device
-from ._args import scalar as _scalar
-from .descriptors import ActivationDescriptor, TensorDescriptor, data_type
+from ._cache import LRU
+from .boundary import (ALIGNMENT, check_out, check_shape, common_dtype, handle, output, packed,
+                       scalar)
+from .descriptors import ActivationDescriptor, TensorDescriptor
 from .enums import ActivationMode
-from .errors import BadParam
-from .handle import get_handle
+from .errors import BadParam, BadParamShapeMismatch
 
-_activations = {}
+_activations = LRU(64)
 
 
 def _activation(mode, coef):
     key = (ActivationMode(mode), float(coef))
-    desc = _activations.get(key)
-    if desc is None:
-        desc = _activations[key] = ActivationDescriptor(*key)
-    return desc
+    return _activations.get(key, lambda: ActivationDescriptor(*key))
 
 
-def _as4d(function, name, a):
+def _as4d(a):
     """cuDNN tensor ops want 4 to 8 dims: pad with trailing 1s (a view, same memory)."""
-    check_device(function, **{name: a})
-    if a.ndim > 8:
-        raise BadParam(function, {f"{name}.shape": a.shape}, "at most 8 dims")
     return a.reshape(a.shape + (1,) * (4 - a.ndim)) if a.ndim < 4 else a
+
+
+def _checked(function, dtype, **arrays):
+    """The data type of a call whose arrays (None skipped) are device arrays of one dtype with at
+    most 8 dims."""
+    dt = common_dtype(function, dtype, **arrays)
+    for name, a in arrays.items():
+        if a is not None and a.ndim > 8:
+            raise BadParam(function, {f"{name}.shape": a.shape}, "at most 8 dims")
+    return dt
 
 
 def forward(x, mode, coef=0.0, *, out=None, alpha=1.0, beta=0.0, dtype=None):
     """y = alpha * act(x) + beta * out. coef: clipped-relu ceiling, elu alpha, swish beta."""
-    import cupy
     fn = "cudnnActivationForward"
-    x4 = _as4d(fn, "x", x)
-    dt = data_type(dtype or x.dtype.name, fn)
-    if out is None:
-        out = cupy.empty_like(x)
-    y4 = _as4d(fn, "out", out)
-    api.cudnnActivationForward(get_handle(), _activation(mode, coef), _scalar(dt, alpha),
-                               TensorDescriptor.cached(x4, dtype=dt), x4.data.ptr,
-                               _scalar(dt, beta), TensorDescriptor.cached(y4, dtype=dt),
-                               y4.data.ptr)
+    dt = _checked(fn, dtype, x=x, out=out)
+    x = packed(fn, "x", x)
+    check_out(fn, "out", out, x.shape, x.dtype, beta)
+    h = handle(fn, x=x, out=out)
+    out = output(out, x.shape, x.dtype)
+    x4, y4 = _as4d(x), _as4d(out)
+    desc = TensorDescriptor.cached(x4, dtype=dt)
+    api.cudnnActivationForward(h, _activation(mode, coef), scalar(dt, alpha), desc, x4.data.ptr,
+                               scalar(dt, beta), desc, y4.data.ptr)
     return out
 
 
 def backward(y, gy, x, mode, coef=0.0, *, out=None, alpha=1.0, beta=0.0, dtype=None):
     """gx = alpha * act'(x) * gy + beta * out, given the forward's x and y."""
-    import cupy
     fn = "cudnnActivationBackward"
-    y4, gy4, x4 = _as4d(fn, "y", y), _as4d(fn, "gy", gy), _as4d(fn, "x", x)
-    dt = data_type(dtype or x.dtype.name, fn)
-    if out is None:
-        out = cupy.empty_like(x)
-    gx4 = _as4d(fn, "out", out)
-    api.cudnnActivationBackward(get_handle(), _activation(mode, coef), _scalar(dt, alpha),
-                                TensorDescriptor.cached(y4, dtype=dt), y4.data.ptr,
-                                TensorDescriptor.cached(gy4, dtype=dt), gy4.data.ptr,
-                                TensorDescriptor.cached(x4, dtype=dt), x4.data.ptr,
-                                _scalar(dt, beta), TensorDescriptor.cached(gx4, dtype=dt),
+    dt = _checked(fn, dtype, y=y, gy=gy, x=x, out=out)
+    y, gy, x = packed(fn, "y", y), packed(fn, "gy", gy), packed(fn, "x", x)
+    check_shape(fn, "gy", gy, y.shape, "y has")
+    check_shape(fn, "x", x, y.shape, "y has")
+    check_out(fn, "out", out, x.shape, x.dtype, beta)
+    h = handle(fn, y=y, gy=gy, x=x, out=out)
+    out = output(out, x.shape, x.dtype)
+    y4, gy4, x4, gx4 = _as4d(y), _as4d(gy), _as4d(x), _as4d(out)
+    desc = TensorDescriptor.cached(x4, dtype=dt)
+    api.cudnnActivationBackward(h, _activation(mode, coef), scalar(dt, alpha), desc, y4.data.ptr,
+                                desc, gy4.data.ptr, desc, x4.data.ptr, scalar(dt, beta), desc,
                                 gx4.data.ptr)
     return out
+
+
+def _in_place(function, name, a):
+    """An array cuDNN writes in place must be packed already: a copy would lose the result."""
+    if not a.flags.c_contiguous or a.data.ptr % ALIGNMENT:
+        raise BadParam(function, {f"{name}.strides": a.strides, f"{name}.ptr": a.data.ptr},
+                       f"{name} is written in place, so it must be C-contiguous and "
+                       f"{ALIGNMENT}-byte aligned")
 
 
 def add_tensor(a, c, *, alpha=1.0, beta=1.0, dtype=None):
     """c = alpha * a + beta * c in place; a broadcasts over c where its dims are 1 (bias add)."""
     fn = "cudnnAddTensor"
-    a4, c4 = _as4d(fn, "a", a), _as4d(fn, "c", c)
-    dt = data_type(dtype or c.dtype.name, fn)
-    api.cudnnAddTensor(get_handle(), _scalar(dt, alpha), TensorDescriptor.cached(a4, dtype=dt),
-                       a4.data.ptr, _scalar(dt, beta), TensorDescriptor.cached(c4, dtype=dt),
-                       c4.data.ptr)
+    dt = _checked(fn, dtype, a=a, c=c)
+    _in_place(fn, "c", c)
+    if a.ndim != c.ndim or any(m not in (1, n) for m, n in zip(a.shape, c.shape)):
+        raise BadParamShapeMismatch(fn, {"a.shape": a.shape, "c.shape": c.shape},
+                                    f"a {a.shape} must have c's dims {c.shape}, or 1 where it "
+                                    f"broadcasts")
+    a = packed(fn, "a", a)
+    h = handle(fn, a=a, c=c)
+    a4, c4 = _as4d(a), _as4d(c)
+    api.cudnnAddTensor(h, scalar(dt, alpha), TensorDescriptor.cached(a4, dtype=dt), a4.data.ptr,
+                       scalar(dt, beta), TensorDescriptor.cached(c4, dtype=dt), c4.data.ptr)
     return c
 
 
 def scale_tensor(y, alpha, *, dtype=None):
     """y *= alpha in place."""
     fn = "cudnnScaleTensor"
-    y4 = _as4d(fn, "y", y)
-    dt = data_type(dtype or y.dtype.name, fn)
-    api.cudnnScaleTensor(get_handle(), TensorDescriptor.cached(y4, dtype=dt), y4.data.ptr,
-                         _scalar(dt, alpha))
+    dt = _checked(fn, dtype, y=y)
+    _in_place(fn, "y", y)
+    h = handle(fn, y=y)
+    y4 = _as4d(y)
+    api.cudnnScaleTensor(h, TensorDescriptor.cached(y4, dtype=dt), y4.data.ptr, scalar(dt, alpha))
     return y

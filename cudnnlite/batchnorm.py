@@ -1,45 +1,65 @@
 """Batch normalization on CuPy arrays: training forward (batch statistics, running statistics
 updated in place as PyTorch does: momentum 0.1, unbiased running variance), inference forward,
 backward. Modes: SPATIAL (statistics over N and spatial, params (C,)) and PER_ACTIVATION
-(statistics over N, params (C, *spatial)). Parameters and statistics are float32 (float64 for
-float64 data), whatever the data type."""
+(statistics over N, params (C, *spatial)). Parameters and statistics are float32 for float32 /
+float16 / bfloat16 data and float64 for float64 data, as cuDNN requires. x, y and gy are packed
+(a strided x is copied once: pass the same packed x to backward, see `packed`)."""
 from . import api
-from ._args import check_device, scalar
-from .descriptors import TensorDescriptor, data_type
+from ._cache import LRU
+from .boundary import check_shape, common_dtype, device_array, handle, packed, scalar
+from .descriptors import TensorDescriptor
 from .enums import BatchNormMode, DataType
 from .errors import BadParam, BadParamShapeMismatch
-from .handle import get_handle
 
-_derived = {}
+_derived = LRU(1024)        # (x dims, data type, mode) -> the derived parameter descriptor
+
+
+def _param_dtype(dt):
+    return "float64" if dt == DataType.DOUBLE else "float32"
 
 
 def _setup(function, x, layout, mode, dtype, params):
-    check_device(function, x=x, **params)
+    """(packed 4-d x, x descriptor, parameter descriptor, mode, data type) after checking x and
+    every parameter array (None skipped): device, dtype, size, contiguity."""
+    dt = common_dtype(function, dtype, x=x)
     if x.ndim < 3:
         raise BadParam(function, {"x.shape": x.shape},
                        "x must be at least 3-d (N, C, L) / (N, C, H, W); reshape (N, C) to (N, C, 1, 1)")
-    dt = data_type(dtype or x.dtype.name, function)
+    if dt not in (DataType.FLOAT, DataType.DOUBLE, DataType.HALF, DataType.BFLOAT16):
+        raise BadParam(function, {"x.dtype": dt.name}, "batch norm takes float64, float32, "
+                       "float16 or bfloat16 data")
+    x = packed(function, "x", x)
+    x4 = x
     if x.ndim == 3:  # (N, C, L): cuDNN wants >= 4 dims
-        x = x[..., None] if layout == "NCHW" else x[:, :, None, :]
-    xdesc = TensorDescriptor.cached(x, layout, dt)
+        x4 = x[..., None] if layout == "NCHW" else x[:, :, None, :]
+    xdesc = TensorDescriptor.cached(x4, layout, dt)
     mode = BatchNormMode(mode)
-    key = (xdesc.dims, dt, mode)
-    bdesc = _derived.get(key)
-    if bdesc is None:
+
+    def derive():
         bdesc = TensorDescriptor((1,) * len(xdesc.dims), DataType.FLOAT)  # re-set by Derive
         api.cudnnDeriveBNTensorDescriptor(bdesc, xdesc, mode)
         bdesc.dims, bdesc.strides = bdesc.setup()[1:]
-        _derived[key] = bdesc
+        return bdesc
+    bdesc = _derived.get((xdesc.dims, dt, mode), derive)
     expected = 1
     for d in bdesc.dims:
         expected *= d
+    want = _param_dtype(dt)
     for name, a in params.items():
-        if a is not None and (a.size != expected or not a.flags.c_contiguous):
+        if a is None:
+            continue
+        device_array(function, name, a)
+        if a.size != expected or not a.flags.c_contiguous:
             raise BadParamShapeMismatch(function,
                                         {f"{name}.shape": a.shape, "x": xdesc, "mode": mode.name},
-                           f"{name} must be a contiguous array of {expected} elements "
-                           f"(shape {bdesc.dims} for mode {mode.name}), got shape {a.shape}")
-    return x, xdesc, bdesc, mode, scalar(dt, 1.0), scalar(dt, 0.0)
+                                        f"{name} must be a contiguous array of {expected} elements "
+                                        f"(shape {bdesc.dims} for mode {mode.name}), got shape "
+                                        f"{a.shape}")
+        if a.dtype != want:
+            raise BadParam(function, {f"{name}.dtype": a.dtype.name, "x.dtype": dt.name},
+                           f"{name} must be {want} for {dt.name} data (cuDNN's batch-norm "
+                           f"parameters and statistics), got {a.dtype.name}")
+    return x, x4, xdesc, bdesc, mode, dt
 
 
 def _ptr(a):
@@ -54,17 +74,18 @@ def forward_training(x, gamma, beta, running_mean=None, running_var=None, *, mom
     the variance term unbiased (n / (n - 1)), as PyTorch. Returns (y, saved_mean, saved_invstd)."""
     import cupy
     fn = "cudnnBatchNormalizationForwardTraining"
-    x4, xdesc, bdesc, mode, one, zero = _setup(fn, x, layout, mode, dtype, dict(
+    x, x4, xdesc, bdesc, mode, dt = _setup(fn, x, layout, mode, dtype, dict(
         gamma=gamma, beta=beta, running_mean=running_mean, running_var=running_var))
-    y = cupy.empty_like(x)
+    h = handle(fn, x=x, gamma=gamma, beta=beta, running_mean=running_mean,
+               running_var=running_var)
+    y = cupy.empty_like(x4)
     saved_mean = cupy.empty(gamma.shape, dtype=gamma.dtype)
     saved_invstd = cupy.empty(gamma.shape, dtype=gamma.dtype)
-    y4 = y.reshape(x4.shape) if y.ndim != x4.ndim else y
     api.cudnnBatchNormalizationForwardTraining(
-        get_handle(), mode, one, zero, xdesc, x4.data.ptr, xdesc, y4.data.ptr, bdesc, gamma.data.ptr,
-        beta.data.ptr, float(momentum), _ptr(running_mean), _ptr(running_var), float(eps),
-        saved_mean.data.ptr, saved_invstd.data.ptr)
-    return y, saved_mean, saved_invstd
+        h, mode, scalar(dt, 1.0), scalar(dt, 0.0), xdesc, x4.data.ptr, xdesc, y.data.ptr, bdesc,
+        gamma.data.ptr, beta.data.ptr, float(momentum), _ptr(running_mean), _ptr(running_var),
+        float(eps), saved_mean.data.ptr, saved_invstd.data.ptr)
+    return y.reshape(x.shape), saved_mean, saved_invstd
 
 
 def forward_inference(x, gamma, beta, mean, var, *, eps=1e-5, mode=BatchNormMode.SPATIAL,
@@ -72,14 +93,14 @@ def forward_inference(x, gamma, beta, mean, var, *, eps=1e-5, mode=BatchNormMode
     """y = gamma * (x - mean) / sqrt(var + eps) + beta with the given (running) statistics."""
     import cupy
     fn = "cudnnBatchNormalizationForwardInference"
-    x4, xdesc, bdesc, mode, one, zero = _setup(fn, x, layout, mode, dtype,
-                                               dict(gamma=gamma, beta=beta, mean=mean, var=var))
-    y = cupy.empty_like(x)
-    y4 = y.reshape(x4.shape) if y.ndim != x4.ndim else y
+    x, x4, xdesc, bdesc, mode, dt = _setup(fn, x, layout, mode, dtype,
+                                           dict(gamma=gamma, beta=beta, mean=mean, var=var))
+    h = handle(fn, x=x, gamma=gamma, beta=beta, mean=mean, var=var)
+    y = cupy.empty_like(x4)
     api.cudnnBatchNormalizationForwardInference(
-        get_handle(), mode, one, zero, xdesc, x4.data.ptr, xdesc, y4.data.ptr, bdesc,
+        h, mode, scalar(dt, 1.0), scalar(dt, 0.0), xdesc, x4.data.ptr, xdesc, y.data.ptr, bdesc,
         gamma.data.ptr, beta.data.ptr, mean.data.ptr, var.data.ptr, float(eps))
-    return y
+    return y.reshape(x.shape)
 
 
 def backward(x, gy, gamma, saved_mean, saved_invstd, *, eps=1e-5, mode=BatchNormMode.SPATIAL,
@@ -87,19 +108,18 @@ def backward(x, gy, gamma, saved_mean, saved_invstd, *, eps=1e-5, mode=BatchNorm
     """(gx, ggamma, gbeta) of training-mode batch norm, from the forward's saved statistics."""
     import cupy
     fn = "cudnnBatchNormalizationBackward"
-    x4, xdesc, bdesc, mode, one, zero = _setup(fn, x, layout, mode, dtype, dict(
+    x, x4, xdesc, bdesc, mode, dt = _setup(fn, x, layout, mode, dtype, dict(
         gamma=gamma, saved_mean=saved_mean, saved_invstd=saved_invstd))
-    if gy.shape != x.shape:
-        raise BadParamShapeMismatch(fn, {"x.shape": x.shape, "gy.shape": gy.shape},
-                       f"gy has shape {gy.shape}, x has {x.shape}")
-    gy4 = cupy.ascontiguousarray(gy).reshape(x4.shape)
-    gydesc = TensorDescriptor.cached(gy4, layout, xdesc.data_type)
-    gx = cupy.empty(x4.shape, dtype=x.dtype)
-    gxdesc = TensorDescriptor.cached(gx, layout, xdesc.data_type)
+    common_dtype(fn, dtype, x=x, gy=gy)
+    check_shape(fn, "gy", gy, x.shape, "x has")
+    gy4 = packed(fn, "gy", gy).reshape(x4.shape)
+    h = handle(fn, x=x, gy=gy4, gamma=gamma, saved_mean=saved_mean, saved_invstd=saved_invstd)
+    gx = cupy.empty_like(x4)
     ggamma = cupy.empty_like(gamma)
     gbeta = cupy.empty_like(gamma)
+    one, zero = scalar(dt, 1.0), scalar(dt, 0.0)
     api.cudnnBatchNormalizationBackward(
-        get_handle(), mode, one, zero, one, zero, xdesc, x4.data.ptr, gydesc, gy4.data.ptr, gxdesc,
-        gx.data.ptr, bdesc, gamma.data.ptr, ggamma.data.ptr, gbeta.data.ptr, float(eps),
-        saved_mean.data.ptr, saved_invstd.data.ptr)
+        h, mode, one, zero, one, zero, xdesc, x4.data.ptr, xdesc, gy4.data.ptr, xdesc, gx.data.ptr,
+        bdesc, gamma.data.ptr, ggamma.data.ptr, gbeta.data.ptr, float(eps), _ptr(saved_mean),
+        _ptr(saved_invstd))
     return gx.reshape(x.shape), ggamma, gbeta

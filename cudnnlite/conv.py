@@ -3,8 +3,9 @@ transposed convolution, which *is* backward-data.
 
 Shape legend: x (N, C, *spatial), W (K, C/groups, *filter), y (N, K, *out) in logical order;
 layout 'NCHW' stores them so, 'NHWC' stores x/y as (N, *spatial, C) and W as (K, *filter, C).
-Each problem (shapes, dtype, geometry) gets a Plan holding its descriptors; each direction's
-algorithm is chosen once per Plan and per `settings` (heuristics, benchmark, or explicit).
+Each problem (shapes, strides, dtype, geometry) gets a Plan holding its descriptors (an LRU of
+PLAN_CACHE_SIZE); each direction's algorithm is chosen once per Plan, device and `settings`
+(heuristics, benchmark, or explicit). Arrays pass cudnnlite.boundary's checks first.
 """
 import ctypes
 from contextlib import contextmanager
@@ -13,13 +14,13 @@ from typing import NamedTuple
 
 from . import api
 from .descriptors import (ConvolutionDescriptor, FilterDescriptor, TensorDescriptor, as_tuple,
-                          check_layout, conv_output_shape, data_type, logical_axes,
-                          packed_strides)
+                          check_layout, conv_output_shape, data_type, element_strides,
+                          logical_axes, packed_strides)
 from .enums import ConvBwdDataAlgo, ConvBwdFilterAlgo, ConvFwdAlgo, DataType, MathType, Status
 from .errors import BadParam, BadParamShapeMismatch, NotSupported
-from ._args import check_device as _device
-from ._args import scalar as _scalar
-from .handle import get_handle
+from ._cache import LRU
+from .boundary import (check_out, check_shape, common_dtype, device_array, handle, output, packed,
+                       scalar, strided)
 
 
 @dataclass(frozen=True)
@@ -116,7 +117,7 @@ class Plan:
         self.y = TensorDescriptor(self.y_dims, dt, packed_strides(self.y_dims, layout))
         self.y_shape = _shape_in_layout(self.y_dims, layout)     # as the output array is stored
         self._convs = {}      # math type -> ConvolutionDescriptor
-        self._choices = {}    # (direction, settings, algo) -> Choice
+        self._choices = {}    # (direction, device, settings, algo) -> Choice
         self._descs = {FWD: (self.x, self.w, self.y), BWD_DATA: (self.w, self.y, self.x),
                        BWD_FILTER: (self.x, self.y, self.w)}
 
@@ -132,7 +133,9 @@ class Plan:
         return self._descs[d]
 
     def choose(self, d, handle, a, b, c, algo=None):
-        key = (d.name, settings, algo)
+        """The algorithm for direction d on handle's device under the current settings (chosen
+        once per device: GPUs differ in what is fastest and what fits)."""
+        key = (d.name, handle.device_id, settings, algo)
         choice = self._choices.get(key)
         if choice is None:
             choice = self._choices[key] = _choose(self, d, handle, a, b, c, algo)
@@ -207,31 +210,28 @@ def _benchmark(plan, d, handle, a, b, c, math):
     return list(perfs[:returned.value])
 
 
-_plans = {}
+PLAN_CACHE_SIZE = 1024     # problems kept (LRU); Tacotron's variable lengths make new ones
+_plans = LRU(PLAN_CACHE_SIZE)
 
 
 def plan(x_shape, x_strides, w_shape, dtype, layout="NCHW", pad=0, stride=1, dilation=1, groups=1):
-    """The (cached) Plan for a problem given as array shapes in `layout` and element strides."""
-    key = (x_shape, x_strides, w_shape, dtype, layout, pad, stride, dilation, groups)
-    p = _plans.get(key)
-    if p is None:
-        p = _plans[key] = _new_plan(*key)
-    return p
+    """The (cached) Plan for a problem given as array shapes in `layout`, x's element strides and
+    the data type of x, W and y."""
+    key = (tuple(x_shape), tuple(x_strides), tuple(w_shape), data_type(dtype), layout, pad, stride,
+           dilation, groups)
+    return _plans.get(key, lambda: _new_plan(*key))
 
 
-def _array_plan(x, w_shape, dtype, layout, pad, stride, dilation, groups):
-    """plan() for an array x, memoised on what the array gives directly (no string work)."""
-    key = (x.shape, x.strides, x.dtype, w_shape, dtype, layout, pad, stride, dilation, groups)
-    p = _plans.get(key)
-    if p is None:
-        p = _plans[key] = plan(x.shape, _elements(x.strides, x.itemsize), w_shape,
-                               dtype or x.dtype.name, layout, pad, stride, dilation, groups)
-    return p
+def _array_plan(x, w_shape, dt, layout, pad, stride, dilation, groups):
+    """plan() for an array x already through the boundary, memoised on what the array gives
+    directly (no stride arithmetic on a hit)."""
+    key = (x.shape, x.strides, x.itemsize, w_shape, dt, layout, pad, stride, dilation, groups)
+    return _plans.get(key, lambda: plan(x.shape, element_strides(x), w_shape, dt, layout, pad,
+                                        stride, dilation, groups))
 
 
-def _new_plan(x_shape, x_strides, w_shape, dtype, layout, pad, stride, dilation, groups):
+def _new_plan(x_shape, x_strides, w_shape, dt, layout, pad, stride, dilation, groups):
     check_layout(layout, "cudnnSetTensorNdDescriptor")
-    dt = data_type(dtype)
     if len(x_shape) != len(w_shape) or len(x_shape) not in (4, 5):
         raise BadParam("cudnnSetConvolutionNdDescriptor", {"x.shape": x_shape, "W.shape": w_shape},
                        "x and W must both be 4-d (2-d convolution) or 5-d (3-d convolution)")
@@ -243,11 +243,8 @@ def _new_plan(x_shape, x_strides, w_shape, dtype, layout, pad, stride, dilation,
 
 
 def clear_cache():
+    """Forget every Plan (descriptors and algorithm choices)."""
     _plans.clear()
-
-
-def _elements(strides, itemsize):
-    return tuple(s // itemsize for s in strides)
 
 
 def _shape_in_layout(dims, layout):
@@ -259,84 +256,79 @@ def _shape_in_layout(dims, layout):
     return tuple(shape)
 
 
-def _run(d, p, a, b, c, alpha, beta, algo):
-    handle = get_handle()
+def _run(d, p, a, b, c, alpha, beta, algo, handle):
     choice = p.choose(d, handle, a, b, c, algo)
     adesc, bdesc, cdesc = p.descs(d)
-    d.compute(handle, _scalar(p.dt, alpha), adesc, a.data.ptr, bdesc, b.data.ptr,
+    d.compute(handle, scalar(p.dt, alpha), adesc, a.data.ptr, bdesc, b.data.ptr,
               p.conv(choice.math_type), choice.algo, handle.workspace(choice.workspace),
-              choice.workspace, _scalar(p.dt, beta), cdesc, c.data.ptr)
+              choice.workspace, scalar(p.dt, beta), cdesc, c.data.ptr)
     return c
 
 
 def forward(x, W, *, stride=1, pad=0, dilation=1, groups=1, layout="NCHW", algo=None, out=None,
             alpha=1.0, beta=0.0, dtype=None):
-    """y = alpha * conv(x, W) + beta * out. x may be any strided view; W must be C-contiguous.
-    `dtype` overrides the arrays' dtype (e.g. 'bfloat16' for bf16 bits held in uint16 arrays)."""
-    import cupy
-    _device("cudnnConvolutionForward", x=x, W=W)
-    p = _array_plan(x, W.shape, dtype, layout, pad, stride, dilation, groups)
-    if not W.flags.c_contiguous:
-        W = cupy.ascontiguousarray(W)
-    if out is None:
-        out = cupy.empty(p.y_shape, dtype=x.dtype)
-    return _run(FWD, p, x, W, out, alpha, beta, algo)
+    """y = alpha * conv(x, W) + beta * out. x may be a strided view (its strides go in the
+    descriptor when cuDNN can take them, else one copy is made); W is copied if not packed.
+    `dtype` names the data type when the storage dtype does not (bf16 bits in uint16 arrays)."""
+    fn = "cudnnConvolutionForward"
+    dt = common_dtype(fn, dtype, x=x, W=W, out=out)
+    x, W = strided(fn, "x", x), packed(fn, "W", W)
+    p = _array_plan(x, W.shape, dt, layout, pad, stride, dilation, groups)
+    check_out(fn, "out", out, p.y_shape, x.dtype, beta)
+    h = handle(fn, x=x, W=W, out=out)
+    return _run(FWD, p, x, W, output(out, p.y_shape, x.dtype), alpha, beta, algo, h)
 
 
 def backward_data(W, gy, x_shape, *, stride=1, pad=0, dilation=1, groups=1, layout="NCHW",
                   algo=None, out=None, alpha=1.0, beta=0.0, dtype=None):
     """gx = alpha * conv^T(gy, W) + beta * out, gx of shape x_shape (the transposed convolution)."""
-    import cupy
-    _device("cudnnConvolutionBackwardData", W=W, gy=gy)
+    fn = "cudnnConvolutionBackwardData"
+    dt = common_dtype(fn, dtype, W=W, gy=gy, out=out)
+    W, gy = packed(fn, "W", W), packed(fn, "gy", gy)
     x_shape = tuple(x_shape)
-    p = plan(x_shape, c_strides(x_shape), W.shape, dtype or gy.dtype.name, layout, pad, stride, dilation,
-             groups)
-    if gy.shape != p.y_shape:
-        _shape_error("cudnnConvolutionBackwardData", "gy", gy.shape, p.y_shape)
-    if not W.flags.c_contiguous:
-        W = cupy.ascontiguousarray(W)
-    if not gy.flags.c_contiguous:
-        gy = cupy.ascontiguousarray(gy)
-    if out is None:
-        out = cupy.empty(x_shape, dtype=gy.dtype)
-    return _run(BWD_DATA, p, W, gy, out, alpha, beta, algo)
+    p = plan(x_shape, c_strides(x_shape), W.shape, dt, layout, pad, stride, dilation, groups)
+    check_shape(fn, "gy", gy, p.y_shape, "the convolution's output is")
+    check_out(fn, "out", out, x_shape, gy.dtype, beta)
+    h = handle(fn, W=W, gy=gy, out=out)
+    return _run(BWD_DATA, p, W, gy, output(out, x_shape, gy.dtype), alpha, beta, algo, h)
 
 
 def backward_filter(x, gy, w_shape, *, stride=1, pad=0, dilation=1, groups=1, layout="NCHW",
                     algo=None, out=None, alpha=1.0, beta=0.0, dtype=None):
     """gW = alpha * wgrad(x, gy) + beta * out, gW of shape w_shape (in layout)."""
-    import cupy
-    _device("cudnnConvolutionBackwardFilter", x=x, gy=gy)
-    p = _array_plan(x, tuple(w_shape), dtype, layout, pad, stride, dilation, groups)
-    if gy.shape != p.y_shape:
-        _shape_error("cudnnConvolutionBackwardFilter", "gy", gy.shape, p.y_shape)
-    if not gy.flags.c_contiguous:
-        gy = cupy.ascontiguousarray(gy)
-    if out is None:
-        out = cupy.empty(tuple(w_shape), dtype=x.dtype)
-    return _run(BWD_FILTER, p, x, gy, out, alpha, beta, algo)
+    fn = "cudnnConvolutionBackwardFilter"
+    dt = common_dtype(fn, dtype, x=x, gy=gy, out=out)
+    x, gy = strided(fn, "x", x), packed(fn, "gy", gy)
+    w_shape = tuple(w_shape)
+    p = _array_plan(x, w_shape, dt, layout, pad, stride, dilation, groups)
+    check_shape(fn, "gy", gy, p.y_shape, "the convolution's output is")
+    check_out(fn, "out", out, w_shape, x.dtype, beta)
+    h = handle(fn, x=x, gy=gy, out=out)
+    return _run(BWD_FILTER, p, x, gy, output(out, w_shape, x.dtype), alpha, beta, algo, h)
 
 
 def backward_bias(gy, *, layout="NCHW", out=None, alpha=1.0, beta=0.0, dtype=None):
     """gb[k] = alpha * sum of gy over N and spatial + beta * out[k]; gb has shape (K,)."""
-    import cupy
-    _device("cudnnConvolutionBackwardBias", gy=gy)
-    dt = data_type(dtype or gy.dtype.name, "cudnnConvolutionBackwardBias")
-    gdesc = TensorDescriptor.from_array(gy, layout, dt)
+    fn = "cudnnConvolutionBackwardBias"
+    check_layout(layout, fn)
+    dt = common_dtype(fn, dtype, gy=gy, out=out)
+    gy = strided(fn, "gy", gy)
+    gdesc = TensorDescriptor(*_logical(gy, layout), dt)
     K = gdesc.dims[1]
     bdesc = TensorDescriptor((1, K) + (1,) * (gy.ndim - 2), dt)
-    if out is None:
-        out = cupy.empty((K,), dtype=gy.dtype)
-    handle = get_handle()
-    api.cudnnConvolutionBackwardBias(handle, _scalar(dt, alpha), gdesc, gy.data.ptr,
-                                     _scalar(dt, beta), bdesc, out.data.ptr)
+    check_out(fn, "out", out, (K,), gy.dtype, beta)
+    h = handle(fn, gy=gy, out=out)
+    out = output(out, (K,), gy.dtype)
+    api.cudnnConvolutionBackwardBias(h, scalar(dt, alpha), gdesc, gy.data.ptr, scalar(dt, beta),
+                                     bdesc, out.data.ptr)
     return out
 
 
-def _shape_error(function, name, shape, expected):
-    raise BadParamShapeMismatch(function, {f"{name}.shape": tuple(shape), "expected": expected},
-                                f"{name} has shape {tuple(shape)}, the convolution's output is "
-                                f"{expected}")
+def _logical(a, layout):
+    """(dims, element strides) of array a stored in `layout`, in cuDNN's logical order."""
+    axes = logical_axes(a.ndim, layout)
+    st = element_strides(a)
+    return tuple(a.shape[i] for i in axes), tuple(st[i] for i in axes)
 
 
 def transpose_output_shape(in_size, kernel, stride, padding, output_padding, dilation):
@@ -352,7 +344,8 @@ def conv_transpose(x, W, *, stride=1, padding=0, output_padding=0, dilation=1, g
     cuDNN's KCRS filter with K = Cin, C = Cout/groups (NHWC: (Cin, *filter, Cout/groups)).
     y: (N, Cout, *out), out = (in-1)*stride - 2*padding + dilation*(k-1) + output_padding + 1.
     """
-    _device("cudnnConvolutionBackwardData", x=x, W=W)
+    device_array("cudnnConvolutionBackwardData", "x", x)
+    device_array("cudnnConvolutionBackwardData", "W", W)
     spatial = x.ndim - 2
     s, p, op, d = (as_tuple(v, spatial) for v in (stride, padding, output_padding, dilation))
     axes = logical_axes(x.ndim, layout)
@@ -361,7 +354,8 @@ def conv_transpose(x, W, *, stride=1, padding=0, output_padding=0, dilation=1, g
     if x_dims[1] != w_dims[0]:
         raise BadParamShapeMismatch("cudnnConvolutionBackwardData",
                                     {"x.shape": x.shape, "W.shape": W.shape},
-                                    f"x has {x_dims[1]} channels but W (Cin, Cout/groups, ...) expects {w_dims[0]}")
+                                    f"x has {x_dims[1]} channels but W (Cin, Cout/groups, ...) "
+                                    f"expects {w_dims[0]}")
     for i in range(spatial):
         if not (op[i] < s[i] or op[i] < d[i]) or min(s[i], d[i]) < 1 or p[i] < 0 or op[i] < 0:
             raise BadParam("cudnnConvolutionBackwardData",

@@ -11,6 +11,7 @@ from ctypes import byref, c_double, c_int, c_void_p
 import numpy as np
 
 from . import api
+from ._cache import LRU
 from .enums import ActivationMode, ConvMode, DataType, MathType, NanPropagation, TensorFormat
 from .errors import BadParam, CudnnError, NotSupportedDataType
 
@@ -115,21 +116,20 @@ class TensorDescriptor(Descriptor):
 
     @classmethod
     def from_array(cls, a, layout="NCHW", dtype=None):
-        """Describe an array stored in `layout`; strides taken from the array (any view works)."""
+        """Describe an array stored in `layout`, with its own strides (a view that
+        cudnnlite.boundary.strided passed, or a packed array)."""
         check_layout(layout, "cudnnSetTensorNdDescriptor")
         dt = data_type(a.dtype if dtype is None else dtype)
         axes = logical_axes(a.ndim, layout)
-        return cls([a.shape[i] for i in axes], dt, [a.strides[i] // a.itemsize for i in axes])
+        strides = element_strides(a)
+        return cls([a.shape[i] for i in axes], dt, [strides[i] for i in axes])
 
     @classmethod
     def cached(cls, a, layout="NCHW", dtype=None):
-        """from_array, memoised on (shape, strides, dtype, layout): descriptors are immutable
-        once set, so one per distinct geometry serves every call (and keeps steps allocation-free)."""
-        key = (a.shape, a.strides, a.dtype.str if dtype is None else dtype, layout)
-        desc = _tensor_cache.get(key)
-        if desc is None:
-            desc = _tensor_cache[key] = cls.from_array(a, layout, dtype)
-        return desc
+        """from_array, memoised (LRU, TENSOR_CACHE_SIZE) on (shape, strides, dtype, layout):
+        descriptors are immutable once set, so one per distinct geometry serves every call."""
+        key = (a.shape, a.strides, a.dtype.str if dtype is None else data_type(dtype), layout)
+        return _tensor_cache.get(key, lambda: cls.from_array(a, layout, dtype))
 
     def setup(self):
         dt, nb = c_int(), c_int()
@@ -143,7 +143,19 @@ class TensorDescriptor(Descriptor):
         return f"{dt.name}, dims={dims}, strides={strides}"
 
 
-_tensor_cache = {}
+TENSOR_CACHE_SIZE = 4096
+_tensor_cache = LRU(TENSOR_CACHE_SIZE)
+
+
+def element_strides(a):
+    """Array a's strides in elements, the stride of each size-1 axis set to what a packed array
+    has there (it is never stepped over, and cuDNN checks it like any other)."""
+    out = [0] * a.ndim
+    inner = 1
+    for i in range(a.ndim - 1, -1, -1):
+        out[i] = a.strides[i] // a.itemsize if a.shape[i] != 1 else inner
+        inner = out[i] * a.shape[i]
+    return tuple(out)
 
 
 def packed_strides(dims, layout="NCHW"):
@@ -280,4 +292,4 @@ def conv_output_shape(x, w, conv):
 
 
 __all__ = ["TensorDescriptor", "FilterDescriptor", "ConvolutionDescriptor", "ActivationDescriptor",
-           "conv_output_shape", "data_type", "packed_strides", "logical_axes"]
+           "conv_output_shape", "data_type", "packed_strides", "element_strides", "logical_axes"]

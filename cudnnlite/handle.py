@@ -1,12 +1,38 @@
 """One cudnnHandle_t per CUDA device, created lazily and bound to CuPy's current stream, plus a
-per-handle workspace buffer that only grows (so steady-state steps allocate nothing)."""
+per-handle workspace buffer that only grows (so steady-state steps allocate nothing), and the
+capture scope: the device memory cudnnlite owns (workspaces, RNN length arrays) that a CUDA graph
+captured inside the scope touches is kept alive by that graph, not freed under it."""
+import contextlib
+import threading
 import weakref
 from ctypes import byref, c_void_p
 
 from . import api
-from .errors import NotInitialized
+from .errors import BadParam, NotInitialized
 
 _handles = {}
+_local = threading.local()      # .scopes: the open capture scopes of this thread, innermost last
+
+
+@contextlib.contextmanager
+def capture_scope():
+    """`with capture_scope() as kept:` -- every cudnnlite-owned device buffer handed to a cuDNN
+    call inside the block is appended to `kept`; the graph captured in the block holds `kept`
+    for as long as it lives (layers.graph.CapturedStep does)."""
+    scopes = _local.__dict__.setdefault("scopes", [])
+    kept = []
+    scopes.append(kept)
+    try:
+        yield kept
+    finally:
+        scopes.remove(kept)
+
+
+def keep_alive(buffer):
+    """Hand `buffer` to the innermost open capture scope (no-op outside one)."""
+    scopes = getattr(_local, "scopes", None)
+    if scopes and not any(b is buffer for b in scopes[-1]):
+        scopes[-1].append(buffer)
 
 
 class Handle:
@@ -35,14 +61,26 @@ class Handle:
             self.stream = stream_ptr
 
     def workspace(self, nbytes):
-        """Device pointer to at least `nbytes` of scratch memory owned by this handle (0 if none)."""
+        """Device pointer to at least `nbytes` of scratch memory owned by this handle (0 if none).
+        Growing drops the handle's reference to the old buffer; a graph captured while it was in
+        use still holds it (capture_scope). Growing during a capture is refused: the new buffer
+        would come from the graph's own pool, so size the workspace with an eager run first."""
         if nbytes == 0:
             return 0
-        if self._workspace is None or self._workspace.nbytes < nbytes:
+        ws = self._workspace
+        if ws is None or ws.nbytes < nbytes:
             cupy = _cupy("workspace")
-            self._workspace = None          # release the old buffer to the pool first
-            self._workspace = cupy.empty(nbytes, dtype=cupy.uint8)
-        return self._workspace.data.ptr
+            if cupy.cuda.get_current_stream().is_capturing():
+                held = 0 if ws is None else ws.nbytes
+                raise BadParam("cudnnSetStream", {"handle": self, "workspace": held,
+                                                  "needed": nbytes},
+                               f"the handle's workspace would grow from {held} to {nbytes} bytes "
+                               f"during CUDA-graph capture; run the captured work once eagerly "
+                               f"first so the workspace is sized before capture")
+            ws = self._workspace = None                     # release the old buffer first
+            ws = self._workspace = cupy.empty(nbytes, dtype=cupy.uint8)
+        keep_alive(ws)
+        return ws.data.ptr
 
     def __repr__(self):
         return f"Handle(device={self.device_id}, stream={self.stream:#x})" if self.stream \

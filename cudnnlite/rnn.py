@@ -12,17 +12,19 @@ order of weight_ih / weight_hh (i, f, g, o):
     linLayerID  4 5 6 7  -> recurrent ones R_i R_f R_g R_o  (H, H) each; biases b_hh
 """
 import ctypes
-from collections import OrderedDict
 from ctypes import byref, c_float, c_int, c_size_t, c_void_p
 
 import numpy as np
 
 from . import api
+from ._cache import LRU
 from .descriptors import Descriptor, TensorDescriptor, data_type
 from .enums import (DataType, DirectionMode, ForwardMode, MathType, RNNAlgo, RNNBiasMode,
                     RNNDataLayout, RNNInputMode, RNNMode, WgradMode)
+from .boundary import check_shape, common_dtype, packed
+from .boundary import handle as boundary_handle
 from .errors import BadParam, BadParamShapeMismatch
-from .handle import get_handle
+from .handle import get_handle, keep_alive
 
 MAX_PROBLEMS = 256             # cached (lengths, T, B, layout) set-ups per RNN descriptor
 PADDED_IO_ENABLED = 1          # CUDNN_RNN_PADDED_IO_ENABLED: padded x / y with per-item lengths
@@ -139,9 +141,13 @@ class RNNDataDescriptor(Descriptor):
 # ---- weight space -----------------------------------------------------------------------------
 
 def weight_space_size(rnn):
-    size = c_size_t()
-    api.cudnnGetRNNWeightSpaceSize(get_handle(), rnn, byref(size))
-    return size.value
+    """Bytes of the weight space of this RNN (asked once per descriptor)."""
+    size = rnn.__dict__.get("_weight_space_size")
+    if size is None:
+        out = c_size_t()
+        api.cudnnGetRNNWeightSpaceSize(get_handle(), rnn, byref(out))
+        size = rnn._weight_space_size = out.value
+    return size
 
 
 def weight_params(rnn, weight_space, pseudo_layer, lin_layer_id):
@@ -152,15 +158,19 @@ def weight_params(rnn, weight_space, pseudo_layer, lin_layer_id):
     api.cudnnGetRNNWeightParams(get_handle(), rnn, pseudo_layer, weight_space.nbytes,
                                 weight_space.data.ptr, lin_layer_id, mdesc, byref(m_addr), bdesc,
                                 byref(b_addr))
-    return _view(weight_space, m_addr.value, mdesc), _view(weight_space, b_addr.value, bdesc)
+    return (_view(weight_space, m_addr.value, mdesc, matrix=True),
+            _view(weight_space, b_addr.value, bdesc, matrix=False))
 
 
-def _view(space, address, desc):
+def _view(space, address, desc, matrix):
+    """The weight-space view cuDNN describes as dims (1, rows, cols) for a matrix or (1, rows, 1)
+    for a bias. Size-1 rows or cols are real (input_size 1 gives (4H, 1) matrices)."""
     if not address:
         return None
-    dims = tuple(d for d in desc.setup()[1] if d != 1) or (1,)
+    dims = desc.setup()[1]
+    shape = (dims[1], dims[2]) if matrix else (dims[1],)
     start = (address - space.data.ptr) // space.itemsize
-    return space[start:start + int(np.prod(dims))].reshape(dims)
+    return space[start:start + int(np.prod(shape))].reshape(shape)
 
 
 def lstm_weight_views(rnn, weight_space):
@@ -243,63 +253,112 @@ def _problem(rnn, x, lengths, batch_first):
     layout = RNNDataLayout.BATCH_MAJOR_UNPACKED if batch_first \
         else RNNDataLayout.SEQ_MAJOR_UNPACKED
     key = (lengths, T, B, layout)
-    cache = rnn.__dict__.setdefault("_problems", OrderedDict())
-    p = cache.get(key)
-    if p is None:
-        p = cache[key] = _Problem(rnn, lengths, T, B, layout)
-        if len(cache) > MAX_PROBLEMS:       # variable-length batches: keep the recent ones
-            cache.popitem(last=False)
-    else:
-        cache.move_to_end(key)
-    return p
+    cache = rnn.__dict__.get("_problems")
+    if cache is None:
+        cache = rnn._problems = LRU(MAX_PROBLEMS)     # variable-length batches: the recent ones
+    return cache.get(key, lambda: _Problem(rnn, lengths, T, B, layout))
 
 
 def _ptr(a):
     return None if a is None else a.data.ptr
 
 
+class Saved:
+    """What a forward handed to cuDNN and got back, for backward(): the packed x / hx / cx cuDNN
+    read, y, the weight space and the reserve space (None after an inference forward). Backward
+    passes exactly these arrays again, so what it differentiates is what the forward computed."""
+    __slots__ = ("rnn", "problem", "x", "hx", "cx", "y", "weight_space", "reserve")
+
+    def __init__(self, **fields):
+        for k, v in fields.items():
+            setattr(self, k, v)
+
+
 def forward(rnn, x, weight_space, hx=None, cx=None, lengths=None, *, training=True,
             batch_first=False):
-    """(y, hy, cy, reserve); hx / cx None mean zeros; reserve (training) feeds backward()."""
+    """(y, hy, cy, saved); hx / cx None mean zeros; `saved` feeds backward() (a training forward).
+    x, hx, cx may be strided views: cuDNN's RNN data is packed, so they are copied once, and the
+    copies are what `saved` holds."""
     import cupy
-    if x.shape[-1] != rnn.input_size:
-        raise BadParamShapeMismatch("cudnnRNNForward", {"x.shape": x.shape, "rnn": rnn},
-                                    f"x has {x.shape[-1]} features, the RNN {rnn.input_size}")
+    fn = "cudnnRNNForward"
+    dt = common_dtype(fn, None, x=x, weight_space=weight_space, hx=hx, cx=cx)
+    if dt != rnn.data_type:
+        raise BadParam(fn, {"x.dtype": x.dtype.name, "rnn": rnn},
+                       f"x has dtype {x.dtype.name}, the RNN descriptor {rnn.data_type.name}")
+    if x.ndim != 3 or x.shape[-1] != rnn.input_size:
+        raise BadParamShapeMismatch(fn, {"x.shape": x.shape, "rnn": rnn},
+                                    f"x must be (T, B, {rnn.input_size}) (batch_first: (B, T, "
+                                    f"{rnn.input_size})), got {x.shape}")
+    if weight_space.nbytes != weight_space_size(rnn) or not weight_space.flags.c_contiguous:
+        raise BadParamShapeMismatch(fn, {"weight_space.nbytes": weight_space.nbytes, "rnn": rnn},
+                                    f"the weight space must be a contiguous array of "
+                                    f"{weight_space_size(rnn)} bytes, got {weight_space.nbytes}")
     p = _problem(rnn, x, lengths, batch_first)
+    x = packed(fn, "x", x)
+    if hx is not None:
+        check_shape(fn, "hx", hx, p.h.dims, "the RNN's hidden state is")
+        hx = packed(fn, "hx", hx)
+    if cx is not None:
+        check_shape(fn, "cx", cx, p.c.dims, "the RNN's cell state is")
+        cx = packed(fn, "cx", cx)
+    handle = boundary_handle(fn, x=x, weight_space=weight_space, hx=hx, cx=cx)
     mode = ForwardMode.TRAINING if training else ForwardMode.INFERENCE
     ws, rs = p.sizes[mode]
-    handle = get_handle()
     y = cupy.empty(x.shape[:2] + (rnn.proj_size * rnn.directions,), dtype=x.dtype)
     hy = cupy.empty(p.h.dims, dtype=x.dtype)
     cy = cupy.empty(p.c.dims, dtype=x.dtype) if rnn.mode == RNNMode.LSTM else None
     reserve = cupy.empty(rs, dtype=cupy.uint8) if rs else None
-    x = cupy.ascontiguousarray(x)
+    _keep(rnn, p)
     api.cudnnRNNForward(handle, rnn, mode, p.dev_lengths.data.ptr, p.x, x.data.ptr, p.y,
                         y.data.ptr, p.h, _ptr(hx), hy.data.ptr, p.c, _ptr(cx), _ptr(cy),
                         weight_space.nbytes, weight_space.data.ptr, ws, handle.workspace(ws),
                         rs, _ptr(reserve))
-    return y, hy, cy, reserve
+    saved = Saved(rnn=rnn, problem=p, x=x, hx=hx, cx=cx, y=y, weight_space=weight_space,
+                  reserve=reserve if training else None)
+    return y, hy, cy, saved
 
 
-def backward(rnn, x, y, dy, weight_space, reserve, hx=None, cx=None, dhy=None, dcy=None,
-             lengths=None, *, batch_first=False):
-    """(dx, dhx, dcx, dweight_space) after a training forward: cudnnRNNBackwardData_v8, then
+def _keep(rnn, p):
+    """Device memory cudnnlite owns that the call reads: a captured graph must keep it."""
+    keep_alive(p.dev_lengths)
+    if rnn.dropout is not None:
+        keep_alive(rnn.dropout.states)
+
+
+def backward(saved, dy, dhy=None, dcy=None):
+    """(dx, dhx, dcx, dweight_space) of a training forward, from its `saved` record and the
+    gradients of y, hy, cy (dhy / dcy None mean zeros): cudnnRNNBackwardData_v8, then
     cudnnRNNBackwardWeights_v8 (which only adds into the weight gradient: it starts zeroed)."""
     import cupy
-    p = _problem(rnn, x, lengths, batch_first)
+    fn = "cudnnRNNBackwardData_v8"
+    s = saved
+    if not isinstance(s, Saved) or s.reserve is None:
+        raise BadParam(fn, {"saved": type(saved).__name__},
+                       "backward needs the `saved` record of a training-mode forward")
+    rnn, p = s.rnn, s.problem
+    common_dtype(fn, None, y=s.y, dy=dy, dhy=dhy, dcy=dcy)
+    check_shape(fn, "dy", dy, s.y.shape, "y has")
+    dy = packed(fn, "dy", dy)
+    if dhy is not None:
+        check_shape(fn, "dhy", dhy, p.h.dims, "hy has")
+        dhy = packed(fn, "dhy", dhy)
+    if dcy is not None:
+        check_shape(fn, "dcy", dcy, p.c.dims, "cy has")
+        dcy = packed(fn, "dcy", dcy)
+    handle = boundary_handle(fn, x=s.x, dy=dy, dhy=dhy, dcy=dcy)
     ws, rs = p.sizes[ForwardMode.TRAINING]
-    handle = get_handle()
-    dy = cupy.ascontiguousarray(dy)
-    dx = cupy.empty(x.shape, dtype=x.dtype)
-    dhx = cupy.empty(p.h.dims, dtype=x.dtype)
-    dcx = cupy.empty(p.c.dims, dtype=x.dtype) if rnn.mode == RNNMode.LSTM else None
+    dx = cupy.empty(s.x.shape, dtype=s.x.dtype)
+    dhx = cupy.empty(p.h.dims, dtype=s.x.dtype)
+    dcx = cupy.empty(p.c.dims, dtype=s.x.dtype) if rnn.mode == RNNMode.LSTM else None
     workspace = handle.workspace(ws)
-    api.cudnnRNNBackwardData_v8(handle, rnn, p.dev_lengths.data.ptr, p.y, y.data.ptr, dy.data.ptr,
-                                p.x, dx.data.ptr, p.h, _ptr(hx), _ptr(dhy), dhx.data.ptr, p.c,
-                                _ptr(cx), _ptr(dcy), _ptr(dcx), weight_space.nbytes,
-                                weight_space.data.ptr, ws, workspace, rs, _ptr(reserve))
-    dw = cupy.zeros_like(weight_space)
+    _keep(rnn, p)
+    api.cudnnRNNBackwardData_v8(handle, rnn, p.dev_lengths.data.ptr, p.y, s.y.data.ptr,
+                                dy.data.ptr, p.x, dx.data.ptr, p.h, _ptr(s.hx), _ptr(dhy),
+                                dhx.data.ptr, p.c, _ptr(s.cx), _ptr(dcy), _ptr(dcx),
+                                s.weight_space.nbytes, s.weight_space.data.ptr, ws, workspace, rs,
+                                _ptr(s.reserve))
+    dw = cupy.zeros_like(s.weight_space)
     api.cudnnRNNBackwardWeights_v8(handle, rnn, WgradMode.ADD, p.dev_lengths.data.ptr, p.x,
-                                   x.data.ptr, p.h, _ptr(hx), p.y, y.data.ptr, dw.nbytes,
-                                   dw.data.ptr, ws, workspace, rs, _ptr(reserve))
+                                   s.x.data.ptr, p.h, _ptr(s.hx), p.y, s.y.data.ptr, dw.nbytes,
+                                   dw.data.ptr, ws, workspace, rs, _ptr(s.reserve))
     return dx, dhx, dcx, dw

@@ -86,7 +86,7 @@ def test_plan_descriptors_need_no_gpu():
     lambda np_: cl.activation.forward(np_, cl.ActivationMode.RELU),
 ])
 def test_host_arrays_are_refused_before_any_cuda_call(call):
-    """The shared device-memory check (cudnnlite._args) names the C function it guards."""
+    """The boundary's device-memory check (cudnnlite.boundary) names the C function it guards."""
     pytest.importorskip("cupy")
     import numpy as np
     with pytest.raises(cl.BadParam, match=r"\(cudnn\w+\)|cudnn\w+ failed.*must be a CuPy array"):
@@ -95,7 +95,7 @@ def test_host_arrays_are_refused_before_any_cuda_call(call):
 
 def test_alpha_beta_pointers_hold_their_value_and_type():
     import ctypes
-    from cudnnlite._args import scalar
+    from cudnnlite.boundary import scalar
     f, d = scalar(cl.DataType.FLOAT, 0.5), scalar(cl.DataType.DOUBLE, 0.5)
     assert ctypes.cast(f, ctypes.POINTER(ctypes.c_float)).contents.value == 0.5
     assert ctypes.cast(d, ctypes.POINTER(ctypes.c_double)).contents.value == 0.5

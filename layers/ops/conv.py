@@ -119,10 +119,21 @@ def _sum_bias(gy, layout, gpu):
     return gy.sum(axis=axes)
 
 
+def _as_cudnn_reads(x, gpu, packed_only):
+    """On the GPU, the array cuDNN will read for x -- x itself, or the one copy the boundary makes
+    of a view a descriptor cannot state -- so forward and backward read the same memory."""
+    if not gpu:
+        return x
+    from cudnnlite import boundary
+    make = boundary.packed if packed_only else boundary.strided
+    return make("cudnnConvolutionForward", "x", x)
+
+
 class Conv2d(Function):
     """y = conv(x, W) + b. Params: stride, pad, dilation (pairs), groups, layout."""
 
     def forward(self, x, W, b=None):
+        x = _as_cudnn_reads(x, self.gpu, packed_only=False)
         self.saved = x, W
         y = conv_forward(x, W, self.stride, self.pad, self.dilation, self.groups, self.layout)
         if b is not None:
@@ -164,6 +175,7 @@ class ConvTranspose2d(Function):
                           for i in range(2))
         N, Cout = x.shape[0], W.shape[-1 if self.layout == "NHWC" else 1] * self.groups
         self.y_shape = self._shape(N, Cout, self.size)
+        x = _as_cudnn_reads(x, self.gpu, packed_only=True)      # backward-data's dy is packed
         self.saved = x, W
         if self.direct:
             y = conv_backward_data(W, x, self.y_shape, self.stride, tuple(self.begin),

@@ -2,9 +2,12 @@
 
 Training: batch statistics, running statistics updated in place with factor `momentum` and the
 unbiased variance (as PyTorch); evaluation: the running statistics. GPU: cuDNN; CPU: NumPy.
+Statistics and the affine parameters are float32 for float32 / float16 data (float64 for float64),
+as cuDNN requires; the NumPy path computes half-precision data in float32 too.
 """
 import numpy as np
 
+from ..backend import accumulation_dtype
 from ..tensor import Function
 
 
@@ -18,6 +21,8 @@ class BatchNorm(Function):
         return (1, x.shape[1]) + (1,) * (x.ndim - 2)
 
     def forward_cpu(self, x, gamma, beta):
+        dtype = x.dtype
+        x = x.astype(accumulation_dtype(dtype), copy=False)
         axes, bshape = self._stats_axes(x), self._bshape(x)
         if self.training:
             mean, var = x.mean(axis=axes), x.var(axis=axes)
@@ -33,10 +38,12 @@ class BatchNorm(Function):
         invstd = (1 / np.sqrt(var + self.eps)).astype(x.dtype)
         xhat = (x - mean.reshape(bshape)) * invstd.reshape(bshape)
         self.saved = xhat, invstd, gamma
-        return xhat * gamma.reshape(bshape) + beta.reshape(bshape)
+        return (xhat * gamma.reshape(bshape) + beta.reshape(bshape)).astype(dtype, copy=False)
 
     def forward_gpu(self, x, gamma, beta):
-        from cudnnlite import batchnorm
+        from cudnnlite import batchnorm, boundary
+        # cuDNN's batch norm reads packed data: one copy of a strided x, saved for backward
+        x = boundary.packed("cudnnBatchNormalizationForwardTraining", "x", x)
         x4 = x.reshape(x.shape + (1, 1)) if x.ndim == 2 else x     # (N, C) -> (N, C, 1, 1)
         if self.training:
             y, mean, invstd = batchnorm.forward_training(x4, gamma, beta, self.running_mean,
@@ -53,6 +60,7 @@ class BatchNorm(Function):
         if self.gpu:
             return self._backward_gpu(gy)
         xhat, invstd, gamma = self.saved
+        gy = gy.astype(xhat.dtype, copy=False)
         axes, bshape = self._stats_axes(xhat), self._bshape(xhat)
         gbeta = gy.sum(axis=axes)
         ggamma = (gy * xhat).sum(axis=axes)

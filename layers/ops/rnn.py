@@ -119,18 +119,17 @@ class CudnnLSTM(Function):
         # cuDNN's backward needs a training-mode forward (its reserve space): take one whenever
         # a gradient will be asked for, in eval mode too (dropout is off there anyway)
         needs_grad = getattr(self, "needs_input_grad", None) is not None
-        y, hy, cy, reserve = crnn.forward(self.rnn, x, space, hx, cx, self.lengths,
-                                          training=self.training or needs_grad,
-                                          batch_first=self.batch_first)
-        self.saved = x, hx, cx, y, space, reserve
+        y, hy, cy, self.saved = crnn.forward(self.rnn, x, space, hx, cx, self.lengths,
+                                             training=self.training or needs_grad,
+                                             batch_first=self.batch_first)
         return y, hy, cy
 
     def backward(self, gy, ghy, gcy):
         from cudnnlite import rnn as crnn
-        x, hx, cx, y, space, reserve = self.saved
-        gy = cupy().zeros_like(y) if gy is None else gy
-        dx, dhx, dcx, dw = crnn.backward(self.rnn, x, y, gy, space, reserve, hx, cx, ghy, gcy,
-                                         self.lengths, batch_first=self.batch_first)
+        # backward reads the very arrays the forward handed to cuDNN (packed copies of strided
+        # inputs included): cudnnlite keeps them in its `saved` record
+        gy = cupy().zeros_like(self.saved.y) if gy is None else gy
+        dx, dhx, dcx, dw = crnn.backward(self.saved, gy, ghy, gcy)
         grads = [dw[start:start + n].reshape(shape) for start, n, shape in self.slots]
         need = self.needs_input_grad
         return (dx if need[0] else None, dhx if need[1] else None, dcx if need[2] else None,

@@ -1,0 +1,34 @@
+"""A bounded least-recently-used cache: plans, descriptors and derived set-ups are memoised per
+problem, and variable-length workloads (Tacotron's batches) must not grow them without end."""
+from collections import OrderedDict
+
+
+class LRU:
+    """At most `size` entries; a hit moves its entry to the back, an insert past `size` drops the
+    front one. Dropping an entry only drops this cache's reference: a caller (or a captured graph)
+    still holding the value keeps it alive."""
+
+    def __init__(self, size):
+        self.size = int(size)
+        self._entries = OrderedDict()
+
+    def get(self, key, make):
+        """The value for key, made by make() on a miss."""
+        entries = self._entries
+        value = entries.get(key)
+        if value is None:
+            value = entries[key] = make()
+            if len(entries) > self.size:
+                entries.popitem(last=False)
+        else:
+            entries.move_to_end(key)
+        return value
+
+    def __len__(self):
+        return len(self._entries)
+
+    def __contains__(self, key):
+        return key in self._entries
+
+    def clear(self):
+        self._entries.clear()

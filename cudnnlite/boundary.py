@@ -1,0 +1,139 @@
+"""The boundary: every array is checked here before its pointer is handed to cuDNN -- device
+memory on the current device, one of cuDNN's allowed dtype combinations, the shape the call
+expects, strides a descriptor can state (else one contiguous copy) -- and alpha / beta pointers
+are made here. A violation raises a BadParam subclass naming the C function, the argument and
+its values, before any pointer leaves Python."""
+import ctypes
+
+from ._cache import LRU
+from .descriptors import data_type, itemsize
+from .enums import DataType
+from .errors import BadParam, BadParamShapeMismatch
+from .handle import get_handle
+
+ALIGNMENT = 16      # bytes: the widest vector load cuDNN's kernels make; views off it are copied
+
+
+def device_array(function, name, a):
+    """a must be device memory (a CuPy array, or anything with its data.ptr / shape / strides)."""
+    if not hasattr(getattr(a, "data", None), "ptr"):
+        raise BadParam(function, {name: type(a).__name__},
+                       f"{name} must be a CuPy array (device memory), got {type(a).__name__}")
+
+
+def common_dtype(function, dtype=None, **arrays):
+    """The cuDNN data type of a call whose arrays (None skipped) must all hold one dtype, as
+    x / W / y of a convolution: their common dtype, or `dtype` (e.g. 'bfloat16' for bf16 bits
+    held in uint16 arrays), whose item size must match the arrays'."""
+    named = [(n, a) for n, a in arrays.items() if a is not None]
+    for n, a in named:
+        device_array(function, n, a)
+    first, a0 = named[0]
+    for n, a in named[1:]:
+        if a.dtype != a0.dtype:
+            raise BadParam(function, {f"{first}.dtype": a0.dtype.name, f"{n}.dtype": a.dtype.name},
+                           f"{first} and {n} must have one dtype, got {a0.dtype.name} and "
+                           f"{a.dtype.name}")
+    dt = data_type(a0.dtype.name if dtype is None else dtype, function)
+    if dtype is not None and itemsize(dt) != a0.itemsize:
+        raise BadParam(function, {"dtype": dtype, f"{first}.dtype": a0.dtype.name},
+                       f"dtype={dtype!r} takes {itemsize(dt)}-byte elements but {first} holds "
+                       f"{a0.dtype.name} ({a0.itemsize} bytes)")
+    return dt
+
+
+def describable(a):
+    """True when a tensor descriptor can state a's own strides: each positive, a multiple of the
+    item size, axes in the array's order and not overlapping (a slice of a C-ordered array), and
+    the first element 16-byte aligned. Transposed, broadcast (zero-stride), reversed (negative
+    stride) and misaligned views are not."""
+    if a.data.ptr % ALIGNMENT:
+        return False
+    inner = a.itemsize             # extent of the axes inside the current one
+    for n, s in zip(reversed(a.shape), reversed(a.strides)):
+        if n == 1:
+            continue
+        if s % a.itemsize or s < inner:
+            return False
+        inner = s * n
+    return True
+
+
+def strided(function, name, a):
+    """a itself when its strides can go in its descriptor (see describable), else one aligned
+    C-contiguous copy. Callers keep what this returns and use it for every later call that reads
+    the same tensor (backward included)."""
+    device_array(function, name, a)
+    if (a.flags.c_contiguous and a.data.ptr % ALIGNMENT == 0) or describable(a):
+        return a
+    return a.copy(order="C")
+
+
+def packed(function, name, a):
+    """a itself when it is C-contiguous and aligned (cuDNN is told packed strides), else one copy
+    that is. For calls whose descriptors cannot carry strides (filters, batch norm, RNN data)."""
+    device_array(function, name, a)
+    if a.flags.c_contiguous and a.data.ptr % ALIGNMENT == 0:
+        return a
+    return a.copy(order="C")
+
+
+def check_shape(function, name, a, shape, what="the call expects"):
+    if tuple(a.shape) != tuple(shape):
+        raise BadParamShapeMismatch(function, {f"{name}.shape": tuple(a.shape),
+                                               "expected": tuple(shape)},
+                                    f"{name} has shape {tuple(a.shape)}, {what} {tuple(shape)}")
+
+
+def check_out(function, name, out, shape, dtype, beta=0.0):
+    """An `out=` array cuDNN writes into: device memory of exactly `shape` and `dtype`,
+    C-contiguous and aligned (cuDNN is told packed strides and writes every element). None passes
+    (the function allocates one) unless beta != 0, which blends the old contents in."""
+    if out is None:
+        if beta != 0:
+            raise BadParam(function, {"beta": beta}, f"beta != 0 blends into `{name}`: pass "
+                           f"{name}=")
+        return None
+    device_array(function, name, out)
+    check_shape(function, name, out, shape, "the result is")
+    if out.dtype != dtype:
+        raise BadParam(function, {f"{name}.dtype": out.dtype.name, "expected": str(dtype)},
+                       f"{name} has dtype {out.dtype.name}, the result is {dtype}")
+    if not out.flags.c_contiguous or out.data.ptr % ALIGNMENT:
+        raise BadParam(function, {f"{name}.strides": out.strides, f"{name}.ptr": out.data.ptr},
+                       f"{name} must be C-contiguous and {ALIGNMENT}-byte aligned: cuDNN writes it "
+                       f"as a packed tensor")
+    return out
+
+
+def output(out, shape, dtype):
+    """The array a call writes: `out` (already through check_out) or a new one (after handle():
+    allocating needs a device)."""
+    if out is not None:
+        return out
+    import cupy
+    return cupy.empty(shape, dtype=dtype)
+
+
+def handle(function, **arrays):
+    """The current device's handle (bound to CuPy's current stream), after checking every array
+    (None skipped) lives on that device."""
+    h = get_handle()
+    for name, a in arrays.items():
+        if a is not None and a.device.id != h.device_id:
+            raise BadParam(function, {f"{name}.device": a.device.id,
+                                      "current device": h.device_id},
+                           f"{name} is on device {a.device.id} but the current device is "
+                           f"{h.device_id}; call under `with cupy.cuda.Device({a.device.id}):`")
+    return h
+
+
+_scalars = LRU(256)
+
+
+def scalar(dt, value):
+    """A pointer to alpha / beta as cuDNN wants it (double for double data, else float). Cached:
+    the call that takes it holds its own reference, so eviction never frees one in use."""
+    double = dt == DataType.DOUBLE
+    return _scalars.get((double, value), lambda: ctypes.byref(
+        ctypes.c_double(value) if double else ctypes.c_float(value)))
