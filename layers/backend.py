@@ -29,6 +29,13 @@ def is_gpu(a):
     return False
 
 
+def accumulation_dtype(dtype):
+    """The dtype sums, means, softmaxes and losses of `dtype` data are computed in: float32 for
+    half-precision data (as torch accumulates), else the data's own dtype."""
+    dtype = np.dtype(dtype)
+    return np.dtype(np.float32) if dtype.kind == "f" and dtype.itemsize < 4 else dtype
+
+
 def xp_of(a):
     return cupy() if is_gpu(a) else np
 

@@ -28,17 +28,31 @@ def _check_float(name, *tensors):
 
 # ---- arithmetic -------------------------------------------------------------------------------
 
-def _operand(a):
-    """Tensors pass through; Python numbers stay constants; arrays become constant Tensors."""
+def _operand(a, like=None):
+    """Tensors pass through; Python numbers stay constants; NumPy scalars become Python numbers
+    and other arrays constant Tensors. A floating constant takes the floating dtype of the Tensor
+    it meets (`like`), as torch's scalars do: a float64 constant must not turn a float32 graph --
+    and its gradients -- into float64."""
+    if isinstance(a, np.generic) or (isinstance(a, np.ndarray) and a.ndim == 0):
+        return a.item()        # (np.float64 is a float too, but NumPy lets it promote)
     if isinstance(a, (Tensor, int, float)):
         return a
-    return Tensor(a)
+    a = Tensor(a)
+    if like is not None and a.dtype.kind == "f" and like.dtype.kind == "f" \
+            and a.dtype != like.dtype:
+        a = Tensor(a.data.astype(like.dtype))
+    return a
 
 
-def add(a, b): return _ew.Add.apply(_operand(a), _operand(b))
-def sub(a, b): return _ew.Sub.apply(_operand(a), _operand(b))
-def mul(a, b): return _ew.Mul.apply(_operand(a), _operand(b))
-def div(a, b): return _ew.Div.apply(_operand(a), _operand(b))
+def _operands(a, b):
+    return (_operand(a, b if isinstance(b, Tensor) else None),
+            _operand(b, a if isinstance(a, Tensor) else None))
+
+
+def add(a, b): return _ew.Add.apply(*_operands(a, b))
+def sub(a, b): return _ew.Sub.apply(*_operands(a, b))
+def mul(a, b): return _ew.Mul.apply(*_operands(a, b))
+def div(a, b): return _ew.Div.apply(*_operands(a, b))
 def neg(x): return _ew.Neg.apply(x)
 def pow(x, exponent): return _ew.Pow.apply(x, exponent=exponent)
 def exp(x): return _ew.Exp.apply(x)
@@ -69,6 +83,28 @@ def sigmoid(x): return _ew.Sigmoid.apply(x)
 def tanh(x): return _ew.Tanh.apply(x)
 def leaky_relu(x, negative_slope=0.01): return _ew.LeakyReLU.apply(x, slope=negative_slope)
 def clamp(x, min=None, max=None): return _ew.Clamp.apply(x, lo=min, hi=max)
+
+
+def where(cond, a, b):
+    """a where cond else b (numpy.where / torch.where); cond is a constant boolean array (or
+    Tensor) that broadcasts with a and b; a or b may be a Python number."""
+    like = a if isinstance(a, Tensor) else b
+    if not isinstance(like, Tensor):
+        raise TypeError("where: a or b must be a Tensor")
+    c = _on_device_of(like, cond, "where")
+    if c.dtype != bool:
+        raise TypeError(f"where: the condition must be boolean, got {c.dtype}")
+    try:
+        np.broadcast_shapes(c.shape, tuple(getattr(a, "shape", ())), tuple(getattr(b, "shape", ())))
+    except ValueError:
+        raise ValueError(f"where: condition {c.shape}, a {getattr(a, 'shape', ())} and b "
+                         f"{getattr(b, 'shape', ())} do not broadcast together") from None
+    return _ew.Where.apply(*_operands(a, b), cond=c)
+
+
+def masked_fill(x, mask, value):
+    """x with `value` where mask is True (torch.Tensor.masked_fill); no gradient flows there."""
+    return where(mask, value, x)
 
 
 def dropout(x, p=0.5, training=True):
@@ -106,6 +142,19 @@ def transpose(x, *axes):
     if axes and sorted(a % x.ndim for a in axes) != list(range(x.ndim)):
         raise ValueError(f"transpose: axes {axes} are not a permutation of a {x.ndim}-d tensor")
     return _sh.Transpose.apply(x, axes=axes)
+
+
+def broadcast_to(x, shape):
+    """x repeated along its size-1 and new leading axes to `shape`: a stride-0 view (torch's
+    expand / numpy.broadcast_to)."""
+    shape = tuple(shape)
+    try:
+        np.broadcast_shapes(x.shape, shape)
+    except ValueError:
+        raise ValueError(f"broadcast_to: shape {x.shape} cannot be broadcast to {shape}") from None
+    if np.broadcast_shapes(x.shape, shape) != shape:
+        raise ValueError(f"broadcast_to: shape {x.shape} cannot be broadcast to {shape}")
+    return _sh.BroadcastTo.apply(x, shape=shape)
 
 
 def swapaxes(x, a, b):
@@ -249,6 +298,8 @@ def batch_norm(x, running_mean, running_var, weight=None, bias=None, training=Fa
                                f"are on {'cpu' if not is_gpu(r) else r.device.id}")
     if rm is None and not training:
         training = True       # no running statistics: batch statistics, as torch
+    # cuDNN's rule, kept on both paths: float64 statistics and affine parameters for float64
+    # data, float32 for float32 / float16 data
     pdtype = np.float64 if x.dtype == np.float64 else np.float32
     weight = weight if weight is not None else Tensor(xp.ones(C, dtype=pdtype))
     bias = bias if bias is not None else Tensor(xp.zeros(C, dtype=pdtype))
@@ -256,6 +307,9 @@ def batch_norm(x, running_mean, running_var, weight=None, bias=None, training=Fa
         if t is not None and tuple(t.shape) != (C,):
             raise ValueError(f"batch_norm: {name} has shape {tuple(t.shape)}, expected ({C},) "
                              f"for input {x.shape}")
+        if t is not None and t.dtype != pdtype:
+            raise TypeError(f"batch_norm: {name} is {t.dtype}, but {x.dtype} input takes "
+                            f"{np.dtype(pdtype).name} statistics and parameters")
     return _norm.BatchNorm.apply(x, weight, bias, running_mean=rm, running_var=rv,
                                  training=training, momentum=momentum, eps=eps)
 
@@ -270,22 +324,32 @@ def _checkpair(name, a, b):
 
 def binary_cross_entropy(p, target, reduction="mean"):
     _checkpair("binary_cross_entropy", p, target)
-    return _loss.BCELoss.apply(p, _operand(target), reduction=reduction)
+    return _loss.BCELoss.apply(p, _operand(target, p), reduction=reduction)
 
 
 def binary_cross_entropy_with_logits(x, target, reduction="mean"):
     _checkpair("binary_cross_entropy_with_logits", x, target)
-    return _loss.BCEWithLogitsLoss.apply(x, _operand(target), reduction=reduction)
+    return _loss.BCEWithLogitsLoss.apply(x, _operand(target, x), reduction=reduction)
 
 
 def mse_loss(a, b, reduction="mean"):
     _checkpair("mse_loss", a, b)
-    return _loss.MSELoss.apply(a, _operand(b), reduction=reduction)
+    return _loss.MSELoss.apply(a, _operand(b, a), reduction=reduction)
+
+
+def masked_mse_loss(a, b, mask):
+    """Mean of (a - b)**2 over the elements where mask (broadcasting to a) is True: padded frames
+    of a variable-length batch count for nothing, neither in the sum nor in the count."""
+    _checkpair("masked_mse_loss", a, b)
+    m = _on_device_of(a, mask, "masked_mse_loss")
+    if m.dtype != bool:
+        raise TypeError(f"masked_mse_loss: the mask must be boolean, got {m.dtype}")
+    return _loss.MaskedMSELoss.apply(a, _operand(b, a), mask=m)
 
 
 def l1_loss(a, b, reduction="mean"):
     _checkpair("l1_loss", a, b)
-    return _loss.L1Loss.apply(a, _operand(b), reduction=reduction)
+    return _loss.L1Loss.apply(a, _operand(b, a), reduction=reduction)
 
 
 def cross_entropy(logits, target, ignore_index=-100, reduction="mean"):

@@ -1,50 +1,76 @@
 """Whole-step CUDA-graph capture: a step function is run eagerly to warm up (kernels compiled,
 cuDNN algorithms chosen, workspaces sized, optimizer state made), then one call is captured
-into a CUDA graph on a private memory pool; every later call with inputs of the same shapes
-copies them into the captured step's static input buffers and replays the graph -- one launch
-instead of hundreds, no Python in between.
+into a CUDA graph on a private memory pool; every later call with the same key copies its inputs
+into the captured step's static input buffers and replays the graph -- one launch instead of
+hundreds, no Python in between.
 
-What makes a step capturable, and what this engine already does for it: no host sync inside
-the step (losses stay on the device until the caller reads them), no allocation that moves
-(the private pool keeps every buffer the graph touches alive), device-side randomness
-(layers.random's generator) and device-side step counters (Adam, batch norm).
+A graph replays fixed kernels, fixed scalar arguments and fixed addresses, so:
+- its key is everything that changes them: the inputs' shapes, dtypes and device, grad mode,
+  cudnnlite's conv settings, and for the `modules` / `optimizers` given: every module's train /
+  eval flag, the address, dtype and shape of every parameter and buffer, every optimizer's
+  hyper-parameters (lr, betas, ...) and the addresses of its state. A call whose key is new is
+  warmed up and captured anew (the last `max_graphs` graphs are kept).
+- it owns, or keeps alive, every buffer it touches: its pool (intermediates, outputs), the
+  parameter / buffer / optimizer-state arrays of its key, the device RNG's state, and the
+  workspaces cudnnlite handed out during capture (cudnnlite.capture_scope).
+State that changes between replays is updated in place by this engine (Optimizer.load_state_dict,
+manual_seed, Module.load_state_dict), so a replay after it computes what an eager call would.
+Host syncs and allocations of unpredictable size must stay out of the step.
 """
+from collections import OrderedDict
+
 from .backend import cupy, is_gpu
-from .tensor import Tensor
+from .tensor import Tensor, is_grad_enabled
 
 
 class CapturedStep:
-    """`step = CapturedStep(fn)`; `out = step(*inputs)` with device arrays or Tensors as inputs.
-    `out` is what fn returned during capture (static buffers, rewritten by each replay: read or
-    copy them before the next call). A new input shape is captured once more, after its own
-    warm-up calls."""
+    """`step = CapturedStep(fn, modules=(net,), optimizers=(opt,))`; `out = step(*inputs)` with
+    device arrays or Tensors as inputs. `out` is what fn returned during capture (static buffers,
+    rewritten by each replay: read or copy them before the next call)."""
 
-    def __init__(self, fn, warmup=1):
-        self.fn, self.warmup = fn, warmup
+    def __init__(self, fn, *, modules=(), optimizers=(), warmup=1, max_graphs=8):
+        self.fn, self.warmup, self.max_graphs = fn, warmup, max_graphs
+        self.modules, self.optimizers = tuple(modules), tuple(optimizers)
         self.stream = cupy().cuda.Stream(non_blocking=True)
-        self._graphs = {}          # input signature -> (graph, static inputs, outputs, pool)
-        self._seen = {}            # input signature -> eager calls so far
+        self._graphs = OrderedDict()   # key -> (graph, static inputs, outputs, what it keeps)
+        self._seen = {}                # key -> eager calls so far
 
-    @staticmethod
-    def _signature(inputs):
-        return tuple((a.shape, a.dtype.str) for a in inputs)
+    def key(self, arrays):
+        """Everything that decides which kernels, arguments and addresses a capture holds."""
+        from cudnnlite import conv
+        parts = [tuple((a.shape, a.dtype.str, a.device.id) for a in arrays), is_grad_enabled(),
+                 conv.settings]
+        for m in self.modules:
+            parts.append(tuple(sub.training for sub in m.modules()))
+            parts.append(tuple(_address(t.data) for _, t in m._state_items()))
+        for opt in self.optimizers:
+            parts.append(tuple(_frozen(g) for g in opt.param_groups))
+            parts.append(tuple((pid, tuple((k, _address(v)) for k, v in st.items()))
+                               for pid, st in opt.state.items()))
+        return tuple(parts)
 
     def __call__(self, *inputs):
         cp = cupy()
         arrays = [a.data if isinstance(a, Tensor) else a for a in inputs]
         if not all(is_gpu(a) for a in arrays):
             raise TypeError("CapturedStep: every input must be a device array (CuPy / GPU Tensor)")
-        sig = self._signature(arrays)
+        key = self.key(arrays)
         caller = cp.cuda.get_current_stream()
         self.stream.wait_event(caller.record())
         with self.stream:
-            entry = self._graphs.get(sig)
+            entry = self._graphs.get(key)
             if entry is None:
-                if self._seen.get(sig, 0) < self.warmup:
-                    self._seen[sig] = self._seen.get(sig, 0) + 1
+                if self._seen.get(key, 0) < self.warmup:
+                    self._seen[key] = self._seen.get(key, 0) + 1
                     out = self.fn(*inputs)
                 else:
-                    entry = self._graphs[sig] = self._capture(arrays, inputs)
+                    entry = self._capture(arrays, inputs)
+                    self._graphs[key] = entry
+                    self._seen.pop(key)
+                    if len(self._graphs) > self.max_graphs:
+                        self._graphs.popitem(last=False)
+            else:
+                self._graphs.move_to_end(key)
             if entry is not None:
                 graph, static, out, _ = entry
                 for dst, src in zip(static, arrays):
@@ -53,10 +79,21 @@ class CapturedStep:
         caller.wait_event(self.stream.record())
         return out
 
+    def _owned(self):
+        """The long-lived arrays a capture reads and writes: parameters, buffers, optimizer state,
+        the device RNG's (seed, offset)."""
+        from . import random
+        owned = [t.data for m in self.modules for _, t in m._state_items()]
+        owned += [v for opt in self.optimizers for st in opt.state.values() for v in st.values()
+                  if is_gpu(v)]
+        owned.append(random.device_generator().state)
+        return owned
+
     def _capture(self, arrays, inputs):
+        import cudnnlite
         cp = cupy()
         pool = cp.cuda.MemoryPool()       # the graph's buffers live here, and only here
-        with cp.cuda.using_allocator(pool.malloc):
+        with cp.cuda.using_allocator(pool.malloc), cudnnlite.capture_scope() as kept:
             static = [a.copy() for a in arrays]
             wrapped = [Tensor(s, requires_grad=i.requires_grad) if isinstance(i, Tensor) else s
                        for s, i in zip(static, inputs)]
@@ -75,4 +112,17 @@ class CapturedStep:
                     f"--no-cuda-graph); known case: CuPy refuses cuBLAS calls (matmul, "
                     f"linear) during capture") from e
             graph = self.stream.end_capture()
-        return graph, static, out, pool
+        return graph, static, out, (pool, kept, self._owned())
+
+
+def _address(a):
+    """(address, dtype, shape) of a device array; a host value stands for itself."""
+    if is_gpu(a):
+        return a.data.ptr, a.dtype.str, a.shape
+    return a if isinstance(a, (int, float, bool, str)) else (type(a).__name__, getattr(a, "shape", None))
+
+
+def _frozen(group):
+    """An optimizer param group's hyper-parameters as a hashable tuple (its params left out)."""
+    return tuple((k, tuple(v) if isinstance(v, list) else v)
+                 for k, v in sorted(group.items()) if k != "params")

@@ -2,6 +2,8 @@
 Compiled on first use (CuPy caches the binaries), so importing this costs nothing."""
 import functools
 
+import numpy as np
+
 from .backend import cupy
 
 
@@ -35,18 +37,22 @@ def bce_grad(p, t, gy):
 
 def adam(p, g, m, v, step, lr, beta1, beta2, eps, weight_decay):
     """torch.optim.Adam's update in one pass; `step` is a device int64 scalar (already advanced),
-    so the bias corrections are computed here and the launch has no host-side state."""
-    T = p.dtype.type
+    so the bias corrections are computed here and the launch has no host-side state. The update
+    is computed in float32 for float16 parameters (eps = 1e-8 is 0 in float16) and stored back."""
+    A = np.float64 if p.dtype == np.float64 else np.float32
     elementwise(
-        "adam", "T g, raw int64 step, T lr, T beta1, T beta2, T eps, T wd", "T p, T m, T v",
+        "adam", "T g, raw int64 step, A lr, A beta1, A beta2, A eps, A wd", "T p, T m, T v",
         """
-        T gr = wd != (T)0 ? g + wd * p : g;
-        T w = (T)1 - beta1;
-        m = w < (T)0.5 ? m + w * (gr - m) : gr - (gr - m) * ((T)1 - w);   // torch.lerp
-        v = v * beta2 + ((T)1 - beta2) * gr * gr;
+        A gr = (A)g, pw = (A)p, mm = (A)m, vv = (A)v;
+        if (wd != (A)0) gr = gr + wd * pw;
+        A w = (A)1 - beta1;
+        mm = w < (A)0.5 ? mm + w * (gr - mm) : gr - (gr - mm) * ((A)1 - w);   // torch.lerp
+        vv = vv * beta2 + ((A)1 - beta2) * gr * gr;
         double t = (double)step[0];
         double bc1 = 1.0 - pow((double)beta1, t);
         double bc2 = 1.0 - pow((double)beta2, t);
-        T denom = sqrt(v) / (T)sqrt(bc2) + eps;
-        p = p - (T)((double)lr / bc1) * m / denom;
-        """)(g, step, T(lr), T(beta1), T(beta2), T(eps), T(weight_decay), p, m, v)
+        A denom = sqrt(vv) / (A)sqrt(bc2) + eps;
+        p = (T)(pw - (A)((double)lr / bc1) * mm / denom);
+        m = (T)mm;
+        v = (T)vv;
+        """)(g, step, A(lr), A(beta1), A(beta2), A(eps), A(weight_decay), p, m, v)

@@ -6,6 +6,7 @@ from collections import OrderedDict
 import numpy as np
 
 from .backend import is_gpu, parse_device, to_device
+from .finite import active as _finite
 from .tensor import Tensor
 
 
@@ -157,13 +158,20 @@ class Module:
         return self
 
     def to_dtype(self, dtype):
-        """Cast every floating parameter and buffer (not integer counters) to dtype, in place."""
-        for _, t in self._state_items():
-            if t.dtype.kind == "f":
-                t.data = t.data.astype(dtype)
-                if t.grad is not None:
-                    t.grad.data = t.grad.data.astype(dtype)
+        """Cast every floating parameter and buffer (not integer counters) in place: each module's
+        own to `param_dtype(dtype)` (batch norm keeps float32 for float16 data, as cuDNN wants)."""
+        for m in self.modules():
+            target = m.param_dtype(dtype)
+            for t in list(m._parameters.values()) + list(m._buffers.values()):
+                if t is not None and t.dtype.kind == "f" and t.dtype != target:
+                    t.data = t.data.astype(target)
+                    if t.grad is not None:
+                        t.grad.data = t.grad.data.astype(target)
         return self
+
+    def param_dtype(self, dtype):
+        """The dtype this module's own floating parameters and buffers take for `dtype` data."""
+        return np.dtype(dtype)
 
     def double(self):
         return self.to_dtype(np.float64)
@@ -185,7 +193,10 @@ class Module:
         return self
 
     def __call__(self, *args, **kwargs):
-        return self.forward(*args, **kwargs)
+        out = self.forward(*args, **kwargs)
+        if _finite.check is not None:        # a layers.finite.FiniteCheck watches this step
+            _finite.check.output(self, out)
+        return out
 
     def extra_repr(self):
         return ""

@@ -12,6 +12,29 @@ def _empty(*shape):
     return np.empty(shape, dtype=np.float32)
 
 
+class ModuleList(Module):
+    """Children named '0', '1', ... kept in order, with no forward of its own (torch's
+    ModuleList): what a model iterates over itself."""
+
+    def __init__(self, modules=()):
+        super().__init__()
+        for m in modules:
+            self.append(m)
+
+    def append(self, module):
+        self._modules[str(len(self._modules))] = module
+        return self
+
+    def __getitem__(self, i):
+        return list(self._modules.values())[i]
+
+    def __len__(self):
+        return len(self._modules)
+
+    def __iter__(self):
+        return iter(self._modules.values())
+
+
 class Linear(Module):
     def __init__(self, in_features, out_features, bias=True):
         super().__init__()
@@ -125,6 +148,11 @@ class _BatchNorm(Module):
         return F.batch_norm(x, self.running_mean, self.running_var, self.weight, self.bias,
                             use_batch_stats, factor, self.eps)
 
+    def param_dtype(self, dtype):
+        """float64 for float64 data, else float32: cuDNN's batch norm keeps its statistics and
+        affine parameters in float32 for float32, float16 and bfloat16 data."""
+        return np.dtype(np.float64 if np.dtype(dtype) == np.float64 else np.float32)
+
     def extra_repr(self):
         return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, "
                 f"affine={self.affine}, track_running_stats={self.track_running_stats}")
@@ -223,7 +251,7 @@ class CrossEntropyLoss(Module):
         return F.cross_entropy(logits, target, self.ignore_index, self.reduction)
 
 
-__all__ = ["Module", "Parameter", "Sequential", "Linear", "Conv1d", "Conv2d", "ConvTranspose2d",
+__all__ = ["Module", "Parameter", "Sequential", "ModuleList", "Linear", "Conv1d", "Conv2d", "ConvTranspose2d",
            "BatchNorm1d", "BatchNorm2d", "Embedding", "Dropout", "ReLU", "LeakyReLU", "Tanh",
            "Sigmoid", "Flatten", "BCELoss", "BCEWithLogitsLoss", "MSELoss", "L1Loss",
            "CrossEntropyLoss", "LSTM", "LSTMCell"]

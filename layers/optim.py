@@ -8,7 +8,7 @@ import math
 import numpy as np
 
 from . import kernels
-from .backend import is_gpu, to_device, xp_of
+from .backend import accumulation_dtype, is_gpu, to_device, xp_of
 from .tensor import Tensor, no_grad
 
 
@@ -59,17 +59,30 @@ class Optimizer:
         return {"state": state, "param_groups": groups}
 
     def load_state_dict(self, state_dict):
+        """Restore hyper-parameters and per-parameter state. State arrays that exist already are
+        overwritten in place (a captured CUDA graph holds their addresses); new ones are made."""
         params = [p for g in self.param_groups for p in g["params"]]
         if len(state_dict["param_groups"]) != len(self.param_groups):
             raise ValueError("load_state_dict: the number of parameter groups differs")
         for group, saved in zip(self.param_groups, state_dict["param_groups"]):
             group.update({k: v for k, v in saved.items() if k != "params"})
-        self.state = {}
+        state = {}
         for i, entry in state_dict["state"].items():
             p = params[int(i)]
-            self.state[id(p)] = {k: (to_device(np.asarray(v), p.device)
-                                     if not isinstance(v, (int, float)) else v)
-                                 for k, v in entry.items()}
+            old = self.state.get(id(p), {})
+            new = state[id(p)] = {}
+            for k, v in entry.items():
+                if isinstance(v, (int, float)):
+                    new[k] = v
+                    continue
+                v = v.get() if is_gpu(v) else np.asarray(v)
+                cur = old.get(k)
+                if cur is not None and not isinstance(cur, (int, float)) and cur.shape == v.shape:
+                    cur[...] = to_device(v.astype(cur.dtype, copy=False), p.device)
+                    new[k] = cur
+                else:
+                    new[k] = to_device(v, p.device)
+        self.state = state
 
 
 class Adam(Optimizer):
@@ -97,21 +110,21 @@ class Adam(Optimizer):
                              group["lr"], b1, b2, group["eps"], group["weight_decay"])
                 continue
             st["step"] += 1
-            g = p.grad.data
+            # half-precision parameters are updated in float32 (eps = 1e-8 is 0 in float16)
+            A = accumulation_dtype(p.dtype).type
+            w0, g = p.data.astype(A, copy=False), p.grad.data.astype(A, copy=False)
             if group["weight_decay"]:
-                g = g + group["weight_decay"] * p.data
-            m, v = st["exp_avg"], st["exp_avg_sq"]
-            w = p.dtype.type(1 - b1)            # m = lerp(m, g, 1 - b1), in torch.lerp's two forms
-            if w < 0.5:
-                m += w * (g - m)
-            else:
-                m[...] = g - (g - m) * (1 - w)
-            v *= b2
-            v += (1 - b2) * g * g
+                g = g + A(group["weight_decay"]) * w0
+            m = st["exp_avg"].astype(A, copy=False)
+            v = st["exp_avg_sq"].astype(A, copy=False)
+            w = A(1 - b1)                       # m = lerp(m, g, 1 - b1), in torch.lerp's two forms
+            m = m + w * (g - m) if w < 0.5 else g - (g - m) * (1 - w)
+            v = v * A(b2) + A(1 - b2) * g * g
             bc1 = 1 - b1 ** st["step"]
             bc2 = 1 - b2 ** st["step"]
-            denom = np.sqrt(v) / p.dtype.type(math.sqrt(bc2)) + p.dtype.type(group["eps"])
-            p.data -= p.dtype.type(group["lr"] / bc1) * m / denom
+            denom = np.sqrt(v) / A(math.sqrt(bc2)) + A(group["eps"])
+            st["exp_avg"][...], st["exp_avg_sq"][...] = m, v
+            p.data[...] = w0 - A(group["lr"] / bc1) * m / denom
 
 
 class SGD(Optimizer):
@@ -153,11 +166,13 @@ def clip_grad_norm_(parameters, max_norm, norm_type=2.0):
     if not grads:
         return Tensor(np.zeros((), np.float32))
     xp = xp_of(grads[0])
+    A = accumulation_dtype(grads[0].dtype)      # float16 squares overflow: sum in float32
     if norm_type == float("inf"):
-        total = xp.max(xp.stack([xp.abs(g).max() for g in grads]))
+        total = xp.max(xp.stack([xp.abs(g).max().astype(A) for g in grads]))
     else:
-        total = xp.stack([(xp.abs(g) ** norm_type).sum() for g in grads]).sum() ** (1 / norm_type)
-    coef = xp.minimum(max_norm / (total + 1e-6), 1.0).astype(grads[0].dtype)
+        total = xp.stack([(xp.abs(g.astype(A, copy=False)) ** norm_type).sum()
+                          for g in grads]).sum() ** (1 / norm_type)
+    coef = xp.minimum(max_norm / (total + 1e-6), 1.0).astype(A)
     for g in grads:
-        g *= coef
+        g *= coef.astype(g.dtype)
     return Tensor(total)

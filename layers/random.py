@@ -27,11 +27,15 @@ __device__ __forceinline__ float uniform24(const unsigned long long* state, long
 
 
 def manual_seed(seed):
-    """Seed the host generator and every device generator (as torch.manual_seed)."""
+    """Seed the host generator and every device generator (as torch.manual_seed). A device
+    generator's (seed, offset) is rewritten in place, never replaced: a captured CUDA graph reads
+    that buffer, so after manual_seed its replays draw from the new seed, as eager calls would."""
     global _seed, _host
     _seed = int(seed)
     _host = np.random.default_rng(_seed)
-    _devices.clear()
+    for dev, gen in _devices.items():
+        with cupy().cuda.Device(dev):
+            gen.set_state([_seed + 1 + dev, 0])
 
 
 def host_generator():
@@ -94,4 +98,5 @@ class DeviceGenerator:
         return self.state.get()
 
     def set_state(self, state):
+        """Overwrite (seed, offset) in place (the buffer's address never changes)."""
         self.state[...] = cupy().asarray(np.asarray(state, dtype=np.uint64))

@@ -5,27 +5,32 @@ or one `forward` written for both via `xp`); its `backward` takes the output gra
 and returns one gradient (or None) per input. `backward()` is a topological sort and nothing else.
 """
 import contextlib
+import threading
 
 import numpy as np
 
 from .backend import device_of, is_gpu, parse_device, to_device, xp_of, xp_of_gpu
 
-_grad_enabled = True
+
+class _GradMode(threading.local):
+    enabled = True          # per thread, as torch: no_grad() in one thread leaves others recording
+
+
+_grad_mode = _GradMode()
 
 
 @contextlib.contextmanager
 def no_grad():
-    """Record no graph inside the block (evaluation, optimizer updates)."""
-    global _grad_enabled
-    saved, _grad_enabled = _grad_enabled, False
+    """Record no graph inside the block (evaluation, optimizer updates), in this thread."""
+    saved, _grad_mode.enabled = _grad_mode.enabled, False
     try:
         yield
     finally:
-        _grad_enabled = saved
+        _grad_mode.enabled = saved
 
 
 def is_grad_enabled():
-    return _grad_enabled
+    return _grad_mode.enabled
 
 
 class Function:
@@ -80,7 +85,7 @@ class Function:
         if first is None:
             raise TypeError(f"{cls.__name__}: at least one input must be a Tensor")
         fn.gpu = is_gpu(first.data)
-        needs = needs and _grad_enabled
+        needs = needs and _grad_mode.enabled
         if needs:
             fn.needs_input_grad = tuple(isinstance(t, Tensor) and t.requires_grad for t in inputs)
         out = fn.forward(*arrays)
@@ -212,6 +217,8 @@ class Tensor:
                 if gx.shape != t.shape:
                     raise RuntimeError(f"{type(fn).__name__}.backward returned a gradient of shape "
                                        f"{gx.shape} for an input of shape {t.shape}")
+                if gx.dtype != t.dtype:     # a gradient has its tensor's dtype (as torch)
+                    gx = gx.astype(t.dtype)
                 if t._ctx is None:
                     _accumulate(t, gx)
                 else:

@@ -151,7 +151,14 @@ def test_device_mix_is_a_clear_error():
 
 
 def test_cudnn_errors_surface_through_layers():
-    x = L.tensor(np.ones((1, 2, 4, 4), np.float32), device=0)
-    w = L.tensor(np.ones((3, 2, 3, 3), np.float32), device=0)
-    with pytest.raises(ValueError, match="output size"):
-        F.conv_transpose2d(x, w.reshape(2, 3, 3, 3), padding=5)
+    """A set-up the layers accept but cuDNN cannot run (it has no float64 NHWC backward-data
+    algorithm) reaches cuDNN and comes back as its error, naming the heuristics call and every
+    candidate's status."""
+    import cudnnlite as cl
+    x = L.tensor(np.ones((1, 4, 4, 2)), device=0, requires_grad=True)      # float64, NHWC
+    w = L.tensor(np.ones((3, 3, 3, 2)), device=0, requires_grad=True)
+    y = F.conv2d(x, w, layout="NHWC")
+    np.testing.assert_array_equal(y.numpy(), np.full((1, 2, 2, 3), 18.0))
+    with pytest.raises(cl.NotSupported,
+                       match=r"cudnnGetConvolutionBackwardDataAlgorithm_v7(.|\n)*NOT_SUPPORTED"):
+        y.sum().backward()

@@ -80,16 +80,35 @@ def test_dropout_descriptor_round_trip():
     assert "dropout=0.25, seed=7" in repr(d)
 
 
-def test_cudnn_lstm_training_dropout_changes_outputs_only_in_training():
-    m = L.nn.LSTM(4, 6, 2, dropout=0.5).to(0)
-    x = L.tensor(np.ones((3, 2, 4), np.float32), device=0)
+def test_cudnn_lstm_dropout_between_layers_is_inverted_dropout_in_training_only():
+    """Layer 2 is set up so its output is a closed form of each input element alone, 0 exactly
+    when that element is 0: W_hh = 0, gates i = o = sigmoid(0) = 1/2, forget gate closed
+    (bias -1000), cell input g = tanh(a * x). So h2 = tanh(tanh(a * x) / 2) / 2 for a kept element
+    of layer 1's output x (scaled by 1 / (1 - p) in training) and 0 for a dropped one."""
+    H, p, a = 16, 0.5, 0.7
+    m = L.nn.LSTM(4, H, 2, dropout=p)
+    one_layer = L.nn.LSTM(4, H, 1)
+    one_layer.load_state_dict({k: v for k, v in m.state_dict().items() if k.endswith("_l0")})
+    w_ih = np.zeros((4 * H, H), np.float32)
+    w_ih[2 * H:3 * H] = a * np.eye(H)
+    b_ih = np.zeros(4 * H, np.float32)
+    b_ih[H:2 * H] = -1000.0                # sigmoid(-1000) is exactly 0 in float32
+    m.load_state_dict(dict(m.state_dict(), weight_ih_l1=w_ih, bias_ih_l1=b_ih,
+                           weight_hh_l1=np.zeros((4 * H, H), np.float32),
+                           bias_hh_l1=np.zeros(4 * H, np.float32)))
+    m.to(0)
+    x = np.random.default_rng(0).standard_normal((50, 8, 4)).astype(np.float32)
+    x1 = one_layer(L.tensor(x))[0].numpy()               # layer 1's output, on the NumPy path
+    closed = lambda s: np.tanh(np.tanh(a * x1 * s) / 2) / 2            # noqa: E731
     m.eval()
-    y_eval = m(x)[0].numpy()
+    assert rel_err(m(L.tensor(x, device=0))[0].numpy(), closed(1.0)) < TOL
     m.train()
-    y_train = m(x)[0].numpy()
-    assert not np.allclose(y_eval, y_train)
-    m.eval()
-    np.testing.assert_array_equal(m(x)[0].numpy(), y_eval)
+    y = m(L.tensor(x, device=0))[0].numpy()
+    dropped = y == 0
+    np.testing.assert_allclose(y[~dropped], closed(1 / (1 - p))[~dropped], rtol=1e-4, atol=1e-6)
+    assert abs(dropped.mean() - p) < 5 * np.sqrt(p * (1 - p) / y.size)
+    y2 = m(L.tensor(x, device=0))[0].numpy()
+    assert (dropped != (y2 == 0)).any()                   # a new mask each call
 
 
 def test_eval_mode_forward_still_differentiates():

@@ -35,6 +35,7 @@ def run_both(ours, theirs, arrays, grad_inputs=None):
 
 
 TF = torch.nn.functional
+MASK = R.random((3, 4)) < 0.5
 OPS = {  # name: (ours, torch, inputs, tolerance, which inputs get gradients)
     "add": (lambda a, b: a + b, torch.add, [f32(3, 4, 5), f32(4, 1)], TOL, None),
     "sub": (lambda a, b: a - b, torch.sub, [f32(3, 4), f32(4)], TOL, None),
@@ -61,6 +62,17 @@ OPS = {  # name: (ours, torch, inputs, tolerance, which inputs get gradients)
     "reshape": (lambda x: x.reshape(4, -1), lambda x: x.reshape(4, -1), [f32(2, 2, 6)], TOL, None),
     "transpose": (lambda x: x.transpose(1, 2, 0), lambda x: x.permute(1, 2, 0), [f32(2, 3, 4)],
                   TOL, None),
+    "where": (lambda a, b: F.where(MASK, a, b), lambda a, b: torch.where(torch.from_numpy(MASK), a, b),
+              [f32(3, 4), f32(4)], TOL, None),
+    "masked_fill": (lambda x: F.masked_fill(x, MASK[:, None, :], -np.inf).exp(),
+                    lambda x: x.masked_fill(torch.from_numpy(MASK[:, None, :]), -np.inf).exp(),
+                    [f32(3, 2, 4)], TOL, None),
+    "masked_mse": (lambda a, b: F.masked_mse_loss(a, b, MASK[:, None, :]),
+                   lambda a, b: ((a - b) ** 2 * torch.from_numpy(MASK[:, None, :])).sum()
+                   / torch.from_numpy(MASK).sum() / 2,
+                   [f32(3, 2, 4), f32(3, 2, 4)], TOL, None),
+    "broadcast_to": (lambda x: F.broadcast_to(x, (2, 3, 4)), lambda x: x.expand(2, 3, 4),
+                     [f32(3, 1)], TOL, None),
     "concat": (lambda a, b: F.concat([a, b], 0), lambda a, b: torch.cat([a, b], 0),
                [f32(2, 3), f32(4, 3)], TOL, None),
     "stack": (lambda a, b: F.stack([a, b], 2), lambda a, b: torch.stack([a, b], 2),
@@ -95,7 +107,6 @@ OPS = {  # name: (ours, torch, inputs, tolerance, which inputs get gradients)
     "batch_norm_train": (lambda x, g, b: F.batch_norm(x, None, None, g, b, True),
                          lambda x, g, b: TF.batch_norm(x, None, None, g, b, True),
                          [f32(8, 3, 4, 4) * 2 + 1, f32(3), f32(3)], TOL_REDUCTION, None),
-    "dropout_p0": (lambda x: F.dropout(x, 0.0), lambda x: TF.dropout(x, 0.0), [f32(6)], TOL, None),
     "bce": (F.binary_cross_entropy, TF.binary_cross_entropy,
             [f32(6, 2, low=0.01, high=0.99), f32(6, 2, low=0, high=1)], TOL, [0]),
     "bce_saturated": (F.binary_cross_entropy, TF.binary_cross_entropy,
@@ -109,6 +120,26 @@ OPS = {  # name: (ours, torch, inputs, tolerance, which inputs get gradients)
                       lambda x: TF.cross_entropy(x, torch.tensor([3, -100, 0, 1])),
                       [f32(4, 5)], TOL, None),
 }
+
+
+@pytest.mark.parametrize("p", [0.0, 0.3, 0.75])
+def test_dropout_is_torchs_definition(p):
+    """Dropout draws its own mask, so it is checked against torch's definition: each element is
+    either 0 or x / (1 - p), zeros occur with probability p, and the gradient is the same mask
+    and scale; p = 0 is the identity (torch.nn.functional.dropout(x, 0.0) returns x)."""
+    x = R.uniform(0.5, 1.5, 40_000).astype(np.float32)           # no zeros of its own
+    t = L.Tensor(x.copy(), requires_grad=True)
+    y = F.dropout(t, p)
+    w = f32(*x.shape)
+    (y * L.Tensor(w)).sum().backward()
+    kept = y.numpy() != 0
+    scale = np.float32(1 / (1 - p))
+    np.testing.assert_array_equal(y.numpy()[kept], x[kept] * scale)
+    np.testing.assert_array_equal(t.grad.numpy(), np.where(kept, w * scale, 0))
+    sigma = np.sqrt(p * (1 - p) / x.size)
+    assert abs((~kept).mean() - p) <= 5 * sigma + 1e-12
+    if p == 0:
+        np.testing.assert_array_equal(y.numpy(), TF.dropout(torch.from_numpy(x), 0.0).numpy())
 
 
 @pytest.mark.parametrize("name", sorted(OPS))

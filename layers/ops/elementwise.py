@@ -181,6 +181,26 @@ class LeakyReLU(Function):
         return np.where(x > 0, gy, gy * gy.dtype.type(self.slope))
 
 
+class Where(Function):
+    """y = a where cond else b, cond a constant boolean array broadcasting with a and b (a or b
+    may be a Python number: torch.masked_fill is where(mask, value, x)). Each input's gradient
+    is gy where it was picked, 0 elsewhere."""
+
+    def forward(self, a, b):
+        xp = self.xp
+        self.shapes = shape_of(a), shape_of(b)
+        dtype = (a if hasattr(a, "dtype") else b).dtype
+        return xp.where(self.cond, a, b).astype(dtype, copy=False)
+
+    def backward(self, gy):
+        zero = gy.dtype.type(0)
+        ga = unbroadcast(self.xp.where(self.cond, gy, zero), self.shapes[0]) \
+            if self.needs_input_grad[0] else None
+        gb = unbroadcast(self.xp.where(self.cond, zero, gy), self.shapes[1]) \
+            if self.needs_input_grad[1] else None
+        return ga, gb
+
+
 class Clamp(Function):
     """y = min(max(x, lo), hi); the gradient passes where lo <= x <= hi (as torch.clamp)."""
 

@@ -1,21 +1,32 @@
 """Losses, each one op (forward and its closed-form gradient): BCE, BCE-with-logits, MSE, L1,
-cross-entropy. `reduction` is 'mean' | 'sum' | 'none' as in PyTorch."""
+cross-entropy. `reduction` is 'mean' | 'sum' | 'none' as in PyTorch. Half-precision inputs are
+computed in float32 (the loss is returned in the input's dtype, gradients cast back by the
+engine), as torch's losses accumulate."""
 import numpy as np
 
 from .. import kernels
+from ..backend import accumulation_dtype
 from ..tensor import Function
 
 
-def _reduce(l, reduction):
+def _wide(*arrays):
+    """The arrays in their accumulation dtype (no copy for float32 / float64)."""
+    return tuple(a.astype(accumulation_dtype(a.dtype), copy=False) for a in arrays)
+
+
+def _reduce(l, reduction, dtype):
+    """The reduced loss in the inputs' dtype."""
     if reduction == "mean":
-        return l.mean()
-    if reduction == "sum":
-        return l.sum()
-    return l
+        l = l.mean()
+    elif reduction == "sum":
+        l = l.sum()
+    return l.astype(dtype, copy=False)
 
 
 def _scale(gy, n, reduction):
-    """The upstream gradient as it reaches each element (a device scalar stays on the device)."""
+    """The upstream gradient as it reaches each element, in the accumulation dtype (a device
+    scalar stays on the device; a count above float16's 65504 stays finite)."""
+    gy, = _wide(gy)
     return gy / gy.dtype.type(n) if reduction == "mean" else gy
 
 
@@ -29,14 +40,16 @@ class BCELoss(Function):
     """l = -(t log p + (1 - t) log(1 - p)), each log clamped at -100 (as torch)."""
 
     def forward_cpu(self, p, t):
-        self.saved = p, t
+        dtype = p.dtype
+        self.saved = p, t = _wide(p, t)
         with np.errstate(divide="ignore"):
             l = -(t * np.maximum(np.log(p), -100) + (1 - t) * np.maximum(np.log1p(-p), -100))
-        return _reduce(l.astype(p.dtype), self.reduction)
+        return _reduce(l, self.reduction, dtype)
 
     def forward_gpu(self, p, t):
-        self.saved = p, t
-        return _reduce(kernels.bce(p, t), self.reduction)
+        dtype = p.dtype
+        self.saved = p, t = _wide(p, t)
+        return _reduce(kernels.bce(p, t), self.reduction, dtype)
 
     def backward(self, gy):
         _no_target_grad(self)
@@ -52,9 +65,10 @@ class BCEWithLogitsLoss(Function):
 
     def forward(self, x, t):
         xp = self.xp
-        self.saved = x, t
+        dtype = x.dtype
+        self.saved = x, t = _wide(x, t)
         l = xp.maximum(x, 0) - x * t + xp.log1p(xp.exp(-xp.abs(x)))
-        return _reduce(l, self.reduction)
+        return _reduce(l, self.reduction, dtype)
 
     def backward(self, gy):
         _no_target_grad(self)
@@ -66,8 +80,10 @@ class BCEWithLogitsLoss(Function):
 
 class MSELoss(Function):
     def forward(self, a, b):
+        dtype = a.dtype
+        a, b = _wide(a, b)
         self.saved = d = a - b
-        return _reduce(d * d, self.reduction)
+        return _reduce(d * d, self.reduction, dtype)
 
     def backward(self, gy):
         d = self.saved
@@ -76,10 +92,32 @@ class MSELoss(Function):
                 -g if self.needs_input_grad[1] else None)
 
 
+class MaskedMSELoss(Function):
+    """l = sum(mask * (a - b)**2) / count(mask), the mask broadcast to a's shape; the count stays
+    on the device (no host sync)."""
+
+    def forward(self, a, b):
+        xp = self.xp
+        dtype = a.dtype
+        a, b = _wide(a, b)
+        m = xp.broadcast_to(self.mask, a.shape)
+        self.saved = d = xp.where(m, a - b, 0).astype(a.dtype, copy=False)
+        self.count = m.sum().astype(a.dtype)
+        return ((d * d).sum() / self.count).astype(dtype, copy=False)
+
+    def backward(self, gy):
+        d = self.saved
+        g = 2 * (_wide(gy)[0] / self.count) * d
+        return (g if self.needs_input_grad[0] else None,
+                -g if self.needs_input_grad[1] else None)
+
+
 class L1Loss(Function):
     def forward(self, a, b):
+        dtype = a.dtype
+        a, b = _wide(a, b)
         self.saved = d = a - b
-        return _reduce(self.xp.abs(d), self.reduction)
+        return _reduce(self.xp.abs(d), self.reduction, dtype)
 
     def backward(self, gy):
         d = self.saved
@@ -94,6 +132,8 @@ class CrossEntropyLoss(Function):
 
     def forward(self, x, target):
         xp = self.xp
+        dtype = x.dtype
+        x, = _wide(x)
         shifted = x - x.max(axis=1, keepdims=True)
         logp = shifted - xp.log(xp.exp(shifted).sum(axis=1, keepdims=True))
         valid = target != self.ignore_index
@@ -103,8 +143,8 @@ class CrossEntropyLoss(Function):
         self.saved = logp, safe, valid
         if self.reduction == "mean":
             self.count = valid.sum().astype(x.dtype)     # stays on the device
-            return l.sum() / self.count
-        return _reduce(l, self.reduction)
+            return (l.sum() / self.count).astype(dtype, copy=False)
+        return _reduce(l, self.reduction, dtype)
 
     def backward(self, gy):
         _no_target_grad(self)
@@ -114,6 +154,7 @@ class CrossEntropyLoss(Function):
         onehot = xp.zeros_like(g)
         xp.put_along_axis(onehot, xp.expand_dims(safe, 1), 1, axis=1)
         g = (g - onehot) * xp.expand_dims(valid, 1)
+        gy, = _wide(gy)
         scale = gy / self.count if self.reduction == "mean" else gy
         if self.reduction == "none":
             scale = xp.expand_dims(gy, 1)

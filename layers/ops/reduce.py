@@ -1,4 +1,7 @@
-"""Reductions and normalisers over axes: sum, mean, softmax, log_softmax."""
+"""Reductions and normalisers over axes: sum, mean, softmax, log_softmax. Half-precision data is
+reduced in float32 (the result cast back), as torch does: a float16 sum of many terms, or a
+count above 65504, is not representable in float16."""
+from ..backend import accumulation_dtype
 from ..tensor import Function
 
 
@@ -19,7 +22,8 @@ def _expand(gy, shape, axes, keepdims, xp):
 class Sum(Function):
     def forward(self, x):
         self.shape, self.axes = x.shape, _axes(self.axis, x.ndim)
-        return x.sum(axis=self.axes, keepdims=self.keepdims)
+        acc = accumulation_dtype(x.dtype)
+        return x.sum(axis=self.axes, keepdims=self.keepdims, dtype=acc).astype(x.dtype, copy=False)
 
     def backward(self, gy):
         return _expand(gy, self.shape, self.axes, self.keepdims, self.xp)
@@ -31,32 +35,40 @@ class Mean(Function):
         self.count = 1
         for a in self.axes:
             self.count *= x.shape[a]
-        return x.mean(axis=self.axes, keepdims=self.keepdims)
+        acc = accumulation_dtype(x.dtype)
+        return x.mean(axis=self.axes, keepdims=self.keepdims, dtype=acc).astype(x.dtype, copy=False)
 
     def backward(self, gy):
-        return _expand(gy / gy.dtype.type(self.count), self.shape, self.axes, self.keepdims,
-                       self.xp)
+        acc = accumulation_dtype(gy.dtype)
+        g = (gy.astype(acc, copy=False) / acc.type(self.count)).astype(gy.dtype, copy=False)
+        return _expand(g, self.shape, self.axes, self.keepdims, self.xp)
 
 
 class Softmax(Function):
     def forward(self, x):
         xp = self.xp
-        e = xp.exp(x - x.max(axis=self.axis, keepdims=True))
-        self.saved = y = e / e.sum(axis=self.axis, keepdims=True)
+        a = x.astype(accumulation_dtype(x.dtype), copy=False)
+        e = xp.exp(a - a.max(axis=self.axis, keepdims=True))
+        self.saved = y = (e / e.sum(axis=self.axis, keepdims=True)).astype(x.dtype, copy=False)
         return y
 
     def backward(self, gy):
         y = self.saved
-        return y * (gy - (gy * y).sum(axis=self.axis, keepdims=True))
+        acc = accumulation_dtype(y.dtype)
+        y, g = y.astype(acc, copy=False), gy.astype(acc, copy=False)
+        return y * (g - (g * y).sum(axis=self.axis, keepdims=True))
 
 
 class LogSoftmax(Function):
     def forward(self, x):
         xp = self.xp
-        shifted = x - x.max(axis=self.axis, keepdims=True)
-        self.saved = y = shifted - xp.log(xp.exp(shifted).sum(axis=self.axis, keepdims=True))
+        a = x.astype(accumulation_dtype(x.dtype), copy=False)
+        shifted = a - a.max(axis=self.axis, keepdims=True)
+        y = shifted - xp.log(xp.exp(shifted).sum(axis=self.axis, keepdims=True))
+        self.saved = y = y.astype(x.dtype, copy=False)
         return y
 
     def backward(self, gy):
-        y = self.saved
-        return gy - self.xp.exp(y) * gy.sum(axis=self.axis, keepdims=True)
+        acc = accumulation_dtype(gy.dtype)
+        y, g = self.saved.astype(acc, copy=False), gy.astype(acc, copy=False)
+        return g - self.xp.exp(y) * g.sum(axis=self.axis, keepdims=True)

@@ -27,6 +27,19 @@ class Transpose(Function):
         return gy.transpose(np.argsort(self.perm))
 
 
+class BroadcastTo(Function):
+    """A view of x repeated along its size-1 (and new leading) axes, stride 0 there (torch's
+    expand); the gradient sums over what was repeated."""
+
+    def forward(self, x):
+        self.in_shape = x.shape
+        return self.xp.broadcast_to(x, self.shape)
+
+    def backward(self, gy):
+        from .elementwise import unbroadcast
+        return unbroadcast(gy, self.in_shape)
+
+
 class Concat(Function):
     def forward(self, *xs):
         self.sizes = [x.shape[self.axis] for x in xs]

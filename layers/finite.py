@@ -1,0 +1,109 @@
+"""Where a non-finite value first appeared in a training step, found without a host sync: while a
+FiniteCheck is active, each leaf module's output and each gradient checked before an optimizer
+step is tested on the device, and the index of the first non-finite one is kept in one device
+int32; first() reads it back once, when the loss has already come out non-finite.
+
+    with check:                  # reset: first = NONE, a fresh list of what was checked
+        loss = model(x) ...      # Module.__call__ -> check.output(module, out)
+        check.gradients(opt)     # before opt.step(): the gradients it is about to apply
+        opt.step()
+    check.first()                # 'output of netD.main.2 (Conv2d)', or None
+"""
+import threading
+
+import numpy as np
+
+from . import kernels
+from .backend import is_gpu, to_device
+from .tensor import Tensor
+
+NONE = np.iinfo(np.int32).max       # `first` when nothing was non-finite
+
+
+class _Active(threading.local):
+    check = None                    # the FiniteCheck in effect on this thread
+
+
+active = _Active()
+
+
+class FiniteCheck:
+    """FiniteCheck({'netG': netG, 'netD': netD}) watches the leaf modules (those with no
+    children) of these models, named by their named_modules() paths under the given names
+    ('netD.main.2'), and their parameters' gradients ('netD.main.2.weight').
+
+    The k-th tensor checked in a step is event k; a device kernel per tensor does
+    `if (!isfinite(x) && first > k) first = k` -- every thread writes the same k, kernels on one
+    stream run in order, so `first` ends as the smallest non-finite event with no atomics and no
+    sync. The events of a step are the same every step, so a captured CUDA graph replays them
+    with the list Python made while capturing. `first` is allocated here, outside any graph's
+    pool, and the step function that uses this check keeps it (and so `first`) alive as long as
+    a graph captured from that function."""
+
+    def __init__(self, models):
+        self._leaves, self._params = {}, {}
+        for name, model in models.items():
+            for path, m in model.named_modules(name):
+                if next(m.children(), None) is None:
+                    self._leaves[id(m)] = f"{path} ({type(m).__name__})"
+            for path, p in model.named_parameters(name):
+                self._params[id(p)] = path
+        device = next(p.device for model in models.values() for p in model.parameters())
+        self.first_event = to_device(np.full((1,), NONE, np.int32), device)
+        self.events = []            # event k -> 'output of netD.main.2 (Conv2d)'
+
+    def __enter__(self):
+        """Start a step: forget the last step's events and make this the active check."""
+        self.first_event.fill(NONE)
+        self.events = []
+        active.check = self
+        return self
+
+    def __exit__(self, *exc):
+        active.check = None
+
+    def output(self, module, out):
+        """Check what a leaf module returned (a Tensor, or tuples of Tensors)."""
+        path = self._leaves.get(id(module))
+        if path is None:
+            return
+        for t in _tensors(out):
+            self._check(t.data, f"output of {path}")
+
+    def gradients(self, optimizer):
+        """Check the gradient of every parameter `optimizer` is about to update, last parameter
+        first: backward computes a model's gradients from its last layer to its first, so a
+        non-finite gradient that spread backwards is reported where it started."""
+        params = [p for group in optimizer.param_groups for p in group["params"]]
+        for p in reversed(params):
+            if p.grad is not None:
+                self._check(p.grad.data, f"gradient of {self._params.get(id(p), 'a parameter')}")
+
+    def first(self):
+        """What went non-finite first in the last step, or None. Reads one int from the device:
+        call it only once the step's results say something is wrong."""
+        k = int(self.first_event[0])
+        return None if k == NONE else self.events[k]
+
+    def _check(self, x, what):
+        if x.dtype.kind != "f":            # integer outputs are always finite
+            return
+        k = len(self.events)
+        self.events.append(what)
+        if is_gpu(x):
+            _flag_kernel()(x, np.int32(k), self.first_event)
+        elif self.first_event[0] == NONE and not np.isfinite(x).all():
+            self.first_event[0] = k
+
+
+def _flag_kernel():
+    return kernels.elementwise("cudnnlite_first_nonfinite", "T x, int32 k", "raw int32 first",
+                               "if (!isfinite(x) && first[0] > k) first[0] = k;")
+
+
+def _tensors(out):
+    if isinstance(out, Tensor):
+        yield out
+    elif isinstance(out, (tuple, list)):
+        for o in out:
+            yield from _tensors(o)

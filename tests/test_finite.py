@@ -1,0 +1,161 @@
+"""layers.finite.FiniteCheck names the first layer output or gradient of a step that is not
+finite (against a layer-by-layer reference), and train.dcgan stops there with status 1 and the
+last good checkpoint in place."""
+import numpy as np
+import pytest
+
+import layers as L
+from layers import F, nn
+from layers.finite import FiniteCheck
+from test_cli import SMALL, run
+from test_dcgan import write_idx
+from train import dcgan
+
+pytestmark = pytest.mark.filterwarnings("ignore:.*encountered:RuntimeWarning")   # on purpose
+
+
+class Root(nn.Module):
+    """y = sqrt(w * x): finite at x = 0, but dy/dw = x / (2 sqrt(w x)) = 0/0 there."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = L.Parameter(np.ones(4, np.float32))
+
+    def forward(self, x):
+        return (x * self.w) ** 0.5
+
+
+def mlp(seed):
+    L.manual_seed(seed)
+    return nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 2))
+
+
+def first_nonfinite_layer(model, x):
+    """The reference: each layer run by hand, the first whose output has a NaN or inf."""
+    for i, layer in enumerate(model):
+        x = layer(x)
+        if not np.isfinite(x.numpy()).all():
+            return f"output of net.{i} ({type(layer).__name__})"
+    return None
+
+
+@pytest.mark.parametrize("layer", [0, 2, 4])
+@pytest.mark.parametrize("bad", [np.nan, np.inf])
+def test_first_nonfinite_output_matches_the_layer_by_layer_reference(layer, bad):
+    model = mlp(layer)
+    model[layer].weight.data[0, 0] = bad
+    x = L.tensor(np.random.default_rng(0).standard_normal((3, 4)).astype(np.float32))
+    check = FiniteCheck({"net": model})
+    with check:
+        model(x)
+    assert check.first() == first_nonfinite_layer(model, x) is not None
+
+
+def test_a_finite_step_reports_none_and_each_step_starts_afresh():
+    model = mlp(0)
+    x = L.tensor(np.ones((3, 4), np.float32))
+    check = FiniteCheck({"net": model})
+    model[2].bias.data[1] = np.inf
+    with check:
+        model(x)
+    assert check.first() == "output of net.2 (Linear)"
+    model[2].bias.data[1] = 0
+    with check:
+        model(x)
+    assert check.first() is None and len(check.events) == 5
+
+
+def test_nonfinite_gradient_with_finite_outputs():
+    model = nn.Sequential(nn.Linear(4, 4), Root())
+    model[0].weight.data[...] = 0                     # so Root sees x = 0
+    model[0].bias.data[...] = 0
+    opt = L.optim.SGD(model.parameters(), lr=0.1)
+    check = FiniteCheck({"net": model})
+    with check:
+        model(L.tensor(np.ones((2, 4), np.float32))).sum().backward()
+        check.gradients(opt)
+    assert check.first() == "gradient of net.1.w"
+
+
+def test_only_the_watched_models_and_only_while_active():
+    watched, other = mlp(0), mlp(1)
+    other[0].weight.data[0, 0] = np.nan
+    x = L.tensor(np.ones((3, 4), np.float32))
+    check = FiniteCheck({"net": watched})
+    watched(x)
+    assert check.events == []
+    with check:
+        other(x)
+    assert check.first() is None and check.events == []
+
+
+# ---- train.dcgan ------------------------------------------------------------------------------
+
+def test_dcgan_names_the_layer_and_step_and_exits_1(tmp_path):
+    D = dcgan.Discriminator(ndf=8)
+    sd = D.state_dict()
+    sd["main.2.weight"][0, 0, 0, 0] = np.nan
+    L.save(sd, tmp_path / "netD.npz")
+    outf = tmp_path / "out"
+    r = run("train.dcgan", *SMALL, "--netD", str(tmp_path / "netD.npz"), "--outf", str(outf))
+    assert r.returncode == 1, r.stderr
+    assert r.stderr.splitlines() == [
+        "error: step 1: errD is nan; first non-finite: output of netD.main.2 (Conv2d); "
+        "stopped with the last checkpoint in place"]
+    assert not (outf / "checkpoint.npz").exists()
+
+
+def test_dcgan_keeps_the_last_good_checkpoint(tmp_path, monkeypatch, capsys):
+    """Step 3 (the first of epoch 2) gets a NaN weight: the epoch-1 checkpoint stays as it was."""
+    write_idx(str(tmp_path / "train-images-idx3-ubyte"),
+              np.random.default_rng(0).integers(0, 256, (12, 28, 28), dtype=np.uint8))
+    args = [*SMALL, "--dataset", "mnist", "--dataroot", str(tmp_path), "--epochs", "3"]
+    assert dcgan.main([*args, "--epochs", "1", "--outf", str(tmp_path / "good")]) == 0
+    steps, real_step = [], dcgan.train_step
+
+    def poisoned(netG, netD, *rest):
+        steps.append(len(steps) + 1)
+        if len(steps) == 3:
+            netD.main[2].weight.data[0, 0, 0, 0] = np.nan
+        return real_step(netG, netD, *rest)
+    monkeypatch.setattr(dcgan, "train_step", poisoned)
+    capsys.readouterr()
+    assert dcgan.main([*args, "--outf", str(tmp_path / "bad")]) == 1
+    assert capsys.readouterr().err.startswith(
+        "error: step 3: errD is nan; first non-finite: output of netD.main.2 (Conv2d)")
+    good, kept = L.load(tmp_path / "good" / "checkpoint.npz"), L.load(tmp_path / "bad" /
+                                                                      "checkpoint.npz")
+    assert list(good) == list(kept)
+    for k in good:
+        np.testing.assert_array_equal(good[k], kept[k], err_msg=k)
+    assert not (tmp_path / "bad" / "netD_epoch_002.npz").exists()
+
+
+@pytest.mark.gpu
+def test_gpu_check_in_a_captured_dcgan_step():
+    """The device kernel, recorded into a CUDA graph: replays flag a weight poisoned in place."""
+    L.manual_seed(0)
+    G, D = dcgan.Generator(ngf=8).to(0), dcgan.Discriminator(ndf=8).to(0)
+    oG, oD = dcgan.make_optimizers(G, D)
+    check = FiniteCheck({"netG": G, "netD": D})
+    step = dcgan.make_step(G, D, oG, oD, 100, 0, None, cuda_graph=True, finite=check)
+    real = L.random.device_generator().uniform((6, 1, 64, 64)) * 2 - 1
+    for _ in range(4):           # warm-up (before and after Adam makes its state), capture, replay
+        assert np.isfinite(list(step(real).values())).all() and check.first() is None
+    D.main[2].weight.data[0, 0, 0, 0] = float("nan")
+    assert np.isnan(step(real)["errD"])
+    assert check.first() == "output of netD.main.2 (Conv2d)"
+
+
+@pytest.mark.gpu
+def test_gpu_check_eager_gradient():
+    model = nn.Sequential(nn.Linear(4, 4), Root()).to(0)
+    model[0].weight.data[...] = 0
+    model[0].bias.data[...] = 0
+    opt = L.optim.SGD(model.parameters(), lr=0.1)
+    check = FiniteCheck({"net": model})
+    with check:
+        F.mse_loss(model(L.tensor(np.ones((2, 4), np.float32), device=0)),
+                   L.tensor(np.zeros((2, 4), np.float32), device=0)).backward()
+        check.gradients(opt)
+    assert check.first() == "gradient of net.1.w"
