@@ -4,10 +4,11 @@ never the bottleneck: what a step pays per launch before any kernel runs.
 
     python -m tools.bench_calls --device 0
 """
-import argparse
 import time
 
 import numpy as np
+
+from train import cli
 
 
 def host_us(fn, n=300):
@@ -26,13 +27,13 @@ def host_us(fn, n=300):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--device", type=int, default=0)
+    ap = cli.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--device", type=cli.device, default=0, help="GPU index [0]")
     args = ap.parse_args()
+    cli.use_device(args.device, gpu_only="this tool times the host cost of GPU calls")
     import cupy
     import cudnnlite as cl
     from cudnnlite import activation, batchnorm, conv
-    cupy.cuda.Device(args.device).use()
     x = cupy.asarray(np.random.default_rng(0).standard_normal((2, 8, 8, 8)), np.float32)
     W = cupy.asarray(np.random.default_rng(1).standard_normal((8, 8, 3, 3)), np.float32)
     g, b = cupy.ones(8, np.float32), cupy.zeros(8, np.float32)

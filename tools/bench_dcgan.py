@@ -4,22 +4,25 @@ engine (eager, and replaying a captured CUDA graph) and on PyTorch eager -- same
 
     python -m tools.bench_dcgan --device 0 [--steps 100] [--algo heuristic|benchmark]
 """
-import argparse
 import statistics
 
 from tools.timing import ms_per_call
+from train import cli
 
 
 def ours(device, batch, warmup, steps, cuda_graph):
-    """train.dcgan's own step: noise drawn on the device, statistics read back every step."""
+    """train.dcgan's own step: noise drawn on the device, every layer output and gradient
+    checked for non-finite values on the device, statistics read back every step."""
     import cupy
     import layers as L
+    from layers.finite import FiniteCheck
     from train import dcgan
     L.manual_seed(0)
     G, D = dcgan.Generator().to(device), dcgan.Discriminator().to(device)
     oG, oD = dcgan.make_optimizers(G, D)
     real = L.random.device_generator().uniform((batch, 1, 64, 64)) * 2 - 1
-    step = dcgan.make_step(G, D, oG, oD, 100, device, None, cuda_graph=cuda_graph)
+    step = dcgan.make_step(G, D, oG, oD, 100, device, None, cuda_graph=cuda_graph,
+                           finite=FiniteCheck({"netG": G, "netD": D}))
     return ms_per_call(lambda: step(real), cupy.cuda.get_current_stream().synchronize, warmup,
                        steps)
 
@@ -42,19 +45,20 @@ def pytorch(device, batch, warmup, steps):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--device", type=int, default=0)
-    ap.add_argument("--batch-size", type=int, default=128)
-    ap.add_argument("--steps", type=int, default=100)
-    ap.add_argument("--warmup", type=int, default=20)
-    ap.add_argument("--repeats", type=int, default=3)
+    ap = cli.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--device", type=cli.device, default=0, help="GPU index [0]")
+    ap.add_argument("--batch-size", type=cli.positive_int, default=128)
+    ap.add_argument("--steps", type=cli.positive_int, default=100)
+    ap.add_argument("--warmup", type=cli.nonnegative_int, default=20)
+    ap.add_argument("--repeats", type=cli.positive_int, default=3)
     ap.add_argument("--algo", default="heuristic", choices=["heuristic", "benchmark"],
                     help="cudnnlite's algorithm choice [heuristic, as PyTorch without "
                          "cudnn.benchmark]")
     args = ap.parse_args()
+    cli.use_device(args.device, gpu_only="this tool times the GPU path (cuDNN, CUDA graphs) "
+                                         "against PyTorch's")
     import cupy
     from cudnnlite import conv
-    cupy.cuda.Device(args.device).use()
     conv.configure(algo_mode=args.algo, allow_tf32=True)
     times = {"cudnnlite eager": [], "cudnnlite graph": [], "pytorch eager": []}
     for _ in range(args.repeats):                    # interleaved, so drift hits all alike

@@ -5,12 +5,12 @@ RNN with T = 1, and torch CUDA.
 
     python -m tools.bench_lstm --device 0
 """
-import argparse
 import statistics
 
 import numpy as np
 
 from tools.timing import ms_per_call
+from train import cli
 
 
 def _ms(fn, sync, repeats=3):
@@ -18,13 +18,14 @@ def _ms(fn, sync, repeats=3):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--device", type=int, default=0)
+    ap = cli.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--device", type=cli.device, default=0, help="GPU index [0]")
     args = ap.parse_args()
+    cli.use_device(args.device, gpu_only="this tool times the GPU path (cuDNN's RNN, fused "
+                                         "kernels) against torch CUDA")
     import cupy
     import torch
     import layers as L
-    cupy.cuda.Device(args.device).use()
     dev, tdev = args.device, f"cuda:{args.device}"
     sync_ours, sync_torch = cupy.cuda.get_current_stream().synchronize, torch.cuda.synchronize
     rng = np.random.default_rng(0)

@@ -4,13 +4,13 @@ dispatches, measured on tiny inputs where that work is negligible.
     python -m tools.bench_overhead            # CPU (NumPy path)
     python -m tools.bench_overhead --device 0 # also host-side time per op on the GPU path
 """
-import argparse
 import timeit
 
 import numpy as np
 
 import layers as L
 from layers import F
+from train import cli
 
 
 def per_call_us(fn, number=20000, repeat=5):
@@ -41,10 +41,10 @@ def measure(device):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--device", default="cpu", help="'cpu' or a GPU index")
+    ap = cli.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--device", type=cli.device, default="cpu", help="'cpu' or a GPU index [cpu]")
     args = ap.parse_args()
-    devices = ["cpu"] if args.device == "cpu" else ["cpu", L.parse_device(args.device)]
+    devices = ["cpu"] if cli.use_device(args.device) == "cpu" else ["cpu", args.device]
     print(f"{'device':>6}  {'op':<26} {'engine us':>10} {'raw us':>8} {'overhead us':>12}")
     for device in devices:
         for name, t_op, t_raw, over in measure(device):

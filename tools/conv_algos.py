@@ -4,9 +4,9 @@ the GPU, next to the one the heuristics pick and PyTorch's time for the same op.
 
     python -m tools.conv_algos --device 0 [--batch-size 128] [--tf32 1]
 """
-import argparse
-
 import numpy as np
+
+from train import cli
 
 # (name, x shape, W shape, stride, pad): the convolution as cuDNN sees it. The generator's
 # ConvTranspose2d(i, o) layers are backward-data of these with x = the transposed conv's output.
@@ -25,18 +25,18 @@ DCGAN = [
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--device", type=int, default=0)
-    ap.add_argument("--batch-size", type=int, default=128)
-    ap.add_argument("--tf32", type=int, default=1)
+    ap = cli.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--device", type=cli.device, default=0, help="GPU index [0]")
+    ap.add_argument("--batch-size", type=cli.positive_int, default=128)
+    ap.add_argument("--tf32", type=int, default=1, choices=[0, 1])
     ap.add_argument("--layout", default="NCHW", choices=["NCHW", "NHWC"])
     args = ap.parse_args()
+    cli.use_device(args.device, gpu_only="this tool times cuDNN's convolution algorithms")
     import cupy
     import torch
     from cupyx.profiler import benchmark
     import cudnnlite as cl
     from cudnnlite import conv
-    cupy.cuda.Device(args.device).use()
     conv.configure(allow_tf32=bool(args.tf32))
     torch.backends.cudnn.allow_tf32 = bool(args.tf32)
     handle = cl.get_handle()

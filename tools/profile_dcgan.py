@@ -3,32 +3,37 @@ time per step, then the Python functions that cost the most host time (cProfile)
 
     python -m tools.profile_dcgan --device 0 [--steps 30] [--top 35]
 """
-import argparse
 import cProfile
 import io
 import pstats
 
+from train import cli
+
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--device", type=int, default=0)
-    ap.add_argument("--batch-size", type=int, default=128)
-    ap.add_argument("--steps", type=int, default=30)
-    ap.add_argument("--top", type=int, default=35)
+    ap = cli.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--device", type=cli.device, default=0, help="GPU index [0]")
+    ap.add_argument("--batch-size", type=cli.positive_int, default=128)
+    ap.add_argument("--steps", type=cli.positive_int, default=30)
+    ap.add_argument("--top", type=cli.positive_int, default=35)
     args = ap.parse_args()
+    cli.use_device(args.device, gpu_only="this tool profiles the GPU path (host against device "
+                                         "time)")
     import cupy
     from cupyx.profiler import benchmark
     import layers as L
+    from layers.finite import FiniteCheck
     from train import dcgan
-    cupy.cuda.Device(args.device).use()
     L.manual_seed(0)
     G, D = dcgan.Generator().to(args.device), dcgan.Discriminator().to(args.device)
     oG, oD = dcgan.make_optimizers(G, D)
     gen = L.random.device_generator()
     real = L.Tensor(gen.uniform((args.batch_size, 1, 64, 64)) * 2 - 1)
+    finite = FiniteCheck({"netG": G, "netD": D})       # as train.dcgan's step
 
     def step():
-        dcgan.train_step(G, D, oG, oD, real, L.Tensor(gen.normal((args.batch_size, 100, 1, 1))))
+        dcgan.train_step(G, D, oG, oD, real, L.Tensor(gen.normal((args.batch_size, 100, 1, 1))),
+                         finite)
 
     result = benchmark(step, n_repeat=args.steps, n_warmup=10)
     print(f"host {result.cpu_times.mean() * 1e3:.2f} ms/step, device "

@@ -1,27 +1,15 @@
-"""What every training job shares: device set-up, image grids, loss logs and plots, atomic
-checkpoints that hold the RNG states too."""
+"""What every training job shares: image grids, loss logs and plots, weights files, and atomic
+checkpoints that hold the RNG states and the position in the epoch too."""
 import csv
 import json
 import os
+import zipfile
 
 import numpy as np
 
 import layers as L
 from layers.serialization import load as load_arrays
 from layers.serialization import save as save_arrays
-
-
-def set_device(device):
-    """'cpu' or a GPU index; makes that GPU current. Returns the parsed device."""
-    device = L.parse_device(device)
-    if device != "cpu":
-        try:
-            import cupy
-            cupy.cuda.Device(device).use()
-        except Exception as e:
-            raise SystemExit(f"--device {device}: no usable CUDA device ({type(e).__name__}: "
-                             f"{str(e).splitlines()[0]}); use --device cpu") from None
-    return device
 
 
 def save_image_grid(images, path, nrow=8, padding=2):
@@ -79,11 +67,52 @@ class LossLog:
         plt.close(fig)
 
 
-def save_checkpoint(path, modules, optimizers, meta, rng):
+class CheckpointError(ValueError):
+    """A weights or checkpoint file that cannot be used; the message says why (the caller names
+    the argument and the path)."""
+
+
+def read_arrays(path):
+    """The arrays of an .npz (or .safetensors) file, every unreadable case a CheckpointError."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(4)
+    except FileNotFoundError:
+        raise CheckpointError("no such file") from None
+    except OSError as e:
+        raise CheckpointError(f"cannot be read ({e.strerror})") from None
+    if not os.fspath(path).endswith(".safetensors") and head != b"PK\x03\x04":
+        raise CheckpointError(f"not an .npz file (it starts with {head!r}, not a zip archive's "
+                              f"b'PK\\x03\\x04')")
+    try:
+        return load_arrays(path)
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:
+        why = f"{type(e).__name__}: {e}"
+        raise CheckpointError(f"a damaged .npz or .safetensors file ({why})") from None
+
+
+def _load_state(module, state):
+    try:
+        module.load_state_dict(state)
+    except (KeyError, ValueError) as e:
+        raise CheckpointError(f"does not fit the model ({e.args[0]})") from None
+
+
+def load_weights(module, path):
+    """Load a state dict file (what L.save writes) into `module`."""
+    arrays = read_arrays(path)
+    if "meta" in arrays:
+        raise CheckpointError("a training checkpoint, not a weights file")
+    _load_state(module, arrays)
+
+
+def save_checkpoint(path, modules, optimizers, meta, rng, arrays):
     """One .npz: each module's state dict under 'name/key', each optimizer's state under
-    'name/state/i/key', and a JSON 'meta' with the epoch, step and RNG states. Written to a
-    temporary file and renamed, so an interrupted save keeps the previous checkpoint."""
-    arrays = {}
+    'name/state/i/key', the job's own `arrays` (e.g. the epoch's sample order) under their
+    names, and a JSON 'meta' with `meta` (epoch, position, step), the optimizers' settings and
+    the RNG states. Written to a temporary file and renamed, so an interrupted save keeps the
+    previous checkpoint."""
+    arrays = dict(arrays)
     for name, m in modules.items():
         for k, v in m.state_dict().items():
             arrays[f"{name}/{k}"] = v
@@ -96,29 +125,37 @@ def save_checkpoint(path, modules, optimizers, meta, rng):
         opt_meta[name] = [{k: list(v) if isinstance(v, tuple) else v for k, v in g.items()}
                           for g in sd["param_groups"]]
     meta = dict(meta, optimizers=opt_meta, host_rng=rng.bit_generator.state)
-    if L.random._devices:
-        meta["device_rng"] = {str(d): g.get_state().tolist() for d, g in L.random._devices.items()}
+    if L.random._devices:        # a GPU job: the current device's generator is the one it draws
+        meta["device_rng"] = L.random.device_generator().get_state().tolist()
     arrays["meta"] = np.array(json.dumps(meta))
     save_arrays(arrays, path)
 
 
-def load_checkpoint(path, modules, optimizers, rng):
-    """Restore what save_checkpoint wrote; returns its meta dict."""
-    arrays = load_arrays(path)
-    meta = json.loads(str(arrays["meta"]))
+def load_checkpoint(path, modules, optimizers, rng, device):
+    """Restore what save_checkpoint wrote into the modules, optimizers and RNGs (the device
+    generator when `device` is a GPU, made current); returns (meta, every array of the file).
+    A file that is not such a checkpoint is a CheckpointError."""
+    arrays = read_arrays(path)
+    if "meta" not in arrays:
+        raise CheckpointError("a weights file, not a checkpoint (it has no 'meta' entry)")
+    try:
+        meta = json.loads(str(arrays["meta"]))
+        opt_groups = {name: meta["optimizers"][name] for name in optimizers}
+        host_rng = meta["host_rng"]
+    except (ValueError, KeyError, TypeError) as e:
+        raise CheckpointError(f"its 'meta' entry is not a checkpoint's ({type(e).__name__}: "
+                              f"{e})") from None
     for name, m in modules.items():
         pre = f"{name}/"
-        m.load_state_dict({k[len(pre):]: v for k, v in arrays.items() if k.startswith(pre)})
+        _load_state(m, {k[len(pre):]: v for k, v in arrays.items() if k.startswith(pre)})
     for name, opt in optimizers.items():
         state = {}
         for k, v in arrays.items():
             if k.startswith(f"{name}/state/"):
                 _, _, i, key = k.split("/", 3)
                 state.setdefault(int(i), {})[key] = v
-        opt.load_state_dict({"state": state, "param_groups": meta["optimizers"][name]})
-    rng.bit_generator.state = meta["host_rng"]
-    for d, st in meta.get("device_rng", {}).items():
-        import cupy
-        with cupy.cuda.Device(int(d)):
-            L.random.device_generator().set_state(st)
-    return meta
+        opt.load_state_dict({"state": state, "param_groups": opt_groups[name]})
+    rng.bit_generator.state = host_rng
+    if device != "cpu" and "device_rng" in meta:
+        L.random.device_generator().set_state(meta["device_rng"])
+    return meta, arrays

@@ -10,6 +10,8 @@
 import gzip
 import os
 import struct
+import zipfile
+import zlib
 
 import numpy as np
 
@@ -24,16 +26,24 @@ def _open(path):
 
 def read_idx(path):
     """An IDX file (http://yann.lecun.com/exdb/mnist/ format) as a NumPy array."""
-    with _open(path) as f:
-        head = f.read(4)
-        if len(head) != 4 or head[:2] != b"\0\0":
-            raise DatasetError(f"{path}: not an IDX file (magic {head.hex()!r})")
-        code, ndim = head[2], head[3]
-        dtypes = {0x08: ">u1", 0x09: ">i1", 0x0B: ">i2", 0x0C: ">i4", 0x0D: ">f4", 0x0E: ">f8"}
-        if code not in dtypes:
-            raise DatasetError(f"{path}: unknown IDX element type 0x{code:02x}")
-        shape = struct.unpack(f">{ndim}I", f.read(4 * ndim))
-        data = np.frombuffer(f.read(), dtype=dtypes[code])
+    try:
+        with _open(path) as f:
+            head = f.read(4)
+            if len(head) != 4 or head[:2] != b"\0\0":
+                raise DatasetError(f"{path}: not an IDX file (magic {head.hex()!r})")
+            code, ndim = head[2], head[3]
+            dtypes = {0x08: ">u1", 0x09: ">i1", 0x0B: ">i2", 0x0C: ">i4", 0x0D: ">f4", 0x0E: ">f8"}
+            if code not in dtypes:
+                raise DatasetError(f"{path}: unknown IDX element type 0x{code:02x}")
+            dims = f.read(4 * ndim)
+            if len(dims) != 4 * ndim:
+                raise DatasetError(f"{path}: the IDX header ends after {4 + len(dims)} bytes, "
+                                   f"expected {4 + 4 * ndim} for {ndim} dimensions")
+            shape = struct.unpack(f">{ndim}I", dims)
+            data = np.frombuffer(f.read(), dtype=dtypes[code])
+    except (OSError, EOFError, zlib.error) as e:     # gzip.BadGzipFile is an OSError
+        raise DatasetError(f"{path}: cannot be read ({type(e).__name__}: {e}); expected "
+                           f"{'a gzipped' if path.endswith('.gz') else 'an'} IDX file") from None
     if data.size != int(np.prod(shape)):
         raise DatasetError(f"{path}: header says shape {shape} ({int(np.prod(shape))} values) "
                            f"but the file holds {data.size}")
@@ -51,18 +61,32 @@ def _find_idx(root, split):
 
 
 def load_mnist(root):
-    """MNIST images as uint8 (N, 28, 28)."""
+    """MNIST images as uint8 (N, 28, 28). Every error names --dataroot and the file at fault."""
     if not root:
         raise DatasetError("--dataset mnist needs --dataroot (a folder with the IDX files or "
                            "mnist.npz); with no --dataroot use --dataset digits")
     if not os.path.isdir(root):
-        raise DatasetError(f"--dataroot {root!r} is not a folder")
+        raise DatasetError(f"--dataroot {root}: is not a folder; expected a folder with MNIST's "
+                           f"IDX files or mnist.npz")
+    try:
+        return _read_mnist(root)
+    except DatasetError as e:
+        raise DatasetError(f"--dataroot {root}: {e}") from None
+
+
+def _read_mnist(root):
     npz = os.path.join(root, "mnist.npz")
     if os.path.isfile(npz):
-        with np.load(npz) as f:
-            if "x_train" not in f:
-                raise DatasetError(f"{npz}: expected Keras' arrays x_train/x_test, found {f.files}")
-            return np.asarray(f["x_train"], np.uint8)
+        try:
+            with np.load(npz) as f:
+                files = f.files
+                images = np.asarray(f["x_train"], np.uint8) if "x_train" in files else None
+        except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:
+            raise DatasetError(f"{npz}: cannot be read ({type(e).__name__}: {e}); expected "
+                               f"Keras' mnist.npz") from None
+        if images is None:
+            raise DatasetError(f"{npz}: expected Keras' arrays x_train/x_test, found {files}")
+        return images
     for split in ("train", "t10k"):
         path = _find_idx(root, split)
         if path:
@@ -71,8 +95,8 @@ def load_mnist(root):
                 raise DatasetError(f"{path}: expected uint8 images (N, H, W), got "
                                    f"{images.dtype} {images.shape}")
             return images
-    raise DatasetError(f"no MNIST found under {root!r}: looked for train-/t10k-images-idx3-ubyte"
-                       f"[.gz] in it, in raw/ and in MNIST/raw/, and for mnist.npz")
+    raise DatasetError("no MNIST found: looked for train-/t10k-images-idx3-ubyte[.gz] in it, "
+                       "in raw/ and in MNIST/raw/, and for mnist.npz")
 
 
 def load_digits():
@@ -89,13 +113,21 @@ def load_digits():
 def load_folder(root, nc):
     from PIL import Image
     if not root or not os.path.isdir(root):
-        raise DatasetError(f"--dataset folder needs --dataroot to be a folder, got {root!r}")
+        raise DatasetError(f"--dataroot {root}: is not a folder; --dataset folder expects a "
+                           f"folder of images")
     paths = sorted(os.path.join(d, f) for d, _, files in os.walk(root) for f in files
                    if f.lower().endswith((".png", ".jpg", ".jpeg", ".bmp")))
     if not paths:
-        raise DatasetError(f"no .png/.jpg/.jpeg/.bmp images under {root!r}")
+        raise DatasetError(f"--dataroot {root}: no .png/.jpg/.jpeg/.bmp images under it")
     mode = "L" if nc == 1 else "RGB"
-    return [np.asarray(Image.open(p).convert(mode)) for p in paths]
+    images = []
+    for p in paths:
+        try:
+            images.append(np.asarray(Image.open(p).convert(mode)))
+        except OSError as e:                        # PIL.UnidentifiedImageError is an OSError
+            raise DatasetError(f"--dataroot {root}: {p} is not a readable image "
+                               f"({type(e).__name__}: {e})") from None
+    return images
 
 
 def resize(images, size, nc):
@@ -152,9 +184,14 @@ class Batches:
     def __len__(self):
         return -(-self.n // self.batch_size)
 
-    def epoch(self):
-        order = self.rng.permutation(self.n)
-        chunks = [order[i:i + self.batch_size] for i in range(0, self.n, self.batch_size)]
+    def order(self):
+        """A new epoch's order of the images: a permutation drawn from the host generator."""
+        return self.rng.permutation(self.n)
+
+    def epoch(self, order, start=0):
+        """The batches of one epoch in `order` (from order()), from image `start` of it on --
+        where a checkpoint taken mid-epoch stopped."""
+        chunks = [order[i:i + self.batch_size] for i in range(start, self.n, self.batch_size)]
         if self.device == "cpu":
             for idx in chunks:
                 yield to_float(self.images[idx])

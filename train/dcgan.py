@@ -9,7 +9,8 @@ Generator: z (N, nz, 1, 1) -> ConvT(4,1,0) 4x4 -> 4 x [ConvT(4,2,1) + BN + ReLU]
 LeakyReLU(0.2)], Conv(4,1,0) + Sigmoid -> (N,). state_dict keys and shapes are those of
 pytorch/examples' netG / netD, so weights load both ways.
 """
-import argparse
+import contextlib
+import math
 import os
 import sys
 import time
@@ -18,9 +19,11 @@ import numpy as np
 
 import layers as L
 from layers import F, nn
+from layers.finite import FiniteCheck
 
-from . import data
-from .common import LossLog, load_checkpoint, save_checkpoint, save_image_grid, set_device
+from . import cli, data
+from .common import (CheckpointError, LossLog, load_checkpoint, load_weights, save_checkpoint,
+                     save_image_grid)
 
 
 class Generator(nn.Module):
@@ -104,11 +107,11 @@ def _label(value, n, like):
 STATS = ("errD", "errG", "D_x", "D_G_z1", "D_G_z2")
 
 
-def train_step(netG, netD, optG, optD, real, noise):
+def train_step(netG, netD, optG, optD, real, noise, finite=None):
     """One pytorch/examples iteration: D on real (label 1), D on G(noise).detach() (label 0),
     D step; then G through D (label 1), G step. real (N, nc, H, W), noise (N, nz, 1, 1): NumPy
     or CuPy arrays (or Tensors) on the models' device. Returns Python floats (one host sync)."""
-    return stats_dict(train_step_device(netG, netD, optG, optD, real, noise))
+    return stats_dict(train_step_device(netG, netD, optG, optD, real, noise, finite))
 
 
 def stats_dict(stats):
@@ -117,47 +120,58 @@ def stats_dict(stats):
     return dict(zip(STATS, (float(v) for v in values)))
 
 
-def train_step_device(netG, netD, optG, optD, real, noise):
+def train_step_device(netG, netD, optG, optD, real, noise, finite=None):
     """train_step without the host sync: returns errD, errG, D(x), D(G(z)) before and after the
-    D step as one array on the device (what a captured CUDA graph can return)."""
+    D step as one array on the device (what a captured CUDA graph can return). With a
+    layers.finite.FiniteCheck of netG and netD as `finite`, the step also records on the device
+    which layer output or gradient first went non-finite."""
     device = next(netD.parameters()).device
     real = real if isinstance(real, L.Tensor) else L.tensor(real, device=device)
     noise = noise if isinstance(noise, L.Tensor) else L.tensor(noise, device=device)
     n = real.shape[0]
     ones, zeros = _label(1.0, n, real), _label(0.0, n, real)
 
-    netD.zero_grad()
-    out_real = netD(real)
-    errD_real = F.binary_cross_entropy(out_real, ones)
-    errD_real.backward()
-    fake = netG(noise)
-    out_fake = netD(fake.detach())
-    errD_fake = F.binary_cross_entropy(out_fake, zeros)
-    errD_fake.backward()
-    optD.step()
+    with finite if finite is not None else contextlib.nullcontext():
+        netD.zero_grad()
+        out_real = netD(real)
+        errD_real = F.binary_cross_entropy(out_real, ones)
+        errD_real.backward()
+        fake = netG(noise)
+        out_fake = netD(fake.detach())
+        errD_fake = F.binary_cross_entropy(out_fake, zeros)
+        errD_fake.backward()
+        _update(optD, finite)
 
-    netG.zero_grad()
-    out_g = netD(fake)
-    errG = F.binary_cross_entropy(out_g, ones)
-    errG.backward()
-    optG.step()
+        netG.zero_grad()
+        out_g = netD(fake)
+        errG = F.binary_cross_entropy(out_g, ones)
+        errG.backward()
+        _update(optG, finite)
 
     xp = np if device == "cpu" else L.backend.cupy()
     return xp.stack([errD_real.data + errD_fake.data, errG.data, out_real.data.mean(),
                      out_fake.data.mean(), out_g.data.mean()])
 
 
-def make_step(netG, netD, optG, optD, nz, device, rng, cuda_graph=True):
+def _update(opt, finite):
+    """opt.step(), with the gradients it applies checked first (the step would spread a
+    non-finite gradient into every weight it touches)."""
+    if finite is not None:
+        finite.gradients(opt)
+    opt.step()
+
+
+def make_step(netG, netD, optG, optD, nz, device, rng, cuda_graph=True, finite=None):
     """real -> stats dict. On a GPU with cuda_graph, the noise draw and the whole iteration are
     one captured CUDA graph (after one eager warm-up call per batch shape)."""
     if device == "cpu" or not cuda_graph:
         return lambda real: train_step(netG, netD, optG, optD, real,
-                                       sample_noise(real.shape[0], nz, device, rng))
+                                       sample_noise(real.shape[0], nz, device, rng), finite)
 
     def device_step(real):
         noise = sample_noise(real.shape[0], nz, device, rng)
-        return train_step_device(netG, netD, optG, optD, real, noise)
-    captured = L.graph.CapturedStep(device_step)
+        return train_step_device(netG, netD, optG, optD, real, noise, finite)
+    captured = L.graph.CapturedStep(device_step, modules=(netG, netD), optimizers=(optG, optD))
     return lambda real: stats_dict(captured(real))
 
 
@@ -169,18 +183,21 @@ def sample_noise(n, nz, device, rng):
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(prog="python -m train.dcgan", description=__doc__.splitlines()[0])
-    p.add_argument("--device", default="0", help="GPU index, or 'cpu' for the NumPy path [0]")
+    """The flags, each checked for what it can be on its own (one-line errors, exit 2)."""
+    p = cli.ArgumentParser(prog="python -m train.dcgan", description=__doc__.splitlines()[0])
+    p.add_argument("--device", type=cli.device, default=0,
+                   help="GPU index, or 'cpu' for the NumPy path [0]")
     p.add_argument("--dataset", default="digits", choices=["mnist", "digits", "folder", "fake"],
                    help="[digits: scikit-learn's bundled handwritten digits, works offline]")
     p.add_argument("--dataroot", default=None, help="folder of the mnist / folder dataset")
-    p.add_argument("--batch-size", type=int, default=128)
-    p.add_argument("--image-size", type=int, default=64)
-    p.add_argument("--nc", type=int, default=1, help="image channels [1]")
-    p.add_argument("--nz", type=int, default=100, help="size of the latent vector [100]")
-    p.add_argument("--ngf", type=int, default=64)
-    p.add_argument("--ndf", type=int, default=64)
-    p.add_argument("--epochs", type=int, default=25)
+    p.add_argument("--batch-size", type=cli.positive_int, default=128)
+    p.add_argument("--image-size", type=cli.positive_int, default=64)
+    p.add_argument("--nc", type=cli.positive_int, default=1, help="image channels [1]")
+    p.add_argument("--nz", type=cli.positive_int, default=100,
+                   help="size of the latent vector [100]")
+    p.add_argument("--ngf", type=cli.positive_int, default=64)
+    p.add_argument("--ndf", type=cli.positive_int, default=64)
+    p.add_argument("--epochs", type=cli.positive_int, default=25)
     p.add_argument("--lr", type=float, default=2e-4)
     p.add_argument("--beta1", type=float, default=0.5)
     p.add_argument("--netG", default="", help="generator weights (.npz) to start from")
@@ -189,86 +206,162 @@ def parse_args(argv=None):
     p.add_argument("--outf", default="out/dcgan", help="folder for images, logs, checkpoints")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--dry-run", action="store_true", help="one batch, then stop")
-    p.add_argument("--max-steps", type=int, default=0, help="stop after this many steps [0: off]")
+    p.add_argument("--max-steps", type=cli.nonnegative_int, default=0,
+                   help="stop after this many steps [0: off]")
     p.add_argument("--no-cuda-graph", action="store_true",
                    help="run each GPU step eagerly instead of replaying a captured CUDA graph")
     args = p.parse_args(argv)
     if args.image_size != 64:
-        p.error("--image-size: the DCGAN architecture is built for 64x64 images")
+        cli.fail(f"--image-size {args.image_size}: expected 64 (the DCGAN architecture is built "
+                 f"for 64x64 images)")
+    if not (args.lr > 0 and math.isfinite(args.lr)):
+        cli.fail(f"--lr {args.lr}: expected a positive learning rate")
+    if not 0 <= args.beta1 < 1:
+        cli.fail(f"--beta1 {args.beta1}: expected a number in [0, 1)")
+    if args.resume and (args.netG or args.netD):
+        cli.fail(f"--resume {args.resume}: restores both models' weights; expected no "
+                 f"--netG / --netD with it")
+    if args.dataroot and args.dataset not in ("mnist", "folder"):
+        cli.fail(f"--dataroot {args.dataroot}: --dataset {args.dataset} reads no folder; "
+                 f"expected --dataset mnist or folder with it")
     return args
 
 
+def _load(arg, path, load, expected):
+    """load(), with a CheckpointError turned into the one-line error for `arg`."""
+    try:
+        return load()
+    except CheckpointError as e:
+        cli.fail(f"{arg} {path}: {e}; expected {expected}")
+
+
+def _resume_point(meta, arrays, n):
+    """(epoch, position, step, order) from a checkpoint's meta and arrays, for a dataset of n
+    images."""
+    try:
+        epoch, position, step, order = (meta["epoch"], meta["position"], meta["step"],
+                                        arrays["order"])
+    except KeyError as e:
+        raise CheckpointError(f"it has no {e.args[0]!r} entry") from None
+    if order.shape != (n,) or not np.array_equal(np.sort(order), np.arange(n)):
+        raise CheckpointError(f"its epoch order is over {order.size} images but the dataset has "
+                              f"{n}")
+    if not 0 <= position < n:
+        raise CheckpointError(f"its position {position} is outside the epoch's {n} images")
+    return epoch, position, step, order
+
+
 def main(argv=None):
+    """Check and load everything (device, dataset, weights, checkpoint) before writing anything
+    in --outf; then train, and stop with status 1 at a step whose statistics are not finite."""
     args = parse_args(argv)
-    device = set_device(args.device)
-    os.makedirs(args.outf, exist_ok=True)
+    device = cli.use_device(args.device)
     L.manual_seed(args.seed)
     rng = np.random.default_rng(args.seed)
     try:
         images = data.load(args.dataset, args.dataroot, args.image_size, args.nc, args.seed)
     except data.DatasetError as e:
-        raise SystemExit(f"error: {e}") from None
+        cli.fail(e)
     batches = data.Batches(images, args.batch_size, rng, device)
 
     netG = Generator(args.nz, args.ngf, args.nc)
     netD = Discriminator(args.ndf, args.nc)
-    for net, path in ((netG, args.netG), (netD, args.netD)):
+    arch = f"--nz {args.nz} --ngf {args.ngf} --ndf {args.ndf} --nc {args.nc}"
+    for arg, net, path in (("--netG", netG, args.netG), ("--netD", netD, args.netD)):
         if path:
-            net.load_state_dict(L.load(path))
+            _load(arg, path, lambda: load_weights(net, path),
+                  f"weights for {arch}, such as the {arg[2:]}_epoch_NNN.npz train.dcgan writes")
     netG.to(device), netD.to(device)
     optG, optD = make_optimizers(netG, netD, args.lr, args.beta1)
     fixed_noise = L.Tensor(np.random.default_rng(args.seed + 1).standard_normal(
         (64, args.nz, 1, 1)).astype(np.float32)).to(device)
 
-    start_epoch, step = 0, 0
-    ckpt = os.path.join(args.outf, "checkpoint.npz")
+    modules, optimizers = {"netG": netG, "netD": netD}, {"optG": optG, "optD": optD}
+    start_epoch, position, step = 0, 0, 0
     if args.resume:
-        meta = load_checkpoint(args.resume, {"netG": netG, "netD": netD},
-                               {"optG": optG, "optD": optD}, rng)
-        start_epoch, step = meta["epoch"], meta["step"]
-        print(f"resumed from {args.resume}: epoch {start_epoch}, step {step}")
+        start_epoch, position, step, order = _load(
+            "--resume", args.resume,
+            lambda: _resume_point(*load_checkpoint(args.resume, modules, optimizers, rng, device),
+                                  len(images)),
+            f"the checkpoint.npz of a train.dcgan run with {arch} on this dataset")
+        if start_epoch >= args.epochs:
+            cli.fail(f"--epochs {args.epochs}: the checkpoint {args.resume} has finished "
+                     f"{start_epoch} epochs; expected more epochs than that")
+        print(f"resumed from {args.resume}: epoch {start_epoch + 1}, image {position} of its "
+              f"order, step {step}")
+    else:
+        order = batches.order()
+    try:
+        os.makedirs(args.outf, exist_ok=True)
+    except OSError as e:           # FileExistsError: a file has that name
+        cli.fail(f"--outf {args.outf}: cannot be made a folder ({e.strerror}); expected a "
+                 f"folder, made if missing")
     save_image_grid(data.to_float(images[:64]), os.path.join(args.outf, "real_samples.png"))
     log = LossLog(os.path.join(args.outf, "losses.csv"),
                   ["step", "epoch", "errD", "errG", "D_x", "D_G_z1", "D_G_z2", "img_per_s"])
     print(f"{len(images)} images ({args.dataset}), {len(batches)} batches of {args.batch_size} "
           f"per epoch, device {device}")
 
+    finite = FiniteCheck(modules)
     run_step = make_step(netG, netD, optG, optD, args.nz, device, rng,
-                         cuda_graph=not args.no_cuda_graph)
+                         cuda_graph=not args.no_cuda_graph, finite=finite)
+    ckpt = os.path.join(args.outf, "checkpoint.npz")
+
+    def checkpoint(epoch, position, order, step):
+        """(epoch, position) is where to go on: image `position` of that epoch's `order`."""
+        save_checkpoint(ckpt, modules, optimizers,
+                        {"epoch": epoch, "position": position, "step": step}, rng,
+                        {"order": order})
+
     from tqdm import tqdm
-    done = False
     for epoch in range(start_epoch, args.epochs):
-        bar = tqdm(batches.epoch(), total=len(batches), desc=f"epoch {epoch + 1}/{args.epochs}",
+        bar = tqdm(batches.epoch(order, position), total=len(batches),
+                   initial=position // args.batch_size, desc=f"epoch {epoch + 1}/{args.epochs}",
                    file=sys.stdout, disable=None)
-        sums, count, t0 = np.zeros(5), 0, time.perf_counter()
+        sums, count, t0, stop = np.zeros(5), 0, time.perf_counter(), False
         for real in bar:
             t_step = time.perf_counter()
-            r = run_step(real)
+            with np.errstate(all="ignore"):      # non-finite values: `finite` says where
+                r = run_step(real)
             step += 1
+            position += real.shape[0]
+            bad = [k for k in STATS if not math.isfinite(r[k])]
+            if bad:
+                first = finite.first() or "no layer output or gradient of netG / netD"
+                print(f"error: step {step}: {bad[0]} is {r[bad[0]]}; first non-finite: {first}; "
+                      f"stopped with the last checkpoint in place", file=sys.stderr)
+                log.flush()
+                return 1
             ips = real.shape[0] / (time.perf_counter() - t_step)
             log.write(dict(r, step=step, epoch=epoch + 1, img_per_s=round(ips, 1)))
-            sums += [r["errD"], r["errG"], r["D_x"], r["D_G_z1"], r["D_G_z2"]]
+            sums += [r[k] for k in STATS]
             count += 1
             bar.set_postfix(Loss_D=f"{r['errD']:.3f}", Loss_G=f"{r['errG']:.3f}",
                             D_x=f"{r['D_x']:.3f}", D_G_z=f"{r['D_G_z1']:.3f}/{r['D_G_z2']:.3f}",
                             img_s=f"{ips:.0f}")
             if args.dry_run or (args.max_steps and step >= args.max_steps):
-                done = True
+                stop = True
                 break
         mean, elapsed = sums / max(count, 1), time.perf_counter() - t0
         print(f"[{epoch + 1}/{args.epochs}] Loss_D {mean[0]:.4f} Loss_G {mean[1]:.4f} "
               f"D(x) {mean[2]:.4f} D(G(z)) {mean[3]:.4f}/{mean[4]:.4f} "
               f"{count * args.batch_size / elapsed:.0f} img/s")
+        finished = position == len(images)
+        if not finished:
+            # before the samples below move batch norm's running statistics: an uninterrupted
+            # run draws no samples here
+            checkpoint(epoch, position, order, step)
         with L.no_grad():
-            fake = netG(fixed_noise)
+            fake = netG(fixed_noise)          # train mode, as pytorch/examples samples
         save_image_grid(fake.numpy(),
                         os.path.join(args.outf, f"fake_samples_epoch_{epoch + 1:03d}.png"))
         log.plot(os.path.join(args.outf, "loss_curve.png"), ["errD", "errG"])
         L.save(netG.state_dict(), os.path.join(args.outf, f"netG_epoch_{epoch + 1:03d}.npz"))
         L.save(netD.state_dict(), os.path.join(args.outf, f"netD_epoch_{epoch + 1:03d}.npz"))
-        save_checkpoint(ckpt, {"netG": netG, "netD": netD}, {"optG": optG, "optD": optD},
-                        {"epoch": epoch + 1, "step": step}, rng)
-        if done:
+        if finished:
+            order, position = batches.order(), 0
+            checkpoint(epoch + 1, position, order, step)
+        if stop:
             break
     log.flush()
     return 0

@@ -1,0 +1,260 @@
+"""Bad input to `python -m train.dcgan` and the tools, tried as a new user on a machine with no
+GPU: each is one line on stderr, `error:` naming the argument and the value, exit status 2, and
+nothing written (--outf not created, or an existing file there left as it was)."""
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from test_dcgan import write_idx
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SMALL = ("--device", "cpu", "--ngf", "8", "--ndf", "8", "--batch-size", "6",
+         "--dataset", "fake")
+
+
+def _gpu_visible():
+    try:
+        import cupy
+        return cupy.cuda.runtime.getDeviceCount() > 0
+    except Exception:
+        return False
+
+
+no_gpu = pytest.mark.skipif(_gpu_visible(), reason="a CUDA device is visible: --device 0 runs")
+
+
+def run(module, *args):
+    return subprocess.run([sys.executable, "-m", module, *args], cwd=ROOT, capture_output=True,
+                          text=True, timeout=120)
+
+
+def assert_usage_error(r, *words):
+    """Exit 2 and exactly one stderr line, `error: ...` containing every word (no traceback)."""
+    assert r.returncode == 2, (r.returncode, r.stderr)
+    lines = r.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), r.stderr
+    for w in words:
+        assert str(w) in lines[0], (w, lines[0])
+
+
+@pytest.fixture(scope="module")
+def mnist(tmp_path_factory):
+    """A 12-image MNIST folder (IDX, uncompressed)."""
+    root = tmp_path_factory.mktemp("mnist")
+    images = np.random.default_rng(0).integers(0, 256, (12, 28, 28), dtype=np.uint8)
+    write_idx(str(root / "train-images-idx3-ubyte"), images)
+    return root
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory, mnist):
+    """The files of a one-step run on `mnist`: checkpoint.npz, netG/netD_epoch_001.npz."""
+    out = tmp_path_factory.mktemp("trained")
+    r = run("train.dcgan", *SMALL, "--dataset", "mnist", "--dataroot", str(mnist), "--dry-run",
+            "--outf", str(out))
+    assert r.returncode == 0, r.stderr
+    return out
+
+
+def dcgan_fails(tmp_path, *args, words=()):
+    """train.dcgan with `args` is a usage error naming `words`, and --outf was not created."""
+    outf = tmp_path / "out"
+    r = run("train.dcgan", *SMALL, *args, "--outf", str(outf))
+    assert_usage_error(r, *words)
+    assert not outf.exists()
+
+
+# ---- the dataset ------------------------------------------------------------------------------
+
+def test_truncated_gzip_names_the_file(tmp_path):
+    images = np.zeros((12, 28, 28), np.uint8)
+    path = tmp_path / "train-images-idx3-ubyte.gz"
+    write_idx(str(path), images)
+    path.write_bytes(path.read_bytes()[:40])
+    dcgan_fails(tmp_path, "--dataset", "mnist", "--dataroot", str(tmp_path),
+                words=("--dataroot", str(tmp_path), str(path), "gzipped IDX"))
+
+
+def test_non_gzip_dot_gz_names_the_file(tmp_path):
+    path = tmp_path / "t10k-images-idx3-ubyte.gz"
+    path.write_bytes(b"\0\0\x08\x03 not gzip at all")
+    dcgan_fails(tmp_path, "--dataset", "mnist", "--dataroot", str(tmp_path),
+                words=("--dataroot", str(path), "BadGzipFile"))
+
+
+def test_truncated_idx_header(tmp_path):
+    (tmp_path / "train-images-idx3-ubyte").write_bytes(b"\0\0\x08\x03\0\0")
+    dcgan_fails(tmp_path, "--dataset", "mnist", "--dataroot", str(tmp_path),
+                words=("--dataroot", "train-images-idx3-ubyte", "header"))
+
+
+def test_dataroot_not_a_folder(tmp_path):
+    missing = tmp_path / "missing"
+    dcgan_fails(tmp_path, "--dataset", "mnist", "--dataroot", str(missing),
+                words=("--dataroot", str(missing), "is not a folder"))
+
+
+def test_dataroot_with_a_dataset_that_reads_none(tmp_path, mnist):
+    dcgan_fails(tmp_path, "--dataroot", str(mnist), words=("--dataroot", str(mnist), "--dataset"))
+
+
+# ---- numbers and devices ----------------------------------------------------------------------
+
+@pytest.mark.parametrize("flag,value", [("--batch-size", "0"), ("--batch-size", "-3"),
+                                        ("--epochs", "0"), ("--max-steps", "-1"),
+                                        ("--image-size", "32"), ("--beta1", "1.5")])
+def test_out_of_range_numbers(tmp_path, flag, value):
+    dcgan_fails(tmp_path, flag, value, words=(flag, value, "expected"))
+
+
+@pytest.mark.parametrize("value", ["foo", "-1"])
+def test_device_that_is_not_one(tmp_path, value):
+    dcgan_fails(tmp_path, "--device", value, words=("--device", value, "'cpu' or a GPU index"))
+
+
+@no_gpu
+def test_gpu_device_without_a_gpu_says_use_cpu(tmp_path):
+    dcgan_fails(tmp_path, "--device", "0", words=("--device 0", "no CUDA device",
+                                                  "--device cpu"))
+
+
+# ---- weights and checkpoints ------------------------------------------------------------------
+
+@pytest.mark.parametrize("flag", ["--netG", "--netD"])
+def test_weights_that_are_a_text_file(tmp_path, flag):
+    path = tmp_path / "weights.npz"
+    path.write_text("these are not weights\n")
+    dcgan_fails(tmp_path, flag, str(path), words=(flag, str(path), "not an .npz file"))
+
+
+@pytest.mark.parametrize("flag", ["--netG", "--netD"])
+def test_weights_that_are_missing(tmp_path, flag):
+    path = tmp_path / "nope.npz"
+    dcgan_fails(tmp_path, flag, str(path), words=(flag, str(path), "no such file"))
+
+
+@pytest.mark.parametrize("flag,name", [("--netG", "netG"), ("--netD", "netD")])
+def test_weights_of_other_shapes(tmp_path, trained, flag, name):
+    path = trained / f"{name}_epoch_001.npz"          # trained with --ngf 8 --ndf 8
+    dcgan_fails(tmp_path, flag, str(path), "--ngf", "16", "--ndf", "16",
+                words=(flag, str(path), "has shape", "--ngf 16"))
+
+
+def test_weights_that_are_a_checkpoint(tmp_path, trained):
+    path = trained / "checkpoint.npz"
+    dcgan_fails(tmp_path, "--netG", str(path), words=("--netG", str(path), "checkpoint"))
+
+
+def test_resume_missing(tmp_path):
+    path = tmp_path / "checkpoint.npz"
+    dcgan_fails(tmp_path, "--resume", str(path), words=("--resume", str(path), "no such file"))
+
+
+def test_resume_truncated(tmp_path, trained):
+    path = tmp_path / "checkpoint.npz"
+    path.write_bytes((trained / "checkpoint.npz").read_bytes()[:5000])
+    dcgan_fails(tmp_path, "--resume", str(path), words=("--resume", str(path), "damaged"))
+
+
+def test_resume_corrupt(tmp_path, trained):
+    data = bytearray((trained / "checkpoint.npz").read_bytes())
+    data[2000:2100] = b"\xff" * 100                    # inside the first arrays, CRC mismatch
+    path = tmp_path / "checkpoint.npz"
+    path.write_bytes(bytes(data))
+    dcgan_fails(tmp_path, "--resume", str(path), words=("--resume", str(path), "damaged"))
+
+
+def test_resume_given_weights(tmp_path, trained):
+    path = trained / "netG_epoch_001.npz"
+    dcgan_fails(tmp_path, "--resume", str(path),
+                words=("--resume", str(path), "not a checkpoint"))
+
+
+def test_resume_of_another_architecture(tmp_path, trained, mnist):
+    path = trained / "checkpoint.npz"
+    dcgan_fails(tmp_path, "--dataset", "mnist", "--dataroot", str(mnist), "--resume", str(path),
+                "--ngf", "16", words=("--resume", str(path), "has shape"))
+
+
+def test_resume_on_another_dataset(tmp_path, trained):
+    path = trained / "checkpoint.npz"
+    dcgan_fails(tmp_path, "--dataset", "fake", "--resume", str(path),
+                words=("--resume", str(path), "12 images", "2048"))
+
+
+def test_resume_with_no_epochs_left(tmp_path, trained, mnist):
+    path = trained / "checkpoint.npz"                  # the dry run stopped in epoch 1 of 1
+    first = run("train.dcgan", *SMALL, "--dataset", "mnist", "--dataroot", str(mnist),
+                "--epochs", "1", "--resume", str(path), "--outf", str(tmp_path / "done"))
+    assert first.returncode == 0, first.stderr
+    dcgan_fails(tmp_path, "--dataset", "mnist", "--dataroot", str(mnist), "--epochs", "1",
+                "--resume", str(tmp_path / "done" / "checkpoint.npz"),
+                words=("--epochs 1", "finished 1 epochs"))
+
+
+# ---- --outf -----------------------------------------------------------------------------------
+
+def test_outf_an_existing_file_is_left_alone(tmp_path):
+    outf = tmp_path / "notes.txt"
+    outf.write_bytes(b"keep me\n")
+    r = run("train.dcgan", *SMALL, "--dataset", "fake", "--dry-run", "--outf", str(outf))
+    assert_usage_error(r, "--outf", str(outf), "expected a folder")
+    assert outf.read_bytes() == b"keep me\n"
+
+
+# ---- the tools --------------------------------------------------------------------------------
+
+GPU_TOOLS = ["bench_dcgan", "bench_lstm", "bench_calls", "conv_algos", "profile_dcgan"]
+
+
+@pytest.mark.parametrize("tool", GPU_TOOLS)
+def test_gpu_tool_refuses_cpu(tool):
+    assert_usage_error(run(f"tools.{tool}", "--device", "cpu"), "--device cpu", "GPU")
+
+
+@no_gpu
+@pytest.mark.parametrize("tool", GPU_TOOLS + ["bench_overhead"])
+def test_tool_without_a_gpu(tool):
+    assert_usage_error(run(f"tools.{tool}", "--device", "0"), "--device 0", "no CUDA device")
+
+
+@pytest.mark.parametrize("tool", GPU_TOOLS + ["bench_overhead"])
+def test_tool_device_that_is_not_one(tool):
+    assert_usage_error(run(f"tools.{tool}", "--device", "foo"), "--device", "foo")
+
+
+def test_bench_overhead_runs_on_the_cpu():
+    r = run("tools.bench_overhead", "--device", "cpu")
+    assert r.returncode == 0, r.stderr
+    assert "add (recorded)" in r.stdout and " cpu " in r.stdout
+
+
+# ---- the README's CPU-only set-up ---------------------------------------------------------------
+
+def test_readme_cpu_example_matches_torch():
+    """The README's NumPy example runs as written; its gradient is torch's for the same net."""
+    import re
+
+    import torch
+
+    import layers as L
+    from layers import nn
+    text = open(os.path.join(ROOT, "README.md")).read()
+    code = re.search(r"### CPU only\n.*?```python\n(.*?)```", text, re.S).group(1)
+    L.manual_seed(0)
+    scope = {}
+    exec(compile(code, "README.md", "exec"), scope)
+    L.manual_seed(0)                                  # the same initial weights, before Adam
+    fresh = nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU())
+    ref = torch.nn.Sequential(torch.nn.Conv2d(3, 16, 3, padding=1), torch.nn.BatchNorm2d(16),
+                              torch.nn.ReLU())
+    ref.load_state_dict({k: torch.from_numpy(v) for k, v in fresh.state_dict().items()})
+    loss = torch.nn.functional.mse_loss(ref(torch.from_numpy(scope["x"])),
+                                        torch.zeros(8, 16, 32, 32))
+    loss.backward()
+    assert abs(scope["loss"].item() - loss.item()) < 1e-6
+    np.testing.assert_allclose(scope["net"][0].weight.grad.numpy(), ref[0].weight.grad.numpy(),
+                               rtol=1e-4, atol=1e-7)

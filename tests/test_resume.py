@@ -1,0 +1,41 @@
+"""Stop + resume == an uninterrupted run, bitwise, on the CPU: a checkpoint holds the epoch, the
+position in it, its sample order and the RNG states, whether the stop falls at an epoch's end or
+in the middle of one."""
+import csv
+
+import numpy as np
+import pytest
+
+import layers as L
+from test_cli import SMALL, run
+from test_dcgan import write_idx
+
+
+def losses(folder):
+    """losses.csv without the timing column."""
+    with open(folder / "losses.csv") as f:
+        return [{k: v for k, v in row.items() if k != "img_per_s"} for row in csv.DictReader(f)]
+
+
+@pytest.mark.parametrize("stop", [("--epochs", "1"),          # at the end of epoch 1
+                                  ("--max-steps", "2")],      # 2 of epoch 1's 3 batches
+                         ids=["epoch-end", "mid-epoch"])
+def test_stop_and_resume_equals_the_straight_run(tmp_path, stop):
+    images = np.random.default_rng(0).integers(0, 256, (16, 28, 28), dtype=np.uint8)
+    write_idx(str(tmp_path / "train-images-idx3-ubyte"), images)   # batches of 6, 6, 4
+    common = (*SMALL, "--dataset", "mnist", "--dataroot", str(tmp_path), "--seed", "3")
+    straight, first = tmp_path / "straight", tmp_path / "first"
+    r = run("train.dcgan", *common, "--epochs", "2", "--outf", str(straight))
+    assert r.returncode == 0, r.stderr
+    r = run("train.dcgan", *common, "--epochs", "2", *stop, "--outf", str(first))
+    assert r.returncode == 0, r.stderr
+    assert len(losses(first)) == (3 if stop[0] == "--epochs" else 2)
+    r = run("train.dcgan", *common, "--epochs", "2", "--outf", str(first), "--resume",
+            str(first / "checkpoint.npz"))
+    assert r.returncode == 0, r.stderr
+
+    a, b = L.load(straight / "checkpoint.npz"), L.load(first / "checkpoint.npz")
+    assert list(a) == list(b)
+    for k in a:                    # weights, buffers, Adam's moments and steps, order, meta
+        np.testing.assert_array_equal(a[k], b[k], err_msg=k)
+    assert losses(first) == losses(straight) and len(losses(straight)) == 6

@@ -1,0 +1,75 @@
+"""Command-line plumbing shared by the training jobs and the tools: every mistake in an argument
+is one line on stderr, `error: --flag value: what was expected`, and exit status 2 -- never a
+traceback, never argparse's usage block -- and --device is parsed and checked in one place."""
+import argparse
+import sys
+
+import layers as L
+
+
+def fail(message):
+    """Print `error: message` as one line on stderr and exit with status 2 (a usage error)."""
+    print("error: " + " ".join(str(message).split()), file=sys.stderr)
+    raise SystemExit(2)
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse whose errors go through fail(): 'argument --x: ...' becomes '--x: ...'."""
+
+    def error(self, message):
+        fail(message.removeprefix("argument "))
+
+
+def positive_int(text):
+    """argparse type: an int >= 1."""
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer (1, 2, ...), got {text!r}")
+    return n
+
+
+def nonnegative_int(text):
+    """argparse type: an int >= 0."""
+    try:
+        n = int(text)
+    except ValueError:
+        n = -1
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}")
+    return n
+
+
+def device(text):
+    """argparse type: 'cpu' or a GPU index ('cuda', 'cuda:N' too), as layers.parse_device."""
+    try:
+        return L.parse_device(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected 'cpu' or a GPU index (0, 1, ...), got {text!r}") from None
+
+
+def use_device(device, gpu_only=None):
+    """Make `device` (from the `device` type) current. A GPU index that no visible CUDA device
+    answers, or 'cpu' for a tool that says why it needs a GPU in `gpu_only`, is a fail()."""
+    if device == "cpu":
+        if gpu_only:
+            fail(f"--device cpu: {gpu_only}; expected a GPU index (0, 1, ...)")
+        return device
+    try:
+        import cupy
+        count = cupy.cuda.runtime.getDeviceCount()
+    except Exception as e:       # ImportError, or CUDARuntimeError when there is no driver
+        count, why = 0, f"{type(e).__name__}: {str(e).splitlines()[0]}"
+    else:
+        why = "0 visible"
+    if count == 0:
+        fail(f"--device {device}: no CUDA device is visible ({why}); "
+             + (gpu_only if gpu_only else "use --device cpu for the NumPy path"))
+    if device >= count:
+        fail(f"--device {device}: expected a GPU index from 0 to {count - 1} "
+             f"({count} CUDA device{'s' if count > 1 else ''} visible)")
+    cupy.cuda.Device(device).use()
+    return device
