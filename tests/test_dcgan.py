@@ -13,6 +13,7 @@ import torch
 
 import layers as L
 from train import data, dcgan
+from reference import rel_err
 from tools import dcgan_torch as ref
 
 LR = 2e-4
@@ -53,12 +54,21 @@ def _pair(nz, ngf, ndf, device, dtype):
 
 
 def _equivalence(device, dtype, steps, batch=8, nz=100, ngf=32, ndf=32, out_rtol=1e-3,
-                 param_rtol=2e-3, param_atol=1e-12):
-    """`steps` iterations of both; losses and D outputs within out_rtol, every parameter and
-    buffer elementwise within param_rtol (+ param_atol)."""
+                 param_rtol=2e-3, param_atol=1e-12, grad_rtol=None, flipped=1e-2, strict=None):
+    """`steps` iterations of both. After each: losses and D outputs within out_rtol. After each of
+    the first `strict` steps (all by default; while the two runs' weights have not drifted apart):
+    every parameter's gradient within grad_rtol (norm-relative; where given), and every parameter's
+    update
+    (after - before) equal to torch's within 1e-3 relative except on at most a `flipped` fraction
+    of its elements (at least 4 where any may flip) (Adam moves a weight by about lr * sign(g), and a gradient below the dtype's
+    rounding noise may take either sign). At the end, every parameter and buffer within
+    param_rtol (+ param_atol)."""
     (G, D, oG, oD), (tG, tD, toG, toD), tdev = _pair(nz, ngf, ndf, device, dtype)
+    pairs = [(p, q) for ours, theirs in ((G, tG), (D, tD))
+             for (_, p), q in zip(ours.named_parameters(), theirs.parameters())]
     rng = np.random.default_rng(1)
-    for _ in range(steps):
+    for i in range(steps):
+        before = [(p.numpy().copy(), q.detach().cpu().numpy().copy()) for p, q in pairs]
         real = rng.uniform(-1, 1, (batch, 1, 64, 64)).astype(dtype)
         noise = rng.standard_normal((batch, nz, 1, 1)).astype(dtype)
         r = dcgan.train_step(G, D, oG, oD, L.tensor(real, device=device),
@@ -67,6 +77,12 @@ def _equivalence(device, dtype, steps, batch=8, nz=100, ngf=32, ndf=32, out_rtol
                             torch.from_numpy(noise).to(tdev))
         for k in tr:
             assert abs(r[k] - tr[k]) <= out_rtol * abs(tr[k]), (k, r[k], tr[k])
+        for (p, q), (p0, q0) in zip(pairs, before if strict is None or i < strict else []):
+            if grad_rtol is not None:
+                assert rel_err(p.grad.numpy(), q.grad.cpu().numpy()) < grad_rtol
+            step, tstep = p.numpy() - p0, q.detach().cpu().numpy() - q0
+            off = np.abs(step - tstep) > 1e-3 * np.abs(tstep) + 1e-12
+            assert off.sum() <= max(flipped * off.size, 4 if flipped else 0), (p.shape, off.sum())
     for ours, theirs in ((G, tG), (D, tD)):
         sd = ours.state_dict()
         for k, v in theirs.state_dict().items():
@@ -76,7 +92,8 @@ def _equivalence(device, dtype, steps, batch=8, nz=100, ngf=32, ndf=32, out_rtol
 
 def test_two_steps_match_pytorch_on_cpu_float64():
     """The algorithm, step for step: in float64 nothing is lost to rounding."""
-    _equivalence("cpu", np.float64, steps=2, out_rtol=1e-9, param_rtol=1e-7)
+    _equivalence("cpu", np.float64, steps=2, out_rtol=1e-9, param_rtol=1e-7, grad_rtol=1e-9,
+                 flipped=0)
 
 
 def test_two_steps_match_pytorch_on_cpu_float32():
@@ -85,9 +102,13 @@ def test_two_steps_match_pytorch_on_cpu_float32():
     (~1e-7 here) go either way, and the second step's moments inherit that. So the outputs meet
     the 1e-3 bar after one step and agree to a few 1e-3 after two; each element agrees to 2e-3
     or, where a sign went the other way, to within what Adam can move it (about 2 * lr a step;
-    63 of the first layer's 409600 weights, here). The float64 test above is the strict one."""
+    63 of the first layer's 409600 weights, here). The generator's gradients already come through
+    the updated discriminator, so they differ by ~1e-2, and by the second step all do. So the
+    updates are checked on the first step, where such flips stay rare (the `flipped` bound): a
+    wrong sign in any gradient or update flips every element of that update and cannot hide
+    there. The float64 test above is the strict one (gradients to 1e-9, no flip at all)."""
     _equivalence("cpu", np.float32, steps=1, param_atol=2 * LR)
-    _equivalence("cpu", np.float32, steps=2, out_rtol=5e-3, param_atol=5 * LR)
+    _equivalence("cpu", np.float32, steps=2, out_rtol=5e-3, param_atol=5 * LR, strict=1)
 
 
 @pytest.mark.gpu
@@ -99,11 +120,11 @@ def test_steps_match_pytorch_cuda(dtype):
         with conv.using(allow_tf32=False):
             if dtype == np.float64:
                 _equivalence(0, dtype, steps=2, batch=32, ngf=64, ndf=64, out_rtol=1e-9,
-                             param_rtol=1e-7)
+                             param_rtol=1e-7, grad_rtol=1e-9, flipped=0)
             else:
                 _equivalence(0, dtype, steps=1, batch=32, ngf=64, ndf=64, param_atol=2 * LR)
                 _equivalence(0, dtype, steps=2, batch=32, ngf=64, ndf=64, out_rtol=5e-3,
-                             param_atol=5 * LR)
+                             param_atol=5 * LR, strict=1)
     finally:
         torch.backends.cudnn.allow_tf32 = True
 
