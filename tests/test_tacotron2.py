@@ -1,0 +1,230 @@
+"""Tacotron 2 on the engine against the PyTorch reference written from NVIDIA's structure
+(tools/tacotron2_torch.py), with the same weights: state_dict names and shapes, teacher-forced
+outputs, alignments, losses and every gradient, Adam + clip steps, variable lengths, greedy
+inference -- in float64 (strict) and float32, on the NumPy path (CUDA in -m gpu)."""
+import numpy as np
+import pytest
+import torch
+
+import layers as L
+from reference import rel_err
+from tools import tacotron2_torch as ref
+from train.tacotron2 import HParams, Tacotron2, make_optimizer, set_dropout, train_step
+
+HP = HParams.small()
+TOL = {np.float64: (1e-9, 1e-9), np.float32: (1e-5, 1e-4)}      # (outputs, gradients)
+EPS = {np.float64: 1e-16, np.float32: 1e-7}
+
+
+def before_batch_norm(name):
+    """The conv biases each followed by a training-mode batch norm: their gradient is exactly 0
+    (the norm subtracts the channel mean), so both engines hold rounding noise there."""
+    return name.endswith(".0.conv.bias") and "convolutions" in name
+
+
+def assert_gradients_match(grads, dtype, train, tol):
+    scale = max(np.linalg.norm(b) for _, b, _ in grads)
+    for a, b, k in grads:
+        if train and before_batch_norm(k):
+            assert np.linalg.norm(a) < 100 * EPS[dtype] * scale, k
+            assert np.linalg.norm(b) < 100 * EPS[dtype] * scale, k
+        else:
+            assert rel_err(a, b) < tol, k
+
+
+def pair(hp=HP, dtype=np.float64, device="cpu", seed=0):
+    torch.manual_seed(seed)
+    t = ref.Tacotron2(hp)
+    m = Tacotron2(hp)
+    m.load_state_dict({k: v.numpy() for k, v in t.state_dict().items()})
+    tdtype = torch.float64 if dtype == np.float64 else torch.float32
+    t.to("cpu" if device == "cpu" else f"cuda:{device}", tdtype)
+    m.to(device).to_dtype(dtype)
+    ref.set_dropout(t, False)
+    set_dropout(m, False)
+    return m, t
+
+
+def test_state_dict_is_nvidias_at_full_size():
+    torch.manual_seed(0)
+    sd, tsd = Tacotron2().state_dict(), ref.Tacotron2().state_dict()
+    assert list(sd) == list(tsd) and len(sd) == 84
+    for k, v in tsd.items():
+        assert sd[k].shape == tuple(v.shape) and sd[k].dtype == v.numpy().dtype, k
+    n = sum(int(np.prod(p.shape)) for p in Tacotron2().parameters())
+    assert n == 28_193_153
+
+
+def test_initialisation_is_nvidias():
+    """xavier_uniform with NVIDIA's gains: each weight's bound, the embedding's uniform bound."""
+    L.manual_seed(0)
+    m = Tacotron2(HP)
+    torch.manual_seed(0)
+    t = ref.Tacotron2(HP)
+    for (k, p), (_, q) in zip(m.named_parameters(), t.named_parameters()):
+        if k.endswith("weight") and ".1." not in k:      # not batch norm
+            bound = float(q.detach().abs().max())
+            assert abs(float(np.abs(p.numpy()).max()) - bound) < 0.25 * bound, k
+
+
+def _run(m, t, batch, device="cpu"):
+    """Forward both on the batch, backprop NVIDIA's loss; -> (ours, theirs) pairs of outputs,
+    loss parts and every parameter gradient."""
+    dtype = m.embedding.weight.dtype
+    tb = ref.batch_to_torch(batch, t)
+    out_t = t(tb.text_padded, tb.input_lengths, tb.mel_padded, tb.output_lengths)
+    loss_t = ref.Tacotron2Loss()(out_t, (tb.mel_padded, tb.gate_padded))
+    loss_t["loss"].backward()
+    from train.tacotron2.model import loss_parts
+    mels = L.tensor(batch.mel_padded.astype(dtype), device=device)
+    out_m = m(batch.text_padded, batch.input_lengths, mels, batch.output_lengths)
+    loss_m = loss_parts(out_m, mels, L.tensor(batch.gate_padded.astype(dtype), device=device))
+    loss_m["loss"].backward()
+    pairs = [(a.numpy(), b.detach().cpu().numpy()) for a, b in zip(out_m, out_t)]
+    pairs += [(loss_m[k].numpy(), loss_t[k].detach().cpu().numpy()) for k in loss_t]
+    grads = [(p.grad.numpy(), q.grad.cpu().numpy(), k) for (k, p), q in
+             zip(m.named_parameters(), t.parameters())]
+    return pairs, grads
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("train", [True, False])
+def test_teacher_forced_forward_and_backward_match(dtype, train):
+    m, t = pair(dtype=dtype)
+    m.train(train), t.train(train)
+    batch = ref.make_batch(HP, 4, [9, 7, 7, 3], [12, 5, 9, 10], seed=1)   # variable lengths
+    pairs, grads = _run(m, t, batch)
+    tol_out, tol_grad = TOL[dtype]
+    for i, (a, b) in enumerate(pairs):
+        assert rel_err(a, b) < tol_out, i
+    assert_gradients_match(grads, dtype, train, tol_grad)
+
+
+def test_padding_is_masked_as_nvidia_and_alignments_ignore_padded_characters():
+    m, _ = pair()
+    batch = ref.make_batch(HP, 3, [8, 5, 2], [6, 11, 4], seed=2)
+    mel, post, gate, align = (o.numpy() for o in m(batch.text_padded, batch.input_lengths,
+                                                   batch.mel_padded.astype(np.float64),
+                                                   batch.output_lengths))
+    for i, (n, T) in enumerate(zip(batch.input_lengths, batch.output_lengths)):
+        assert not mel[i, :, T:].any() and not post[i, :, T:].any()
+        assert (gate[i, T:] == 1e3).all() and (gate[i, :T] != 1e3).all()
+        assert not align[i, :, n:].any()
+        np.testing.assert_allclose(align[i].sum(axis=1), 1.0, rtol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_three_adam_and_clip_steps_match(dtype):
+    m, t = pair(dtype=dtype)
+    om, ot = make_optimizer(m), ref.make_optimizer(t)
+    for step in range(3):
+        batch = ref.make_batch(HP, 3, [6, 6, 4], [7, 9, 8], seed=10 + step)
+        ours, theirs = train_step(m, om, batch), ref.train_step(t, ot, batch)
+        for k in theirs:
+            assert abs(ours[k] - theirs[k]) <= (1e-9 if dtype == np.float64 else 1e-5) \
+                * abs(theirs[k]), (step, k)
+    assert ours["grad_norm"] > HP.grad_clip_thresh          # clipping was exercised
+    tol = 1e-7 if dtype == np.float64 else 1e-4
+    sd, tsd = m.state_dict(), t.state_dict()
+    for k, v in tsd.items():
+        if before_batch_norm(k) or (k.endswith(".1.running_mean") and "convolutions" in k):
+            # driven by rounding noise alone (see before_batch_norm): Adam moves such a bias by
+            # about lr * sign(noise) a step, either way on either engine, and the running mean
+            # of the norm after it follows the bias
+            assert np.abs(sd[k] - v.numpy()).max() <= 2 * 3 * HP.learning_rate, k
+        else:
+            assert rel_err(sd[k], v.numpy()) < tol, k
+
+
+@pytest.mark.parametrize("stop_on_gate", [False, True])
+def test_greedy_inference_matches_the_reference(stop_on_gate):
+    m, t = pair()
+    m.eval(), t.eval()
+    text = ref.make_batch(HP, 1, 6, 5, seed=3).text_padded
+    steps = 24 if not stop_on_gate else HP.max_decoder_steps
+    with torch.no_grad():
+        theirs = t.inference(torch.from_numpy(text), max_steps=steps, stop_on_gate=stop_on_gate)
+    with L.no_grad():
+        ours = m.inference(text, max_steps=steps, stop_on_gate=stop_on_gate)
+    assert ours[0].shape[2] == theirs[0].shape[2] and ours[0].shape[2] >= (24 if not stop_on_gate
+                                                                            else 1)
+    for a, b in zip(ours, theirs):
+        assert rel_err(a.numpy(), b.numpy()) < 1e-9
+
+
+def test_gate_reports_whether_it_fired():
+    m, _ = pair()
+    m.eval()
+    m.decoder.gate_layer.linear_layer.bias.data[...] = 50.0      # sigmoid = 1 from frame 1
+    m.inference(np.array([[3, 4, 5]]))
+    assert m.gate_fired
+    m.decoder.gate_layer.linear_layer.bias.data[...] = -50.0
+    mel = m.inference(np.array([[3, 4, 5]]), max_steps=7)[0]
+    assert not m.gate_fired and mel.shape[2] == 7
+
+
+def test_dropout_switch_and_prenet_dropout_at_inference():
+    """NVIDIA's prenet dropout stays on in eval mode; set_dropout(model, False) turns every
+    dropout off."""
+    m, _ = pair()
+    m.eval()
+    set_dropout(m, True)
+    text = np.array([[3, 4, 5, 6]])
+    a = m.inference(text, max_steps=5, stop_on_gate=False)[0].numpy()
+    b = m.inference(text, max_steps=5, stop_on_gate=False)[0].numpy()
+    assert not np.array_equal(a, b)
+    set_dropout(m, False)
+    a = m.inference(text, max_steps=5, stop_on_gate=False)[0].numpy()
+    b = m.inference(text, max_steps=5, stop_on_gate=False)[0].numpy()
+    np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_teacher_forced_step_matches_torch_cuda_at_full_size(dtype):
+    from cudnnlite import conv
+    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cuda.matmul.allow_tf32 = False
+    try:
+        with conv.using(allow_tf32=False):
+            hp = HParams()
+            m, t = pair(hp, dtype, device=0)
+            m.train(), t.train()
+            batch = ref.make_batch(hp, 4, [15, 13, 12, 9], [40, 33, 38, 20], seed=4)
+            pairs, grads = _run(m, t, batch, device=0)
+    finally:
+        torch.backends.cudnn.allow_tf32 = True
+    tol_out, tol_grad = (1e-9, 1e-8) if dtype == np.float64 else (1e-4, 1e-3)
+    for i, (a, b) in enumerate(pairs):
+        assert rel_err(a, b) < tol_out, i
+    assert_gradients_match(grads, dtype, True, tol_grad)
+
+
+@pytest.mark.gpu
+def test_teacher_forced_step_matches_torchaudio(monkeypatch):
+    """torchaudio's Tacotron 2 is an independent implementation; its dropouts are switched off by
+    patching the F.dropout its module calls, and mask_padding is off (its in-place fill does not
+    backpropagate)."""
+    pytest.importorskip("torchaudio")
+    import torchaudio.models.tacotron2 as ta_module
+    from tools.bench_tacotron2 import torchaudio_model
+    monkeypatch.setattr(ta_module.F, "dropout", lambda x, *args, **kwargs: x)
+    hp = HParams(mask_padding=False)
+    m, _ = pair(hp, np.float64, device=0)
+    ta = torchaudio_model(hp, list(m.state_dict().values())).double().to("cuda:0").train()
+    m.train()
+    batch = ref.make_batch(hp, 3, [12, 10, 7], [30, 22, 26], seed=5)
+    tb = [torch.as_tensor(a, device="cuda:0") for a in batch]
+    out_ta = ta(tb[0], tb[1], tb[2].double(), tb[4])
+    loss_ta = ref.Tacotron2Loss()(out_ta, (tb[2].double(), tb[3].double()))
+    loss_ta["loss"].backward()
+    from train.tacotron2.model import loss_parts
+    mels = L.tensor(batch.mel_padded.astype(np.float64), device=0)
+    out_m = m(batch.text_padded, batch.input_lengths, mels, batch.output_lengths)
+    loss_m = loss_parts(out_m, mels, L.tensor(batch.gate_padded.astype(np.float64), device=0))
+    loss_m["loss"].backward()
+    for a, b in zip(out_m, out_ta):
+        assert rel_err(a.numpy(), b.detach().cpu().numpy()) < 1e-9
+    grads = [(p.grad.numpy(), q.grad.cpu().numpy(), k)
+             for (k, p), q in zip(m.named_parameters(), ta.parameters())]
+    assert_gradients_match(grads, np.float64, True, 1e-8)

@@ -1,0 +1,142 @@
+"""One Tacotron 2 training step (NVIDIA's hparams, batch 64, 15 characters, 87 frames: the seed's
+"In his defense" experiment) timed on this engine and on torchaudio's Tacotron 2, eager, side by
+side in one run on one GPU: ms/step, mel frames/s, and -- from one profiled step of each, with
+torch.profiler's CUPTI trace, which sees every kernel of the process -- kernels per step and
+GPU-busy time.
+
+    python -m tools.bench_tacotron2 --device 0 [--steps 10] [--batch-size 64]
+
+Both take the same weights (torchaudio's mapped from ours in state_dict order) and the same
+batch; convolutions may use TF32 on both (PyTorch's default), matmuls do not (neither's default).
+mask_padding is off on both: torchaudio fills padded frames in place, which autograd refuses.
+"""
+import statistics
+
+from tools.timing import ms_per_call
+from train import cli
+
+
+def batch_of(hp, batch_size, chars, frames):
+    from tools.tacotron2_torch import make_batch
+    return make_batch(hp, batch_size, chars, frames, seed=0)
+
+
+def ours(hp, batch, device):
+    """A step function of this engine and its sync."""
+    import cupy
+    import layers as L
+    from train.tacotron2 import Tacotron2, make_optimizer, train_step_device
+    L.manual_seed(0)
+    model = Tacotron2(hp).to(device)
+    opt = make_optimizer(model)
+    text, text_lengths, mels, gates, mel_lengths = batch       # lengths stay on the host
+    dev_batch = (L.backend.to_device(text, device), text_lengths, L.backend.to_device(mels, device),
+                 L.backend.to_device(gates, device), mel_lengths)
+    return (lambda: train_step_device(model, opt, dev_batch), model,
+            cupy.cuda.get_current_stream().synchronize)
+
+
+def torchaudio_model(hp, weights):
+    """torchaudio.models.Tacotron2 with hparams hp (mask_padding off) holding `weights`, NVIDIA's
+    parameters and buffers in state_dict order (torchaudio's names differ, its order does not)."""
+    import torch
+    import torchaudio
+    model = torchaudio.models.Tacotron2(
+        mask_padding=False, n_mels=hp.n_mel_channels, n_symbol=hp.n_symbols,
+        n_frames_per_step=hp.n_frames_per_step, symbol_embedding_dim=hp.symbols_embedding_dim,
+        encoder_embedding_dim=hp.encoder_embedding_dim,
+        encoder_n_convolution=hp.encoder_n_convolutions,
+        encoder_kernel_size=hp.encoder_kernel_size, decoder_rnn_dim=hp.decoder_rnn_dim,
+        decoder_max_step=hp.max_decoder_steps, decoder_dropout=hp.p_decoder_dropout,
+        attention_rnn_dim=hp.attention_rnn_dim, attention_hidden_dim=hp.attention_dim,
+        attention_location_n_filter=hp.attention_location_n_filters,
+        attention_location_kernel_size=hp.attention_location_kernel_size,
+        attention_dropout=hp.p_attention_dropout, prenet_dim=hp.prenet_dim,
+        postnet_n_convolution=hp.postnet_n_convolutions,
+        postnet_kernel_size=hp.postnet_kernel_size,
+        postnet_embedding_dim=hp.postnet_embedding_dim, gate_threshold=hp.gate_threshold)
+    sd = model.state_dict()
+    if [tuple(v.shape) for v in sd.values()] != [w.shape for w in weights]:
+        raise SystemExit("error: torchaudio's Tacotron2 parameters do not line up with NVIDIA's "
+                         "in state_dict order; the weight mapping needs updating")
+    model.load_state_dict({k: torch.from_numpy(w) for k, w in zip(sd, weights)})
+    return model
+
+
+def torchaudio_step(hp, batch, device, weights):
+    import torch
+    dev = f"cuda:{device}"
+    model = torchaudio_model(hp, weights).to(dev).train()
+    opt = torch.optim.Adam(model.parameters(), lr=hp.learning_rate, weight_decay=hp.weight_decay)
+    text, text_lengths, mels, gates, mel_lengths = (torch.as_tensor(a, device=dev)
+                                                    for a in batch)
+
+    def step():
+        opt.zero_grad()
+        mel, post, gate, _ = model(text, text_lengths, mels, mel_lengths)
+        loss = torch.nn.functional.mse_loss(mel, mels) + torch.nn.functional.mse_loss(post, mels) \
+            + torch.nn.functional.binary_cross_entropy_with_logits(gate, gates)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), hp.grad_clip_thresh)
+        opt.step()
+    return step, torch.cuda.synchronize
+
+
+def kernels_and_busy_ms(step, sync):
+    """(kernels, GPU-busy ms) of one step, from torch.profiler's CUDA activity (CUPTI)."""
+    from torch.profiler import ProfilerActivity, profile
+    sync()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        step()
+        sync()
+    events = [e for e in prof.events() if e.device_type.name == "CUDA"]
+    kernels = [e for e in events if not e.name.lower().startswith(("memcpy", "memset"))]
+    return len(kernels), sum(e.device_time_total for e in events) / 1e3
+
+
+def main():
+    ap = cli.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--device", type=cli.device, default=0, help="GPU index [0]")
+    ap.add_argument("--batch-size", type=cli.positive_int, default=64)
+    ap.add_argument("--chars", type=cli.positive_int, default=15, help="text length [15]")
+    ap.add_argument("--frames", type=cli.positive_int, default=87, help="mel frames [87]")
+    ap.add_argument("--steps", type=cli.positive_int, default=10)
+    ap.add_argument("--warmup", type=cli.nonnegative_int, default=3)
+    ap.add_argument("--repeats", type=cli.positive_int, default=3)
+    args = ap.parse_args()
+    cli.use_device(args.device, gpu_only="this tool times the GPU path against torchaudio's")
+    import cupy
+    import torch
+    from cudnnlite import conv
+    from train.tacotron2 import HParams
+    conv.configure(allow_tf32=True)
+    torch.backends.cudnn.allow_tf32 = True
+    hp = HParams(mask_padding=False)
+    batch = batch_of(hp, args.batch_size, args.chars, args.frames)
+    mine, model, mine_sync = ours(hp, batch, args.device)
+    theirs, theirs_sync = torchaudio_step(hp, batch, args.device,
+                                          [v for v in model.state_dict().values()])
+    runs = {"cudnnlite eager": (mine, mine_sync), "torchaudio eager": (theirs, theirs_sync)}
+    times = {name: [] for name in runs}
+    for _ in range(args.repeats):                   # interleaved, so drift hits both alike
+        for name, (step, sync) in runs.items():
+            times[name].append(ms_per_call(step, sync, args.warmup, args.steps))
+    frames = args.batch_size * args.frames
+    name = cupy.cuda.runtime.getDeviceProperties(args.device)["name"].decode()
+    print(f"Tacotron 2 train step, batch {args.batch_size}, {args.chars} characters, "
+          f"{args.frames} frames, {name}")
+    print(f"{'engine':<18} {'ms/step':>8} {'mel frames/s':>13} {'kernels':>8} {'GPU busy ms':>12}"
+          f"   runs (ms/step)")
+    for name, (step, sync) in runs.items():
+        med = statistics.median(times[name])
+        kernels, busy = kernels_and_busy_ms(step, sync)
+        print(f"{name:<18} {med:8.1f} {frames / med * 1e3:13.0f} {kernels:8d} {busy:12.1f}   "
+              + " ".join(f"{t:.1f}" for t in times[name]))
+    ratio = statistics.median(times["torchaudio eager"]) / statistics.median(
+        times["cudnnlite eager"])
+    print(f"speed-up of cudnnlite eager over torchaudio eager: {ratio:.2f}x")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

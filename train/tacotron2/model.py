@@ -1,0 +1,369 @@
+"""NVIDIA tacotron2's model on the layers engine: the same modules, attribute names (so the same
+state_dict keys and shapes: a converted NVIDIA checkpoint loads), initialisation, teacher-forced
+forward, greedy inference, loss and training step.
+
+Shape legend: B batch, L characters, E encoder dim (512), T mel frames, M mel channels (80),
+A attention dim (128). The decoder is a Python loop of LSTMCell steps with no host sync inside a
+step (masks, lengths and the go frame are made before the loop).
+"""
+import math
+
+import numpy as np
+
+import layers as L
+from layers import F, nn
+
+from .hparams import HParams
+
+
+class LinearNorm(nn.Module):
+    def __init__(self, in_dim, out_dim, bias=True, w_init_gain="linear"):
+        super().__init__()
+        self.linear_layer = nn.Linear(in_dim, out_dim, bias=bias)
+        L.init.xavier_uniform_(self.linear_layer.weight, L.init.calculate_gain(w_init_gain))
+
+    def forward(self, x):
+        return self.linear_layer(x)
+
+
+class ConvNorm(nn.Module):
+    """Conv1d with 'same' padding for an odd kernel, xavier-initialised."""
+
+    def __init__(self, in_channels, out_channels, kernel_size=1, padding=None, bias=True,
+                 w_init_gain="linear"):
+        super().__init__()
+        if padding is None:
+            if kernel_size % 2 != 1:
+                raise ValueError(f"ConvNorm: 'same' padding needs an odd kernel, got {kernel_size}")
+            padding = (kernel_size - 1) // 2
+        self.conv = nn.Conv1d(in_channels, out_channels, kernel_size, padding=padding, bias=bias)
+        L.init.xavier_uniform_(self.conv.weight, L.init.calculate_gain(w_init_gain))
+
+    def forward(self, signal):
+        return self.conv(signal)
+
+
+def _dropout(x, p, on):
+    return F.dropout(x, p, training=on)
+
+
+class LocationLayer(nn.Module):
+    def __init__(self, n_filters, kernel_size, attention_dim):
+        super().__init__()
+        self.location_conv = ConvNorm(2, n_filters, kernel_size, padding=(kernel_size - 1) // 2,
+                                      bias=False)
+        self.location_dense = LinearNorm(n_filters, attention_dim, bias=False, w_init_gain="tanh")
+
+    def forward(self, weights_cat):
+        """(B, 2, L) previous and cumulative attention weights -> (B, L, A)."""
+        return self.location_dense(F.transpose(self.location_conv(weights_cat), 0, 2, 1))
+
+
+class Attention(nn.Module):
+    """Location-sensitive attention: e = v . tanh(W q + U m + F (f * [w_prev, w_cum])), masked
+    to -inf at padded characters, softmax over characters, context = weights . memory."""
+
+    def __init__(self, attention_rnn_dim, embedding_dim, attention_dim, n_filters, kernel_size):
+        super().__init__()
+        self.query_layer = LinearNorm(attention_rnn_dim, attention_dim, bias=False,
+                                      w_init_gain="tanh")
+        self.memory_layer = LinearNorm(embedding_dim, attention_dim, bias=False,
+                                       w_init_gain="tanh")
+        self.v = LinearNorm(attention_dim, 1, bias=False)
+        self.location_layer = LocationLayer(n_filters, kernel_size, attention_dim)
+
+    def forward(self, query, memory, processed_memory, weights_cat, mask):
+        """query (B, attention_rnn_dim), memory (B, L, E), processed_memory (B, L, A), weights_cat
+        (B, 2, L), mask (B, L) True at padded characters or None -> context (B, E), weights
+        (B, L)."""
+        B, Lc = processed_memory.shape[0], processed_memory.shape[1]
+        q = F.reshape(self.query_layer(query), B, 1, -1)
+        energies = self.v(F.tanh(q + self.location_layer(weights_cat) + processed_memory))
+        energies = F.reshape(energies, B, Lc)
+        if mask is not None:
+            energies = F.masked_fill(energies, mask, -np.inf)
+        weights = F.softmax(energies, axis=1)
+        context = F.reshape(F.matmul(F.reshape(weights, B, 1, Lc), memory), B, -1)
+        return context, weights
+
+
+class Prenet(nn.Module):
+    """Two Linear (no bias) + ReLU + dropout 0.5 that stays on at inference (NVIDIA's choice: it
+    is what makes the decoder's output vary); `dropout_on` switches it off for comparisons."""
+
+    def __init__(self, in_dim, sizes):
+        super().__init__()
+        in_sizes = [in_dim] + sizes[:-1]
+        self.layers = nn.ModuleList([LinearNorm(i, o, bias=False) for i, o in zip(in_sizes, sizes)])
+        self.dropout_on = True
+
+    def forward(self, x):
+        for linear in self.layers:
+            x = _dropout(F.relu(linear(x)), 0.5, self.dropout_on)
+        return x
+
+
+class Postnet(nn.Module):
+    """Five Conv1d (kernel 5) + BatchNorm1d: M -> 512 -> ... -> M; tanh on all but the last,
+    dropout 0.5 (training)."""
+
+    def __init__(self, hp):
+        super().__init__()
+        n = hp.postnet_n_convolutions
+        dims = [hp.n_mel_channels] + [hp.postnet_embedding_dim] * (n - 1) + [hp.n_mel_channels]
+        self.convolutions = nn.ModuleList(
+            nn.Sequential(ConvNorm(dims[i], dims[i + 1], hp.postnet_kernel_size,
+                                   w_init_gain="tanh" if i < n - 1 else "linear"),
+                          nn.BatchNorm1d(dims[i + 1]))
+            for i in range(n))
+        self.dropout_on = True
+
+    def forward(self, x):
+        on = self.training and self.dropout_on
+        for conv in list(self.convolutions)[:-1]:
+            x = _dropout(F.tanh(conv(x)), 0.5, on)
+        return _dropout(self.convolutions[-1](x), 0.5, on)
+
+
+class Encoder(nn.Module):
+    """Three Conv1d (kernel 5) + BatchNorm1d + ReLU + dropout 0.5, then a bidirectional LSTM
+    over each text's true length (its outputs past the length are 0, as a packed sequence's)."""
+
+    def __init__(self, hp):
+        super().__init__()
+        dim = hp.encoder_embedding_dim
+        self.convolutions = nn.ModuleList(
+            nn.Sequential(ConvNorm(dim, dim, hp.encoder_kernel_size, w_init_gain="relu"),
+                          nn.BatchNorm1d(dim))
+            for _ in range(hp.encoder_n_convolutions))
+        self.lstm = nn.LSTM(dim, dim // 2, 1, batch_first=True, bidirectional=True)
+        self.dropout_on = True
+
+    def forward(self, x, input_lengths=None):
+        """(B, E, L) -> (B, L, E)."""
+        for conv in self.convolutions:
+            x = _dropout(F.relu(conv(x)), 0.5, self.training and self.dropout_on)
+        y, _ = self.lstm(F.transpose(x, 0, 2, 1), lengths=input_lengths)
+        return y
+
+
+class Decoder(nn.Module):
+    def __init__(self, hp):
+        super().__init__()
+        self.n_mel_channels, self.n_frames_per_step = hp.n_mel_channels, hp.n_frames_per_step
+        self.encoder_embedding_dim = hp.encoder_embedding_dim
+        self.attention_rnn_dim, self.decoder_rnn_dim = hp.attention_rnn_dim, hp.decoder_rnn_dim
+        self.max_decoder_steps, self.gate_threshold = hp.max_decoder_steps, hp.gate_threshold
+        self.p_attention_dropout = hp.p_attention_dropout
+        self.p_decoder_dropout = hp.p_decoder_dropout
+        self.dropout_on = True
+        frame = hp.n_mel_channels * hp.n_frames_per_step
+        E = hp.encoder_embedding_dim
+        self.prenet = Prenet(frame, [hp.prenet_dim, hp.prenet_dim])
+        self.attention_rnn = nn.LSTMCell(hp.prenet_dim + E, hp.attention_rnn_dim)
+        self.attention_layer = Attention(hp.attention_rnn_dim, E, hp.attention_dim,
+                                         hp.attention_location_n_filters,
+                                         hp.attention_location_kernel_size)
+        self.decoder_rnn = nn.LSTMCell(hp.attention_rnn_dim + E, hp.decoder_rnn_dim)
+        self.linear_projection = LinearNorm(hp.decoder_rnn_dim + E, frame)
+        self.gate_layer = LinearNorm(hp.decoder_rnn_dim + E, 1, w_init_gain="sigmoid")
+
+    def _zeros(self, memory, *shape):
+        xp = np if memory.device == "cpu" else L.backend.cupy()
+        return L.Tensor(xp.zeros(shape, dtype=memory.dtype))
+
+    def _start(self, memory, mask):
+        """The decoder's state before the first frame: zero LSTM states, weights and context."""
+        B, Lc = memory.shape[0], memory.shape[1]
+        z = self._zeros
+        self.state = dict(
+            attention=(z(memory, B, self.attention_rnn_dim), z(memory, B, self.attention_rnn_dim)),
+            decoder=(z(memory, B, self.decoder_rnn_dim), z(memory, B, self.decoder_rnn_dim)),
+            weights=z(memory, B, Lc), weights_cum=z(memory, B, Lc),
+            context=z(memory, B, self.encoder_embedding_dim))
+        self.memory, self.mask = memory, mask
+        self.processed_memory = self.attention_layer.memory_layer(memory)
+
+    def decode(self, prenet_out):
+        """One frame from the prenet output (B, prenet_dim) -> mel frame (B, M * r), gate energy
+        (B, 1), attention weights (B, L)."""
+        s = self.state
+        on = self.training and self.dropout_on
+        h, c = self.attention_rnn(F.concat([prenet_out, s["context"]], -1), s["attention"])
+        h = _dropout(h, self.p_attention_dropout, on)
+        weights_cat = F.stack([s["weights"], s["weights_cum"]], 1)
+        context, weights = self.attention_layer(h, self.memory, self.processed_memory,
+                                                weights_cat, self.mask)
+        dh, dc = self.decoder_rnn(F.concat([h, context], -1), s["decoder"])
+        dh = _dropout(dh, self.p_decoder_dropout, on)
+        self.state = dict(attention=(h, c), decoder=(dh, dc), weights=weights,
+                          weights_cum=s["weights_cum"] + weights, context=context)
+        out = F.concat([dh, context], 1)
+        return self.linear_projection(out), self.gate_layer(out), weights
+
+    def _outputs(self, mels, gates, alignments):
+        """Per-frame lists -> mel (B, M, T), gate (B, T), alignments (B, T, L)."""
+        B = mels[0].shape[0]
+        mel = F.reshape(F.stack(mels, 1), B, -1, self.n_mel_channels)      # (B, T, M)
+        return (F.transpose(mel, 0, 2, 1), F.reshape(F.stack(gates, 1), B, -1),
+                F.stack(alignments, 1))
+
+    def forward(self, memory, decoder_inputs, mask):
+        """Teacher forcing: frame t reads target frame t - 1 (a zero frame at t = 0).
+        memory (B, L, E), decoder_inputs (B, M, T), mask (B, L) True at padded characters."""
+        B, M, T = decoder_inputs.shape
+        r = self.n_frames_per_step
+        frames = F.reshape(F.transpose(decoder_inputs, 0, 2, 1), B, T // r, M * r)
+        go = self._zeros(memory, B, 1, M * r)
+        # as NVIDIA, the prenet runs once over every frame, the last one (which no step reads)
+        # included, before the loop
+        prenet = self.prenet(F.concat([go, frames], 1))               # (B, T/r + 1, prenet)
+        steps = F.unstack(prenet, 1)           # one op: its backward stacks the T gradients once
+        self._start(memory, mask)
+        mels, gates, alignments = [], [], []
+        for t in range(T // r):
+            mel, gate, weights = self.decode(steps[t])
+            mels.append(mel)
+            gates.append(gate)
+            alignments.append(weights)
+        return self._outputs(mels, gates, alignments)
+
+    def inference(self, memory, max_steps, stop_on_gate=True):
+        """Greedy decoding from a zero frame, each predicted frame fed back; stops after the frame
+        where sigmoid(gate) > gate_threshold for every item (one host read per frame), or after
+        max_steps. Returns (mel, gate, alignments, whether the gate fired)."""
+        B = memory.shape[0]
+        frame = self._zeros(memory, B, self.n_mel_channels * self.n_frames_per_step)
+        self._start(memory, None)
+        mels, gates, alignments = [], [], []
+        fired = False
+        for _ in range(max_steps):
+            mel, gate, weights = self.decode(self.prenet(frame))
+            mels.append(mel)
+            gates.append(gate)
+            alignments.append(weights)
+            if stop_on_gate and bool((F.sigmoid(gate).numpy() > self.gate_threshold).all()):
+                fired = True
+                break
+            frame = mel
+        return (*self._outputs(mels, gates, alignments), fired)
+
+
+def lengths_mask(lengths, size, device):
+    """(B,) lengths -> (B, size) bool on `device`, True past each length (the padding)."""
+    mask = np.arange(size)[None, :] >= np.asarray(lengths)[:, None]
+    return L.backend.to_device(mask, device)
+
+
+class Tacotron2(nn.Module):
+    """model(text, text_lengths, mels, mel_lengths) -> (mel, mel_postnet, gate, alignments),
+    teacher-forced; model.inference(text) decodes greedily. Texts sorted by length, descending,
+    as NVIDIA's collate (cuDNN's RNN takes any order; the NumPy path too)."""
+
+    def __init__(self, hparams=None):
+        super().__init__()
+        hp = self.hparams = hparams or HParams()
+        self.mask_padding = hp.mask_padding
+        self.n_mel_channels = hp.n_mel_channels
+        self.embedding = nn.Embedding(hp.n_symbols, hp.symbols_embedding_dim)
+        val = math.sqrt(3.0) * math.sqrt(2.0 / (hp.n_symbols + hp.symbols_embedding_dim))
+        L.init.uniform_(self.embedding.weight, -val, val)
+        self.encoder = Encoder(hp)
+        self.decoder = Decoder(hp)
+        self.postnet = Postnet(hp)
+
+    def forward(self, text, text_lengths, mels, mel_lengths):
+        """text (B, L) int, text_lengths (B,), mels (B, M, T), mel_lengths (B,) -> mel, mel_postnet
+        (B, M, T), gate (B, T), alignments (B, T, L). With mask_padding, frames past each length
+        are filled: mel 0, postnet mel 0, gate energy 1e3 (out of place, so every gradient is that
+        of what was computed)."""
+        mels = mels if isinstance(mels, L.Tensor) else L.tensor(mels, device=self.device)
+        text_lengths = [int(n) for n in np.asarray(_host(text_lengths))]
+        embedded = F.transpose(self.embedding(_data(text)), 0, 2, 1)           # (B, E, L)
+        memory = self.encoder(embedded, text_lengths)
+        mask = lengths_mask(text_lengths, memory.shape[1], self.device)
+        mel, gate, alignments = self.decoder(memory, mels, mask)
+        mel_postnet = mel + self.postnet(mel)
+        if self.mask_padding and mel_lengths is not None:
+            pad = lengths_mask(np.asarray(_host(mel_lengths)), mel.shape[2], self.device)
+            mel = F.masked_fill(mel, pad[:, None, :], 0.0)
+            mel_postnet = F.masked_fill(mel_postnet, pad[:, None, :], 0.0)
+            gate = F.masked_fill(gate, pad, 1e3)
+        return mel, mel_postnet, gate, alignments
+
+    def inference(self, text, max_steps=None, stop_on_gate=True):
+        """text (B, L) with no padding -> mel, mel_postnet (B, M, T), gate (B, T), alignments
+        (B, T, L); and `self.gate_fired` says whether the gate stopped it (else it ran
+        max_steps, max_decoder_steps by default). stop_on_gate=False runs exactly max_steps."""
+        embedded = F.transpose(self.embedding(_data(text)), 0, 2, 1)
+        memory = self.encoder(embedded)
+        mel, gate, alignments, self.gate_fired = self.decoder.inference(
+            memory, max_steps or self.decoder.max_decoder_steps, stop_on_gate)
+        return mel, mel + self.postnet(mel), gate, alignments
+
+    @property
+    def device(self):
+        return self.embedding.weight.device
+
+
+def _host(a):
+    return a.numpy() if isinstance(a, L.Tensor) else (a.get() if L.backend.is_gpu(a) else a)
+
+
+def _data(a):
+    return a.data if isinstance(a, L.Tensor) else a
+
+
+def set_dropout(model, enabled):
+    """Switch every dropout of the model on or off, the prenet's included (on at inference as
+    NVIDIA has it). Off, the model is deterministic, for step-for-step comparisons."""
+    for m in model.modules():
+        if "dropout_on" in m.__dict__:
+            m.dropout_on = enabled
+    return model
+
+
+def loss_parts(outputs, mel_target, gate_target):
+    """NVIDIA's Tacotron2Loss: MSE(mel) + MSE(postnet mel) + BCE-with-logits(gate), each a mean
+    over every (padded) element. -> dict of scalar Tensors 'loss', 'mel', 'postnet', 'gate'."""
+    mel, mel_postnet, gate, _ = outputs
+    parts = dict(mel=F.mse_loss(mel, mel_target), postnet=F.mse_loss(mel_postnet, mel_target),
+                 gate=F.binary_cross_entropy_with_logits(gate, gate_target))
+    return dict(loss=parts["mel"] + parts["postnet"] + parts["gate"], **parts)
+
+
+def make_optimizer(model, hparams=None):
+    """Adam with NVIDIA's lr and L2 weight decay (torch.optim.Adam's weight_decay)."""
+    hp = hparams or model.hparams
+    return L.optim.Adam(model.parameters(), lr=hp.learning_rate, weight_decay=hp.weight_decay)
+
+
+def train_step_device(model, optimizer, batch):
+    """One step of NVIDIA's train.py loop -- forward, loss, backward, clip_grad_norm_, Adam --
+    with no host sync: returns (loss, mel, postnet, gate, grad_norm) as one device array.
+    batch = (text_padded, input_lengths, mel_padded, gate_padded, output_lengths), NVIDIA's
+    collate order; arrays on the host or the model's device (lengths are read on the host)."""
+    text, text_lengths, mels, gates, mel_lengths = batch
+    device = model.device
+    xp = np if device == "cpu" else L.backend.cupy()
+    dtype = model.embedding.weight.dtype
+    mels = L.tensor(L.backend.to_device(mels, device).astype(dtype, copy=False))
+    gates = L.tensor(L.backend.to_device(gates, device).astype(dtype, copy=False))
+    model.zero_grad()
+    outputs = model(L.backend.to_device(text, device), text_lengths, mels, mel_lengths)
+    parts = loss_parts(outputs, mels, gates)
+    parts["loss"].backward()
+    grad_norm = L.optim.clip_grad_norm_(model.parameters(), model.hparams.grad_clip_thresh)
+    optimizer.step()
+    return xp.stack([parts[k].data.astype(grad_norm.dtype) for k in ("loss", "mel", "postnet",
+                                                                     "gate")] + [grad_norm.data])
+
+
+STATS = ("loss", "mel", "postnet", "gate", "grad_norm")
+
+
+def train_step(model, optimizer, batch):
+    """train_step_device, read back: {'loss', 'mel', 'postnet', 'gate', 'grad_norm'} as floats
+    (grad_norm before clipping). One host sync."""
+    values = _host(train_step_device(model, optimizer, batch))
+    return dict(zip(STATS, (float(v) for v in values)))
