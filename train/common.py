@@ -110,7 +110,7 @@ def save_checkpoint(path, modules, optimizers, meta, rng, arrays):
     """One .npz: each module's state dict under 'name/key', each optimizer's state under
     'name/state/i/key', the job's own `arrays` (e.g. the epoch's sample order) under their
     names, and a JSON 'meta' with `meta` (epoch, position, step), the optimizers' settings and
-    the RNG states. Written to a temporary file and renamed, so an interrupted save keeps the
+    the RNG states (the job's `rng`, layers' host generator, the current device's generator). Written to a temporary file and renamed, so an interrupted save keeps the
     previous checkpoint."""
     arrays = dict(arrays)
     for name, m in modules.items():
@@ -124,7 +124,8 @@ def save_checkpoint(path, modules, optimizers, meta, rng, arrays):
                 arrays[f"{name}/state/{i}/{k}"] = np.asarray(v)
         opt_meta[name] = [{k: list(v) if isinstance(v, tuple) else v for k, v in g.items()}
                           for g in sd["param_groups"]]
-    meta = dict(meta, optimizers=opt_meta, host_rng=rng.bit_generator.state)
+    meta = dict(meta, optimizers=opt_meta, host_rng=rng.bit_generator.state,
+                layers_rng=L.random.host_generator().bit_generator.state)   # CPU dropout draws
     if L.random._devices:        # a GPU job: the current device's generator is the one it draws
         meta["device_rng"] = L.random.device_generator().get_state().tolist()
     arrays["meta"] = np.array(json.dumps(meta))
@@ -156,6 +157,8 @@ def load_checkpoint(path, modules, optimizers, rng, device):
                 state.setdefault(int(i), {})[key] = v
         opt.load_state_dict({"state": state, "param_groups": opt_groups[name]})
     rng.bit_generator.state = host_rng
+    if "layers_rng" in meta:
+        L.random.host_generator().bit_generator.state = meta["layers_rng"]
     if device != "cpu" and "device_rng" in meta:
         L.random.device_generator().set_state(meta["device_rng"])
     return meta, arrays

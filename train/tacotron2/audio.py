@@ -125,6 +125,10 @@ def griffin_lim(mel, n_iter=60, sr=SAMPLE_RATE, n_fft=N_FFT, hop=HOP, win=WIN, n
     x = istft(|S| exp(i angle)), angle = arg stft(x) (Griffin and Lim 1984). With return_history, also
     (n_iter,) NumPy: spectral_convergence(|S|, |stft(x)|) after each round."""
     xp = xp_of(mel)
+    if hop * (mel.shape[1] - 1) <= n_fft // 2:
+        # too short for the STFT's reflect padding: a frame or three is silence, not speech
+        x = xp.zeros(max(hop * (mel.shape[1] - 1), 0), xp.float32)
+        return (x, np.zeros(0)) if return_history else x
     M_pinv = xp.asarray(_mel_pinv(sr, n_fft, n_mels, fmin, fmax))
     mag = xp.maximum(M_pinv @ xp.exp(xp.asarray(mel, xp.float64)), 0.0)
     # The phase is drawn on the host, so NumPy and CuPy start from the same numbers.

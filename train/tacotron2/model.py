@@ -6,6 +6,7 @@ Shape legend: B batch, L characters, E encoder dim (512), T mel frames, M mel ch
 A attention dim (128). The decoder is a Python loop of LSTMCell steps with no host sync inside a
 step (masks, lengths and the go frame are made before the loop).
 """
+import contextlib
 import math
 
 import numpy as np
@@ -338,23 +339,28 @@ def make_optimizer(model, hparams=None):
     return L.optim.Adam(model.parameters(), lr=hp.learning_rate, weight_decay=hp.weight_decay)
 
 
-def train_step_device(model, optimizer, batch):
+def train_step_device(model, optimizer, batch, finite=None):
     """One step of NVIDIA's train.py loop -- forward, loss, backward, clip_grad_norm_, Adam --
     with no host sync: returns (loss, mel, postnet, gate, grad_norm) as one device array.
     batch = (text_padded, input_lengths, mel_padded, gate_padded, output_lengths), NVIDIA's
-    collate order; arrays on the host or the model's device (lengths are read on the host)."""
+    collate order; arrays on the host or the model's device (lengths are read on the host).
+    With a layers.finite.FiniteCheck of the model as `finite`, the step also records on the
+    device which layer output or gradient first went non-finite."""
     text, text_lengths, mels, gates, mel_lengths = batch
     device = model.device
     xp = np if device == "cpu" else L.backend.cupy()
     dtype = model.embedding.weight.dtype
     mels = L.tensor(L.backend.to_device(mels, device).astype(dtype, copy=False))
     gates = L.tensor(L.backend.to_device(gates, device).astype(dtype, copy=False))
-    model.zero_grad()
-    outputs = model(L.backend.to_device(text, device), text_lengths, mels, mel_lengths)
-    parts = loss_parts(outputs, mels, gates)
-    parts["loss"].backward()
-    grad_norm = L.optim.clip_grad_norm_(model.parameters(), model.hparams.grad_clip_thresh)
-    optimizer.step()
+    with finite if finite is not None else contextlib.nullcontext():
+        model.zero_grad()
+        outputs = model(L.backend.to_device(text, device), text_lengths, mels, mel_lengths)
+        parts = loss_parts(outputs, mels, gates)
+        parts["loss"].backward()
+        if finite is not None:
+            finite.gradients(optimizer)
+        grad_norm = L.optim.clip_grad_norm_(model.parameters(), model.hparams.grad_clip_thresh)
+        optimizer.step()
     return xp.stack([parts[k].data.astype(grad_norm.dtype) for k in ("loss", "mel", "postnet",
                                                                      "gate")] + [grad_norm.data])
 
@@ -362,8 +368,8 @@ def train_step_device(model, optimizer, batch):
 STATS = ("loss", "mel", "postnet", "gate", "grad_norm")
 
 
-def train_step(model, optimizer, batch):
+def train_step(model, optimizer, batch, finite=None):
     """train_step_device, read back: {'loss', 'mel', 'postnet', 'gate', 'grad_norm'} as floats
     (grad_norm before clipping). One host sync."""
-    values = _host(train_step_device(model, optimizer, batch))
+    values = _host(train_step_device(model, optimizer, batch, finite))
     return dict(zip(STATS, (float(v) for v in values)))

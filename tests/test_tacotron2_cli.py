@@ -1,0 +1,129 @@
+"""python -m train.tacotron2 on a tiny synthesised corpus with tiny hparams, on the CPU: training
+writes its logs, PNGs, WAVs and checkpoint; stop + resume equals the straight run bit for bit;
+`synthesize` writes its three files; bad arguments are one-line errors that write nothing."""
+import csv
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import layers as L
+from train.tacotron2 import data
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TINY = ("symbols_embedding_dim=16,encoder_embedding_dim=16,attention_rnn_dim=24,"
+        "decoder_rnn_dim=24,prenet_dim=8,attention_dim=8,attention_location_n_filters=4,"
+        "attention_location_kernel_size=5,postnet_embedding_dim=16,max_decoder_steps=12")
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    """Five sentences of the default corpus, spoken by espeak-ng (under a second)."""
+    return data.default_corpus(str(tmp_path_factory.mktemp("corpus")), n=5)
+
+
+def run(*args):
+    return subprocess.run([sys.executable, "-m", "train.tacotron2", *args], cwd=ROOT,
+                          capture_output=True, text=True, timeout=600)
+
+
+def train(corpus, outf, *extra):
+    return run("--device", "cpu", "--dataroot", corpus, "--outf", str(outf), "--batch-size", "2",
+               "--every", "1", "--gl-iters", "3", "--val-ratio", "0.2", "--seed", "7", *extra)
+
+
+def test_training_writes_its_outputs(corpus, tmp_path):
+    r = train(corpus, tmp_path / "out", "--epochs", "2", "--hparams", TINY)
+    assert r.returncode == 0, r.stderr
+    out = tmp_path / "out"
+    for name in ("losses.csv", "validation.csv", "loss_curve.png", "checkpoint.npz",
+                 "epoch_0001_mel.png", "epoch_0001_alignment.png",
+                 "epoch_0002_inference_alignment.png", "epoch_0002.wav"):
+        assert (out / name).stat().st_size > 0, name
+    rows = list(csv.DictReader(open(out / "losses.csv")))
+    assert len(rows) == 4 and [r_["step"] for r_ in rows] == ["1", "2", "3", "4"]  # 4 items / 2
+    assert all(np.isfinite(float(r_["loss"])) for r_ in rows)
+    assert len(list(csv.DictReader(open(out / "validation.csv")))) == 2
+
+
+def _losses(path):
+    return [{k: v for k, v in r.items() if k != "frames_per_s"}
+            for r in csv.DictReader(open(path))]
+
+
+def test_stop_mid_epoch_and_resume_equals_the_straight_run(corpus, tmp_path):
+    straight, split = tmp_path / "straight", tmp_path / "split"
+    assert train(corpus, straight, "--epochs", "2", "--hparams", TINY).returncode == 0
+    r = train(corpus, split, "--epochs", "2", "--hparams", TINY, "--max-steps", "3")
+    assert r.returncode == 0, r.stderr
+    assert L.load(split / "checkpoint.npz")["order"].size == 4      # stopped inside epoch 2
+    r = train(corpus, split, "--epochs", "2", "--resume", str(split / "checkpoint.npz"))
+    assert r.returncode == 0, r.stderr
+    a, b = L.load(straight / "checkpoint.npz"), L.load(split / "checkpoint.npz")
+    assert list(a) == list(b)
+    for k in a:
+        np.testing.assert_array_equal(a[k], b[k], err_msg=k)
+    assert _losses(straight / "losses.csv") == _losses(split / "losses.csv")
+
+
+def test_synthesize_writes_mel_alignment_and_wav(corpus, tmp_path):
+    assert train(corpus, tmp_path / "t", "--epochs", "1", "--hparams", TINY).returncode == 0
+    r = run("synthesize", "--device", "cpu", "--checkpoint", str(tmp_path / "t" / "checkpoint.npz"),
+            "--outf", str(tmp_path / "s"), "--gl-iters", "3", "Dr. Smith paid $3.50.")
+    assert r.returncode == 0, r.stderr
+    for name in ("mel.png", "alignment.png", "speech.wav"):
+        assert (tmp_path / "s" / name).stat().st_size > 0
+    from train.tacotron2 import audio
+    wav, sr = audio.load_wav(str(tmp_path / "s" / "speech.wav"))
+    assert sr == 22050
+    frames = int(r.stdout.split(" frames")[0].split()[-1])
+    assert len(wav) == 256 * (frames - 1) or (frames < 4 and len(wav) <= 256 * 3)
+    assert ("gate never fired" in r.stdout) == (frames == 12)       # max_decoder_steps
+
+
+def test_overfit_runs_on_one_spoken_sentence(tmp_path):
+    r = run("--device", "cpu", "--overfit", "In his defense.", "--outf", str(tmp_path / "o"),
+            "--batch-size", "3", "--epochs", "2", "--every", "2", "--gl-iters", "3",
+            "--hparams", TINY)
+    assert r.returncode == 0, r.stderr
+    assert "3 training / 1 validation" in r.stdout
+    assert (tmp_path / "o" / "epoch_0002.wav").exists()
+
+
+@pytest.mark.parametrize("args,pattern", [
+    (("--batch-size", "0"), r"--batch-size: expected a positive integer"),
+    (("--device", "foo"), r"--device: expected 'cpu' or a GPU index"),
+    (("--hparams", "decoder_rnn_dim=big"), r"--hparams decoder_rnn_dim=big: decoder_rnn_dim='big' "
+                                           r"is not a int"),
+    (("--hparams", "no_such=1"), r"--hparams no_such=1: 'no_such=1' is not name=value"),
+    (("--resume", "missing.npz"), r"--resume missing.npz: no such file"),
+    (("--val-ratio", "1.5"), r"--val-ratio 1.5: expected a number in \[0, 1\)"),
+    (("--overfit", "Hi.", "--dataroot", "x"), r"--overfit 'Hi.': .* expected no --dataroot"),
+])
+def test_bad_arguments_are_one_line_and_write_nothing(tmp_path, args, pattern):
+    import re
+    outf = tmp_path / "never"
+    r = run("--device", "cpu", "--outf", str(outf), *args)
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), r.stderr
+    assert re.search(pattern, lines[0]), lines[0]
+    assert not outf.exists()
+
+
+def test_outf_that_is_a_file_is_left_alone(tmp_path):
+    f = tmp_path / "file"
+    f.write_text("keep me")
+    r = run("--device", "cpu", "--outf", str(f))
+    assert r.returncode == 2 and r.stderr.startswith("error: --outf") and f.read_text() == "keep me"
+
+
+def test_synthesize_from_a_weights_file_is_a_clear_error(tmp_path):
+    L.save({"w": np.zeros(3, np.float32)}, tmp_path / "w.npz")
+    r = run("synthesize", "--device", "cpu", "--checkpoint", str(tmp_path / "w.npz"), "Hello.")
+    assert r.returncode == 2
+    assert r.stderr.strip() == (f"error: --checkpoint {tmp_path / 'w.npz'}: a weights file, not a "
+                                f"checkpoint (it has no 'meta' entry); expected a checkpoint.npz "
+                                f"written by train.tacotron2")

@@ -1,0 +1,406 @@
+"""Train Tacotron 2, or synthesise speech with a trained one.
+
+    python -m train.tacotron2 --device 0                      # the offline default corpus
+    python -m train.tacotron2 --device 0 --dataroot LJSpeech-1.1
+    python -m train.tacotron2 --device 0 --overfit "In his defense."      # the seed's experiment
+    python -m train.tacotron2 synthesize --checkpoint out/tacotron2/checkpoint.npz "Some text."
+
+Every --every epochs (and when training stops): validation loss, PNGs of the target and
+predicted mel and of the attention alignment, a Griffin-Lim WAV of a fixed sentence, the loss
+curve, and an atomic, exactly resumable checkpoint.
+"""
+import contextlib
+import dataclasses
+import json
+import math
+import os
+import sys
+import time
+
+import numpy as np
+
+import layers as L
+from layers.finite import FiniteCheck
+
+from .. import cli
+from ..common import CheckpointError, LossLog, load_checkpoint, read_arrays, save_checkpoint
+from . import audio, data
+from .hparams import HParams
+from .model import STATS, Tacotron2, loss_parts, make_optimizer, train_step
+
+FIXED_SENTENCE = "In his defense."      # the seed's sentence: spoken at every report
+
+
+# ---- arguments ---------------------------------------------------------------------------------
+
+def hparams_from(text, base=None):
+    """HParams with NVIDIA-style overrides 'name=value,name=value' (train.py's --hparams)."""
+    hp = base or HParams()
+    if not text:
+        return hp
+    fields = {f.name: f for f in dataclasses.fields(HParams)}
+    changes = {}
+    for item in text.split(","):
+        name, eq, value = item.partition("=")
+        name = name.strip()
+        if not eq or name not in fields:
+            cli.fail(f"--hparams {text}: {item!r} is not name=value with a name of HParams "
+                     f"(e.g. decoder_rnn_dim=1024)")
+        kind = type(getattr(hp, name))
+        try:
+            if kind is bool:
+                if value.strip().lower() not in ("true", "false", "1", "0"):
+                    raise ValueError(value)
+                changes[name] = value.strip().lower() in ("true", "1")
+            elif kind is list:
+                changes[name] = [v for v in value.split(";") if v]
+            else:
+                changes[name] = kind(value)
+        except ValueError:
+            cli.fail(f"--hparams {text}: {name}={value!r} is not a {kind.__name__}")
+    return hp.replace(**changes)
+
+
+def train_parser():
+    p = cli.ArgumentParser(prog="python -m train.tacotron2",
+                           description="Train Tacotron 2 (NVIDIA's model and hparams).")
+    p.add_argument("--device", type=cli.device, default=0,
+                   help="GPU index, or 'cpu' for the NumPy path [0]")
+    p.add_argument("--dataroot", default=None,
+                   help="an LJSpeech-1.1 folder (metadata.csv, wavs/) [the default corpus: "
+                        "sentences espeak-ng speaks on first use, kept in --data-cache]")
+    p.add_argument("--data-cache", default=None,
+                   help=f"folder for the default corpus and for mels when --dataroot is not "
+                        f"writable [{data.default_root()}]")
+    p.add_argument("--overfit", default=None, metavar="TEXT",
+                   help="train on this one sentence (espeak-ng's speech of it) repeated to the "
+                        "batch size: the seed's experiment")
+    p.add_argument("--outf", default="out/tacotron2", help="folder for logs, PNGs, WAVs, "
+                   "checkpoints [out/tacotron2]")
+    p.add_argument("--epochs", type=cli.positive_int, default=500)
+    p.add_argument("--batch-size", type=cli.positive_int, default=64)
+    p.add_argument("--lr", type=float, default=None, help="Adam's learning rate [1e-3]")
+    p.add_argument("--seed", type=int, default=1234)
+    p.add_argument("--val-ratio", type=float, default=0.05,
+                   help="share of the data held out for validation [0.05]")
+    p.add_argument("--every", type=cli.positive_int, default=10,
+                   help="epochs between reports and checkpoints [10]")
+    p.add_argument("--gl-iters", type=cli.positive_int, default=60,
+                   help="Griffin-Lim iterations of the report WAV [60]")
+    p.add_argument("--hparams", default="",
+                   help="NVIDIA-style overrides, e.g. 'decoder_rnn_dim=512,max_decoder_steps=500'")
+    p.add_argument("--resume", default="", help="a checkpoint.npz to continue exactly")
+    p.add_argument("--max-steps", type=cli.nonnegative_int, default=0,
+                   help="stop after this many steps [0: off]")
+    return p
+
+
+def synth_parser():
+    p = cli.ArgumentParser(prog="python -m train.tacotron2 synthesize",
+                           description="Speak a text with a trained Tacotron 2.")
+    p.add_argument("text", help="what to say")
+    p.add_argument("--checkpoint", required=True, help="a checkpoint.npz that training wrote")
+    p.add_argument("--device", type=cli.device, default=0)
+    p.add_argument("--outf", default="out/tacotron2/synthesized",
+                   help="folder for mel.png, alignment.png, speech.wav")
+    p.add_argument("--max-decoder-steps", type=cli.positive_int, default=None,
+                   help="[the checkpoint's max_decoder_steps]")
+    p.add_argument("--gl-iters", type=cli.positive_int, default=60)
+    p.add_argument("--seed", type=int, default=0)
+    return p
+
+
+# ---- reports -------------------------------------------------------------------------------
+
+@contextlib.contextmanager
+def rng_kept():
+    """Run the block (validation, synthesis: dropout draws numbers) without moving the host and
+    device generators, so a report changes nothing a later training step sees."""
+    host = L.random.host_generator().bit_generator.state
+    dev = L.random.device_generator().get_state() if L.random._devices else None
+    try:
+        yield
+    finally:
+        L.random.host_generator().bit_generator.state = host
+        if dev is not None:
+            L.random.device_generator().set_state(dev)
+
+
+def validation_loss(model, batches):
+    """Mean loss parts of teacher-forced eval-mode passes over the validation batches."""
+    sums, n = dict.fromkeys(("loss", "mel", "postnet", "gate"), 0.0), 0
+    model.eval()
+    try:
+        with L.no_grad():
+            for b in batches:
+                dtype = model.embedding.weight.dtype
+                mels = L.tensor(L.backend.to_device(b.mel_padded.astype(dtype), model.device))
+                gates = L.tensor(L.backend.to_device(b.gate_padded.astype(dtype), model.device))
+                out = model(b.text_padded, b.input_lengths, mels, b.output_lengths)
+                for k, v in loss_parts(out, mels, gates).items():
+                    sums[k] += v.item()
+                n += 1
+    finally:
+        model.train()
+    return {k: v / max(n, 1) for k, v in sums.items()}, out, b
+
+
+def speak(model, text, max_steps=None, gl_iters=60, seed=0):
+    """(mel_postnet (n_mels, T) NumPy, alignments (T, L) NumPy, wav, gate fired?) for `text`, the
+    model in eval mode (its prenet dropout stays on, as NVIDIA's)."""
+    from .text import text_to_sequence
+    ids = np.asarray([text_to_sequence(text, model.hparams.text_cleaners)], np.int64)
+    model.eval()
+    try:
+        with L.no_grad():
+            _, mel_postnet, _, align = model.inference(ids, max_steps=max_steps)
+    finally:
+        model.train()
+    mel = mel_postnet.data[0]
+    wav = audio.griffin_lim(mel, n_iter=gl_iters, seed=seed)
+    return (L.backend.to_device(mel, "cpu"), align.numpy()[0], L.backend.to_device(wav, "cpu"),
+            model.gate_fired)
+
+
+def save_mel_png(path, mels, titles):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, axes = plt.subplots(len(mels), 1, figsize=(8, 2.5 * len(mels)), squeeze=False)
+    for ax, mel, title in zip(axes[:, 0], mels, titles):
+        im = ax.imshow(mel, aspect="auto", origin="lower", interpolation="none")
+        ax.set_title(title)
+        ax.set_ylabel("mel channel")
+        fig.colorbar(im, ax=ax)
+    axes[-1, 0].set_xlabel("frame")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def save_alignment_png(path, alignment, title):
+    """alignment (T, L): decoder frame against encoder character, as NVIDIA's plots."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(6, 4))
+    im = ax.imshow(alignment.T, aspect="auto", origin="lower", interpolation="none")
+    fig.colorbar(im, ax=ax)
+    ax.set_xlabel("decoder frame")
+    ax.set_ylabel("encoder character")
+    ax.set_title(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def report(model, val_batches, epoch, step, args, vlog):
+    """Validation loss (logged), target vs predicted mel and alignment PNGs of a validation item,
+    and the fixed sentence spoken: PNGs and a Griffin-Lim WAV."""
+    with rng_kept():
+        parts, out, b = validation_loss(model, val_batches)
+        vlog.write(dict(parts, epoch=epoch, step=step))
+        vlog.flush()
+        T = int(b.output_lengths[0])
+        n = int(b.input_lengths[0])
+        pred = out[1].numpy()[0, :, :T]
+        tag = os.path.join(args.outf, f"epoch_{epoch:04d}")
+        save_mel_png(tag + "_mel.png", [b.mel_padded[0, :, :T], pred],
+                     ["target mel (validation)", f"predicted mel (teacher-forced), epoch {epoch}"])
+        save_alignment_png(tag + "_alignment.png", out[3].numpy()[0, :T, :n],
+                           f"validation alignment, epoch {epoch}, step {step}")
+        sentence = args.overfit or FIXED_SENTENCE
+        mel, align, wav, fired = speak(model, sentence, gl_iters=args.gl_iters)
+        save_alignment_png(tag + "_inference_alignment.png", align,
+                           f"{sentence!r}, epoch {epoch}" + ("" if fired else " (gate never fired)"))
+        audio.save_wav(tag + ".wav", wav)
+    return parts
+
+
+# ---- training ----------------------------------------------------------------------------------
+
+def load_data(args, hp):
+    """(train examples, validation examples), or a one-line error naming what is wrong."""
+    try:
+        if args.overfit:
+            train = data.overfit_dataset(args.overfit, batch_size=args.batch_size, hparams=hp)
+            return train, train[:1]
+        root = args.dataroot or data.default_corpus(args.data_cache)
+        items = data.load_ljspeech(root, hp)
+        train_items, val_items = data.split(items, args.val_ratio, args.seed)
+        return (data.mels_for(train_items, hp, args.data_cache),
+                data.mels_for(val_items or train_items[:1], hp, args.data_cache))
+    except (data.DatasetError, ValueError) as e:
+        cli.fail(f"--dataroot {args.dataroot or '(default corpus)'}: {e}")
+
+
+def checkpoint_hparams(arrays):
+    """The HParams a train.tacotron2 checkpoint (its arrays, from read_arrays) was trained with."""
+    if "meta" not in arrays:
+        raise CheckpointError("a weights file, not a checkpoint (it has no 'meta' entry)")
+    try:
+        return HParams(**json.loads(str(arrays["meta"]))["hparams"])
+    except (KeyError, TypeError, ValueError) as e:
+        raise CheckpointError(f"it is not a train.tacotron2 checkpoint ({type(e).__name__}: "
+                              f"{e})") from None
+
+
+def _checkpoint_point(meta, arrays, n):
+    try:
+        epoch, position, step, order = meta["epoch"], meta["position"], meta["step"], arrays["order"]
+    except KeyError as e:
+        raise CheckpointError(f"it has no {e.args[0]!r} entry") from None
+    if order.shape != (n,) or not np.array_equal(np.sort(order), np.arange(n)):
+        raise CheckpointError(f"its epoch order is over {order.size} items, the data has {n}")
+    return epoch, position, step, order
+
+
+def train(argv):
+    args = train_parser().parse_args(argv)
+    if args.lr is not None and not (args.lr > 0 and math.isfinite(args.lr)):
+        cli.fail(f"--lr {args.lr}: expected a positive learning rate")
+    if not 0 <= args.val_ratio < 1:
+        cli.fail(f"--val-ratio {args.val_ratio}: expected a number in [0, 1)")
+    if args.overfit is not None and args.dataroot:
+        cli.fail(f"--overfit {args.overfit!r}: trains on espeak-ng's speech of the sentence; "
+                 f"expected no --dataroot with it")
+    if args.resume and args.hparams:
+        cli.fail(f"--hparams {args.hparams}: a resumed run keeps its checkpoint's hparams")
+    if os.path.exists(args.outf) and not os.path.isdir(args.outf):
+        cli.fail(f"--outf {args.outf}: exists and is not a folder")
+    device = cli.use_device(args.device)
+    hp = hparams_from(args.hparams)
+    if args.resume:
+        try:
+            hp = checkpoint_hparams(read_arrays(args.resume))
+        except CheckpointError as e:
+            cli.fail(f"--resume {args.resume}: {e}; expected the checkpoint.npz of a "
+                     f"train.tacotron2 run")
+    if args.lr is not None:
+        hp = hp.replace(learning_rate=args.lr)
+    L.manual_seed(args.seed)
+    rng = np.random.default_rng(args.seed)
+    train_set, val_set = load_data(args, hp)
+    batches = data.Batches(train_set, args.batch_size, rng, hp.n_frames_per_step)
+    val_batches = list(data.Batches(val_set, args.batch_size, np.random.default_rng(0),
+                                    hp.n_frames_per_step).epoch(np.arange(len(val_set))))
+    model = Tacotron2(hp).to(device)
+    opt = make_optimizer(model)
+    modules, optimizers = {"model": model}, {"optimizer": opt}
+    epoch, position, step, order = 0, 0, 0, None
+    if args.resume:
+        try:
+            meta, arrays = load_checkpoint(args.resume, modules, optimizers, rng, device)
+            epoch, position, step, order = _checkpoint_point(meta, arrays, len(train_set))
+        except CheckpointError as e:
+            cli.fail(f"--resume {args.resume}: {e}; expected the checkpoint.npz of a "
+                     f"train.tacotron2 run on this data")
+        if epoch >= args.epochs:
+            cli.fail(f"--epochs {args.epochs}: the checkpoint {args.resume} has finished epoch "
+                     f"{epoch}; expected more epochs")
+        print(f"resumed from {args.resume}: epoch {epoch}, item {position}, step {step}")
+
+    os.makedirs(args.outf, exist_ok=True)
+    log = LossLog(os.path.join(args.outf, "losses.csv"),
+                  ["step", "epoch"] + list(STATS) + ["frames_per_s"])
+    vlog = LossLog(os.path.join(args.outf, "validation.csv"),
+                   ["step", "epoch", "loss", "mel", "postnet", "gate"])
+    ckpt = os.path.join(args.outf, "checkpoint.npz")
+    finite = FiniteCheck({"model": model})
+    print(f"{len(train_set)} training / {len(val_set)} validation utterances, {len(batches)} "
+          f"batches of {args.batch_size} per epoch, device {device}")
+
+    def save(epoch_, position_, order_):
+        save_checkpoint(ckpt, modules, optimizers,
+                        {"epoch": epoch_, "position": position_, "step": step,
+                         "hparams": dataclasses.asdict(hp)}, rng, {"order": order_})
+
+    from tqdm import tqdm
+    order = batches.order_for_epoch() if order is None else order
+    while epoch < args.epochs:
+        bar = tqdm(batches.epoch(order, position), total=len(batches) - position // args.batch_size,
+                   desc=f"epoch {epoch + 1}/{args.epochs}", file=sys.stdout, disable=None)
+        stopped = False
+        for b in bar:
+            t0 = time.perf_counter()
+            r = train_step(model, opt, b, finite)
+            step += 1
+            position += len(b.input_lengths)
+            fps = b.mel_padded.shape[0] * b.mel_padded.shape[2] / (time.perf_counter() - t0)
+            if not all(math.isfinite(r[k]) for k in STATS):
+                bad = next(k for k in STATS if not math.isfinite(r[k]))
+                log.flush()
+                print(f"error: step {step}: {bad} is {r[bad]}; first non-finite: "
+                      f"{finite.first() or 'none found'}; stopped with the last checkpoint in "
+                      f"place", file=sys.stderr)
+                return 1
+            log.write(dict(r, step=step, epoch=epoch + 1, frames_per_s=round(fps, 1)))
+            bar.set_postfix(loss=f"{r['loss']:.3f}", mel=f"{r['mel']:.3f}",
+                            gate=f"{r['gate']:.3f}", gnorm=f"{r['grad_norm']:.2f}",
+                            frames_s=f"{fps:.0f}")
+            if args.max_steps and step >= args.max_steps:
+                stopped = True
+                break
+        if stopped and position < len(train_set):
+            save(epoch, position, order)       # mid-epoch: resume continues this epoch exactly
+        else:
+            epoch, position = epoch + 1, 0
+            order = batches.order_for_epoch()
+            if epoch % args.every == 0 or epoch == args.epochs or stopped:
+                save(epoch, 0, order)
+        if stopped or epoch % args.every == 0 or epoch == args.epochs:
+            parts = report(model, val_batches, epoch, step, args, vlog)
+            log.plot(os.path.join(args.outf, "loss_curve.png"), ["loss", "mel", "postnet", "gate"])
+            print(f"[epoch {epoch}, step {step}] validation loss {parts['loss']:.4f} "
+                  f"(mel {parts['mel']:.4f}, postnet {parts['postnet']:.4f}, gate "
+                  f"{parts['gate']:.4f})")
+        if stopped:
+            break
+    log.flush()
+    return 0
+
+
+# ---- synthesis ---------------------------------------------------------------------------------
+
+def synthesize(argv):
+    args = synth_parser().parse_args(argv)
+    if os.path.exists(args.outf) and not os.path.isdir(args.outf):
+        cli.fail(f"--outf {args.outf}: exists and is not a folder")
+    if not args.text.strip():
+        cli.fail("text '': expected something to say")
+    device = cli.use_device(args.device)
+    try:
+        arrays = read_arrays(args.checkpoint)
+        model = Tacotron2(checkpoint_hparams(arrays))
+        model.load_state_dict({k[len("model/"):]: v for k, v in arrays.items()
+                               if k.startswith("model/")})
+    except (CheckpointError, KeyError, ValueError) as e:
+        cli.fail(f"--checkpoint {args.checkpoint}: {e}; expected a checkpoint.npz written by "
+                 f"train.tacotron2")
+    model.to(device)
+    L.manual_seed(args.seed)
+    mel, align, wav, fired = speak(model, args.text, args.max_decoder_steps, args.gl_iters,
+                                   args.seed)
+    os.makedirs(args.outf, exist_ok=True)
+    paths = [os.path.join(args.outf, n) for n in ("mel.png", "alignment.png", "speech.wav")]
+    save_mel_png(paths[0], [mel], [f"{args.text!r}: predicted mel (postnet)"])
+    save_alignment_png(paths[1], align, repr(args.text))
+    audio.save_wav(paths[2], wav)
+    for p in paths:
+        print(f"wrote {p}")
+    print(f"{mel.shape[1]} frames, {len(wav) / audio.SAMPLE_RATE:.2f} s of audio")
+    if not fired:
+        print(f"note: the gate never fired; decoding stopped at max_decoder_steps "
+              f"({mel.shape[1]} frames) -- the model may need more training")
+    return 0
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv and argv[0] == "synthesize":
+        return synthesize(argv[1:])
+    return train(argv[1:] if argv and argv[0] == "train" else argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
