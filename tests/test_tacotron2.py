@@ -138,16 +138,19 @@ def test_three_adam_and_clip_steps_match(dtype):
 
 @pytest.mark.parametrize("stop_on_gate", [False, True])
 def test_greedy_inference_matches_the_reference(stop_on_gate):
+    """24 frames decoded greedily (each predicted frame fed back) agree; with the gate on and its
+    bias at +50, both stop after the first frame."""
     m, t = pair()
     m.eval(), t.eval()
+    if stop_on_gate:
+        m.decoder.gate_layer.linear_layer.bias.data[...] = 50.0
+        t.decoder.gate_layer.linear_layer.bias.data[...] = 50.0
     text = ref.make_batch(HP, 1, 6, 5, seed=3).text_padded
-    steps = 24 if not stop_on_gate else HP.max_decoder_steps
     with torch.no_grad():
-        theirs = t.inference(torch.from_numpy(text), max_steps=steps, stop_on_gate=stop_on_gate)
+        theirs = t.inference(torch.from_numpy(text), max_steps=24, stop_on_gate=stop_on_gate)
     with L.no_grad():
-        ours = m.inference(text, max_steps=steps, stop_on_gate=stop_on_gate)
-    assert ours[0].shape[2] == theirs[0].shape[2] and ours[0].shape[2] >= (24 if not stop_on_gate
-                                                                            else 1)
+        ours = m.inference(text, max_steps=24, stop_on_gate=stop_on_gate)
+    assert ours[0].shape[2] == theirs[0].shape[2] == (1 if stop_on_gate else 24)
     for a, b in zip(ours, theirs):
         assert rel_err(a.numpy(), b.numpy()) < 1e-9
 
