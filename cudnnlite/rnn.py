@@ -295,12 +295,8 @@ def forward(rnn, x, weight_space, hx=None, cx=None, lengths=None, *, training=Tr
                                     f"{weight_space_size(rnn)} bytes, got {weight_space.nbytes}")
     p = _problem(rnn, x, lengths, batch_first)
     x = packed(fn, "x", x)
-    if hx is not None:
-        check_shape(fn, "hx", hx, p.h.dims, "the RNN's hidden state is")
-        hx = packed(fn, "hx", hx)
-    if cx is not None:
-        check_shape(fn, "cx", cx, p.c.dims, "the RNN's cell state is")
-        cx = packed(fn, "cx", cx)
+    hx = _state(fn, "hx", hx, p.h.dims, "the RNN's hidden state is")
+    cx = _state(fn, "cx", cx, p.c.dims, "the RNN's cell state is")
     handle = boundary_handle(fn, x=x, weight_space=weight_space, hx=hx, cx=cx)
     mode = ForwardMode.TRAINING if training else ForwardMode.INFERENCE
     ws, rs = p.sizes[mode]
@@ -316,6 +312,15 @@ def forward(rnn, x, weight_space, hx=None, cx=None, lengths=None, *, training=Tr
     saved = Saved(rnn=rnn, problem=p, x=x, hx=hx, cx=cx, y=y, weight_space=weight_space,
                   reserve=reserve if training else None)
     return y, hy, cy, saved
+
+
+def _state(function, name, a, dims, what):
+    """A state (or state gradient) array, None passing: shape checked, one packed copy if
+    strided."""
+    if a is None:
+        return None
+    check_shape(function, name, a, dims, what)
+    return packed(function, name, a)
 
 
 def _keep(rnn, p):
@@ -339,12 +344,8 @@ def backward(saved, dy, dhy=None, dcy=None):
     common_dtype(fn, None, y=s.y, dy=dy, dhy=dhy, dcy=dcy)
     check_shape(fn, "dy", dy, s.y.shape, "y has")
     dy = packed(fn, "dy", dy)
-    if dhy is not None:
-        check_shape(fn, "dhy", dhy, p.h.dims, "hy has")
-        dhy = packed(fn, "dhy", dhy)
-    if dcy is not None:
-        check_shape(fn, "dcy", dcy, p.c.dims, "cy has")
-        dcy = packed(fn, "dcy", dcy)
+    dhy = _state(fn, "dhy", dhy, p.h.dims, "hy has")
+    dcy = _state(fn, "dcy", dcy, p.c.dims, "cy has")
     handle = boundary_handle(fn, x=s.x, dy=dy, dhy=dhy, dcy=dcy)
     ws, rs = p.sizes[ForwardMode.TRAINING]
     dx = cupy.empty(s.x.shape, dtype=s.x.dtype)

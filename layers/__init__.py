@@ -4,7 +4,7 @@ optimizers, and Keras-layout convolution entry points."""
 from . import functional, graph, init, kernels, keras, nn, optim
 from . import functional as F
 from .backend import parse_device
-from .module import Module, Parameter, Sequential
+from .module import Module, ModuleList, Parameter, Sequential
 from .random import manual_seed
 from .serialization import load, save
 from .tensor import Function, Tensor, is_grad_enabled, no_grad, tensor

@@ -208,18 +208,18 @@ class Module:
         return f"{type(self).__name__}(\n  " + "\n  ".join(lines) + "\n)"
 
 
-class Sequential(Module):
-    """Children named '0', '1', ... applied in order."""
+class ModuleList(Module):
+    """Children named '0', '1', ... kept in order, with no forward of its own (torch's
+    ModuleList): what a model iterates over itself."""
 
-    def __init__(self, *modules):
+    def __init__(self, modules=()):
         super().__init__()
-        for i, m in enumerate(modules):
-            self._modules[str(i)] = m
+        for m in modules:
+            self.append(m)
 
-    def forward(self, x):
-        for m in self._modules.values():
-            x = m(x)
-        return x
+    def append(self, module):
+        self._modules[str(len(self._modules))] = module
+        return self
 
     def __getitem__(self, i):
         return list(self._modules.values())[i]
@@ -229,3 +229,15 @@ class Sequential(Module):
 
     def __iter__(self):
         return iter(self._modules.values())
+
+
+class Sequential(ModuleList):
+    """Children named '0', '1', ... applied in order."""
+
+    def __init__(self, *modules):
+        super().__init__(modules)
+
+    def forward(self, x):
+        for m in self:
+            x = m(x)
+        return x

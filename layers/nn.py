@@ -4,35 +4,12 @@ import numpy as np
 from . import functional as F
 from .functional import pair as _pair
 from . import init
-from .module import Module, Parameter, Sequential  # noqa: F401  (re-exported)
+from .module import Module, ModuleList, Parameter, Sequential  # noqa: F401  (re-exported)
 from .rnn import LSTM, LSTMCell  # noqa: F401  (re-exported)
 
 
 def _empty(*shape):
     return np.empty(shape, dtype=np.float32)
-
-
-class ModuleList(Module):
-    """Children named '0', '1', ... kept in order, with no forward of its own (torch's
-    ModuleList): what a model iterates over itself."""
-
-    def __init__(self, modules=()):
-        super().__init__()
-        for m in modules:
-            self.append(m)
-
-    def append(self, module):
-        self._modules[str(len(self._modules))] = module
-        return self
-
-    def __getitem__(self, i):
-        return list(self._modules.values())[i]
-
-    def __len__(self):
-        return len(self._modules)
-
-    def __iter__(self):
-        return iter(self._modules.values())
 
 
 class Linear(Module):
