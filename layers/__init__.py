@@ -10,5 +10,5 @@ from .serialization import load, save
 from .tensor import Function, Tensor, is_grad_enabled, no_grad, tensor
 
 __all__ = ["Tensor", "Function", "tensor", "no_grad", "is_grad_enabled", "Module", "Parameter",
-           "Sequential", "functional", "F", "nn", "init", "optim", "keras", "manual_seed", "save",
+           "Sequential", "ModuleList", "functional", "F", "nn", "init", "optim", "keras", "manual_seed", "save",
            "load", "parse_device"]
