@@ -313,7 +313,8 @@ def backward_bias(gy, *, layout="NCHW", out=None, alpha=1.0, beta=0.0, dtype=Non
     check_layout(layout, fn)
     dt = common_dtype(fn, dtype, gy=gy, out=out)
     gy = strided(fn, "gy", gy)
-    gdesc = TensorDescriptor(*_logical(gy, layout), dt)
+    dims, strides = _logical(gy, layout)
+    gdesc = TensorDescriptor(dims, dt, strides)
     K = gdesc.dims[1]
     bdesc = TensorDescriptor((1, K) + (1,) * (gy.ndim - 2), dt)
     check_out(fn, "out", out, (K,), gy.dtype, beta)

@@ -115,6 +115,8 @@ def test_bad_calls_are_refused_at_the_boundary(name):
     lambda: conv.forward(x, W, pad=1, out=Dev((2, 4, 8, 8)), beta=1.0),
     lambda: conv.backward_data(W, Dev((2, 4, 6, 6)), (2, 3, 8, 8)),
     lambda: conv.backward_filter(x, Dev((2, 4, 6, 6)), (4, 3, 3, 3)),
+    lambda: conv.backward_bias(Dev((2, 6, 6, 4)), layout="NHWC"),
+    lambda: conv.backward_bias(Dev((2, 4, 6, 12))[..., 4:8]),
     lambda: batchnorm.forward_training(h16, Dev((5,)), Dev((5,)), Dev((5,)), Dev((5,))),
     lambda: activation.forward(Dev((3, 4)), cl.ActivationMode.RELU),
     lambda: activation.add_tensor(Dev((1, 4, 1, 1)), Dev((2, 4, 6, 6))),
