@@ -276,7 +276,10 @@ def forward(x, W, *, stride=1, pad=0, dilation=1, groups=1, layout="NCHW", algo=
     p = _array_plan(x, W.shape, dt, layout, pad, stride, dilation, groups)
     check_out(fn, "out", out, p.y_shape, x.dtype, beta)
     h = handle(fn, x=x, W=W, out=out)
-    return _run(FWD, p, x, W, output(out, p.y_shape, x.dtype), alpha, beta, algo, h)
+    out = output(out, p.y_shape, x.dtype)
+    return _strided_or_packed(x, lambda x: _run(
+        FWD, _array_plan(x, W.shape, dt, layout, pad, stride, dilation, groups), x, W, out, alpha,
+        beta, algo, h))
 
 
 def backward_data(W, gy, x_shape, *, stride=1, pad=0, dilation=1, groups=1, layout="NCHW",
@@ -304,7 +307,21 @@ def backward_filter(x, gy, w_shape, *, stride=1, pad=0, dilation=1, groups=1, la
     check_shape(fn, "gy", gy, p.y_shape, "the convolution's output is")
     check_out(fn, "out", out, w_shape, x.dtype, beta)
     h = handle(fn, x=x, gy=gy, out=out)
-    return _run(BWD_FILTER, p, x, gy, output(out, w_shape, x.dtype), alpha, beta, algo, h)
+    out = output(out, w_shape, x.dtype)
+    return _strided_or_packed(x, lambda x: _run(
+        BWD_FILTER, _array_plan(x, w_shape, dt, layout, pad, stride, dilation, groups), x, gy,
+        out, alpha, beta, algo, h))
+
+
+def _strided_or_packed(x, run):
+    """run(x) with x's own strides in its descriptor; if cuDNN has no algorithm for those strides,
+    run(one packed copy of x) (the result is the same, only slower)."""
+    try:
+        return run(x)
+    except NotSupported:
+        if x.flags.c_contiguous:
+            raise
+        return run(x.copy(order="C"))
 
 
 def backward_bias(gy, *, layout="NCHW", out=None, alpha=1.0, beta=0.0, dtype=None):

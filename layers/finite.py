@@ -40,7 +40,12 @@ class FiniteCheck:
     pool, and the step function that uses this check keeps it (and so `first`) alive as long as
     a graph captured from that function."""
 
-    def __init__(self, models):
+    def __init__(self, models, every_call=True):
+        """every_call=False checks each leaf's output on its first call of a step only: for a
+        module called many times a step (Tacotron 2's decoder cells, once a frame), whose
+        per-call checks would cost a launch each; its gradients are still all checked."""
+        self.every_call = every_call
+        self._seen = set()
         self._leaves, self._params = {}, {}
         for name, model in models.items():
             for path, m in model.named_modules(name):
@@ -56,6 +61,7 @@ class FiniteCheck:
         """Start a step: forget the last step's events and make this the active check."""
         self.first_event.fill(NONE)
         self.events = []
+        self._seen = set()
         active.check = self
         return self
 
@@ -65,8 +71,9 @@ class FiniteCheck:
     def output(self, module, out):
         """Check what a leaf module returned (a Tensor, or tuples of Tensors)."""
         path = self._leaves.get(id(module))
-        if path is None:
+        if path is None or (not self.every_call and id(module) in self._seen):
             return
+        self._seen.add(id(module))
         for t in _tensors(out):
             self._check(t.data, f"output of {path}")
 

@@ -5,11 +5,15 @@ into the captured step's static input buffers and replays the graph -- one launc
 hundreds, no Python in between.
 
 A graph replays fixed kernels, fixed scalar arguments and fixed addresses, so:
-- its key is everything that changes them: the inputs' shapes, dtypes and device, grad mode,
-  cudnnlite's conv settings, and for the `modules` / `optimizers` given: every module's train /
-  eval flag, the address, dtype and shape of every parameter and buffer, every optimizer's
+- its key is everything that changes them: the inputs' shapes, dtypes, device and requires_grad,
+  grad mode, cudnnlite's conv settings, and for the `modules` / `optimizers` given: every
+  module's train / eval flag and plain settings (numbers, strings, flags such as a dropout
+  switch), the address, dtype and shape of every parameter and buffer, every optimizer's
   hyper-parameters (lr, betas, ...) and the addresses of its state. A call whose key is new is
   warmed up and captured anew (the last `max_graphs` graphs are kept).
+- host values the step reads from anywhere else -- Python numbers, NumPy arrays such as
+  sequence lengths -- are baked into the graph as they were at capture: pass them as device
+  inputs, or capture one step function per value.
 - it owns, or keeps alive, every buffer it touches: its pool (intermediates, outputs), the
   parameter / buffer / optimizer-state arrays of its key, the device RNG's state, and the
   workspaces cudnnlite handed out during capture (cudnnlite.capture_scope).
@@ -35,13 +39,14 @@ class CapturedStep:
         self._graphs = OrderedDict()   # key -> (graph, static inputs, outputs, what it keeps)
         self._seen = {}                # key -> eager calls so far
 
-    def key(self, arrays):
+    def key(self, arrays, inputs):
         """Everything that decides which kernels, arguments and addresses a capture holds."""
         from cudnnlite import conv
-        parts = [tuple((a.shape, a.dtype.str, a.device.id) for a in arrays), is_grad_enabled(),
+        parts = [tuple((a.shape, a.dtype.str, a.device.id) for a in arrays),
+                 tuple(getattr(i, "requires_grad", False) for i in inputs), is_grad_enabled(),
                  conv.settings]
         for m in self.modules:
-            parts.append(tuple(sub.training for sub in m.modules()))
+            parts.append(tuple((sub.training, _settings(sub)) for sub in m.modules()))
             parts.append(tuple(_address(t.data) for _, t in m._state_items()))
         for opt in self.optimizers:
             parts.append(tuple(_frozen(g) for g in opt.param_groups))
@@ -54,7 +59,7 @@ class CapturedStep:
         arrays = [a.data if isinstance(a, Tensor) else a for a in inputs]
         if not all(is_gpu(a) for a in arrays):
             raise TypeError("CapturedStep: every input must be a device array (CuPy / GPU Tensor)")
-        key = self.key(arrays)
+        key = self.key(arrays, inputs)
         caller = cp.cuda.get_current_stream()
         self.stream.wait_event(caller.record())
         with self.stream:
@@ -66,7 +71,7 @@ class CapturedStep:
                 else:
                     entry = self._capture(arrays, inputs)
                     self._graphs[key] = entry
-                    self._seen.pop(key)
+                    self._seen.clear()        # warm-up counts of keys passed through (no state yet)
                     if len(self._graphs) > self.max_graphs:
                         self._graphs.popitem(last=False)
             else:
@@ -120,6 +125,17 @@ def _address(a):
     if is_gpu(a):
         return a.data.ptr, a.dtype.str, a.shape
     return a if isinstance(a, (int, float, bool, str)) else (type(a).__name__, getattr(a, "shape", None))
+
+
+_PLAIN = (bool, int, float, str, type(None))
+
+
+def _settings(module):
+    """A module's own plain settings (numbers, strings, flags, tuples of them) as a tuple."""
+    return tuple((k, v) for k, v in vars(module).items()
+                 if not k.startswith("_") and k != "training"
+                 and (isinstance(v, _PLAIN)
+                      or isinstance(v, tuple) and all(isinstance(i, _PLAIN) for i in v)))
 
 
 def _frozen(group):

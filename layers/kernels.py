@@ -37,8 +37,9 @@ def bce_grad(p, t, gy):
 
 def adam(p, g, m, v, step, lr, beta1, beta2, eps, weight_decay):
     """torch.optim.Adam's update in one pass; `step` is a device int64 scalar (already advanced),
-    so the bias corrections are computed here and the launch has no host-side state. The update
-    is computed in float32 for float16 parameters (eps = 1e-8 is 0 in float16) and stored back."""
+    so the bias corrections are computed here and the launch has no host-side state. For float16
+    parameters the update is computed in float32 (eps = 1e-8 is 0 in float16); m and v are stored
+    in the parameter's dtype, as torch.optim.Adam keeps them."""
     A = np.float64 if p.dtype == np.float64 else np.float32
     elementwise(
         "adam", "T g, raw int64 step, A lr, A beta1, A beta2, A eps, A wd", "T p, T m, T v",

@@ -72,11 +72,11 @@ class Optimizer:
             old = self.state.get(id(p), {})
             new = state[id(p)] = {}
             for k, v in entry.items():
-                if isinstance(v, (int, float)):
+                cur = old.get(k)
+                if isinstance(v, (int, float)) and (cur is None or isinstance(cur, (int, float))):
                     new[k] = v
                     continue
                 v = v.get() if is_gpu(v) else np.asarray(v)
-                cur = old.get(k)
                 if cur is not None and not isinstance(cur, (int, float)) and cur.shape == v.shape:
                     cur[...] = to_device(v.astype(cur.dtype, copy=False), p.device)
                     new[k] = cur

@@ -91,6 +91,18 @@ def test_only_the_watched_models_and_only_while_active():
 
 # ---- train.dcgan ------------------------------------------------------------------------------
 
+@pytest.mark.parametrize("every_call", [True, False])
+def test_a_module_called_twice_is_checked_on_each_call_or_only_the_first(every_call):
+    lin = nn.Linear(4, 2)
+    check = FiniteCheck({"lin": lin}, every_call=every_call)
+    ok = L.tensor(np.ones((1, 4), np.float32))
+    bad = L.tensor(np.full((1, 4), np.nan, np.float32))
+    with check:
+        lin(ok)
+        lin(bad)
+    assert check.first() == ("output of lin (Linear)" if every_call else None)
+
+
 def test_dcgan_names_the_layer_and_step_and_exits_1(tmp_path):
     D = dcgan.Discriminator(ndf=8)
     sd = D.state_dict()

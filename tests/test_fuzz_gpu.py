@@ -2,9 +2,11 @@
 sliced with steps, reversed (negative strides), broadcast (zero strides), offset starts -- and
 dtypes: conv, transposed conv, batch norm, activations, LSTM and LSTMCell, forward and backward.
 The NumPy path reads any view as NumPy does; the GPU path must give the same numbers."""
+import zlib
+
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import layers as L
@@ -68,9 +70,10 @@ def strided_input(t, recipe):
     return v
 
 
-def cases(fn, shapes, dtype, recipes, tol=None, post=None):
-    """Run fn on strided views of random inputs of `shapes` on both paths."""
-    rng = np.random.default_rng(abs(hash((tuple(shapes), dtype))) % 2 ** 32)
+def cases(fn, shapes, dtype, recipes, tol=None):
+    """Run fn on strided views of random inputs of `shapes` on both paths (the inputs seeded by
+    the shapes, so a failing example repeats)."""
+    rng = np.random.default_rng(zlib.crc32(repr((shapes, dtype)).encode()))
     inputs = [rng.standard_normal(s).astype(dtype) for s in shapes]
     results = []
     for device in ("cpu", 0):
@@ -127,6 +130,9 @@ def test_batch_norm(data, dtype, train):
     shape = (data.draw(st.integers(2, 5)), data.draw(st.integers(1, 4)),
              data.draw(st.integers(1, 5)), data.draw(st.integers(1, 5)))
     recipe = data.draw(views(shape))
+    # a channel whose values are all one (broadcast over the only axis that varies) has variance
+    # 0: its gradients are 0 exactly and either path's rounding residue is all there is to compare
+    assume(not train or np.prod([n for i, n in enumerate(shape) if i not in (1, recipe[3])]) > 1)
     C = shape[1]
     rm = np.linspace(-0.5, 0.5, C)
     rv = np.linspace(0.5, 1.5, C)

@@ -188,6 +188,9 @@ def test_a_graph_keeps_its_workspace_when_the_handle_grows():
     algo = max((c for c in p.candidates(conv.FWD, h) if c.status == 0 and c.memory < 1 << 28),
                key=lambda c: c.memory)
     assert algo.memory > 0, "no listed algorithm uses a workspace"
+    # size the workspace here, on the default stream: the pool hands a freed block back only to
+    # the stream it was allocated on, and the sentinel below is allocated on this one
+    h.workspace(algo.memory + (0 if h._workspace is None else h._workspace.nbytes))
     step = L.graph.CapturedStep(lambda x: conv.forward(x, W, pad=2, algo=algo.algo))
     expected = conv.forward(x, W, pad=2, algo=algo.algo).get()
     step(x)

@@ -306,7 +306,7 @@ def train(argv):
     vlog = LossLog(os.path.join(args.outf, "validation.csv"),
                    ["step", "epoch", "loss", "mel", "postnet", "gate"])
     ckpt = os.path.join(args.outf, "checkpoint.npz")
-    finite = FiniteCheck({"model": model})
+    finite = FiniteCheck({"model": model}, every_call=False)   # not once per decoder frame
     print(f"{len(train_set)} training / {len(val_set)} validation utterances, {len(batches)} "
           f"batches of {args.batch_size} per epoch, device {device}")
 
