@@ -195,6 +195,22 @@ def test_resume_with_no_epochs_left(tmp_path, trained, mnist):
                 words=("--epochs 1", "finished 1 epochs"))
 
 
+def test_resume_with_another_batch_size(tmp_path, trained, mnist):
+    dcgan_fails(tmp_path, "--dataset", "mnist", "--dataroot", str(mnist), "--batch-size", "4",
+                "--resume", str(trained / "checkpoint.npz"),
+                words=("--batch-size 4", "trained with batch size 6"))
+
+
+def test_resume_with_max_steps_already_reached(tmp_path, trained, mnist):
+    dcgan_fails(tmp_path, "--dataset", "mnist", "--dataroot", str(mnist), "--max-steps", "1",
+                "--resume", str(trained / "checkpoint.npz"),
+                words=("--max-steps 1", "at step 1 already"))
+
+
+def test_learning_rate_that_is_not_a_number(tmp_path):
+    dcgan_fails(tmp_path, "--lr", "abc", words=("--lr", "expected a positive number", "'abc'"))
+
+
 # ---- --outf -----------------------------------------------------------------------------------
 
 def test_outf_an_existing_file_is_left_alone(tmp_path):

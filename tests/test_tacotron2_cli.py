@@ -68,6 +68,18 @@ def test_stop_mid_epoch_and_resume_equals_the_straight_run(corpus, tmp_path):
     assert _losses(straight / "losses.csv") == _losses(split / "losses.csv")
 
 
+def test_resume_keeps_the_batch_size_and_counts_max_steps_over_the_run(corpus, tmp_path):
+    out = tmp_path / "r"
+    assert train(corpus, out, "--epochs", "2", "--hparams", TINY, "--max-steps", "1").returncode == 0
+    ckpt = str(out / "checkpoint.npz")
+    for args, words in ((("--batch-size", "1"), "trained with batch size 2"),
+                        (("--max-steps", "1"), "--max-steps 1: the checkpoint")):
+        r = run("--device", "cpu", "--dataroot", corpus, "--outf", str(tmp_path / "n"),
+                "--epochs", "2", "--resume", ckpt, *args)
+        assert r.returncode == 2 and words in r.stderr and len(r.stderr.splitlines()) == 1
+        assert not (tmp_path / "n").exists()
+
+
 def test_synthesize_writes_mel_alignment_and_wav(corpus, tmp_path):
     assert train(corpus, tmp_path / "t", "--epochs", "1", "--hparams", TINY).returncode == 0
     r = run("synthesize", "--device", "cpu", "--checkpoint", str(tmp_path / "t" / "checkpoint.npz"),
@@ -101,6 +113,10 @@ def test_overfit_runs_on_one_spoken_sentence(tmp_path):
     (("--resume", "missing.npz"), r"--resume missing.npz: no such file"),
     (("--val-ratio", "1.5"), r"--val-ratio 1.5: expected a number in \[0, 1\)"),
     (("--overfit", "Hi.", "--dataroot", "x"), r"--overfit 'Hi.': .* expected no --dataroot"),
+    (("--overfit", ""), r"--overfit '': expected a sentence"),
+    (("--hparams", "decoder_rnn_dim=0"), r"decoder_rnn_dim=0: expected a positive integer"),
+    (("--hparams", "p_decoder_dropout=1.5"), r"p_decoder_dropout=1.5: expected a probability"),
+    (("--lr", "abc"), r"--lr: expected a positive number \(e.g. 1e-3\), got 'abc'"),
 ])
 def test_bad_arguments_are_one_line_and_write_nothing(tmp_path, args, pattern):
     import re

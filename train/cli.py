@@ -42,6 +42,34 @@ def nonnegative_int(text):
     return n
 
 
+def positive_float(text):
+    """argparse type: a finite number > 0 (a learning rate)."""
+    try:
+        x = float(text)
+    except ValueError:
+        x = 0.0
+    if not (x > 0 and x != float("inf")):
+        raise argparse.ArgumentTypeError(f"expected a positive number (e.g. 1e-3), got {text!r}")
+    return x
+
+
+def batch_size(given, default, resume_meta=None, resume=None):
+    """The run's batch size: --batch-size, else the checkpoint's when resuming (an exact resume
+    needs the same one), else `default`."""
+    saved = (resume_meta or {}).get("batch_size")
+    if given is not None and saved is not None and given != saved:
+        fail(f"--batch-size {given}: the checkpoint {resume} was trained with batch size {saved}; "
+             f"expected that (or no --batch-size), to continue exactly")
+    return given or saved or default
+
+
+def check_max_steps(max_steps, step, resume):
+    """--max-steps counts every step of the run: a resumed one must have steps left."""
+    if max_steps and step >= max_steps:
+        fail(f"--max-steps {max_steps}: the checkpoint {resume} is at step {step} already; "
+             f"expected a larger --max-steps (it counts every step of the run) or 0")
+
+
 def device(text):
     """argparse type: 'cpu' or a GPU index ('cuda', 'cuda:N' too), as layers.parse_device."""
     try:

@@ -132,6 +132,21 @@ def save_checkpoint(path, modules, optimizers, meta, rng, arrays):
     save_arrays(arrays, path)
 
 
+def checkpoint_meta(path):
+    """The JSON 'meta' of a checkpoint file (epoch, step, settings)."""
+    return meta_of(read_arrays(path))
+
+
+def meta_of(arrays):
+    """The JSON 'meta' entry of a checkpoint's arrays."""
+    if "meta" not in arrays:
+        raise CheckpointError("a weights file, not a checkpoint (it has no 'meta' entry)")
+    try:
+        return json.loads(str(arrays["meta"]))
+    except ValueError as e:
+        raise CheckpointError(f"its 'meta' entry is not JSON ({e})") from None
+
+
 def load_checkpoint(path, modules, optimizers, rng, device):
     """Restore what save_checkpoint wrote into the modules, optimizers and RNGs (the device
     generator when `device` is a GPU, made current); returns (meta, every array of the file).

@@ -22,8 +22,8 @@ from layers import F, nn
 from layers.finite import FiniteCheck
 
 from . import cli, data
-from .common import (CheckpointError, LossLog, load_checkpoint, load_weights, save_checkpoint,
-                     save_image_grid)
+from .common import (CheckpointError, LossLog, checkpoint_meta, load_checkpoint, load_weights,
+                     save_checkpoint, save_image_grid)
 
 
 class Generator(nn.Module):
@@ -190,7 +190,8 @@ def parse_args(argv=None):
     p.add_argument("--dataset", default="digits", choices=["mnist", "digits", "folder", "fake"],
                    help="[digits: scikit-learn's bundled handwritten digits, works offline]")
     p.add_argument("--dataroot", default=None, help="folder of the mnist / folder dataset")
-    p.add_argument("--batch-size", type=cli.positive_int, default=128)
+    p.add_argument("--batch-size", type=cli.positive_int, default=None,
+                   help="[128; a resumed run keeps its checkpoint's]")
     p.add_argument("--image-size", type=cli.positive_int, default=64)
     p.add_argument("--nc", type=cli.positive_int, default=1, help="image channels [1]")
     p.add_argument("--nz", type=cli.positive_int, default=100,
@@ -198,7 +199,7 @@ def parse_args(argv=None):
     p.add_argument("--ngf", type=cli.positive_int, default=64)
     p.add_argument("--ndf", type=cli.positive_int, default=64)
     p.add_argument("--epochs", type=cli.positive_int, default=25)
-    p.add_argument("--lr", type=float, default=2e-4)
+    p.add_argument("--lr", type=cli.positive_float, default=2e-4)
     p.add_argument("--beta1", type=float, default=0.5)
     p.add_argument("--netG", default="", help="generator weights (.npz) to start from")
     p.add_argument("--netD", default="", help="discriminator weights (.npz) to start from")
@@ -214,8 +215,6 @@ def parse_args(argv=None):
     if args.image_size != 64:
         cli.fail(f"--image-size {args.image_size}: expected 64 (the DCGAN architecture is built "
                  f"for 64x64 images)")
-    if not (args.lr > 0 and math.isfinite(args.lr)):
-        cli.fail(f"--lr {args.lr}: expected a positive learning rate")
     if not 0 <= args.beta1 < 1:
         cli.fail(f"--beta1 {args.beta1}: expected a number in [0, 1)")
     if args.resume and (args.netG or args.netD):
@@ -255,6 +254,9 @@ def main(argv=None):
     """Check and load everything (device, dataset, weights, checkpoint) before writing anything
     in --outf; then train, and stop with status 1 at a step whose statistics are not finite."""
     args = parse_args(argv)
+    resume_meta = _load("--resume", args.resume, lambda: checkpoint_meta(args.resume),
+                        "the checkpoint.npz of a train.dcgan run") if args.resume else None
+    args.batch_size = cli.batch_size(args.batch_size, 128, resume_meta, args.resume)
     device = cli.use_device(args.device)
     L.manual_seed(args.seed)
     rng = np.random.default_rng(args.seed)
@@ -279,11 +281,13 @@ def main(argv=None):
     modules, optimizers = {"netG": netG, "netD": netD}, {"optG": optG, "optD": optD}
     start_epoch, position, step = 0, 0, 0
     if args.resume:
+        meta, arrays = _load("--resume", args.resume,
+                             lambda: load_checkpoint(args.resume, modules, optimizers, rng, device),
+                             f"the checkpoint.npz of a train.dcgan run with {arch}")
         start_epoch, position, step, order = _load(
-            "--resume", args.resume,
-            lambda: _resume_point(*load_checkpoint(args.resume, modules, optimizers, rng, device),
-                                  len(images)),
+            "--resume", args.resume, lambda: _resume_point(meta, arrays, len(images)),
             f"the checkpoint.npz of a train.dcgan run with {arch} on this dataset")
+        cli.check_max_steps(args.max_steps, step, args.resume)
         if start_epoch >= args.epochs:
             cli.fail(f"--epochs {args.epochs}: the checkpoint {args.resume} has finished "
                      f"{start_epoch} epochs; expected more epochs than that")
@@ -310,7 +314,8 @@ def main(argv=None):
     def checkpoint(epoch, position, order, step):
         """(epoch, position) is where to go on: image `position` of that epoch's `order`."""
         save_checkpoint(ckpt, modules, optimizers,
-                        {"epoch": epoch, "position": position, "step": step}, rng,
+                        {"epoch": epoch, "position": position, "step": step,
+                         "batch_size": args.batch_size}, rng,
                         {"order": order})
 
     from tqdm import tqdm

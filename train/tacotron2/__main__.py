@@ -11,7 +11,6 @@ curve, and an atomic, exactly resumable checkpoint.
 """
 import contextlib
 import dataclasses
-import json
 import math
 import os
 import sys
@@ -23,7 +22,8 @@ import layers as L
 from layers.finite import FiniteCheck
 
 from .. import cli
-from ..common import CheckpointError, LossLog, load_checkpoint, read_arrays, save_checkpoint
+from ..common import (CheckpointError, LossLog, checkpoint_meta, load_checkpoint, meta_of,
+                      read_arrays, save_checkpoint)
 from . import audio, data
 from .hparams import HParams
 from .model import STATS, Tacotron2, loss_parts, make_optimizer, train_step
@@ -58,6 +58,14 @@ def hparams_from(text, base=None):
                 changes[name] = kind(value)
         except ValueError:
             cli.fail(f"--hparams {text}: {name}={value!r} is not a {kind.__name__}")
+        v = changes[name]
+        if kind is int and name != "seed" and v < 1:
+            cli.fail(f"--hparams {text}: {name}={v}: expected a positive integer")
+        if kind is float and not (math.isfinite(v) and (0 <= v < 1 if name.startswith("p_")
+                                                        or name == "gate_threshold" else v >= 0)):
+            cli.fail(f"--hparams {text}: {name}={v}: expected "
+                     + ("a probability in [0, 1)" if name.startswith("p_") or
+                        name == "gate_threshold" else "a finite number >= 0"))
     return hp.replace(**changes)
 
 
@@ -78,8 +86,10 @@ def train_parser():
     p.add_argument("--outf", default="out/tacotron2", help="folder for logs, PNGs, WAVs, "
                    "checkpoints [out/tacotron2]")
     p.add_argument("--epochs", type=cli.positive_int, default=500)
-    p.add_argument("--batch-size", type=cli.positive_int, default=64)
-    p.add_argument("--lr", type=float, default=None, help="Adam's learning rate [1e-3]")
+    p.add_argument("--batch-size", type=cli.positive_int, default=None,
+                   help="[64; a resumed run keeps its checkpoint's]")
+    p.add_argument("--lr", type=cli.positive_float, default=None,
+                   help="Adam's learning rate [1e-3]")
     p.add_argument("--seed", type=int, default=1234)
     p.add_argument("--val-ratio", type=float, default=0.05,
                    help="share of the data held out for validation [0.05]")
@@ -222,7 +232,7 @@ def report(model, val_batches, epoch, step, args, vlog):
 def load_data(args, hp):
     """(train examples, validation examples), or a one-line error naming what is wrong."""
     try:
-        if args.overfit:
+        if args.overfit is not None:
             train = data.overfit_dataset(args.overfit, batch_size=args.batch_size, hparams=hp)
             return train, train[:1]
         root = args.dataroot or data.default_corpus(args.data_cache)
@@ -234,13 +244,12 @@ def load_data(args, hp):
         cli.fail(f"--dataroot {args.dataroot or '(default corpus)'}: {e}")
 
 
-def checkpoint_hparams(arrays):
-    """The HParams a train.tacotron2 checkpoint (its arrays, from read_arrays) was trained with."""
-    if "meta" not in arrays:
-        raise CheckpointError("a weights file, not a checkpoint (it has no 'meta' entry)")
+def checkpoint_hparams(meta):
+    """The HParams a train.tacotron2 checkpoint (its meta, from checkpoint_meta) was trained
+    with."""
     try:
-        return HParams(**json.loads(str(arrays["meta"]))["hparams"])
-    except (KeyError, TypeError, ValueError) as e:
+        return HParams(**meta["hparams"])
+    except (KeyError, TypeError) as e:
         raise CheckpointError(f"it is not a train.tacotron2 checkpoint ({type(e).__name__}: "
                               f"{e})") from None
 
@@ -257,8 +266,8 @@ def _checkpoint_point(meta, arrays, n):
 
 def train(argv):
     args = train_parser().parse_args(argv)
-    if args.lr is not None and not (args.lr > 0 and math.isfinite(args.lr)):
-        cli.fail(f"--lr {args.lr}: expected a positive learning rate")
+    if args.overfit is not None and not args.overfit.strip():
+        cli.fail(f"--overfit {args.overfit!r}: expected a sentence to say")
     if not 0 <= args.val_ratio < 1:
         cli.fail(f"--val-ratio {args.val_ratio}: expected a number in [0, 1)")
     if args.overfit is not None and args.dataroot:
@@ -270,12 +279,15 @@ def train(argv):
         cli.fail(f"--outf {args.outf}: exists and is not a folder")
     device = cli.use_device(args.device)
     hp = hparams_from(args.hparams)
+    resume_meta = None
     if args.resume:
         try:
-            hp = checkpoint_hparams(read_arrays(args.resume))
+            resume_meta = checkpoint_meta(args.resume)
+            hp = checkpoint_hparams(resume_meta)
         except CheckpointError as e:
             cli.fail(f"--resume {args.resume}: {e}; expected the checkpoint.npz of a "
                      f"train.tacotron2 run")
+    args.batch_size = cli.batch_size(args.batch_size, 64, resume_meta, args.resume)
     if args.lr is not None:
         hp = hp.replace(learning_rate=args.lr)
     L.manual_seed(args.seed)
@@ -298,6 +310,7 @@ def train(argv):
         if epoch >= args.epochs:
             cli.fail(f"--epochs {args.epochs}: the checkpoint {args.resume} has finished epoch "
                      f"{epoch}; expected more epochs")
+        cli.check_max_steps(args.max_steps, step, args.resume)
         print(f"resumed from {args.resume}: epoch {epoch}, item {position}, step {step}")
 
     os.makedirs(args.outf, exist_ok=True)
@@ -313,7 +326,8 @@ def train(argv):
     def save(epoch_, position_, order_):
         save_checkpoint(ckpt, modules, optimizers,
                         {"epoch": epoch_, "position": position_, "step": step,
-                         "hparams": dataclasses.asdict(hp)}, rng, {"order": order_})
+                         "batch_size": args.batch_size, "hparams": dataclasses.asdict(hp)}, rng,
+                        {"order": order_})
 
     from tqdm import tqdm
     order = batches.order_for_epoch() if order is None else order
@@ -349,9 +363,11 @@ def train(argv):
             if epoch % args.every == 0 or epoch == args.epochs or stopped:
                 save(epoch, 0, order)
         if stopped or epoch % args.every == 0 or epoch == args.epochs:
-            parts = report(model, val_batches, epoch, step, args, vlog)
+            # named by the epoch the last step belongs to, as losses.csv numbers it
+            shown = epoch if position == 0 else epoch + 1
+            parts = report(model, val_batches, shown, step, args, vlog)
             log.plot(os.path.join(args.outf, "loss_curve.png"), ["loss", "mel", "postnet", "gate"])
-            print(f"[epoch {epoch}, step {step}] validation loss {parts['loss']:.4f} "
+            print(f"[epoch {shown}, step {step}] validation loss {parts['loss']:.4f} "
                   f"(mel {parts['mel']:.4f}, postnet {parts['postnet']:.4f}, gate "
                   f"{parts['gate']:.4f})")
         if stopped:
@@ -371,7 +387,7 @@ def synthesize(argv):
     device = cli.use_device(args.device)
     try:
         arrays = read_arrays(args.checkpoint)
-        model = Tacotron2(checkpoint_hparams(arrays))
+        model = Tacotron2(checkpoint_hparams(meta_of(arrays)))
         model.load_state_dict({k[len("model/"):]: v for k, v in arrays.items()
                                if k.startswith("model/")})
     except (CheckpointError, KeyError, ValueError) as e:
@@ -392,6 +408,9 @@ def synthesize(argv):
     if not fired:
         print(f"note: the gate never fired; decoding stopped at max_decoder_steps "
               f"({mel.shape[1]} frames) -- the model may need more training")
+    elif len(wav) == 0:
+        print(f"note: the gate fired after {mel.shape[1]} frame(s), too few for any audio -- "
+              f"the model may need more training")
     return 0
 
 
