@@ -20,37 +20,23 @@ class ArgumentParser(argparse.ArgumentParser):
         fail(message.removeprefix("argument "))
 
 
-def positive_int(text):
-    """argparse type: an int >= 1."""
-    try:
-        n = int(text)
-    except ValueError:
-        n = 0
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer (1, 2, ...), got {text!r}")
-    return n
+def _argument_type(convert, accept, expected):
+    """An argparse type: convert(text), which accept() must pass, else the error says `expected`."""
+    def parse(text):
+        try:
+            value = convert(text)
+        except ValueError:
+            value = None
+        if value is None or not accept(value):
+            raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}")
+        return value
+    return parse
 
 
-def nonnegative_int(text):
-    """argparse type: an int >= 0."""
-    try:
-        n = int(text)
-    except ValueError:
-        n = -1
-    if n < 0:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}")
-    return n
-
-
-def positive_float(text):
-    """argparse type: a finite number > 0 (a learning rate)."""
-    try:
-        x = float(text)
-    except ValueError:
-        x = 0.0
-    if not (x > 0 and x != float("inf")):
-        raise argparse.ArgumentTypeError(f"expected a positive number (e.g. 1e-3), got {text!r}")
-    return x
+positive_int = _argument_type(int, lambda n: n >= 1, "a positive integer (1, 2, ...)")
+nonnegative_int = _argument_type(int, lambda n: n >= 0, "an integer >= 0")
+positive_float = _argument_type(float, lambda x: 0 < x < float("inf"),
+                                "a positive number (e.g. 1e-3)")   # a learning rate
 
 
 def batch_size(given, default, resume_meta=None, resume=None):
