@@ -30,6 +30,14 @@ def save_image_grid(images, path, nrow=8, padding=2):
     Image.fromarray(pixels[..., 0] if c == 1 else pixels).save(path)
 
 
+def pyplot():
+    """matplotlib.pyplot on the file-only Agg backend (no display needed)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    return plt
+
+
 class LossLog:
     """A CSV of per-step values (appended, so resumed runs continue it) and a PNG plot."""
 
@@ -48,9 +56,7 @@ class LossLog:
         self.file.flush()
 
     def plot(self, png, keys, x="step"):
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+        plt = pyplot()
         self.flush()
         with open(self.path) as f:
             rows = list(csv.DictReader(f))
@@ -145,6 +151,22 @@ def meta_of(arrays):
         return json.loads(str(arrays["meta"]))
     except ValueError as e:
         raise CheckpointError(f"its 'meta' entry is not JSON ({e})") from None
+
+
+def resume_point(meta, arrays, n, unit="items"):
+    """(epoch, position, step, order) of a checkpoint's meta and arrays, for a dataset of n
+    `unit`: where an exact resume goes on (item `position` of that epoch's `order`)."""
+    try:
+        epoch, position, step, order = (meta["epoch"], meta["position"], meta["step"],
+                                        arrays["order"])
+    except KeyError as e:
+        raise CheckpointError(f"it has no {e.args[0]!r} entry") from None
+    if order.shape != (n,) or not np.array_equal(np.sort(order), np.arange(n)):
+        raise CheckpointError(f"its epoch order is over {order.size} {unit} but the dataset has "
+                              f"{n}")
+    if not 0 <= position < n:
+        raise CheckpointError(f"its position {position} is outside the epoch's {n} {unit}")
+    return epoch, position, step, order
 
 
 def load_checkpoint(path, modules, optimizers, rng, device):

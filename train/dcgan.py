@@ -23,7 +23,7 @@ from layers.finite import FiniteCheck
 
 from . import cli, data
 from .common import (CheckpointError, LossLog, checkpoint_meta, load_checkpoint, load_weights,
-                     save_checkpoint, save_image_grid)
+                     resume_point, save_checkpoint, save_image_grid)
 
 
 class Generator(nn.Module):
@@ -234,22 +234,6 @@ def _load(arg, path, load, expected):
         cli.fail(f"{arg} {path}: {e}; expected {expected}")
 
 
-def _resume_point(meta, arrays, n):
-    """(epoch, position, step, order) from a checkpoint's meta and arrays, for a dataset of n
-    images."""
-    try:
-        epoch, position, step, order = (meta["epoch"], meta["position"], meta["step"],
-                                        arrays["order"])
-    except KeyError as e:
-        raise CheckpointError(f"it has no {e.args[0]!r} entry") from None
-    if order.shape != (n,) or not np.array_equal(np.sort(order), np.arange(n)):
-        raise CheckpointError(f"its epoch order is over {order.size} images but the dataset has "
-                              f"{n}")
-    if not 0 <= position < n:
-        raise CheckpointError(f"its position {position} is outside the epoch's {n} images")
-    return epoch, position, step, order
-
-
 def main(argv=None):
     """Check and load everything (device, dataset, weights, checkpoint) before writing anything
     in --outf; then train, and stop with status 1 at a step whose statistics are not finite."""
@@ -285,7 +269,7 @@ def main(argv=None):
                              lambda: load_checkpoint(args.resume, modules, optimizers, rng, device),
                              f"the checkpoint.npz of a train.dcgan run with {arch}")
         start_epoch, position, step, order = _load(
-            "--resume", args.resume, lambda: _resume_point(meta, arrays, len(images)),
+            "--resume", args.resume, lambda: resume_point(meta, arrays, len(images), "images"),
             f"the checkpoint.npz of a train.dcgan run with {arch} on this dataset")
         cli.check_max_steps(args.max_steps, step, args.resume)
         if start_epoch >= args.epochs:

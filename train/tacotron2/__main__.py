@@ -22,8 +22,8 @@ import layers as L
 from layers.finite import FiniteCheck
 
 from .. import cli
-from ..common import (CheckpointError, LossLog, checkpoint_meta, load_checkpoint, meta_of,
-                      read_arrays, save_checkpoint)
+from ..common import (CheckpointError, LossLog, checkpoint_meta, load_checkpoint, meta_of, pyplot,
+                      read_arrays, resume_point, save_checkpoint)
 from . import audio, data
 from .hparams import HParams
 from .model import STATS, Tacotron2, loss_parts, make_optimizer, train_step
@@ -173,9 +173,7 @@ def speak(model, text, max_steps=None, gl_iters=60, seed=0):
 
 
 def save_mel_png(path, mels, titles):
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
     fig, axes = plt.subplots(len(mels), 1, figsize=(8, 2.5 * len(mels)), squeeze=False)
     for ax, mel, title in zip(axes[:, 0], mels, titles):
         im = ax.imshow(mel, aspect="auto", origin="lower", interpolation="none")
@@ -190,9 +188,7 @@ def save_mel_png(path, mels, titles):
 
 def save_alignment_png(path, alignment, title):
     """alignment (T, L): decoder frame against encoder character, as NVIDIA's plots."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(6, 4))
     im = ax.imshow(alignment.T, aspect="auto", origin="lower", interpolation="none")
     fig.colorbar(im, ax=ax)
@@ -254,16 +250,6 @@ def checkpoint_hparams(meta):
                               f"{e})") from None
 
 
-def _checkpoint_point(meta, arrays, n):
-    try:
-        epoch, position, step, order = meta["epoch"], meta["position"], meta["step"], arrays["order"]
-    except KeyError as e:
-        raise CheckpointError(f"it has no {e.args[0]!r} entry") from None
-    if order.shape != (n,) or not np.array_equal(np.sort(order), np.arange(n)):
-        raise CheckpointError(f"its epoch order is over {order.size} items, the data has {n}")
-    return epoch, position, step, order
-
-
 def train(argv):
     args = train_parser().parse_args(argv)
     if args.overfit is not None and not args.overfit.strip():
@@ -303,7 +289,7 @@ def train(argv):
     if args.resume:
         try:
             meta, arrays = load_checkpoint(args.resume, modules, optimizers, rng, device)
-            epoch, position, step, order = _checkpoint_point(meta, arrays, len(train_set))
+            epoch, position, step, order = resume_point(meta, arrays, len(train_set), "utterances")
         except CheckpointError as e:
             cli.fail(f"--resume {args.resume}: {e}; expected the checkpoint.npz of a "
                      f"train.tacotron2 run on this data")

@@ -44,10 +44,6 @@ class ConvNorm(nn.Module):
         return self.conv(signal)
 
 
-def _dropout(x, p, on):
-    return F.dropout(x, p, training=on)
-
-
 class LocationLayer(nn.Module):
     def __init__(self, n_filters, kernel_size, attention_dim):
         super().__init__()
@@ -100,7 +96,7 @@ class Prenet(nn.Module):
 
     def forward(self, x):
         for linear in self.layers:
-            x = _dropout(F.relu(linear(x)), 0.5, self.dropout_on)
+            x = F.dropout(F.relu(linear(x)), 0.5, self.dropout_on)
         return x
 
 
@@ -122,8 +118,8 @@ class Postnet(nn.Module):
     def forward(self, x):
         on = self.training and self.dropout_on
         for conv in list(self.convolutions)[:-1]:
-            x = _dropout(F.tanh(conv(x)), 0.5, on)
-        return _dropout(self.convolutions[-1](x), 0.5, on)
+            x = F.dropout(F.tanh(conv(x)), 0.5, on)
+        return F.dropout(self.convolutions[-1](x), 0.5, on)
 
 
 class Encoder(nn.Module):
@@ -143,7 +139,7 @@ class Encoder(nn.Module):
     def forward(self, x, input_lengths=None):
         """(B, E, L) -> (B, L, E)."""
         for conv in self.convolutions:
-            x = _dropout(F.relu(conv(x)), 0.5, self.training and self.dropout_on)
+            x = F.dropout(F.relu(conv(x)), 0.5, self.training and self.dropout_on)
         y, _ = self.lstm(F.transpose(x, 0, 2, 1), lengths=input_lengths)
         return y
 
@@ -191,12 +187,12 @@ class Decoder(nn.Module):
         s = self.state
         on = self.training and self.dropout_on
         h, c = self.attention_rnn(F.concat([prenet_out, s["context"]], -1), s["attention"])
-        h = _dropout(h, self.p_attention_dropout, on)
+        h = F.dropout(h, self.p_attention_dropout, on)
         weights_cat = F.stack([s["weights"], s["weights_cum"]], 1)
         context, weights = self.attention_layer(h, self.memory, self.processed_memory,
                                                 weights_cat, self.mask)
         dh, dc = self.decoder_rnn(F.concat([h, context], -1), s["decoder"])
-        dh = _dropout(dh, self.p_decoder_dropout, on)
+        dh = F.dropout(dh, self.p_decoder_dropout, on)
         self.state = dict(attention=(h, c), decoder=(dh, dc), weights=weights,
                           weights_cum=s["weights_cum"] + weights, context=context)
         out = F.concat([dh, context], 1)
