@@ -2,8 +2,8 @@
 and tensor arithmetic (cudnnAddTensor with broadcasting, cudnnScaleTensor) on CuPy arrays."""
 from . import api
 from ._cache import LRU
-from .boundary import (ALIGNMENT, check_out, check_shape, common_dtype, handle, output, packed,
-                       scalar)
+from .boundary import (ALIGNMENT, check_out, check_shape, common_dtype, handle, is_packed, output,
+                       packed, scalar)
 from .descriptors import ActivationDescriptor, TensorDescriptor
 from .enums import ActivationMode
 from .errors import BadParam, BadParamShapeMismatch
@@ -66,7 +66,7 @@ def backward(y, gy, x, mode, coef=0.0, *, out=None, alpha=1.0, beta=0.0, dtype=N
 
 def _in_place(function, name, a):
     """An array cuDNN writes in place must be packed already: a copy would lose the result."""
-    if not a.flags.c_contiguous or a.data.ptr % ALIGNMENT:
+    if not is_packed(a):
         raise BadParam(function, {f"{name}.strides": a.strides, f"{name}.ptr": a.data.ptr},
                        f"{name} is written in place, so it must be C-contiguous and "
                        f"{ALIGNMENT}-byte aligned")

@@ -59,12 +59,17 @@ def describable(a):
     return True
 
 
+def is_packed(a):
+    """C-contiguous with its first element 16-byte aligned: what cuDNN is told by packed strides."""
+    return a.flags.c_contiguous and a.data.ptr % ALIGNMENT == 0
+
+
 def strided(function, name, a):
     """a itself when its strides can go in its descriptor (see describable), else one aligned
     C-contiguous copy. Callers keep what this returns and use it for every later call that reads
     the same tensor (backward included)."""
     device_array(function, name, a)
-    if (a.flags.c_contiguous and a.data.ptr % ALIGNMENT == 0) or describable(a):
+    if is_packed(a) or describable(a):
         return a
     return a.copy(order="C")
 
@@ -73,7 +78,7 @@ def packed(function, name, a):
     """a itself when it is C-contiguous and aligned (cuDNN is told packed strides), else one copy
     that is. For calls whose descriptors cannot carry strides (filters, batch norm, RNN data)."""
     device_array(function, name, a)
-    if a.flags.c_contiguous and a.data.ptr % ALIGNMENT == 0:
+    if is_packed(a):
         return a
     return a.copy(order="C")
 
@@ -99,7 +104,7 @@ def check_out(function, name, out, shape, dtype, beta=0.0):
     if out.dtype != dtype:
         raise BadParam(function, {f"{name}.dtype": out.dtype.name, "expected": str(dtype)},
                        f"{name} has dtype {out.dtype.name}, the result is {dtype}")
-    if not out.flags.c_contiguous or out.data.ptr % ALIGNMENT:
+    if not is_packed(out):
         raise BadParam(function, {f"{name}.strides": out.strides, f"{name}.ptr": out.data.ptr},
                        f"{name} must be C-contiguous and {ALIGNMENT}-byte aligned: cuDNN writes it "
                        f"as a packed tensor")

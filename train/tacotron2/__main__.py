@@ -26,7 +26,7 @@ from ..common import (CheckpointError, LossLog, checkpoint_meta, load_checkpoint
                       read_arrays, resume_point, save_checkpoint)
 from . import audio, data
 from .hparams import HParams
-from .model import STATS, Tacotron2, loss_parts, make_optimizer, train_step
+from .model import STATS, Tacotron2, loss_parts, make_optimizer, targets, train_step
 
 FIXED_SENTENCE = "In his defense."      # the seed's sentence: spoken at every report
 
@@ -143,9 +143,7 @@ def validation_loss(model, batches):
     try:
         with L.no_grad():
             for b in batches:
-                dtype = model.embedding.weight.dtype
-                mels = L.tensor(L.backend.to_device(b.mel_padded.astype(dtype), model.device))
-                gates = L.tensor(L.backend.to_device(b.gate_padded.astype(dtype), model.device))
+                mels, gates = targets(model, b.mel_padded, b.gate_padded)
                 out = model(b.text_padded, b.input_lengths, mels, b.output_lengths)
                 for k, v in loss_parts(out, mels, gates).items():
                     sums[k] += v.item()

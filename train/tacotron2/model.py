@@ -329,6 +329,13 @@ def loss_parts(outputs, mel_target, gate_target):
     return dict(loss=parts["mel"] + parts["postnet"] + parts["gate"], **parts)
 
 
+def targets(model, mel_padded, gate_padded):
+    """The batch's mel and gate targets as Tensors on the model's device, in its dtype."""
+    dtype = model.embedding.weight.dtype
+    return tuple(L.tensor(L.backend.to_device(a, model.device).astype(dtype, copy=False))
+                 for a in (mel_padded, gate_padded))
+
+
 def make_optimizer(model, hparams=None):
     """Adam with NVIDIA's lr and L2 weight decay (torch.optim.Adam's weight_decay)."""
     hp = hparams or model.hparams
@@ -345,9 +352,7 @@ def train_step_device(model, optimizer, batch, finite=None):
     text, text_lengths, mels, gates, mel_lengths = batch
     device = model.device
     xp = np if device == "cpu" else L.backend.cupy()
-    dtype = model.embedding.weight.dtype
-    mels = L.tensor(L.backend.to_device(mels, device).astype(dtype, copy=False))
-    gates = L.tensor(L.backend.to_device(gates, device).astype(dtype, copy=False))
+    mels, gates = targets(model, mels, gates)
     with finite if finite is not None else contextlib.nullcontext():
         model.zero_grad()
         outputs = model(L.backend.to_device(text, device), text_lengths, mels, mel_lengths)
