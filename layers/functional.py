@@ -9,7 +9,7 @@ from .ops import loss as _loss
 from .ops import norm as _norm
 from .ops import reduce as _red
 from .ops import shape as _sh
-from .backend import cupy, is_gpu, to_device
+from .backend import cupy, device_of, is_gpu, to_device
 from .tensor import Tensor
 
 
@@ -32,16 +32,21 @@ def _operand(a, like=None):
     """Tensors pass through; Python numbers stay constants; NumPy scalars become Python numbers
     and other arrays constant Tensors. A floating constant takes the floating dtype of the Tensor
     it meets (`like`), as torch's scalars do: a float64 constant must not turn a float32 graph --
-    and its gradients -- into float64."""
+    and its gradients -- into float64. It also takes that Tensor's device (a NumPy constant
+    meeting a GPU tensor is copied there once; two Tensors on different devices stay an error)."""
     if isinstance(a, np.generic) or (isinstance(a, np.ndarray) and a.ndim == 0):
         return a.item()        # (np.float64 is a float too, but NumPy lets it promote)
     if isinstance(a, (Tensor, int, float)):
         return a
     a = Tensor(a)
-    if like is not None and a.dtype.kind == "f" and like.dtype.kind == "f" \
-            and a.dtype != like.dtype:
-        a = Tensor(a.data.astype(like.dtype))
-    return a
+    if like is None:
+        return a
+    data = a.data
+    if a.dtype.kind == "f" and like.dtype.kind == "f" and a.dtype != like.dtype:
+        data = data.astype(like.dtype)
+    if device_of(data) != device_of(like.data):
+        data = to_device(data, device_of(like.data))
+    return a if data is a.data else Tensor(data)
 
 
 def _operands(a, b):

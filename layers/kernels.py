@@ -22,17 +22,24 @@ def leaky_relu_grad(x, gy, slope):
                        "gx = x > (T)0 ? gy : gy * slope")(x, gy, x.dtype.type(slope))
 
 
+# The clamps below are comparisons, not max(): CUDA's max / fmax drop a NaN (fmax(NaN, -100) is
+# -100), which would turn a NaN prediction into a finite loss; torch's clamp keeps the NaN.
+_CLAMP_BELOW = "template <typename T> __device__ T clamp_below(T x, T lo) { return x < lo ? lo : x; }"
+
+
 def bce(p, t):
     # PyTorch clamps each log term at -100 so p = 0 or 1 gives a finite loss
     return elementwise("bce_fwd", "T p, T t", "T l",
-                       "l = -(t * max(log(p), (T)-100) + ((T)1 - t) * max(log1p(-p), (T)-100))")(p, t)
+                       "l = -(t * clamp_below(log(p), (T)-100) "
+                       "+ ((T)1 - t) * clamp_below(log1p(-p), (T)-100))", _CLAMP_BELOW)(p, t)
 
 
 def bce_grad(p, t, gy):
     # d/dp times the upstream gradient gy (a device scalar or an array), with PyTorch's
     # eps = 1e-12 guard on the denominator
     return elementwise("bce_bwd", "T p, T t, T gy", "T g",
-                       "g = gy * (p - t) / max(((T)1 - p) * p, (T)1e-12)")(p, t, gy)
+                       "g = gy * (p - t) / clamp_below(((T)1 - p) * p, (T)1e-12)",
+                       _CLAMP_BELOW)(p, t, gy)
 
 
 def adam(p, g, m, v, step, lr, beta1, beta2, eps, weight_decay):
@@ -41,9 +48,11 @@ def adam(p, g, m, v, step, lr, beta1, beta2, eps, weight_decay):
     parameters the update is computed in float32 (eps = 1e-8 is 0 in float16); m and v are stored
     in the parameter's dtype, as torch.optim.Adam keeps them."""
     A = np.float64 if p.dtype == np.float64 else np.float32
+    a = np.dtype(A).name      # spelled out: CuPy infers no type placeholder from scalars
     elementwise(
-        "adam", "T g, raw int64 step, A lr, A beta1, A beta2, A eps, A wd", "T p, T m, T v",
-        """
+        f"adam_{a}", f"T g, raw int64 step, {a} lr, {a} beta1, {a} beta2, {a} eps, {a} wd",
+        "T p, T m, T v",
+        f"typedef {'double' if A is np.float64 else 'float'} A;" + """
         A gr = (A)g, pw = (A)p, mm = (A)m, vv = (A)v;
         if (wd != (A)0) gr = gr + wd * pw;
         A w = (A)1 - beta1;

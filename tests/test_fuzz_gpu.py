@@ -130,9 +130,12 @@ def test_batch_norm(data, dtype, train):
     shape = (data.draw(st.integers(2, 5)), data.draw(st.integers(1, 4)),
              data.draw(st.integers(1, 5)), data.draw(st.integers(1, 5)))
     recipe = data.draw(views(shape))
-    # a channel whose values are all one (broadcast over the only axis that varies) has variance
-    # 0: its gradients are 0 exactly and either path's rounding residue is all there is to compare
-    assume(not train or np.prod([n for i, n in enumerate(shape) if i not in (1, recipe[3])]) > 1)
+    # In training mode a channel of one distinct value (broadcast over the only axis that varies)
+    # has variance 0, and one of two values normalises to exactly +-d / sqrt(d^2 + eps) whatever
+    # d is: either way x's gradient is ~eps / d^2 of its terms (0 in exact arithmetic up to eps),
+    # and each path's rounding residue is all there is to compare (seen on the H100: 2e-3
+    # "relative error" between two gradients of size 2e-6 made of terms of size 1).
+    assume(not train or np.prod([n for i, n in enumerate(shape) if i not in (1, recipe[3])]) > 2)
     C = shape[1]
     rm = np.linspace(-0.5, 0.5, C)
     rv = np.linspace(0.5, 1.5, C)

@@ -162,3 +162,23 @@ def test_cudnn_errors_surface_through_layers():
     with pytest.raises(cl.NotSupported,
                        match=r"cudnnGetConvolutionBackwardDataAlgorithm_v7(.|\n)*NOT_SUPPORTED"):
         y.sum().backward()
+
+
+@pytest.mark.gpu
+def test_bce_keeps_a_nan_prediction_nan():
+    """The -100 clamp of log(p) must not swallow a NaN (CUDA's max / fmax return the other
+    operand, which made a NaN prediction a loss of 100); the gradient stays NaN too, as on the
+    NumPy path (torch refuses p outside [0, 1] outright). Other values against the closed form."""
+    p = np.array([0.3, np.nan, 0.0, 1.0], np.float32)
+    t = np.array([1.0, 1.0, 1.0, 0.0], np.float32)
+    results = []
+    for device in ("cpu", 0):
+        x = L.tensor(p, device=device, requires_grad=True)
+        loss = F.binary_cross_entropy(x, L.tensor(t, device=device), reduction="none")
+        loss.backward(L.tensor(np.ones(4, np.float32), device=device))
+        results.append((loss.numpy(), x.grad.numpy()))
+    (l_cpu, g_cpu), (l_gpu, g_gpu) = results
+    np.testing.assert_array_equal(np.isnan(l_gpu), [False, True, False, False])
+    np.testing.assert_array_equal(np.isnan(g_gpu), [False, True, False, False])
+    np.testing.assert_allclose(l_gpu, l_cpu, rtol=1e-6)      # NaN == NaN here
+    np.testing.assert_allclose(l_gpu[[0, 2, 3]], [-np.log(0.3), 100.0, 100.0], rtol=1e-6)
