@@ -39,6 +39,7 @@ def prototype(*argtypes, restype=status_t):
         fn = getattr(lib, name)
         fn.argtypes = list(argtypes)
         fn.restype = restype
+        fn.arg_names = tuple(names)     # for profilers (tools.kernels names each argument)
         if restype is status_t:
             def check(status, _fn, args):
                 if status:

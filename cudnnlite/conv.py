@@ -65,27 +65,33 @@ class Choice(NamedTuple):
 class _Direction:
     """One of the three convolutions: inputs a, b -> output c, in cuDNN's argument order."""
 
-    def __init__(self, name, compute, heuristics, find, workspace_size, max_count, perf, algos):
-        self.name, self.compute, self.heuristics, self.find = name, compute, heuristics, find
+    def __init__(self, name, heuristics, find, workspace_size, max_count, perf, algos):
+        self.name, self.heuristics, self.find = name, heuristics, find
         self.workspace_size, self.max_count, self.perf, self.algos = \
             workspace_size, max_count, perf, algos
+
+    @property
+    def compute(self):
+        """The C function, looked up in cudnnlite.api at call time like every other call site
+        (so a profiler that wraps api's compute functions, tools.kernels, sees these too)."""
+        return getattr(api, self.name)
 
     def __repr__(self):
         return f"<{self.name}>"
 
 
-FWD = _Direction("cudnnConvolutionForward", api.cudnnConvolutionForward,
+FWD = _Direction("cudnnConvolutionForward",
                  api.cudnnGetConvolutionForwardAlgorithm_v7,
                  api.cudnnFindConvolutionForwardAlgorithmEx,
                  api.cudnnGetConvolutionForwardWorkspaceSize,
                  api.cudnnGetConvolutionForwardAlgorithmMaxCount, api.ConvFwdAlgoPerf, ConvFwdAlgo)
-BWD_DATA = _Direction("cudnnConvolutionBackwardData", api.cudnnConvolutionBackwardData,
+BWD_DATA = _Direction("cudnnConvolutionBackwardData",
                       api.cudnnGetConvolutionBackwardDataAlgorithm_v7,
                       api.cudnnFindConvolutionBackwardDataAlgorithmEx,
                       api.cudnnGetConvolutionBackwardDataWorkspaceSize,
                       api.cudnnGetConvolutionBackwardDataAlgorithmMaxCount,
                       api.ConvBwdDataAlgoPerf, ConvBwdDataAlgo)
-BWD_FILTER = _Direction("cudnnConvolutionBackwardFilter", api.cudnnConvolutionBackwardFilter,
+BWD_FILTER = _Direction("cudnnConvolutionBackwardFilter",
                         api.cudnnGetConvolutionBackwardFilterAlgorithm_v7,
                         api.cudnnFindConvolutionBackwardFilterAlgorithmEx,
                         api.cudnnGetConvolutionBackwardFilterWorkspaceSize,

@@ -7,6 +7,7 @@ import numpy as np
 
 from .backend import is_gpu, parse_device, to_device
 from .finite import active as _finite
+from .trace import active as _trace
 from .tensor import Tensor
 
 
@@ -193,7 +194,15 @@ class Module:
         return self
 
     def __call__(self, *args, **kwargs):
-        out = self.forward(*args, **kwargs)
+        trace = _trace.trace                 # a layers.trace.Trace names this step's ops
+        if trace is None:
+            out = self.forward(*args, **kwargs)
+        else:
+            trace.enter_module(self)
+            try:
+                out = self.forward(*args, **kwargs)
+            finally:
+                trace.exit_module()
         if _finite.check is not None:        # a layers.finite.FiniteCheck watches this step
             _finite.check.output(self, out)
         return out

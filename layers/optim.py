@@ -10,6 +10,7 @@ import numpy as np
 from . import kernels
 from .backend import accumulation_dtype, is_gpu, to_device, xp_of
 from .tensor import Tensor, no_grad
+from .trace import active as _trace
 
 
 class Optimizer:
@@ -37,10 +38,21 @@ class Optimizer:
                     p.grad.data[...] = 0
 
     def _params_with_grad(self):
+        """(group, parameter) for each parameter with a gradient; under a layers.trace.Trace the
+        caller's loop body for a parameter runs in an 'optimizer' scope named by its path."""
         for group in self.param_groups:
             for p in group["params"]:
-                if p.grad is not None:
+                if p.grad is None:
+                    continue
+                trace = _trace.trace
+                if trace is None:
                     yield group, p
+                    continue
+                trace.open("optimizer", type(self).__name__, trace.param_path(p), [p.data])
+                try:
+                    yield group, p
+                finally:
+                    trace.close()
 
     def state_dict(self):
         """{'state': {index: {name: array or number}}, 'param_groups': [...]}, as torch."""

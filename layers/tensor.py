@@ -10,6 +10,7 @@ import threading
 import numpy as np
 
 from .backend import device_of, is_gpu, parse_device, to_device, xp_of, xp_of_gpu
+from .trace import active as _trace
 
 
 class _GradMode(threading.local):
@@ -88,7 +89,16 @@ class Function:
         needs = needs and _grad_mode.enabled
         if needs:
             fn.needs_input_grad = tuple(isinstance(t, Tensor) and t.requires_grad for t in inputs)
-        out = fn.forward(*arrays)
+        trace = _trace.trace
+        if trace is None:
+            out = fn.forward(*arrays)
+        else:
+            trace.open("fprop", cls.__name__, arrays=arrays)
+            fn.layer = trace.layer           # its backward is credited to the same layer
+            try:
+                out = fn.forward(*arrays)
+            finally:
+                trace.close()
         if not isinstance(out, tuple):
             y = Tensor(out, requires_grad=needs)
             if needs:
@@ -208,22 +218,16 @@ class Tensor:
             if fn.inputs is None:
                 raise RuntimeError("backward through a graph a second time: its saved arrays were "
                                    "freed; call backward(retain_graph=True) the first time")
-            gxs = fn.backward(*grads)
-            if not isinstance(gxs, tuple):
-                gxs = (gxs,)
-            for t, gx in zip(fn.inputs, gxs):
-                if gx is None or not isinstance(t, Tensor) or not t.requires_grad:
-                    continue
-                if gx.shape != t.shape:
-                    raise RuntimeError(f"{type(fn).__name__}.backward returned a gradient of shape "
-                                       f"{gx.shape} for an input of shape {t.shape}")
-                if gx.dtype != t.dtype:     # a gradient has its tensor's dtype (as torch)
-                    gx = gx.astype(t.dtype)
-                if t._ctx is None:
-                    _accumulate(t, gx)
-                else:
-                    slot = pending.setdefault(t._ctx, [None] * t._ctx.n_outputs)
-                    slot[t._index] = gx if slot[t._index] is None else slot[t._index] + gx
+            trace = _trace.trace
+            if trace is None:
+                _backward_one(fn, grads, pending)
+            else:
+                trace.open("bprop", type(fn).__name__, getattr(fn, "layer", ""),
+                           [t.data for t in fn.inputs if isinstance(t, Tensor)])
+                try:
+                    _backward_one(fn, grads, pending)
+                finally:
+                    trace.close()
             if not retain_graph:
                 fn.inputs = None
                 fn.saved = None
@@ -258,6 +262,27 @@ class Tensor:
     @property
     def T(self):
         return F.transpose(self)
+
+
+def _backward_one(fn, grads, pending):
+    """Run fn's backward and hand each input's gradient on: into a leaf's .grad, or summed into
+    `pending` for the op that made the input."""
+    gxs = fn.backward(*grads)
+    if not isinstance(gxs, tuple):
+        gxs = (gxs,)
+    for t, gx in zip(fn.inputs, gxs):
+        if gx is None or not isinstance(t, Tensor) or not t.requires_grad:
+            continue
+        if gx.shape != t.shape:
+            raise RuntimeError(f"{type(fn).__name__}.backward returned a gradient of shape "
+                               f"{gx.shape} for an input of shape {t.shape}")
+        if gx.dtype != t.dtype:     # a gradient has its tensor's dtype (as torch)
+            gx = gx.astype(t.dtype)
+        if t._ctx is None:
+            _accumulate(t, gx)
+        else:
+            slot = pending.setdefault(t._ctx, [None] * t._ctx.n_outputs)
+            slot[t._index] = gx if slot[t._index] is None else slot[t._index] + gx
 
 
 def _accumulate(leaf, g):

@@ -1,0 +1,146 @@
+"""layers.trace (the scopes a profiler sees) and tools.kernels (one row per GPU kernel of a step).
+The scopes and the cuDNN-call descriptions run anywhere (descriptors need no GPU); the kernel
+table itself needs a GPU and cupti-python."""
+import csv
+
+import numpy as np
+import pytest
+
+import layers as L
+from layers import nn
+from layers.trace import Trace
+from tools import kernels
+
+
+def small_model():
+    L.manual_seed(0)
+    return nn.Sequential(nn.Conv2d(2, 3, 3, padding=1), nn.BatchNorm2d(3), nn.ReLU(),
+                         nn.Sequential(nn.Flatten(), nn.Linear(3 * 4 * 4, 2)))
+
+
+def test_scopes_name_direction_layer_and_op_and_backward_takes_its_forwards_layer():
+    model = small_model()
+    opt = L.optim.Adam(model.parameters())
+    x = L.tensor(np.random.default_rng(0).standard_normal((2, 2, 4, 4)).astype(np.float32))
+    events = []
+    with Trace({"net": model}, on_enter=lambda s: events.append(("+", s.index)),
+               on_exit=lambda s: events.append(("-", s.index))) as t:
+        loss = (model(x) ** 2).sum()
+        loss.backward()
+        opt.step()
+    fwd = [(s.layer, s.op) for s in t.scopes if s.direction == "fprop"]
+    assert fwd[:5] == [("net.0", "Conv2d"), ("net.1", "BatchNorm"), ("net.2", "ReLU"),
+                       ("net.3.0", "Reshape"), ("net.3.1", "Linear")]
+    assert fwd[5:] == [("", "Pow"), ("", "Sum")]          # outside every module
+    assert t.scopes[0].shapes == ((2, 2, 4, 4), (3, 2, 3, 3), (3,))
+    assert t.scopes[0].dtype == "float32"
+    bwd = [(s.layer, s.op) for s in t.scopes if s.direction == "bprop"]
+    assert bwd == list(reversed(fwd))                     # each op's backward, in its layer
+    upd = [(s.layer, s.op) for s in t.scopes if s.direction == "optimizer"]
+    assert upd == [(name, "Adam") for name, _ in model.named_parameters("net")]
+    # scopes open and close in nesting order, each exactly once
+    depth = 0
+    for sign, _ in events:
+        depth += 1 if sign == "+" else -1
+        assert depth >= 0
+    assert depth == 0 and len(events) == 2 * len(t.scopes)
+
+
+def test_a_trace_is_per_thread_and_not_nested():
+    with Trace({}) as t:
+        with pytest.raises(RuntimeError, match="already active"):
+            Trace({}).__enter__()
+    assert t is not None
+    from layers.trace import active
+    assert active.trace is None
+
+
+def test_describe_call_reads_the_descriptors_in_cudnn_letters():
+    from cudnnlite import api
+    from cudnnlite.descriptors import (ConvolutionDescriptor, FilterDescriptor, TensorDescriptor,
+                                       conv_output_shape)
+    from cudnnlite.enums import ConvBwdDataAlgo, ConvFwdAlgo, MathType
+    x = TensorDescriptor((128, 64, 32, 24))
+    w = FilterDescriptor((128, 64, 4, 4))
+    conv = ConvolutionDescriptor(pad=1, stride=2, math_type=MathType.TENSOR_OP)
+    y = TensorDescriptor(conv_output_shape(x, w, conv))
+    assert y.dims == (128, 128, 16, 12)        # (32 + 2 - 4) // 2 + 1, (24 + 2 - 4) // 2 + 1
+    names = api.cudnnConvolutionForward.arg_names
+    args = dict(zip(names, [None] * len(names))) | dict(
+        xDesc=x, wDesc=w, convDesc=conv, yDesc=y, algo=int(ConvFwdAlgo.IMPLICIT_PRECOMP_GEMM))
+    params, algo = kernels.describe_call("cudnnConvolutionForward", args)
+    assert params == "N=128,C=64,H=32,W=24,K=128,P=16,Q=12,R=4,S=4 pad=1,1 stride=2,2"
+    assert algo == "IMPLICIT_PRECOMP_GEMM TENSOR_OP"
+    # backward-data (a transposed convolution): dx is the forward's x, dy its y
+    names = api.cudnnConvolutionBackwardData.arg_names
+    args = dict(zip(names, [None] * len(names))) | dict(
+        dxDesc=x, wDesc=w, convDesc=conv, dyDesc=y, algo=int(ConvBwdDataAlgo.ALGO_1))
+    params, algo = kernels.describe_call("cudnnConvolutionBackwardData", args)
+    assert params.startswith("N=128,C=64,H=32,W=24,K=128,P=16,Q=12,R=4,S=4")
+    assert algo == "ALGO_1 TENSOR_OP"
+
+
+def test_gemm_sizes_of_products():
+    from layers.trace import Scope
+    s = Scope(0, "fprop", "l", "Linear", ((64, 7, 512), (1024, 512), (1024,)), "float32")
+    assert kernels.describe_scope(s) == ("M=448,N=1024,K=512", "cuBLAS (CuPy)")
+    s = Scope(0, "fprop", "l", "MatMul", ((8, 3, 5), (5, 2)), "float32")
+    assert kernels.describe_scope(s) == ("M=3,N=2,K=5 batch=8", "cuBLAS (CuPy)")
+
+
+def test_the_cudnn_wrappers_are_installed_and_removed():
+    from cudnnlite import api
+    before = api.cudnnConvolutionForward
+    seen = []
+    import contextlib
+
+    @contextlib.contextmanager
+    def on_call(name, args):
+        seen.append(name)
+        yield
+    from cudnnlite import conv
+    with kernels.cudnn_calls_recorded(on_call):
+        assert api.cudnnConvolutionForward is not before
+        # every call site looks its function up in api at call time (conv's three directions too)
+        assert conv.FWD.compute is api.cudnnConvolutionForward
+        assert conv.BWD_FILTER.compute is api.cudnnConvolutionBackwardFilter
+        assert api.cudnnGetVersion is not None and not hasattr(api.cudnnGetVersion, "__wrapped__")
+        assert api.cudnnCreateTensorDescriptor.__name__ == "cudnnCreateTensorDescriptor"
+    assert api.cudnnConvolutionForward is before
+
+
+def test_kernel_names_and_busy_time():
+    assert kernels.short_kernel_name(
+        "void cudnn::cnn::conv2d_grouped_direct_kernel<float, 1>(cudnn::cnn::Params, int)") \
+        == "cudnn::cnn::conv2d_grouped_direct_kernel<>"
+    R = kernels.Row
+    rows = [R(0, "", "", "", "", "", "", "", "a", 2.0, 1000),      # [1000, 3000) ns
+            R(1, "", "", "", "", "", "", "", "b", 1.0, 2500),      # [2500, 3500): overlaps
+            R(2, "", "", "", "", "", "", "", "c", 0.5, 10000)]     # [10000, 10500)
+    assert kernels.busy_us(rows) == pytest.approx(3.0)
+
+
+@pytest.mark.gpu
+def test_every_kernel_of_a_dcgan_step_is_listed_and_matched_to_its_op(tmp_path):
+    pytest.importorskip("cupti")
+    out = tmp_path / "k.csv"
+    md = tmp_path / "k.md"
+    assert kernels.main(["dcgan", "--device", "0", "--batch-size", "16", "--warmup", "2",
+                         "--csv", str(out), "--markdown", str(md)]) == 0
+    rows = list(csv.DictReader(open(out)))
+    assert len(rows) > 100
+    assert all(float(r["us"]) >= 0 for r in rows)
+    convs = {(r["layer"], r["direction"]) for r in rows if r["function"] ==
+             "cudnnConvolutionForward"}
+    # each of netD's five convolutions runs forward (twice for D's step, once for G's)
+    assert {f"netD.main.{i}" for i in (0, 2, 5, 8, 11)} <= {layer for layer, d in convs
+                                                             if d == "fprop"}
+    # netG's transposed convolutions are cuDNN backward-data in fprop
+    tconv = {r["layer"] for r in rows if r["function"] == "cudnnConvolutionBackwardData"
+             and r["direction"] == "fprop"}
+    assert tconv == {f"netG.main.{i}" for i in (0, 3, 6, 9, 12)}
+    # every cuDNN row ran inside an op scope, and each parameter has its Adam update
+    assert all(r["op"] != "(outside ops)" for r in rows if r["function"].startswith("cudnn"))
+    updates = {r["layer"] for r in rows if r["direction"] == "optimizer"}
+    assert "netD.main.0.weight" in updates and "netG.main.1.bias" in updates
+    assert "kernels (and memcpy / memset) per step" in md.read_text()

@@ -1,0 +1,471 @@
+"""One training step, one row per GPU kernel: the seeds' PyProf tables, for this engine.
+
+    python -m tools.kernels dcgan --device 0 [--batch-size 128] [--markdown F] [--csv F]
+    python -m tools.kernels tacotron2 --device 0 [--text "In his defense."] [--markdown F] [--csv F]
+
+Each row: index, direction (fprop / bprop / optimizer), layer path ('netD.main.2',
+'model.decoder.attention_rnn'), op, the parameters in cuDNN's letters (N,C,H,W,K,P,Q,R,S, pads,
+strides) or GEMM M,N,K, dtype, the cuDNN function and algorithm (or cuBLAS / CuPy), the kernel's
+name and its GPU time. Then totals by layer and direction, by op, and kernels per step.
+
+How: the step runs under a layers.trace.Trace, which opens a scope for every op's forward, every
+op's backward and every parameter's optimizer update. Each scope -- and each cuDNN call inside
+it -- pushes a CUPTI external-correlation id; CUPTI's activity records (read with NVIDIA's
+cupti-python) give every kernel, memcpy and memset with its GPU start / end and the id that was
+pushed when it was launched. The same scopes are NVTX ranges (`nvtx` package), so an
+`nsys profile` of this command shows the layer names. Steps before the traced one warm up
+(algorithm choice, allocations, kernel compilation), so the table is a steady-state step.
+"""
+import collections
+import contextlib
+import csv
+import functools
+import math
+import shutil
+import subprocess
+import sys
+import time
+
+from train import cli
+
+SEED_COUNTS = {   # the seeds' PyProf tables (PyTorch, V100): what the totals are compared with
+    "dcgan": "~500 kernels per DCGAN training step (seed 000_1d2a46b83e4a7fc5)",
+    "tacotron2": "~12,000 kernels per second of audio for a Tacotron 2 step "
+                 "(seed 001_e59d7d74caa0b585)",
+}
+
+
+# ---- cuDNN calls: every compute entry point, wrapped while tracing ------------------------------
+
+def _is_compute(name):
+    return name.startswith("cudnn") and not name.startswith(
+        ("cudnnGet", "cudnnCreate", "cudnnDestroy", "cudnnSet", "cudnnDerive"))
+
+
+@contextlib.contextmanager
+def cudnn_calls_recorded(on_call):
+    """Replace each cuDNN compute function in cudnnlite.api by a wrapper that hands
+    on_call(name, {argument: value}) the call before making it and is a context for it (the
+    callers look the function up in cudnnlite.api at call time)."""
+    from cudnnlite import api
+    saved = {}
+
+    def wrap(name, fn):
+        names = fn.arg_names
+
+        @functools.wraps(fn, assigned=("__name__",), updated=())
+        def wrapper(*args):
+            with on_call(name, dict(zip(names, args))):
+                return fn(*args)
+        return wrapper
+
+    for name in dir(api):
+        fn = getattr(api, name)
+        if _is_compute(name) and hasattr(fn, "arg_names"):
+            saved[name] = fn
+            setattr(api, name, wrap(name, fn))
+    try:
+        yield
+    finally:
+        for name, fn in saved.items():
+            setattr(api, name, fn)
+
+
+def _dims(d):
+    return getattr(d, "dims", None)
+
+
+def describe_call(name, args):
+    """(parameters in cuDNN's letters, algorithm) of one recorded cuDNN call."""
+    from cudnnlite import enums
+    conv = args.get("convDesc")
+    if conv is not None:
+        if name == "cudnnConvolutionForward":
+            x, w, y, algo = _dims(args["xDesc"]), _dims(args["wDesc"]), _dims(args["yDesc"]), \
+                enums.ConvFwdAlgo(args["algo"]).name
+        elif name == "cudnnConvolutionBackwardData":
+            x, w, y, algo = _dims(args["dxDesc"]), _dims(args["wDesc"]), _dims(args["dyDesc"]), \
+                enums.ConvBwdDataAlgo(args["algo"]).name
+        else:
+            x, w, y, algo = _dims(args["xDesc"]), _dims(args["dwDesc"]), _dims(args["dyDesc"]), \
+                enums.ConvBwdFilterAlgo(args["algo"]).name
+        letters = dict(zip("NCHW", x)) | dict(zip("KCRS", w)) | dict(zip("NKPQ", y))
+        text = ",".join(f"{k}={letters[k]}" for k in "NCHWKPQRS" if k in letters)
+        text += (f" pad={','.join(map(str, conv.pad))} stride={','.join(map(str, conv.stride))}"
+                 + ("" if all(d == 1 for d in conv.dilation) else
+                    f" dil={','.join(map(str, conv.dilation))}")
+                 + ("" if conv.groups == 1 else f" groups={conv.groups}"))
+        return text, f"{algo} {conv.math_type.name}"
+    if name == "cudnnConvolutionBackwardBias":
+        return ",".join(f"{k}={v}" for k, v in zip("NKPQ", _dims(args["dyDesc"]))), ""
+    if name.startswith("cudnnBatchNormalization"):
+        return (",".join(f"{k}={v}" for k, v in zip("NCHW", _dims(args["xDesc"]))),
+                enums.BatchNormMode(args["mode"]).name)
+    if name.startswith("cudnnActivation"):
+        a = args["activationDesc"]
+        return (",".join(f"{k}={v}" for k, v in zip("NCHW", _dims(args["xDesc"]))),
+                a.mode.name)
+    if name.startswith("cudnnRNN"):
+        r, x = args["rnnDesc"], args["xDesc"]
+        return (f"T={x.max_seq_length},N={len(x.seq_lengths)},C={x.vector_size},"
+                f"hidden={r.hidden_size},layers={r.num_layers},dirs={r.directions}",
+                f"{r.mode.name}")
+    for key in ("aDesc", "yDesc", "xDesc", "cDesc"):
+        if key in args and _dims(args[key]) is not None:
+            return "x".join(map(str, _dims(args[key]))), ""
+    return "", ""
+
+
+def describe_scope(scope):
+    """Parameters of an op scope that made no cuDNN call: GEMM M,N,K for products, else shapes."""
+    s = scope.shapes
+    if scope.op == "Linear" and len(s) >= 2:        # x (..., K) @ W (N, K).T
+        return f"M={math.prod(s[0][:-1])},N={s[1][0]},K={s[1][1]}", "cuBLAS (CuPy)"
+    if scope.op == "MatMul" and len(s) == 2 and len(s[0]) >= 2 and len(s[1]) >= 2:
+        batch = math.prod(s[0][:-2]) if len(s[0]) > 2 else 1
+        return (f"M={s[0][-2]},N={s[1][-1]},K={s[0][-1]}" + (f" batch={batch}" if batch > 1
+                                                             else ""), "cuBLAS (CuPy)")
+    return " ".join("x".join(map(str, t)) for t in s), "CuPy"
+
+
+# ---- CUPTI ----------------------------------------------------------------------------------------
+
+class Cupti:
+    """CUPTI activity records of kernels, memcpys and memsets with the external-correlation id
+    each was launched under."""
+
+    def __init__(self):
+        from cupti import cupti
+        self.cupti = cupti
+        K = cupti.ActivityKind
+        self.kinds = [K.CONCURRENT_KERNEL, K.MEMCPY, K.MEMSET, K.EXTERNAL_CORRELATION,
+                      K.DRIVER, K.RUNTIME]
+        self.gpu = []          # (start, end, correlation id, name)
+        self.external = {}     # correlation id -> external id
+        cupti.activity_register_callbacks(self._buffer_requested, self._buffer_completed)
+
+    @staticmethod
+    def _buffer_requested():
+        return 8 * 1024 * 1024, 0
+
+    def _buffer_completed(self, activities):
+        K = self.cupti.ActivityKind
+        for a in activities:          # the records live only as long as this callback: copy
+            if a.kind == K.CONCURRENT_KERNEL:
+                self.gpu.append((a.start, a.end, a.correlation_id, a.name))
+            elif a.kind == K.MEMCPY:
+                kind = self.cupti.ActivityMemcpyKind(a.copy_kind).name
+                self.gpu.append((a.start, a.end, a.correlation_id, f"[memcpy {kind} {a.bytes} B]"))
+            elif a.kind == K.MEMSET:
+                self.gpu.append((a.start, a.end, a.correlation_id, f"[memset {a.bytes} B]"))
+            elif a.kind == K.EXTERNAL_CORRELATION:
+                self.external[a.correlation_id] = a.external_id
+
+    def __enter__(self):
+        for k in self.kinds:
+            self.cupti.activity_enable(k)
+        return self
+
+    def __exit__(self, *exc):
+        self.cupti.activity_flush_all(1)
+        for k in self.kinds:
+            self.cupti.activity_disable(k)
+
+    def push(self, ident):
+        self.cupti.activity_push_external_correlation_id(
+            self.cupti.ExternalCorrelationKind.CUSTOM0, ident)
+
+    def pop(self):
+        self.cupti.activity_pop_external_correlation_id(self.cupti.ExternalCorrelationKind.CUSTOM0)
+
+
+def _nvtx():
+    try:
+        import nvtx
+    except ImportError:
+        return None
+    return nvtx
+
+
+# ---- one traced step -------------------------------------------------------------------------------
+
+Row = collections.namedtuple("Row", "index direction layer op params dtype function algo kernel "
+                                    "us start")
+
+
+def trace_step(step, models, sync):
+    """Run step() once under a Trace with CUPTI and NVTX; rows sorted by GPU start time."""
+    from layers.trace import Trace, Scope
+    prof = Cupti()
+    nvtx = _nvtx()
+    segments = {}                     # external id -> (scope, call record or None)
+
+    def enter(scope, call=None):
+        ident = len(segments) + 1
+        segments[ident] = (scope, call)
+        prof.push(ident)
+        if nvtx is not None:
+            nvtx.push_range(f"{scope.direction} {scope.layer} {scope.op}" if call is None
+                            else call["function"], domain="cudnnlite")
+
+    def leave(_scope=None):
+        prof.pop()
+        if nvtx is not None:
+            nvtx.pop_range(domain="cudnnlite")
+
+    trace = Trace(models, on_enter=enter, on_exit=leave)
+    outside = Scope(-1, "-", "", "(outside ops)")
+
+    @contextlib.contextmanager
+    def on_call(name, args):
+        scope = trace.current or outside
+        params, algo = describe_call(name, args)
+        call = {"function": name, "params": params, "algo": algo}
+        scope.calls.append(call)
+        enter(scope, call)
+        try:
+            yield
+        finally:
+            leave()
+
+    sync()
+    with cudnn_calls_recorded(on_call), prof:
+        enter(outside)
+        with trace:
+            step()
+        sync()
+        leave()
+    rows = []
+    for start, end, corr, name in sorted(prof.gpu):
+        scope, call = segments.get(prof.external.get(corr), (outside, None))
+        if call is not None:
+            params, function, algo = call["params"], call["function"], call["algo"]
+        else:
+            params, function = describe_scope(scope)
+            algo = ""
+            if name.startswith("[mem"):
+                function = "CUDA runtime"
+        rows.append(Row(len(rows), scope.direction, scope.layer or "-", scope.op, params,
+                        scope.dtype, function, algo, name, (end - start) / 1e3, start))
+    return rows, trace.scopes
+
+
+# ---- output ---------------------------------------------------------------------------------------
+
+@functools.lru_cache(maxsize=None)
+def _demangle_all(names):
+    tool = shutil.which("c++filt") or shutil.which("cu++filt")
+    if not tool:
+        return dict(zip(names, names))
+    out = subprocess.run([tool], input="\n".join(names), capture_output=True, text=True).stdout
+    lines = out.splitlines()
+    return dict(zip(names, lines)) if len(lines) == len(names) else dict(zip(names, names))
+
+
+def short_kernel_name(name, width=90):
+    """A kernel's demangled name without its template arguments and parameter list."""
+    out, depth = [], 0
+    for ch in name:
+        if ch in "<(":
+            depth += 1
+            if depth == 1:
+                out.append("<>" if ch == "<" else "")
+            continue
+        if ch in ">)":
+            depth -= 1
+            continue
+        if depth == 0:
+            out.append(ch)
+    text = "".join(out).replace("void ", "").strip()
+    return text if len(text) <= width else text[:width - 1] + "…"
+
+
+def with_readable_names(rows):
+    names = _demangle_all(tuple(sorted({r.kernel for r in rows})))
+    return [r._replace(kernel=short_kernel_name(names[r.kernel])) for r in rows]
+
+
+def busy_us(rows):
+    """GPU-busy time: the union of the rows' [start, end) intervals, in µs."""
+    total, cur_s, cur_e = 0, None, None
+    for r in sorted(rows, key=lambda r: r.start):
+        s, e = r.start, r.start + int(r.us * 1e3)
+        if cur_e is None or s > cur_e:
+            if cur_e is not None:
+                total += cur_e - cur_s
+            cur_s, cur_e = s, e
+        else:
+            cur_e = max(cur_e, e)
+    if cur_e is not None:
+        total += cur_e - cur_s
+    return total / 1e3
+
+
+def totals(rows, key):
+    """{key: (kernels, µs)} in order of first appearance."""
+    out = {}
+    for r in rows:
+        k = key(r)
+        n, t = out.get(k, (0, 0.0))
+        out[k] = (n + 1, t + r.us)
+    return out
+
+
+def top_layer(layer, depth=3):
+    return ".".join(layer.split(".")[:depth])
+
+
+def markdown(rows, title, notes, max_rows=None):
+    lines = [f"# {title}", ""] + notes + [""]
+    total_us = sum(r.us for r in rows)
+    lines += ["## Totals by direction", "", "| direction | kernels | GPU time (µs) | share |",
+              "| --- | ---: | ---: | ---: |"]
+    for d, (n, t) in totals(rows, lambda r: r.direction).items():
+        lines.append(f"| {d} | {n} | {t:.1f} | {100 * t / total_us:.1f} % |")
+    lines += ["", "## Totals by layer and direction", "",
+              "| layer | direction | kernels | GPU time (µs) |", "| --- | --- | ---: | ---: |"]
+    for (layer, d), (n, t) in totals(rows, lambda r: (top_layer(r.layer), r.direction)).items():
+        lines.append(f"| {layer} | {d} | {n} | {t:.1f} |")
+    lines += ["", "## Totals by op and direction", "",
+              "| op | direction | library | kernels | GPU time (µs) |",
+              "| --- | --- | --- | ---: | ---: |"]
+    by_op = totals(rows, lambda r: (r.op, r.direction, r.function))
+    for (op, d, fn), (n, t) in sorted(by_op.items(), key=lambda kv: -kv[1][1]):
+        lines.append(f"| {op} | {d} | {fn} | {n} | {t:.1f} |")
+    shown = rows if max_rows is None else rows[:max_rows]
+    lines += ["", "## Kernels" + ("" if len(shown) == len(rows) else
+                                   f" (the first {len(shown)} of {len(rows)}; `--csv` has all)"),
+              "", "| # | dir | layer | op | params | dtype | function | algo | kernel | µs |",
+              "| ---: | --- | --- | --- | --- | --- | --- | --- | --- | ---: |"]
+    for r in shown:
+        lines.append(f"| {r.index} | {r.direction} | {r.layer} | {r.op} | {r.params} | "
+                     f"{r.dtype} | {r.function} | {r.algo} | `{r.kernel}` | {r.us:.1f} |")
+    return "\n".join(lines) + "\n"
+
+
+def write_csv(path, rows):
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(Row._fields[:-1])
+        for r in rows:
+            w.writerow([*r[:-2], f"{r.us:.3f}"])
+
+
+# ---- the two jobs -----------------------------------------------------------------------------------
+
+def dcgan_step(args):
+    import cupy
+    import layers as L
+    from layers.finite import FiniteCheck
+    from train import dcgan
+    L.manual_seed(0)
+    G, D = dcgan.Generator().to(args.device), dcgan.Discriminator().to(args.device)
+    oG, oD = dcgan.make_optimizers(G, D)
+    gen = L.random.device_generator()
+    real = L.Tensor(gen.uniform((args.batch_size, 1, 64, 64)) * 2 - 1)
+    noise = L.Tensor(gen.normal((args.batch_size, 100, 1, 1)))
+    finite = FiniteCheck({"netG": G, "netD": D})          # as train.dcgan's step
+
+    def step():
+        dcgan.train_step_device(G, D, oG, oD, real, noise, finite)
+    info = [f"DCGAN (pytorch/examples' netG / netD, 1 channel, 64×64, nz=100, ngf=ndf=64), batch "
+            f"{args.batch_size}: one training step of train.dcgan (D on real and fake, G, two Adam "
+            f"updates, the on-device non-finite check)."]
+    return step, {"netG": G, "netD": D}, cupy.cuda.get_current_stream().synchronize, info, None
+
+
+def tacotron2_step(args):
+    import cupy
+    import layers as L
+    from layers.finite import FiniteCheck
+    from train.tacotron2 import HParams, Tacotron2, make_optimizer, train_step_device
+    from train.tacotron2 import audio, data
+    hp = HParams()
+    L.manual_seed(0)
+    examples = data.overfit_dataset(args.text, batch_size=args.batch_size, hparams=hp)
+    b = data.collate(examples, hp.n_frames_per_step)
+    model = Tacotron2(hp).to(args.device)
+    opt = make_optimizer(model)
+    finite = FiniteCheck({"model": model}, every_call=False)   # as train.tacotron2's step
+    batch = (L.backend.to_device(b.text_padded, args.device), b.input_lengths,
+             L.backend.to_device(b.mel_padded, args.device),
+             L.backend.to_device(b.gate_padded, args.device), b.output_lengths)
+
+    def step():
+        train_step_device(model, opt, batch, finite)
+    frames = int(b.output_lengths[0])
+    seconds = frames * audio.HOP / audio.SAMPLE_RATE
+    info = [f"Tacotron 2 (NVIDIA's hparams), {args.text!r} ({int(b.input_lengths[0])} symbols, "
+            f"{frames} mel frames = {seconds:.2f} s of audio; espeak-ng's speech) repeated to "
+            f"batch {args.batch_size}: one teacher-forced training step of train.tacotron2 "
+            f"(forward, loss, backward, clip_grad_norm, Adam, the non-finite check)."]
+    return step, {"model": model}, cupy.cuda.get_current_stream().synchronize, info, seconds
+
+
+def main(argv=None):
+    ap = cli.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("job", choices=["dcgan", "tacotron2"])
+    ap.add_argument("--device", type=cli.device, default=0, help="GPU index [0]")
+    ap.add_argument("--batch-size", type=cli.positive_int, default=None,
+                    help="[128 for dcgan, 64 for tacotron2]")
+    ap.add_argument("--text", default="In his defense.", help="tacotron2's sentence")
+    ap.add_argument("--warmup", type=cli.nonnegative_int, default=3,
+                    help="untraced steps first [3]")
+    ap.add_argument("--markdown", default=None, help="write the tables to this .md file")
+    ap.add_argument("--csv", default=None, help="write every row to this .csv file")
+    ap.add_argument("--rows", type=cli.nonnegative_int, default=None,
+                    help="kernel rows in the markdown [all]")
+    args = ap.parse_args(argv)
+    cli.use_device(args.device, gpu_only="this tool lists the GPU kernels of a step")
+    try:
+        import cupti  # noqa: F401
+    except ImportError:
+        cli.fail("the cupti-python package is needed (pip install cupti-python; its CUDA major "
+                 "version must match the driver's)")
+    if args.batch_size is None:
+        args.batch_size = 128 if args.job == "dcgan" else 64
+    make = dcgan_step if args.job == "dcgan" else tacotron2_step
+    step, models, sync, info, seconds = make(args)
+    for _ in range(args.warmup):
+        step()
+    sync()
+    t0 = time.perf_counter()
+    step()
+    sync()
+    wall_ms = (time.perf_counter() - t0) * 1e3
+    rows, scopes = trace_step(step, models, sync)
+    rows = with_readable_names(rows)
+    n, busy = len(rows), busy_us(rows)
+    summary = [f"- kernels (and memcpy / memset) per step: **{n}**",
+               f"- GPU-busy time: **{busy / 1e3:.2f} ms**; the same step untraced took "
+               f"{wall_ms:.1f} ms of wall time",
+               f"- op scopes: {len(scopes)} (forward ops, backward ops, parameter updates)"]
+    if seconds:
+        summary.append(f"- kernels per second of audio: **{n / seconds:,.0f}**")
+    summary.append(f"- the seed, for comparison: {SEED_COUNTS[args.job]}")
+    import cupy
+    props = cupy.cuda.runtime.getDeviceProperties(args.device)
+    from cudnnlite import version
+    notes = info + [f"Device: {props['name'].decode()}; cuDNN {'.'.join(map(str, version()))}; "
+                    f"CuPy {cupy.__version__}. Command: `python -m tools.kernels {args.job} "
+                    f"--device {args.device} --batch-size {args.batch_size}`."] + [""] + summary
+    for line in summary:
+        print(line)
+    for (d, (k, t)) in totals(rows, lambda r: r.direction).items():
+        print(f"  {d:10s} {k:6d} kernels {t / 1e3:9.3f} ms")
+    if args.markdown:
+        with open(args.markdown, "w") as f:
+            f.write(markdown(rows, f"{args.job}: the GPU kernels of one training step", notes,
+                             args.rows))
+        print(f"wrote {args.markdown}")
+    if args.csv:
+        write_csv(args.csv, rows)
+        print(f"wrote {args.csv}")
+    if not args.markdown and not args.csv:
+        sys.stdout.write(markdown(rows, f"{args.job}: the GPU kernels of one training step",
+                                  notes, args.rows if args.rows is not None else 200))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
