@@ -632,3 +632,43 @@ def cudnnRNNBackwardWeights_v8(handle, rnnDesc, addGrad, devSeqLengths, xDesc, x
         cudnnRNNDataDescriptor_t yDesc, const void *y, size_t weightSpaceSize,
         void *dweightSpace, size_t workSpaceSize, void *workSpace, size_t reserveSpaceSize,
         void *reserveSpace)"""
+
+
+# ---- the backend (graph) API: descriptors of any kind, set / read by attribute ------------------
+
+@prototype(enum_t, POINTER(desc_t))
+def cudnnBackendCreateDescriptor(descriptorType, descriptor):
+    """cudnnStatus_t cudnnBackendCreateDescriptor(cudnnBackendDescriptorType_t descriptorType,
+        cudnnBackendDescriptor_t *descriptor)"""
+
+
+@prototype(desc_t)
+def cudnnBackendDestroyDescriptor(descriptor):
+    """cudnnStatus_t cudnnBackendDestroyDescriptor(cudnnBackendDescriptor_t descriptor)"""
+
+
+@prototype(desc_t, enum_t, enum_t, ctypes.c_int64, ptr)
+def cudnnBackendSetAttribute(descriptor, attributeName, attributeType, elementCount,
+                             arrayOfElements):
+    """cudnnStatus_t cudnnBackendSetAttribute(cudnnBackendDescriptor_t descriptor,
+        cudnnBackendAttributeName_t attributeName, cudnnBackendAttributeType_t attributeType,
+        int64_t elementCount, const void *arrayOfElements)"""
+
+
+@prototype(desc_t, enum_t, enum_t, ctypes.c_int64, POINTER(ctypes.c_int64), ptr)
+def cudnnBackendGetAttribute(descriptor, attributeName, attributeType, requestedElementCount,
+                             elementCount, arrayOfElements):
+    """cudnnStatus_t cudnnBackendGetAttribute(cudnnBackendDescriptor_t const descriptor,
+        cudnnBackendAttributeName_t attributeName, cudnnBackendAttributeType_t attributeType,
+        int64_t requestedElementCount, int64_t *elementCount, void *arrayOfElements)"""
+
+
+@prototype(desc_t)
+def cudnnBackendFinalize(descriptor):
+    """cudnnStatus_t cudnnBackendFinalize(cudnnBackendDescriptor_t descriptor)"""
+
+
+@prototype(handle_t, desc_t, desc_t)
+def cudnnBackendExecute(handle, executionPlan, variantPack):
+    """cudnnStatus_t cudnnBackendExecute(cudnnHandle_t handle,
+        cudnnBackendDescriptor_t executionPlan, cudnnBackendDescriptor_t variantPack)"""

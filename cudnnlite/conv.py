@@ -30,6 +30,8 @@ class Settings:
     deterministic: bool = False         # only algorithms cuDNN reports as deterministic
     allow_tf32: bool = True             # fp32 convs may use TF32 tensor cores (PyTorch's default)
     workspace_limit: int = 1 << 30      # bytes; algorithms needing more are skipped
+    api: str = "legacy"                 # "legacy" (cudnnConvolution*) or "graph" (backend API:
+                                        # cached execution plans run through variant packs)
 
 
 settings = Settings()
@@ -40,6 +42,8 @@ def configure(**changes):
     global settings
     if "algo_mode" in changes and changes["algo_mode"] not in ("heuristic", "benchmark"):
         raise ValueError(f"algo_mode must be 'heuristic' or 'benchmark', got {changes['algo_mode']!r}")
+    if "api" in changes and changes["api"] not in ("legacy", "graph"):
+        raise ValueError(f"api must be 'legacy' or 'graph', got {changes['api']!r}")
     settings = replace(settings, **changes)
     return settings
 
@@ -124,6 +128,8 @@ class Plan:
         self.y_shape = _shape_in_layout(self.y_dims, layout)     # as the output array is stored
         self._convs = {}      # math type -> ConvolutionDescriptor
         self._choices = {}    # (direction, device, settings, algo) -> Choice
+        self.geometry = tuple(as_tuple(v, spatial) for v in (pad, stride, dilation)) + (groups,)
+        self._graph_plans = {}  # (direction, device, alpha, beta, alignments, settings) -> plan
         self._descs = {FWD: (self.x, self.w, self.y), BWD_DATA: (self.w, self.y, self.x),
                        BWD_FILTER: (self.x, self.y, self.w)}
 
@@ -146,6 +152,17 @@ class Plan:
         if choice is None:
             choice = self._choices[key] = _choose(self, d, handle, a, b, c, algo)
         return choice
+
+    def graph_plan(self, d, handle, alpha, beta, alignments):
+        """The backend-API execution plan of direction d on handle's device (built once per
+        alpha / beta, pointer alignments and settings): its tensors carry the same dims and
+        strides as the legacy descriptors, x / W / y have unique ids 1 / 2 / 3."""
+        key = (d.name, handle.device_id, alpha, beta, alignments, settings)
+        plan = self._graph_plans.get(key)
+        if plan is None:
+            plan = self._graph_plans[key] = _new_graph_plan(self, d, handle, alpha, beta,
+                                                            alignments)
+        return plan
 
     def candidates(self, d, handle):
         """Every (algo, status, memory, determinism, math) cuDNN's heuristics list for direction d."""
@@ -262,7 +279,55 @@ def _shape_in_layout(dims, layout):
     return tuple(shape)
 
 
+# the unique ids of (a, b, c) in each direction's argument order: x = 1, W = 2, y = 3
+_UIDS = {"cudnnConvolutionForward": (1, 2, 3), "cudnnConvolutionBackwardData": (2, 3, 1),
+         "cudnnConvolutionBackwardFilter": (1, 3, 2)}
+
+
+def _alignment(ptr):
+    """The largest power of two up to 16 that divides a device pointer (a tensor's byte
+    alignment in the backend API)."""
+    return min(16, ptr & -ptr) if ptr else 16
+
+
+def _new_graph_plan(p, d, handle, alpha, beta, alignments):
+    from . import graph
+    from .enums import NumericalNote as Note
+    pad, stride, dilation, groups = p.geometry
+    if groups != 1:
+        raise NotSupported("cudnnBackendFinalize", {"groups": groups},
+                           "the graph path takes ungrouped convolutions; use api='legacy'")
+    align = dict(zip(_UIDS[d.name], alignments))
+    w_strides = packed_strides(p.w.dims, p.layout)
+    tensors = {1: graph.tensor(1, p.x.dims, p.x.strides, p.dt, align[1]),
+               2: graph.tensor(2, p.w.dims, w_strides, p.dt, align[2]),
+               3: graph.tensor(3, p.y.dims, p.y.strides, p.dt, align[3])}
+    double = p.dt == DataType.DOUBLE
+    conv = graph.convolution(pad, stride, dilation, DataType.DOUBLE if double else DataType.FLOAT)
+    a, b, c = (tensors[u] for u in _UIDS[d.name])
+    op = graph.convolution_operation(d.name, a, b, c, conv, alpha, beta, double)
+    ops = graph.operation_graph(handle, [op])
+    tf32_off = p.dt == DataType.FLOAT and not settings.allow_tf32
+
+    def accept(notes, workspace):
+        return (workspace <= settings.workspace_limit
+                and not (settings.deterministic and Note.NONDETERMINISTIC in notes)
+                and not (tf32_off and (Note.TENSOR_CORE in notes
+                                       or Note.DOWN_CONVERT_INPUTS in notes)))
+    return graph.first_plan(handle, ops, accept)
+
+
+def _run_graph(d, p, a, b, c, alpha, beta, handle):
+    pointers = (a.data.ptr, b.data.ptr, c.data.ptr)
+    plan = p.graph_plan(d, handle, float(alpha), float(beta),
+                        tuple(_alignment(q) for q in pointers))
+    plan.execute(handle, _UIDS[d.name], pointers, handle.workspace(plan.workspace))
+    return c
+
+
 def _run(d, p, a, b, c, alpha, beta, algo, handle):
+    if settings.api == "graph" and algo is None:
+        return _run_graph(d, p, a, b, c, alpha, beta, handle)
     choice = p.choose(d, handle, a, b, c, algo)
     adesc, bdesc, cdesc = p.descs(d)
     d.compute(handle, scalar(p.dt, alpha), adesc, a.data.ptr, bdesc, b.data.ptr,

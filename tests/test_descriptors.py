@@ -206,3 +206,30 @@ def test_descriptor_freed_when_dropped():
     assert finalizer.alive
     del desc
     assert not finalizer.alive
+
+
+def test_backend_descriptors_take_typed_attributes_and_print_them():
+    """The graph API's descriptors (no GPU needed until finalize): attributes set by type, shown
+    in repr; a wrong attribute type is cuDNN's own BAD_PARAM_ATTRIBUTE_TYPE, naming the call."""
+    from cudnnlite import graph
+    from cudnnlite.enums import Attr, AttrType, BackendDescriptorType, DataType
+    d = graph.BackendDescriptor(BackendDescriptorType.TENSOR_DESCRIPTOR, [
+        (Attr.TENSOR_UNIQUE_ID, AttrType.INT64, 7),
+        (Attr.TENSOR_DATA_TYPE, AttrType.DATA_TYPE, DataType.HALF),
+        (Attr.TENSOR_DIMENSIONS, AttrType.INT64, [2, 3, 8, 8])], finalize=False)
+    text = repr(d)
+    assert text.startswith("BackendDescriptor(TENSOR_DESCRIPTOR, TENSOR_UNIQUE_ID=7")
+    assert "TENSOR_DIMENSIONS=[2, 3, 8, 8]" in text and text.endswith("not finalized)")
+    with pytest.raises(cl.CudnnError, match="cudnnBackendSetAttribute(.|\n)*ATTRIBUTE_TYPE"):
+        d.set(Attr.TENSOR_STRIDES, AttrType.FLOAT, [1.0, 2.0, 3.0, 4.0])
+    with pytest.raises(cl.BadParam, match="cudnnBackendSetAttribute"):
+        d.set(Attr.CONVOLUTION_COMP_TYPE, AttrType.DATA_TYPE, DataType.FLOAT)
+
+
+def test_the_conv_api_setting_is_checked():
+    from cudnnlite import conv
+    with pytest.raises(ValueError, match="api must be 'legacy' or 'graph'"):
+        conv.configure(api="frontend")
+    with conv.using(api="graph") as s:
+        assert s.api == "graph"
+    assert conv.settings.api == "legacy"

@@ -1,5 +1,5 @@
 """Host-side cost of one call of each kind the engine issues -- a cuDNN convolution through the
-legacy API, batch norm, activation, a CuPy elementwise kernel -- on tiny tensors, so the GPU is
+legacy API and through the graph API, batch norm, activation, a CuPy elementwise kernel -- on tiny tensors, so the GPU is
 never the bottleneck: what a step pays per launch before any kernel runs.
 
     python -m tools.bench_calls --device 0
@@ -42,23 +42,33 @@ def main():
     p = conv.plan(x.shape, conv.c_strides(x.shape), W.shape, "float32", "NCHW", 1, 1, 1, 1)
     h = cl.get_handle()
     ch = p.choose(conv.FWD, h, x, W, y)
-    one = conv._scalar(cl.DataType.FLOAT, 1.0)
-    zero = conv._scalar(cl.DataType.FLOAT, 0.0)
+    one = conv.scalar(cl.DataType.FLOAT, 1.0)
+    zero = conv.scalar(cl.DataType.FLOAT, 0.0)
     ws = h.workspace(ch.workspace)
     cdesc = p.conv(ch.math_type)
+    gp = p.graph_plan(conv.FWD, h, 1.0, 0.0, (16, 16, 16))
+    gws = h.workspace(gp.workspace)
     rows = [
         ("cudnnConvolutionForward (raw ctypes call)",
          lambda: cl.api.cudnnConvolutionForward(h, one, p.x, x.data.ptr, p.w, W.data.ptr, cdesc,
                                                 ch.algo, ws, ch.workspace, zero, p.y, y.data.ptr)),
+        ("cudnnBackendExecute (raw, variant pack reused)",
+         lambda: gp.execute(h, (1, 2, 3), (x.data.ptr, W.data.ptr, y.data.ptr), gws)),
         ("conv.forward (plan lookup + call)", lambda: conv.forward(x, W, pad=1)),
+        ("conv.forward, api='graph' (plan + variant pack)", None),
         ("batchnorm.forward_training", lambda: batchnorm.forward_training(x, g, b, rm, rv)),
         ("activation.forward (relu)", lambda: activation.forward(x, cl.ActivationMode.RELU)),
         ("cupy x + x", lambda: x + x),
         ("cupy.empty_like", lambda: cupy.empty_like(x)),
     ]
-    print(f"{'call':<44} {'host us/call':>12}")
+    print(f"{'call':<50} {'host us/call':>12}")
     for name, fn in rows:
-        print(f"{name:<44} {host_us(fn):12.1f}")
+        if fn is None:                       # the graph API: the same call under api='graph'
+            with conv.using(api="graph"):
+                us = host_us(lambda: conv.forward(x, W, pad=1))
+        else:
+            us = host_us(fn)
+        print(f"{name:<50} {us:12.1f}")
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@ engine (eager, and replaying a captured CUDA graph) and on PyTorch eager -- same
 (pytorch/examples), TF32 convolutions on both -- side by side in one run on one GPU.
 
     python -m tools.bench_dcgan --device 0 [--steps 100] [--algo heuristic|benchmark]
+                                           [--conv-api legacy|graph|both]
 """
 import statistics
 
@@ -54,29 +55,40 @@ def main():
     ap.add_argument("--algo", default="heuristic", choices=["heuristic", "benchmark"],
                     help="cudnnlite's algorithm choice [heuristic, as PyTorch without "
                          "cudnn.benchmark]")
+    ap.add_argument("--conv-api", default="legacy", choices=["legacy", "graph", "both"],
+                    help="cudnnlite's convolution entry points: the legacy cudnnConvolution* "
+                         "calls, the backend (graph) API's cached plans, or both side by side "
+                         "[legacy]")
     args = ap.parse_args()
     cli.use_device(args.device, gpu_only="this tool times the GPU path (cuDNN, CUDA graphs) "
                                          "against PyTorch's")
     import cupy
     from cudnnlite import conv
     conv.configure(algo_mode=args.algo, allow_tf32=True)
-    times = {"cudnnlite eager": [], "cudnnlite graph": [], "pytorch eager": []}
+    apis = ["legacy", "graph"] if args.conv_api == "both" else [args.conv_api]
+    suffix = {"legacy": "", "graph": " (graph API)"}
+    times = {}
     for _ in range(args.repeats):                    # interleaved, so drift hits all alike
-        times["cudnnlite eager"].append(ours(args.device, args.batch_size, args.warmup,
-                                             args.steps, cuda_graph=False))
-        times["cudnnlite graph"].append(ours(args.device, args.batch_size, args.warmup,
-                                             args.steps, cuda_graph=True))
-        times["pytorch eager"].append(pytorch(args.device, args.batch_size, args.warmup,
-                                              args.steps))
+        for api in apis:
+            with conv.using(api=api):
+                for captured in (False, True):
+                    name = f"cudnnlite {'captured' if captured else 'eager'}{suffix[api]}"
+                    times.setdefault(name, []).append(ours(
+                        args.device, args.batch_size, args.warmup, args.steps,
+                        cuda_graph=captured))
+        times.setdefault("pytorch eager", []).append(pytorch(args.device, args.batch_size,
+                                                             args.warmup, args.steps))
     print(f"DCGAN train step, batch {args.batch_size}, {cupy.cuda.runtime.getDeviceProperties(args.device)['name'].decode()}")
-    print(f"{'engine':<16} {'ms/step (median)':>17} {'img/s':>8}   runs (ms/step)")
+    print(f"{'engine':<32} {'ms/step (median)':>17} {'img/s':>8}   runs (ms/step)")
     for name, ts in times.items():
         med = statistics.median(ts)
-        print(f"{name:<16} {med:17.2f} {args.batch_size / med * 1e3:8.0f}   "
+        print(f"{name:<32} {med:17.2f} {args.batch_size / med * 1e3:8.0f}   "
               + " ".join(f"{t:.2f}" for t in ts))
     base = statistics.median(times["pytorch eager"])
-    for name in ("cudnnlite eager", "cudnnlite graph"):
-        print(f"speed-up of {name} over pytorch eager: {base / statistics.median(times[name]):.2f}x")
+    for name in times:
+        if name != "pytorch eager":
+            print(f"speed-up of {name} over pytorch eager: "
+                  f"{base / statistics.median(times[name]):.2f}x")
 
 
 if __name__ == "__main__":

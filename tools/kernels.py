@@ -96,6 +96,8 @@ def describe_call(name, args):
                     f" dil={','.join(map(str, conv.dilation))}")
                  + ("" if conv.groups == 1 else f" groups={conv.groups}"))
         return text, f"{algo} {conv.math_type.name}"
+    if name == "cudnnBackendExecute":                  # a graph-API plan: its engine and notes
+        return "", getattr(args.get("executionPlan"), "summary", "")
     if name == "cudnnConvolutionBackwardBias":
         return ",".join(f"{k}={v}" for k, v in zip("NKPQ", _dims(args["dyDesc"]))), ""
     if name.startswith("cudnnBatchNormalization"):
@@ -240,6 +242,7 @@ def trace_step(step, models, sync):
         scope, call = segments.get(prof.external.get(corr), (outside, None))
         if call is not None:
             params, function, algo = call["params"], call["function"], call["algo"]
+            params = params or describe_scope(scope)[0]
         else:
             params, function = describe_scope(scope)
             algo = ""

@@ -1,0 +1,142 @@
+"""Convolutions through cuDNN's backend (graph) API (conv.configure(api='graph')): every direction
+against the float64 NumPy reference and the legacy path, alpha / beta, strided inputs, a captured
+DCGAN step, and the clear refusals."""
+import numpy as np
+import pytest
+
+import cudnnlite as cl
+from cudnnlite import conv, graph
+from gpu_util import rounded, storage, to_device, to_host
+from reference import (TOLERANCE, conv_backward_data, conv_backward_filter, conv_forward,
+                       rel_err)
+from test_conv_gpu import GEOMETRIES, _case, _id
+
+pytestmark = pytest.mark.gpu
+
+UNGROUPED = [g for g in GEOMETRIES if g[8] == 1]
+
+
+@pytest.fixture(autouse=True)
+def _graph_no_tf32():
+    with conv.using(api="graph", allow_tf32=False):
+        yield
+
+
+def _or_skip_unsupported(fn):
+    """float64 has few (maybe no) graph-API engines: say so instead of failing."""
+    try:
+        return fn()
+    except cl.NotSupported as e:
+        pytest.skip(f"no graph-API engine: {str(e).splitlines()[0]}")
+
+
+@pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16", "float64"])
+@pytest.mark.parametrize("g", UNGROUPED, ids=_id)
+def test_every_direction_matches_the_float64_reference(g, dtype, layout):
+    import cupy
+    if layout == "NHWC" and dtype == "float64":
+        pytest.skip("cuDNN has no float64 NHWC convolution engines")
+    rng = np.random.default_rng(5)
+    x, W, geo = _case(rng, g, dtype)
+    st, pd, dl = geo["stride"], geo["pad"], geo["dilation"]
+    y = conv_forward(x, W, st, pd, dl, 1)
+    gy = rounded(rng.standard_normal(y.shape), dtype)
+    store, override = storage(dtype)
+    xd, Wd, gyd = (to_device(a, dtype, layout) for a in (x, W, gy))
+    y_shape = np.moveaxis(y, 1, -1).shape if layout == "NHWC" else y.shape
+    poison = 0xFFFF if store == "uint16" else np.nan
+    out = cupy.full(y_shape, poison, dtype=store)
+    yd = _or_skip_unsupported(lambda: conv.forward(xd, Wd, layout=layout, out=out,
+                                                   dtype=override, **geo))
+    gx = _or_skip_unsupported(lambda: conv.backward_data(Wd, gyd, xd.shape, layout=layout,
+                                                         dtype=override, **geo))
+    gW = _or_skip_unsupported(lambda: conv.backward_filter(xd, gyd, Wd.shape, layout=layout,
+                                                           dtype=override, **geo))
+    assert rel_err(to_host(yd, dtype, layout), y) < TOLERANCE[dtype]
+    assert rel_err(to_host(gx, dtype, layout), conv_backward_data(gy, W, x.shape, st, pd, dl, 1)) \
+        < TOLERANCE[dtype]
+    assert rel_err(to_host(gW, dtype, layout),
+                   conv_backward_filter(x, gy, W.shape, st, pd, dl, 1)) < TOLERANCE[dtype]
+
+
+def test_alpha_and_beta_accumulate_as_the_legacy_path():
+    import cupy
+    rng = np.random.default_rng(6)
+    x, W, geo = _case(rng, GEOMETRIES[2], "float32")
+    xd, Wd = cupy.asarray(x, np.float32), cupy.asarray(W, np.float32)
+    y0 = cupy.asarray(rng.standard_normal(conv_forward(x, W, geo["stride"], geo["pad"],
+                                                       geo["dilation"], 1).shape), np.float32)
+    graph_out = conv.forward(xd, Wd, out=y0.copy(), alpha=0.5, beta=2.0, **geo)
+    with conv.using(api="legacy"):
+        legacy_out = conv.forward(xd, Wd, out=y0.copy(), alpha=0.5, beta=2.0, **geo)
+    ref = 0.5 * conv_forward(x, W, geo["stride"], geo["pad"], geo["dilation"], 1) \
+        + 2.0 * y0.get().astype(np.float64)
+    assert rel_err(graph_out.get(), ref) < TOLERANCE["float32"]
+    assert rel_err(graph_out.get(), legacy_out.get()) < TOLERANCE["float32"]
+
+
+def test_a_strided_views_strides_go_in_the_backend_tensor():
+    """x an ordered, aligned slice of a bigger buffer: no copy, its strides in the tensor
+    (forward and backward-filter both read it)."""
+    import cupy
+    rng = np.random.default_rng(7)
+    big = cupy.asarray(rng.standard_normal((4, 9, 20, 24)), np.float32)
+    x = big[1:3, 4:7, 0:16, 0:16]
+    assert not x.flags.c_contiguous and x.data.ptr % 16 == 0
+    W = cupy.asarray(rng.standard_normal((5, 3, 3, 3)), np.float32)
+    gy = cupy.asarray(rng.standard_normal((2, 5, 16, 16)), np.float32)
+    xh = x.get().astype(np.float64)
+    y = conv.forward(x, W, pad=1)
+    gW = conv.backward_filter(x, gy, W.shape, pad=1)
+    assert rel_err(y.get(), conv_forward(xh, W.get().astype(np.float64), (1, 1), (1, 1), (1, 1),
+                                         1)) < TOLERANCE["float32"]
+    assert rel_err(gW.get(), conv_backward_filter(xh, gy.get().astype(np.float64), W.shape,
+                                                  (1, 1), (1, 1), (1, 1), 1)) \
+        < TOLERANCE["float32"]
+    p = conv.plan(x.shape, conv.element_strides(x), W.shape, "float32", "NCHW", 1, 1, 1, 1)
+    assert p.x.strides == (4320, 480, 24, 1) and p._graph_plans
+
+
+def test_grouped_convolutions_are_refused_clearly():
+    import cupy
+    x = cupy.ones((1, 4, 5, 5), np.float32)
+    W = cupy.ones((4, 2, 3, 3), np.float32)
+    with pytest.raises(cl.NotSupported, match="ungrouped"):
+        conv.forward(x, W, groups=2)
+
+
+def test_the_plan_says_which_engine_and_is_built_once():
+    import cupy
+    x = cupy.ones((2, 3, 8, 8), np.float32)
+    W = cupy.ones((4, 3, 3, 3), np.float32)
+    conv.forward(x, W, pad=1)
+    p = conv.plan(x.shape, conv.c_strides(x.shape), W.shape, "float32", "NCHW", 1, 1, 1, 1)
+    plans = list(p._graph_plans.values())
+    assert len(plans) == 1 and isinstance(plans[0], graph.ExecutionPlan)
+    conv.forward(x, W, pad=1)
+    assert list(p._graph_plans.values()) == plans
+    assert "engine" in plans[0].desc.summary and plans[0].workspace >= 0
+
+
+def test_a_captured_dcgan_step_on_the_graph_path_matches_the_legacy_path():
+    """Two DCGAN steps (batch 8, small widths), captured, graph API against legacy: the same
+    losses and weights to float32 rounding (TF32 off on both)."""
+    import layers as L
+    from train import dcgan
+    results = []
+    for api in ("legacy", "graph"):
+        with conv.using(api=api):
+            L.manual_seed(0)
+            G, D = dcgan.Generator(ngf=8).to(0), dcgan.Discriminator(ndf=8).to(0)
+            oG, oD = dcgan.make_optimizers(G, D)
+            step = dcgan.make_step(G, D, oG, oD, 100, 0, None, cuda_graph=True)
+            real = L.random.device_generator().uniform((8, 1, 64, 64)) * 2 - 1
+            stats = [step(real) for _ in range(3)]        # eager warm-up, capture, replay
+            results.append((stats, [p.numpy() for p in G.parameters()]))
+    (s0, w0), (s1, w1) = results
+    for a, b in zip(s0, s1):
+        for k in a:
+            assert abs(a[k] - b[k]) <= 1e-4 * max(1.0, abs(a[k])), k
+    for a, b in zip(w0, w1):
+        assert rel_err(b, a) < 1e-4
