@@ -30,15 +30,15 @@ _CLAMP_BELOW = "template <typename T> __device__ T clamp_below(T x, T lo) { retu
 def bce(p, t):
     # PyTorch clamps each log term at -100 so p = 0 or 1 gives a finite loss
     return elementwise("bce_fwd", "T p, T t", "T l",
-                       "l = -(t * clamp_below(log(p), (T)-100) "
-                       "+ ((T)1 - t) * clamp_below(log1p(-p), (T)-100))", _CLAMP_BELOW)(p, t)
+                       "l = -(t * clamp_below<T>(log(p), (T)-100) "
+                       "+ ((T)1 - t) * clamp_below<T>(log1p(-p), (T)-100))", _CLAMP_BELOW)(p, t)
 
 
 def bce_grad(p, t, gy):
     # d/dp times the upstream gradient gy (a device scalar or an array), with PyTorch's
     # eps = 1e-12 guard on the denominator
     return elementwise("bce_bwd", "T p, T t, T gy", "T g",
-                       "g = gy * (p - t) / clamp_below(((T)1 - p) * p, (T)1e-12)",
+                       "g = gy * (p - t) / clamp_below<T>(((T)1 - p) * p, (T)1e-12)",
                        _CLAMP_BELOW)(p, t, gy)
 
 

@@ -57,6 +57,8 @@ class Trace:
         return self
 
     def __exit__(self, *exc):
+        while self._open:               # a scope left open (an abandoned optimizer loop): close
+            self.close()                # it now, so the profiler's pushes and pops balance
         active.trace = None
 
     # ---- the engine's hooks ----------------------------------------------------------------
@@ -77,13 +79,15 @@ class Trace:
         dtype = next((str(a.dtype) for a in arrays if hasattr(a, "dtype")), "")
         s = Scope(len(self.scopes), direction, self.layer if layer is None else layer, op,
                   shapes, dtype)
+        if self.on_enter is not None:
+            self.on_enter(s)            # first: a scope whose hook failed is not left open
         self.scopes.append(s)
         self._open.append(s)
-        if self.on_enter is not None:
-            self.on_enter(s)
         return s
 
     def close(self):
+        if not self._open:              # closed already by __exit__
+            return
         s = self._open.pop()
         if self.on_exit is not None:
             self.on_exit(s)

@@ -144,3 +144,41 @@ def test_every_kernel_of_a_dcgan_step_is_listed_and_matched_to_its_op(tmp_path):
     updates = {r["layer"] for r in rows if r["direction"] == "optimizer"}
     assert "netD.main.0.weight" in updates and "netG.main.1.bias" in updates
     assert "kernels (and memcpy / memset) per step" in md.read_text()
+
+
+def test_a_scope_left_open_is_closed_when_the_trace_ends_and_a_failing_hook_opens_none():
+    events = []
+    model = small_model()
+    opt = L.optim.SGD(model.parameters(), lr=0.1)
+    (model(L.tensor(np.ones((1, 2, 4, 4), np.float32))) ** 2).sum().backward()
+    with Trace({"net": model}, on_enter=lambda s: events.append("+"),
+               on_exit=lambda s: events.append("-")) as t:
+        it = opt._params_with_grad()
+        next(it)                          # an optimizer loop abandoned inside its first scope
+    assert events == ["+", "-"] and t.current is None
+    del it
+
+    def refuse(scope):
+        raise RuntimeError("hook failed")
+    with Trace({"net": model}, on_enter=refuse) as t:
+        with pytest.raises(RuntimeError, match="hook failed"):
+            model(L.tensor(np.ones((1, 2, 4, 4), np.float32)))
+        assert t.current is None
+
+
+def test_describing_a_call_never_stops_it():
+    assert kernels.describe_call("cudnnConvolutionForward", {"convDesc": object()}) == ("", "")
+    assert not kernels._is_compute("cudnnFindConvolutionForwardAlgorithmEx")
+    assert kernels._is_compute("cudnnBackendExecute")
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["dcgan", "--device", "cpu"], "--device cpu"),
+    (["tacotron2", "--text", " "], "--text ' ': expected a sentence"),
+])
+def test_cli_errors_are_one_line(argv, message, capsys):
+    with pytest.raises(SystemExit) as e:
+        kernels.main(argv)
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and message in err and len(err.strip().splitlines()) == 1

@@ -12,9 +12,10 @@ How: the step runs under a layers.trace.Trace, which opens a scope for every op'
 op's backward and every parameter's optimizer update. Each scope -- and each cuDNN call inside
 it -- pushes a CUPTI external-correlation id; CUPTI's activity records (read with NVIDIA's
 cupti-python) give every kernel, memcpy and memset with its GPU start / end and the id that was
-pushed when it was launched. The same scopes are NVTX ranges (`nvtx` package), so an
-`nsys profile` of this command shows the layer names. Steps before the traced one warm up
-(algorithm choice, allocations, kernel compilation), so the table is a steady-state step.
+pushed when it was launched. The same scopes are also pushed as NVTX ranges (`nvtx` package,
+domain 'cudnnlite') for tools that read NVTX while CUPTI is in this process's hands. Steps before
+the traced one warm up (algorithm choice, allocations, kernel compilation), so the table is a
+steady-state step.
 """
 import collections
 import contextlib
@@ -38,8 +39,11 @@ SEED_COUNTS = {   # the seeds' PyProf tables (PyTorch, V100): what the totals ar
 # ---- cuDNN calls: every compute entry point, wrapped while tracing ------------------------------
 
 def _is_compute(name):
+    """The calls a step's kernels come from (not set-up, queries or the algorithm search)."""
     return name.startswith("cudnn") and not name.startswith(
-        ("cudnnGet", "cudnnCreate", "cudnnDestroy", "cudnnSet", "cudnnDerive"))
+        ("cudnnGet", "cudnnCreate", "cudnnDestroy", "cudnnSet", "cudnnDerive", "cudnnFind",
+         "cudnnBackendCreate", "cudnnBackendDestroy", "cudnnBackendSet", "cudnnBackendGet",
+         "cudnnBackendFinalize"))
 
 
 @contextlib.contextmanager
@@ -76,7 +80,15 @@ def _dims(d):
 
 
 def describe_call(name, args):
-    """(parameters in cuDNN's letters, algorithm) of one recorded cuDNN call."""
+    """(parameters in cuDNN's letters, algorithm) of one recorded cuDNN call; ('', '') for a call
+    it cannot read (describing must never stop the call itself)."""
+    try:
+        return _describe_call(name, args)
+    except Exception:
+        return "", ""
+
+
+def _describe_call(name, args):
     from cudnnlite import enums
     conv = args.get("convDesc")
     if conv is not None:
@@ -89,8 +101,11 @@ def describe_call(name, args):
         else:
             x, w, y, algo = _dims(args["xDesc"]), _dims(args["dwDesc"]), _dims(args["dyDesc"]), \
                 enums.ConvBwdFilterAlgo(args["algo"]).name
-        letters = dict(zip("NCHW", x)) | dict(zip("KCRS", w)) | dict(zip("NKPQ", y))
-        text = ",".join(f"{k}={letters[k]}" for k in "NCHWKPQRS" if k in letters)
+        if len(x) == 4:        # C from x: the filter's is C / groups
+            letters = dict(zip("KCRS", w)) | dict(zip("NKPQ", y)) | dict(zip("NCHW", x))
+            text = ",".join(f"{k}={letters[k]}" for k in "NCHWKPQRS")
+        else:                  # 3-d: the shapes as they are
+            text = f"x={'x'.join(map(str, x))} w={'x'.join(map(str, w))} y={'x'.join(map(str, y))}"
         text += (f" pad={','.join(map(str, conv.pad))} stride={','.join(map(str, conv.stride))}"
                  + ("" if all(d == 1 for d in conv.dilation) else
                     f" dil={','.join(map(str, conv.dilation))}")
@@ -385,7 +400,10 @@ def tacotron2_step(args):
     from train.tacotron2 import audio, data
     hp = HParams()
     L.manual_seed(0)
-    examples = data.overfit_dataset(args.text, batch_size=args.batch_size, hparams=hp)
+    try:
+        examples = data.overfit_dataset(args.text, batch_size=args.batch_size, hparams=hp)
+    except data.DatasetError as e:
+        cli.fail(f"--text {args.text!r}: {e}")
     b = data.collate(examples, hp.n_frames_per_step)
     model = Tacotron2(hp).to(args.device)
     opt = make_optimizer(model)
@@ -419,12 +437,20 @@ def main(argv=None):
     ap.add_argument("--rows", type=cli.nonnegative_int, default=None,
                     help="kernel rows in the markdown [all]")
     args = ap.parse_args(argv)
+    if args.job == "tacotron2" and not args.text.strip():
+        cli.fail(f"--text {args.text!r}: expected a sentence to say")
     cli.use_device(args.device, gpu_only="this tool lists the GPU kernels of a step")
     try:
-        import cupti  # noqa: F401
-    except ImportError:
-        cli.fail("the cupti-python package is needed (pip install cupti-python; its CUDA major "
-                 "version must match the driver's)")
+        from cupti import cupti  # noqa: F401  (the package imports even when its binding cannot)
+    except Exception as e:
+        cli.fail(f"CUPTI is not usable ({type(e).__name__}: {e}); install cupti-python with the "
+                 f"driver's CUDA major: pip install -e '.[profile-cuda13]' (or profile-cuda12)")
+    for path in (args.markdown, args.csv):   # fail now, not after the profile has run
+        if path:
+            try:
+                open(path, "w").close()
+            except OSError as e:
+                cli.fail(f"{path}: cannot write it ({e.strerror})")
     if args.batch_size is None:
         args.batch_size = 128 if args.job == "dcgan" else 64
     make = dcgan_step if args.job == "dcgan" else tacotron2_step
