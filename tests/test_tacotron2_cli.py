@@ -143,3 +143,18 @@ def test_synthesize_from_a_weights_file_is_a_clear_error(tmp_path):
     assert r.stderr.strip() == (f"error: --checkpoint {tmp_path / 'w.npz'}: a weights file, not a "
                                 f"checkpoint (it has no 'meta' entry); expected a checkpoint.npz "
                                 f"written by train.tacotron2")
+
+
+def test_a_missing_tts_package_is_one_error_line_naming_the_extra(monkeypatch, capsys):
+    import importlib.util
+    from train.tacotron2 import __main__ as cli_main
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "unidecode" else real(name, *a))
+    for argv in (["--device", "cpu"], ["synthesize", "--checkpoint", "x.npz", "Hi."]):
+        with pytest.raises(SystemExit) as e:
+            cli_main.main(argv)
+        assert e.value.code == 2
+        err = capsys.readouterr().err
+        assert err.strip() == ("error: Tacotron 2 needs the tts extra (missing: unidecode): "
+                               "pip install -e '.[tts]'")

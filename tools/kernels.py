@@ -30,9 +30,10 @@ import time
 from train import cli
 
 SEED_COUNTS = {   # the seeds' PyProf tables (PyTorch, V100): what the totals are compared with
-    "dcgan": "~500 kernels per DCGAN training step (seed 000_1d2a46b83e4a7fc5)",
-    "tacotron2": "~12,000 kernels per second of audio for a Tacotron 2 step "
-                 "(seed 001_e59d7d74caa0b585)",
+    "dcgan": "~500 kernels per DCGAN training step (the PyProf table of PyTorch's DCGAN this "
+             "project started from)",
+    "tacotron2": "~12,000 kernels per second of audio for a Tacotron 2 step (the PyProf table of "
+                 "NVIDIA's PyTorch Tacotron 2 this project started from)",
 }
 
 

@@ -14,7 +14,16 @@ def fail(message):
 
 
 class ArgumentParser(argparse.ArgumentParser):
-    """argparse whose errors go through fail(): 'argument --x: ...' becomes '--x: ...'."""
+    """argparse whose errors go through fail(): 'argument --x: ...' becomes '--x: ...'; a tool
+    run as `python -m tools.x` is named so in its usage line (not 'x.py')."""
+
+    def __init__(self, *args, **kwargs):
+        if "prog" not in kwargs:
+            spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+            name = getattr(spec, "name", "") or ""
+            if name.startswith(("tools.", "train.")):
+                kwargs["prog"] = f"python -m {name.removesuffix('.__main__')}"
+        super().__init__(*args, **kwargs)
 
     def error(self, message):
         fail(message.removeprefix("argument "))

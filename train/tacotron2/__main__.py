@@ -71,7 +71,10 @@ def hparams_from(text, base=None):
 
 def train_parser():
     p = cli.ArgumentParser(prog="python -m train.tacotron2",
-                           description="Train Tacotron 2 (NVIDIA's model and hparams).")
+                           description="Train Tacotron 2 (NVIDIA's model and hparams).",
+                           epilog="To speak with a trained model: python -m train.tacotron2 "
+                                  "synthesize --checkpoint CKPT 'Some text.' (see synthesize "
+                                  "--help).")
     p.add_argument("--device", type=cli.device, default=0,
                    help="GPU index, or 'cpu' for the NumPy path [0]")
     p.add_argument("--dataroot", default=None,
@@ -110,13 +113,15 @@ def synth_parser():
                            description="Speak a text with a trained Tacotron 2.")
     p.add_argument("text", help="what to say")
     p.add_argument("--checkpoint", required=True, help="a checkpoint.npz that training wrote")
-    p.add_argument("--device", type=cli.device, default=0)
+    p.add_argument("--device", type=cli.device, default=0,
+                   help="GPU index, or 'cpu' for the NumPy path [0]")
     p.add_argument("--outf", default="out/tacotron2/synthesized",
                    help="folder for mel.png, alignment.png, speech.wav")
     p.add_argument("--max-decoder-steps", type=cli.positive_int, default=None,
                    help="[the checkpoint's max_decoder_steps]")
-    p.add_argument("--gl-iters", type=cli.positive_int, default=60)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--gl-iters", type=cli.positive_int, default=60,
+                   help="Griffin-Lim iterations [60]")
+    p.add_argument("--seed", type=int, default=0, help="seed of the prenet's dropout [0]")
     return p
 
 
@@ -248,8 +253,20 @@ def checkpoint_hparams(meta):
                               f"{e})") from None
 
 
+def require_tts(espeak):
+    """One error line naming the `tts` extra when its packages are missing (the text front end
+    needs unidecode and inflect, audio soundfile, the default corpus espeakng-loader)."""
+    import importlib.util
+    names = ["unidecode", "inflect", "soundfile"] + (["espeakng_loader"] if espeak else [])
+    missing = [n for n in names if importlib.util.find_spec(n) is None]
+    if missing:
+        cli.fail(f"Tacotron 2 needs the tts extra (missing: {', '.join(missing)}): "
+                 f"pip install -e '.[tts]'")
+
+
 def train(argv):
     args = train_parser().parse_args(argv)
+    require_tts(espeak=not args.dataroot)
     if args.overfit is not None and not args.overfit.strip():
         cli.fail(f"--overfit {args.overfit!r}: expected a sentence to say")
     if not 0 <= args.val_ratio < 1:
@@ -364,6 +381,7 @@ def train(argv):
 
 def synthesize(argv):
     args = synth_parser().parse_args(argv)
+    require_tts(espeak=False)
     if os.path.exists(args.outf) and not os.path.isdir(args.outf):
         cli.fail(f"--outf {args.outf}: exists and is not a folder")
     if not args.text.strip():

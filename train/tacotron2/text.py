@@ -3,7 +3,6 @@ out, whitespace collapsed) and the 148 symbols text_to_sequence maps cleaned tex
 import functools
 import re
 
-from unidecode import unidecode
 
 _PAD = "_"
 _SPECIAL = "-"
@@ -21,6 +20,11 @@ symbol_to_id = {s: i for i, s in enumerate(symbols)}
 
 
 @functools.lru_cache(maxsize=None)
+def unidecode(text):
+    from unidecode import unidecode as transliterate   # here: `--help` needs no tts extra
+    return transliterate(text)
+
+
 def _inflect():
     import inflect    # inflect 7 takes seconds to import (typeguard instruments it): pay it on first use
     return inflect.engine()
