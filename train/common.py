@@ -55,7 +55,8 @@ class LossLog:
     def flush(self):
         self.file.flush()
 
-    def plot(self, png, keys, x="step"):
+    def plot(self, png, keys, x="step", log_y=False):
+        """keys against x from the CSV; log_y for losses that fall by decades (Tacotron 2's)."""
         plt = pyplot()
         self.flush()
         with open(self.path) as f:
@@ -67,6 +68,8 @@ class LossLog:
         for k in keys:
             ax.plot(xs, [float(r[k]) for r in rows], label=k, linewidth=0.8)
         ax.set_xlabel(x)
+        if log_y:
+            ax.set_yscale("log")
         ax.legend()
         fig.tight_layout()
         fig.savefig(png, dpi=100)
