@@ -172,6 +172,7 @@ def engine_configs(graph, mode=HeurMode.A):
                                  ctypes.byref(got), arr)
     for c in cfgs[:got.value]:
         c.finalized = True              # cuDNN filled (and finalized) them
+        c._keep += [heur, graph]        # what they were made from lives as long as they do
     return cfgs[:got.value]
 
 
