@@ -27,6 +27,9 @@ class LRU:
     def __len__(self):
         return len(self._entries)
 
+    def values(self):
+        return list(self._entries.values())
+
     def __contains__(self, key):
         return key in self._entries
 

@@ -19,6 +19,7 @@ from .descriptors import (ConvolutionDescriptor, FilterDescriptor, TensorDescrip
 from .enums import ConvBwdDataAlgo, ConvBwdFilterAlgo, ConvFwdAlgo, DataType, MathType, Status
 from .errors import BadParam, BadParamShapeMismatch, NotSupported
 from ._cache import LRU
+from .handle import keep_alive
 from .boundary import (check_out, check_shape, common_dtype, device_array, handle, output, packed,
                        scalar, strided)
 
@@ -129,7 +130,9 @@ class Plan:
         self._convs = {}      # math type -> ConvolutionDescriptor
         self._choices = {}    # (direction, device, settings, algo) -> Choice
         self.geometry = tuple(as_tuple(v, spatial) for v in (pad, stride, dilation)) + (groups,)
-        self._graph_plans = {}  # (direction, device, alpha, beta, alignments, settings) -> plan
+        # (direction, device, alpha, beta, alignments, settings) -> plan, or the NotSupported
+        # that building it raised (not retried on every call)
+        self._graph_plans = LRU(GRAPH_PLANS_PER_PROBLEM)
         self._descs = {FWD: (self.x, self.w, self.y), BWD_DATA: (self.w, self.y, self.x),
                        BWD_FILTER: (self.x, self.y, self.w)}
 
@@ -158,10 +161,15 @@ class Plan:
         alpha / beta, pointer alignments and settings): its tensors carry the same dims and
         strides as the legacy descriptors, x / W / y have unique ids 1 / 2 / 3."""
         key = (d.name, handle.device_id, alpha, beta, alignments, settings)
-        plan = self._graph_plans.get(key)
-        if plan is None:
-            plan = self._graph_plans[key] = _new_graph_plan(self, d, handle, alpha, beta,
-                                                            alignments)
+
+        def make():
+            try:
+                return _new_graph_plan(self, d, handle, alpha, beta, alignments)
+            except NotSupported as e:
+                return e
+        plan = self._graph_plans.get(key, make)
+        if isinstance(plan, NotSupported):
+            raise NotSupported(plan.function, plan.arguments, plan.detail)
         return plan
 
     def candidates(self, d, handle):
@@ -234,6 +242,7 @@ def _benchmark(plan, d, handle, a, b, c, math):
 
 
 PLAN_CACHE_SIZE = 1024     # problems kept (LRU); Tacotron's variable lengths make new ones
+GRAPH_PLANS_PER_PROBLEM = 16   # graph-API plans kept per problem (directions x alpha / beta ...)
 _plans = LRU(PLAN_CACHE_SIZE)
 
 
@@ -291,12 +300,10 @@ def _alignment(ptr):
 
 
 def _new_graph_plan(p, d, handle, alpha, beta, alignments):
+    import cupy
     from . import graph
     from .enums import NumericalNote as Note
     pad, stride, dilation, groups = p.geometry
-    if groups != 1:
-        raise NotSupported("cudnnBackendFinalize", {"groups": groups},
-                           "the graph path takes ungrouped convolutions; use api='legacy'")
     align = dict(zip(_UIDS[d.name], alignments))
     w_strides = packed_strides(p.w.dims, p.layout)
     tensors = {1: graph.tensor(1, p.x.dims, p.x.strides, p.dt, align[1]),
@@ -310,23 +317,37 @@ def _new_graph_plan(p, d, handle, alpha, beta, alignments):
     tf32_off = p.dt == DataType.FLOAT and not settings.allow_tf32
 
     def accept(notes, workspace):
-        return (workspace <= settings.workspace_limit
-                and not (settings.deterministic and Note.NONDETERMINISTIC in notes)
-                and not (tf32_off and (Note.TENSOR_CORE in notes
-                                       or Note.DOWN_CONVERT_INPUTS in notes)))
-    return graph.first_plan(handle, ops, accept)
+        if (workspace > settings.workspace_limit
+                or (settings.deterministic and Note.NONDETERMINISTIC in notes)
+                or (tf32_off and (Note.TENSOR_CORE in notes or Note.DOWN_CONVERT_INPUTS in notes))):
+            return False
+        try:
+            handle.workspace(workspace)     # the next engine when memory is short, as _choose
+        except cupy.cuda.memory.OutOfMemoryError:
+            return False
+        return True
+    try:
+        return graph.first_plan(handle, ops, accept)
+    except NotSupported as e:
+        raise NotSupported(e.function, {"direction": d.name, "x": p.x, "w": p.w, "y": p.y,
+                                        "geometry": p.geometry, "alignments": alignments,
+                                        "alpha": alpha, "beta": beta, "settings": settings,
+                                        **e.arguments}, e.detail) from None
 
 
 def _run_graph(d, p, a, b, c, alpha, beta, handle):
     pointers = (a.data.ptr, b.data.ptr, c.data.ptr)
     plan = p.graph_plan(d, handle, float(alpha), float(beta),
                         tuple(_alignment(q) for q in pointers))
+    keep_alive(plan)          # a CUDA graph captured from it runs the plan's code and constants
     plan.execute(handle, _UIDS[d.name], pointers, handle.workspace(plan.workspace))
     return c
 
 
 def _run(d, p, a, b, c, alpha, beta, algo, handle):
-    if settings.api == "graph" and algo is None:
+    # the graph path: ungrouped problems with no explicit legacy algorithm (grouped ones, and an
+    # `algo=` naming a legacy algorithm, stay on the legacy calls)
+    if settings.api == "graph" and algo is None and p.geometry[3] == 1:
         return _run_graph(d, p, a, b, c, alpha, beta, handle)
     choice = p.choose(d, handle, a, b, c, algo)
     adesc, bdesc, cdesc = p.descs(d)

@@ -217,13 +217,16 @@ class ExecutionPlan:
         """Run the plan on device pointers (uids[i] -> pointers[i]) with `workspace` bytes at
         the workspace pointer."""
         key = (tuple(pointers), workspace)
-        if self._pack is None or self._pack[0] != key:
+        cached = self._pack                 # read once: another thread may swap it
+        if cached is not None and cached[0] == key:
+            pack = cached[1]
+        else:
             pack = BackendDescriptor(Kind.VARIANT_PACK_DESCRIPTOR, [
                 (Attr.VARIANT_PACK_UNIQUE_IDS, AttrType.INT64, list(uids)),
                 (Attr.VARIANT_PACK_DATA_POINTERS, AttrType.VOID_PTR, list(pointers)),
                 (Attr.VARIANT_PACK_WORKSPACE, AttrType.VOID_PTR, workspace)])
             self._pack = (key, pack)
-        api.cudnnBackendExecute(handle, self.desc, self._pack[1])
+        api.cudnnBackendExecute(handle, self.desc, pack)
 
 
 def first_plan(handle, graph, accept=lambda notes, workspace: True):
@@ -235,13 +238,13 @@ def first_plan(handle, graph, accept=lambda notes, workspace: True):
         try:
             cfgs = engine_configs(graph, mode)
         except CudnnError as e:
-            tried.append(f"heuristics {mode.name}: {type(e).__name__}")
+            tried.append(f"heuristics {mode.name}: {str(e).splitlines()[0]}")
             continue
         for cfg in cfgs:
             try:
                 plan = ExecutionPlan(handle, cfg)
             except CudnnError as e:
-                tried.append(f"{mode.name} config: {type(e).__name__}")
+                tried.append(f"{mode.name} config: {str(e).splitlines()[0]}")
                 continue
             if accept(plan.notes, plan.workspace):
                 return plan

@@ -98,12 +98,18 @@ def test_a_strided_views_strides_go_in_the_backend_tensor():
     assert p.x.strides == (4320, 480, 24, 1) and p._graph_plans
 
 
-def test_grouped_convolutions_are_refused_clearly():
+def test_grouped_convolutions_take_the_legacy_calls():
+    """The graph path builds ungrouped problems; grouped ones (and explicit legacy `algo=`s) go
+    through the legacy calls under api='graph' too, with the same results."""
     import cupy
-    x = cupy.ones((1, 4, 5, 5), np.float32)
-    W = cupy.ones((4, 2, 3, 3), np.float32)
-    with pytest.raises(cl.NotSupported, match="ungrouped"):
-        conv.forward(x, W, groups=2)
+    rng = np.random.default_rng(8)
+    x, W, geo = _case(rng, GEOMETRIES[3], "float32")        # dilation 2, groups 2
+    y = conv.forward(cupy.asarray(x, np.float32), cupy.asarray(W, np.float32), **geo)
+    ref = conv_forward(x, W, geo["stride"], geo["pad"], geo["dilation"], geo["groups"])
+    assert rel_err(y.get(), ref) < TOLERANCE["float32"]
+    p = conv.plan(x.shape, conv.c_strides(x.shape), W.shape, "float32", "NCHW", geo["pad"],
+                  geo["stride"], geo["dilation"], geo["groups"])
+    assert len(p._graph_plans) == 0
 
 
 def test_the_plan_says_which_engine_and_is_built_once():
