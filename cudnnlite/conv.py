@@ -20,8 +20,8 @@ from .enums import ConvBwdDataAlgo, ConvBwdFilterAlgo, ConvFwdAlgo, DataType, Ma
 from .errors import BadParam, BadParamShapeMismatch, NotSupported
 from ._cache import LRU
 from .handle import keep_alive
-from .boundary import (check_out, check_shape, common_dtype, device_array, handle, output, packed,
-                       scalar, strided)
+from .boundary import (ALIGNMENT, check_out, check_shape, common_dtype, device_array, handle,
+                       output, packed, scalar, strided)
 
 
 @dataclass(frozen=True)
@@ -130,7 +130,7 @@ class Plan:
         self._convs = {}      # math type -> ConvolutionDescriptor
         self._choices = {}    # (direction, device, settings, algo) -> Choice
         self.geometry = tuple(as_tuple(v, spatial) for v in (pad, stride, dilation)) + (groups,)
-        # (direction, device, alpha, beta, alignments, settings) -> plan, or the NotSupported
+        # (direction, device, alpha, beta, settings) -> plan, or the NotSupported
         # that building it raised (not retried on every call)
         self._graph_plans = LRU(GRAPH_PLANS_PER_PROBLEM)
         self._descs = {FWD: (self.x, self.w, self.y), BWD_DATA: (self.w, self.y, self.x),
@@ -156,15 +156,15 @@ class Plan:
             choice = self._choices[key] = _choose(self, d, handle, a, b, c, algo)
         return choice
 
-    def graph_plan(self, d, handle, alpha, beta, alignments):
+    def graph_plan(self, d, handle, alpha, beta):
         """The backend-API execution plan of direction d on handle's device (built once per
-        alpha / beta, pointer alignments and settings): its tensors carry the same dims and
+        alpha / beta and settings): its tensors carry the same dims and
         strides as the legacy descriptors, x / W / y have unique ids 1 / 2 / 3."""
-        key = (d.name, handle.device_id, alpha, beta, alignments, settings)
+        key = (d.name, handle.device_id, alpha, beta, settings)
 
         def make():
             try:
-                return _new_graph_plan(self, d, handle, alpha, beta, alignments)
+                return _new_graph_plan(self, d, handle, alpha, beta)
             except NotSupported as e:
                 return e
         plan = self._graph_plans.get(key, make)
@@ -293,22 +293,16 @@ _UIDS = {"cudnnConvolutionForward": (1, 2, 3), "cudnnConvolutionBackwardData": (
          "cudnnConvolutionBackwardFilter": (1, 3, 2)}
 
 
-def _alignment(ptr):
-    """The largest power of two up to 16 that divides a device pointer (a tensor's byte
-    alignment in the backend API)."""
-    return min(16, ptr & -ptr) if ptr else 16
-
-
-def _new_graph_plan(p, d, handle, alpha, beta, alignments):
+def _new_graph_plan(p, d, handle, alpha, beta):
     import cupy
     from . import graph
     from .enums import NumericalNote as Note
     pad, stride, dilation, groups = p.geometry
-    align = dict(zip(_UIDS[d.name], alignments))
     w_strides = packed_strides(p.w.dims, p.layout)
-    tensors = {1: graph.tensor(1, p.x.dims, p.x.strides, p.dt, align[1]),
-               2: graph.tensor(2, p.w.dims, w_strides, p.dt, align[2]),
-               3: graph.tensor(3, p.y.dims, p.y.strides, p.dt, align[3])}
+    # every pointer is 16-byte aligned: cudnnlite.boundary copies any view that is not
+    tensors = {1: graph.tensor(1, p.x.dims, p.x.strides, p.dt, ALIGNMENT),
+               2: graph.tensor(2, p.w.dims, w_strides, p.dt, ALIGNMENT),
+               3: graph.tensor(3, p.y.dims, p.y.strides, p.dt, ALIGNMENT)}
     double = p.dt == DataType.DOUBLE
     conv = graph.convolution(pad, stride, dilation, DataType.DOUBLE if double else DataType.FLOAT)
     a, b, c = (tensors[u] for u in _UIDS[d.name])
@@ -330,15 +324,14 @@ def _new_graph_plan(p, d, handle, alpha, beta, alignments):
         return graph.first_plan(handle, ops, accept)
     except NotSupported as e:
         raise NotSupported(e.function, {"direction": d.name, "x": p.x, "w": p.w, "y": p.y,
-                                        "geometry": p.geometry, "alignments": alignments,
+                                        "geometry": p.geometry,
                                         "alpha": alpha, "beta": beta, "settings": settings,
                                         **e.arguments}, e.detail) from None
 
 
 def _run_graph(d, p, a, b, c, alpha, beta, handle):
     pointers = (a.data.ptr, b.data.ptr, c.data.ptr)
-    plan = p.graph_plan(d, handle, float(alpha), float(beta),
-                        tuple(_alignment(q) for q in pointers))
+    plan = p.graph_plan(d, handle, float(alpha), float(beta))
     keep_alive(plan)          # a CUDA graph captured from it runs the plan's code and constants
     plan.execute(handle, _UIDS[d.name], pointers, handle.workspace(plan.workspace))
     return c

@@ -46,7 +46,7 @@ def main():
     zero = conv.scalar(cl.DataType.FLOAT, 0.0)
     ws = h.workspace(ch.workspace)
     cdesc = p.conv(ch.math_type)
-    gp = p.graph_plan(conv.FWD, h, 1.0, 0.0, (16, 16, 16))
+    gp = p.graph_plan(conv.FWD, h, 1.0, 0.0)
     gws = h.workspace(gp.workspace)
     rows = [
         ("cudnnConvolutionForward (raw ctypes call)",
