@@ -15,15 +15,10 @@ def ours(device, batch, warmup, steps, cuda_graph):
     """train.dcgan's own step: noise drawn on the device, every layer output and gradient
     checked for non-finite values on the device, statistics read back every step."""
     import cupy
-    import layers as L
-    from layers.finite import FiniteCheck
+    from tools import workloads
     from train import dcgan
-    L.manual_seed(0)
-    G, D = dcgan.Generator().to(device), dcgan.Discriminator().to(device)
-    oG, oD = dcgan.make_optimizers(G, D)
-    real = L.random.device_generator().uniform((batch, 1, 64, 64)) * 2 - 1
-    step = dcgan.make_step(G, D, oG, oD, 100, device, None, cuda_graph=cuda_graph,
-                           finite=FiniteCheck({"netG": G, "netD": D}))
+    G, D, oG, oD, real, finite = workloads.dcgan(device, batch)
+    step = dcgan.make_step(G, D, oG, oD, 100, device, None, cuda_graph=cuda_graph, finite=finite)
     return ms_per_call(lambda: step(real), cupy.cuda.get_current_stream().synchronize, warmup,
                        steps)
 

@@ -375,15 +375,11 @@ def write_csv(path, rows):
 def dcgan_step(args):
     import cupy
     import layers as L
-    from layers.finite import FiniteCheck
+    from tools import workloads
     from train import dcgan
-    L.manual_seed(0)
-    G, D = dcgan.Generator().to(args.device), dcgan.Discriminator().to(args.device)
-    oG, oD = dcgan.make_optimizers(G, D)
-    gen = L.random.device_generator()
-    real = L.Tensor(gen.uniform((args.batch_size, 1, 64, 64)) * 2 - 1)
-    noise = L.Tensor(gen.normal((args.batch_size, 100, 1, 1)))
-    finite = FiniteCheck({"netG": G, "netD": D})          # as train.dcgan's step
+    G, D, oG, oD, real, finite = workloads.dcgan(args.device, args.batch_size)
+    real = L.Tensor(real)
+    noise = L.Tensor(L.random.device_generator().normal((args.batch_size, 100, 1, 1)))
 
     def step():
         dcgan.train_step_device(G, D, oG, oD, real, noise, finite)

@@ -22,14 +22,10 @@ def main():
     import cupy
     from cupyx.profiler import benchmark
     import layers as L
-    from layers.finite import FiniteCheck
+    from tools import workloads
     from train import dcgan
-    L.manual_seed(0)
-    G, D = dcgan.Generator().to(args.device), dcgan.Discriminator().to(args.device)
-    oG, oD = dcgan.make_optimizers(G, D)
-    gen = L.random.device_generator()
-    real = L.Tensor(gen.uniform((args.batch_size, 1, 64, 64)) * 2 - 1)
-    finite = FiniteCheck({"netG": G, "netD": D})       # as train.dcgan's step
+    G, D, oG, oD, real, finite = workloads.dcgan(args.device, args.batch_size)
+    real, gen = L.Tensor(real), L.random.device_generator()
 
     def step():
         dcgan.train_step(G, D, oG, oD, real, L.Tensor(gen.normal((args.batch_size, 100, 1, 1))),

@@ -1,0 +1,16 @@
+"""The training steps the tools time and profile, set up in one place as train.dcgan sets them
+up, so a benchmark, the profiler and the kernel table measure the same step."""
+
+
+def dcgan(device, batch_size):
+    """pytorch/examples' DCGAN (1 channel, 64x64, nz 100, ngf = ndf = 64) on `device`, seeded 0,
+    with its Adam optimizers, a random real batch in [-1, 1) drawn on the device (an array) and
+    train.dcgan's non-finite check: (netG, netD, optG, optD, real, finite)."""
+    import layers as L
+    from layers.finite import FiniteCheck
+    from train import dcgan as job
+    L.manual_seed(0)
+    G, D = job.Generator().to(device), job.Discriminator().to(device)
+    oG, oD = job.make_optimizers(G, D)
+    real = L.random.device_generator().uniform((batch_size, 1, 64, 64)) * 2 - 1
+    return G, D, oG, oD, real, FiniteCheck({"netG": G, "netD": D})
