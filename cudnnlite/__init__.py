@@ -7,6 +7,9 @@
     batchnorm    batch norm training / inference / backward
     activation   activations, cudnnAddTensor, cudnnScaleTensor
     rnn          the v8 RNN API: dropout / RNN / RNN-data descriptors, weight space, fwd / bwd
+    graph        the backend (graph) API: descriptors, operation graphs, execution plans
+    blas         cuBLASLt matmul (bias epilogue, strided batches), capturable in a CUDA graph;
+                 loaded on first `from cudnnlite import blas`
 """
 from . import activation, api, batchnorm, boundary, conv, rnn
 from ._lib import ENV_VAR, LibraryNotFound

@@ -29,25 +29,34 @@ lib.cudnnGetLastErrorString.argtypes = [c_char_p, c_size_t]
 lib.cudnnGetLastErrorString.restype = None
 
 
-def prototype(*argtypes, restype=status_t):
-    """Bind the C function named like the stub: argtypes/restype from here, argument names from
-    the stub's signature (for error messages). Returns the ctypes function itself (no wrapper)."""
-    def bind(stub):
-        name = stub.__name__
-        names = list(inspect.signature(stub).parameters)
-        assert len(names) == len(argtypes), name
-        fn = getattr(lib, name)
-        fn.argtypes = list(argtypes)
-        fn.restype = restype
-        fn.arg_names = tuple(names)     # for profilers (tools.kernels names each argument)
-        if restype is status_t:
-            def check(status, _fn, args):
-                if status:
-                    raise_for(status, name, zip(names, args), last_error_string())
-                return status
-            fn.errcheck = check
-        return fn
-    return bind
+def prototype_for(library, fail):
+    """A `prototype` decorator for `library` (libcudnn here, libcublasLt in cudnnlite.blas):
+    `fail(status, name, named_args)` raises for a non-zero status."""
+    def prototype(*argtypes, restype=status_t):
+        """Bind the C function named like the stub: argtypes/restype from here, argument names
+        from the stub's signature (for error messages). Returns the ctypes function itself (no
+        wrapper)."""
+        def bind(stub):
+            name = stub.__name__
+            names = list(inspect.signature(stub).parameters)
+            assert len(names) == len(argtypes), name
+            fn = getattr(library, name)
+            fn.argtypes = list(argtypes)
+            fn.restype = restype
+            fn.arg_names = tuple(names)     # for profilers (tools.kernels names each argument)
+            if restype is status_t:
+                def check(status, _fn, args):
+                    if status:
+                        fail(status, name, zip(names, args))
+                    return status
+                fn.errcheck = check
+            return fn
+        return bind
+    return prototype
+
+
+prototype = prototype_for(
+    lib, lambda status, name, args: raise_for(status, name, args, last_error_string()))
 
 
 class _AlgoPerf(Structure):

@@ -35,6 +35,38 @@ def keep_alive(buffer):
         scopes[-1].append(buffer)
 
 
+class Workspace:
+    """Scratch device memory that only grows, so steady-state calls allocate nothing. Growing
+    drops this object's reference to the old buffer; a graph captured while it was in use still
+    holds it (capture_scope). Growing during a capture is refused: the new buffer would come
+    from the graph's own pool, so size the workspace with an eager run first."""
+
+    def __init__(self):
+        self.buffer = None
+
+    @property
+    def nbytes(self):
+        return 0 if self.buffer is None else self.buffer.nbytes
+
+    def pointer(self, nbytes, function, owner):
+        """A device pointer to at least `nbytes` bytes (0 for none), kept by any open capture."""
+        if nbytes == 0:
+            return 0
+        ws = self.buffer
+        if ws is None or ws.nbytes < nbytes:
+            cupy = _cupy(function)
+            if cupy.cuda.get_current_stream().is_capturing():
+                held = 0 if ws is None else ws.nbytes
+                raise BadParam(function, {"handle": owner, "workspace": held, "needed": nbytes},
+                               f"the handle's workspace would grow from {held} to {nbytes} bytes "
+                               f"during CUDA-graph capture; run the captured work once eagerly "
+                               f"first so the workspace is sized before capture")
+            ws = self.buffer = None                     # release the old buffer first
+            ws = self.buffer = cupy.empty(nbytes, dtype=cupy.uint8)
+        keep_alive(ws)
+        return ws.data.ptr
+
+
 class Handle:
     def __init__(self, device_id):
         cupy = _cupy("cudnnCreate")
@@ -53,7 +85,7 @@ class Handle:
         self._as_parameter_ = handle
         self._finalizer = weakref.finalize(self, api.cudnnDestroy, handle)
         self.stream = None
-        self._workspace = None
+        self._workspace = Workspace()
 
     def bind(self, stream_ptr):
         if stream_ptr != self.stream:
@@ -61,26 +93,9 @@ class Handle:
             self.stream = stream_ptr
 
     def workspace(self, nbytes):
-        """Device pointer to at least `nbytes` of scratch memory owned by this handle (0 if none).
-        Growing drops the handle's reference to the old buffer; a graph captured while it was in
-        use still holds it (capture_scope). Growing during a capture is refused: the new buffer
-        would come from the graph's own pool, so size the workspace with an eager run first."""
-        if nbytes == 0:
-            return 0
-        ws = self._workspace
-        if ws is None or ws.nbytes < nbytes:
-            cupy = _cupy("workspace")
-            if cupy.cuda.get_current_stream().is_capturing():
-                held = 0 if ws is None else ws.nbytes
-                raise BadParam("cudnnSetStream", {"handle": self, "workspace": held,
-                                                  "needed": nbytes},
-                               f"the handle's workspace would grow from {held} to {nbytes} bytes "
-                               f"during CUDA-graph capture; run the captured work once eagerly "
-                               f"first so the workspace is sized before capture")
-            ws = self._workspace = None                     # release the old buffer first
-            ws = self._workspace = cupy.empty(nbytes, dtype=cupy.uint8)
-        keep_alive(ws)
-        return ws.data.ptr
+        """Device pointer to at least `nbytes` of scratch memory owned by this handle (0 if none);
+        see Workspace."""
+        return self._workspace.pointer(nbytes, "cudnnSetStream", self)
 
     def __repr__(self):
         return f"Handle(device={self.device_id}, stream={self.stream:#x})" if self.stream \

@@ -114,8 +114,10 @@ class CapturedStep:
                 raise RuntimeError(
                     f"CapturedStep: the step cannot be captured in a CUDA graph: "
                     f"{type(e).__name__}: {e}. Run it eagerly instead (e.g. train.dcgan's "
-                    f"--no-cuda-graph); known case: CuPy refuses cuBLAS calls (matmul, "
-                    f"linear) during capture") from e
+                    f"--no-cuda-graph); known causes: a host read inside the step (.get(), "
+                    f".numpy(), float(), a NumPy conversion), or a CuPy routine that calls a "
+                    f"CUDA library through CuPy's own handles (cupy.linalg, CuPy's matmul; "
+                    f"layers' matmul and linear use cudnnlite.blas, which captures)") from e
             graph = self.stream.end_capture()
         return graph, static, out, (pool, kept, self._owned())
 

@@ -190,7 +190,7 @@ def test_a_graph_keeps_its_workspace_when_the_handle_grows():
     assert algo.memory > 0, "no listed algorithm uses a workspace"
     # size the workspace here, on the default stream: the pool hands a freed block back only to
     # the stream it was allocated on, and the sentinel below is allocated on this one
-    h.workspace(algo.memory + (0 if h._workspace is None else h._workspace.nbytes))
+    h.workspace(algo.memory + h._workspace.nbytes)
     step = L.graph.CapturedStep(lambda x: conv.forward(x, W, pad=2, algo=algo.algo))
     expected = conv.forward(x, W, pad=2, algo=algo.algo).get()
     step(x)
@@ -207,7 +207,7 @@ def test_a_graph_keeps_its_workspace_when_the_handle_grows():
 def test_workspace_growth_during_capture_is_refused():
     import cupy
     h = cl.get_handle()
-    need = (0 if h._workspace is None else h._workspace.nbytes) + (1 << 20)
+    need = h._workspace.nbytes + (1 << 20)
     s = cupy.cuda.Stream(non_blocking=True)
     with s:
         s.begin_capture()

@@ -1,6 +1,53 @@
-"""Matrix products on cuBLAS (CuPy) or NumPy: matmul with broadcasting, and linear."""
+"""Matrix products: matmul with NumPy's semantics (1-d operands, batch broadcasting) and linear.
+On the GPU every product is cuBLASLt through cudnnlite.blas -- on CuPy's current stream with a
+workspace cudnnlite owns, so a step that uses them can be captured in a CUDA graph -- with
+Linear's bias folded into the product's epilogue."""
+import numpy as np
+
+from ..backend import is_gpu, xp_of
 from ..tensor import Function
 from .elementwise import unbroadcast
+
+
+def mm(a, b, bias=None, out=None):
+    """a @ b (+ bias), 2-d or 3-d (a leading batch axis, a 2-d operand shared by every item);
+    with `out`, the product is added into out in place and out returned. NumPy, or one cuBLASLt
+    call on the GPU (transposed views read in place)."""
+    if is_gpu(a):
+        from cudnnlite import blas
+        return blas.matmul(a, b, out, bias=bias, beta=0.0 if out is None else 1.0)
+    y = a @ b
+    if bias is not None:
+        y += bias
+    if out is None:
+        return y
+    out += y
+    return out
+
+
+def matmul(a, b):
+    """numpy.matmul: 1-d operands are a row / a column (dropped from the result), batch axes
+    broadcast."""
+    if not is_gpu(a):
+        return a @ b
+    a2 = a[None, :] if a.ndim == 1 else a
+    b2 = b[:, None] if b.ndim == 1 else b
+    batch = tuple(np.broadcast_shapes(a2.shape[:-2], b2.shape[:-2]))
+    y = mm(_batched(a2, batch), _batched(b2, batch))
+    y = y.reshape(batch + y.shape[-2:])
+    if a.ndim == 1:
+        y = y[..., 0, :]
+    if b.ndim == 1:
+        y = y[..., 0]
+    return y
+
+
+def _batched(x, batch):
+    """x (..., R, C) as one matrix (2-d: every batch item reads it) or (items, R, C)."""
+    if all(n == 1 for n in x.shape[:-2]):
+        return x.reshape(x.shape[-2:])
+    x = xp_of(x).broadcast_to(x, batch + x.shape[-2:])
+    return x.reshape((-1,) + x.shape[-2:])        # a copy only when the batch axes cannot merge
 
 
 class MatMul(Function):
@@ -8,7 +55,7 @@ class MatMul(Function):
 
     def forward(self, a, b):
         self.saved = a, b
-        return a @ b
+        return matmul(a, b)
 
     def backward(self, gy):
         a, b = self.saved
@@ -22,9 +69,9 @@ class MatMul(Function):
             g2 = xp.expand_dims(g2, -1)
         ga = gb = None
         if self.needs_input_grad[0]:
-            ga = unbroadcast(g2 @ xp.swapaxes(b2, -1, -2), a2.shape).reshape(a.shape)
+            ga = unbroadcast(matmul(g2, xp.swapaxes(b2, -1, -2)), a2.shape).reshape(a.shape)
         if self.needs_input_grad[1]:
-            gb = unbroadcast(xp.swapaxes(a2, -1, -2) @ g2, b2.shape).reshape(b.shape)
+            gb = unbroadcast(matmul(xp.swapaxes(a2, -1, -2), g2), b2.shape).reshape(b.shape)
         return ga, gb
 
 
@@ -32,17 +79,15 @@ class Linear(Function):
     """y = x @ W.T + b, x (..., in), W (out, in) as torch.nn.Linear."""
 
     def forward(self, x, W, b=None):
-        self.saved = x, W
-        y = x @ W.T
-        if b is not None:
-            y += b
-        return y
+        x2 = x.reshape(-1, x.shape[-1])
+        self.saved = x2, W, x.shape
+        return mm(x2, W.T, bias=b).reshape(x.shape[:-1] + (W.shape[0],))
 
     def backward(self, gy):
-        x, W = self.saved
+        x2, W, shape = self.saved
         need_x, need_W = self.needs_input_grad[:2]
-        gx = gy @ W if need_x else None
         g2 = gy.reshape(-1, gy.shape[-1])
-        gW = g2.T @ x.reshape(-1, x.shape[-1]) if need_W else None
+        gx = mm(g2, W).reshape(shape) if need_x else None
+        gW = mm(g2.T, x2) if need_W else None
         gb = g2.sum(axis=0) if len(self.needs_input_grad) > 2 and self.needs_input_grad[2] else None
         return gx, gW, gb

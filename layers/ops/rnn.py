@@ -1,6 +1,7 @@
-"""LSTM ops. `LSTMCell`: one step, gates = x W_ih^T + b_ih + h W_hh^T + b_hh (cuBLAS / NumPy
-matmuls) and one fused elementwise kernel each way on the GPU. `CudnnLSTM`: a whole
-(multi-layer, bidirectional, variable-length) LSTM as cuDNN's RNN forward / backward.
+"""LSTM ops. `LSTMCell`: one step, gates = x W_ih^T + b_ih + h W_hh^T + b_hh (two cuBLASLt /
+NumPy products, the biases folded into them) and one fused elementwise kernel each way on the
+GPU. `CudnnLSTM`: a whole (multi-layer, bidirectional, variable-length) LSTM as cuDNN's RNN
+forward / backward.
 
 Gate order in the 4H rows: i, f, g, o (PyTorch's and cuDNN's).
     c' = f * c + i * g,   h' = o * tanh(c')
@@ -9,6 +10,7 @@ import numpy as np
 
 from ..backend import cupy
 from ..tensor import Function
+from .linalg import mm
 
 _CELL_FWD = r"""
     const long long b = i / H, j = i % H, row = b * 4 * H;
@@ -51,10 +53,7 @@ class LSTMCell(Function):
     n_outputs = 2
 
     def forward(self, x, h, c, W_ih, W_hh, b_ih=None, b_hh=None):
-        A = x @ W_ih.T + h @ W_hh.T
-        for b in (b_ih, b_hh):
-            if b is not None:
-                A += b
+        A = mm(h, W_hh.T, b_hh, out=mm(x, W_ih.T, b_ih))      # two products, biases folded in
         H = h.shape[1]
         if self.gpu:
             cp = cupy()
@@ -91,9 +90,9 @@ class LSTMCell(Function):
             dc_prev = dct * gf
         need = self.needs_input_grad              # always 7 inputs; absent biases are None
         db = dA.sum(axis=0) if need[5] or need[6] else None
-        return (dA @ W_ih if need[0] else None, dA @ W_hh if need[1] else None,
-                dc_prev if need[2] else None, dA.T @ x if need[3] else None,
-                dA.T @ h if need[4] else None, db if need[5] else None,
+        return (mm(dA, W_ih) if need[0] else None, mm(dA, W_hh) if need[1] else None,
+                dc_prev if need[2] else None, mm(dA.T, x) if need[3] else None,
+                mm(dA.T, h) if need[4] else None, db if need[5] else None,
                 db if need[6] else None)
 
 
