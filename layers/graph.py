@@ -11,9 +11,9 @@ A graph replays fixed kernels, fixed scalar arguments and fixed addresses, so:
   switch), the address, dtype and shape of every parameter and buffer, every optimizer's
   hyper-parameters (lr, betas, ...) and the addresses of its state. A call whose key is new is
   warmed up and captured anew (the last `max_graphs` graphs are kept).
-- host values the step reads from anywhere else -- Python numbers, NumPy arrays such as
-  sequence lengths -- are baked into the graph as they were at capture: pass them as device
-  inputs, or capture one step function per value.
+- host values the step reads -- Python numbers, sequence lengths -- are baked into the graph as
+  they were at capture: pass them as keyword arguments, `step(x, lengths=(5, 3))` (hashable
+  values: they join the key and reach fn as keywords), or as device inputs.
 - it owns, or keeps alive, every buffer it touches: its pool (intermediates, outputs), the
   parameter / buffer / optimizer-state arrays of its key, the device RNG's state, and the
   workspaces cudnnlite handed out during capture (cudnnlite.capture_scope).
@@ -28,23 +28,26 @@ from .tensor import Tensor, is_grad_enabled
 
 
 class CapturedStep:
-    """`step = CapturedStep(fn, modules=(net,), optimizers=(opt,))`; `out = step(*inputs)` with
-    device arrays or Tensors as inputs. `out` is what fn returned during capture (static buffers,
-    rewritten by each replay: read or copy them before the next call)."""
+    """`step = CapturedStep(fn, modules=(net,), optimizers=(opt,))`; `out = step(*inputs,
+    **host)` with device arrays or Tensors as inputs and hashable host values as keywords. `out`
+    is what fn returned during capture (static buffers, rewritten by each replay: read or copy
+    them before the next call)."""
+
+    MAX_SEEN = 1024      # keys remembered for their warm-up count (variable-length workloads)
 
     def __init__(self, fn, *, modules=(), optimizers=(), warmup=1, max_graphs=8):
         self.fn, self.warmup, self.max_graphs = fn, warmup, max_graphs
         self.modules, self.optimizers = tuple(modules), tuple(optimizers)
         self.stream = cupy().cuda.Stream(non_blocking=True)
         self._graphs = OrderedDict()   # key -> (graph, static inputs, outputs, what it keeps)
-        self._seen = {}                # key -> eager calls so far
+        self._seen = OrderedDict()     # key -> eager calls so far (the most recent MAX_SEEN)
 
-    def key(self, arrays, inputs):
+    def key(self, arrays, inputs, host=None):
         """Everything that decides which kernels, arguments and addresses a capture holds."""
-        from cudnnlite import conv
+        from cudnnlite import blas, conv
         parts = [tuple((a.shape, a.dtype.str, a.device.id) for a in arrays),
                  tuple(getattr(i, "requires_grad", False) for i in inputs), is_grad_enabled(),
-                 conv.settings]
+                 conv.settings, blas.settings, tuple(sorted((host or {}).items()))]
         for m in self.modules:
             parts.append(tuple((sub.training, _settings(sub)) for sub in m.modules()))
             parts.append(tuple(_address(t.data) for _, t in m._state_items()))
@@ -54,12 +57,17 @@ class CapturedStep:
                                for pid, st in opt.state.items()))
         return tuple(parts)
 
-    def __call__(self, *inputs):
+    def __call__(self, *inputs, **host):
         cp = cupy()
         arrays = [a.data if isinstance(a, Tensor) else a for a in inputs]
         if not all(is_gpu(a) for a in arrays):
             raise TypeError("CapturedStep: every input must be a device array (CuPy / GPU Tensor)")
-        key = self.key(arrays, inputs)
+        try:
+            key = self.key(arrays, inputs, host)
+            hash(key)
+        except TypeError as e:
+            raise TypeError(f"CapturedStep: host keyword arguments must be hashable (tuples, "
+                            f"numbers, strings), got {sorted(host)}: {e}") from None
         caller = cp.cuda.get_current_stream()
         self.stream.wait_event(caller.record())
         with self.stream:
@@ -67,9 +75,12 @@ class CapturedStep:
             if entry is None:
                 if self._seen.get(key, 0) < self.warmup:
                     self._seen[key] = self._seen.get(key, 0) + 1
-                    out = self.fn(*inputs)
+                    self._seen.move_to_end(key)
+                    if len(self._seen) > self.MAX_SEEN:
+                        self._seen.popitem(last=False)
+                    out = self.fn(*inputs, **host)
                 else:
-                    entry = self._capture(arrays, inputs)
+                    entry = self._capture(arrays, inputs, host)
                     self._graphs[key] = entry
                     self._seen.clear()        # warm-up counts of keys passed through (no state yet)
                     if len(self._graphs) > self.max_graphs:
@@ -94,7 +105,7 @@ class CapturedStep:
         owned.append(random.device_generator().state)
         return owned
 
-    def _capture(self, arrays, inputs):
+    def _capture(self, arrays, inputs, host):
         import cudnnlite
         cp = cupy()
         pool = cp.cuda.MemoryPool()       # the graph's buffers live here, and only here
@@ -105,7 +116,7 @@ class CapturedStep:
             self.stream.synchronize()
             self.stream.begin_capture()
             try:
-                out = self.fn(*wrapped)
+                out = self.fn(*wrapped, **host)
             except Exception as e:
                 try:
                     self.stream.end_capture()

@@ -274,3 +274,29 @@ def test_readme_cpu_example_matches_torch():
     assert abs(scope["loss"].item() - loss.item()) < 1e-6
     np.testing.assert_allclose(scope["net"][0].weight.grad.numpy(), ref[0].weight.grad.numpy(),
                                rtol=1e-4, atol=1e-7)
+
+
+# ---- statistics read back in windows ---------------------------------------------------------
+
+def test_device_stats_reads_back_every_n_steps_in_order():
+    from train.common import DeviceStats
+    stats = DeviceStats(["a", "b"], every=3)
+    got = []
+    for step in range(1, 8):
+        values = np.array([step, -step], np.float32)
+        rows = stats.add(step, values, items=10)
+        values[:] = 99                          # a captured step rewrites its output buffer
+        got.append([r["step"] for r in rows])
+    assert got == [[], [], [1, 2, 3], [], [], [4, 5, 6], []]
+    rows = stats.flush()
+    assert [(r["step"], r["a"], r["b"]) for r in rows] == [(7, 7.0, -7.0)]
+    assert rows[0]["rate"] > 0 and stats.flush() == []
+
+
+def test_first_non_finite_names_the_step_and_the_statistic():
+    from train.common import first_non_finite
+    rows = [dict(step=4, a=1.0, b=2.0), dict(step=5, a=1.0, b=float("inf")),
+            dict(step=6, a=float("nan"), b=1.0)]
+    row, name = first_non_finite(rows, ["a", "b"])
+    assert (row["step"], name) == (5, "b")
+    assert first_non_finite(rows[:1], ["a", "b"]) is None

@@ -231,3 +231,28 @@ def test_teacher_forced_step_matches_torchaudio(monkeypatch):
     grads = [(p.grad.numpy(), q.grad.cpu().numpy(), k)
              for (k, p), q in zip(m.named_parameters(), ta.parameters())]
     assert_gradients_match(grads, np.float64, True, 1e-8)
+
+
+@pytest.mark.gpu
+def test_captured_training_steps_equal_eager_ones():
+    """make_step(cuda_graph=True): the first batch of a (lengths) key runs eagerly, the second is
+    captured, later ones replay the graph; statistics and weights follow the eager model's."""
+    from train.tacotron2.model import make_step, train_step_device
+    hp = HParams.small()
+    L.manual_seed(0)
+    eager = set_dropout(Tacotron2(hp), False).to(0).to_dtype(np.float64)
+    graph = set_dropout(Tacotron2(hp), False)
+    graph.load_state_dict(eager.state_dict())
+    graph.to(0).to_dtype(np.float64)
+    opt_e, opt_g = make_optimizer(eager), make_optimizer(graph)
+    step = make_step(graph, opt_g, cuda_graph=True)
+    batch = ref.make_batch(hp, 3, [9, 7, 5], [24, 20, 16], seed=6)
+    other = ref.make_batch(hp, 3, [8, 8, 4], [20, 24, 12], seed=7)
+    for b in (batch, batch, batch, other, batch):
+        se = train_step_device(eager, opt_e, b).get()
+        sg = step(b).get()
+        np.testing.assert_allclose(sg, se, rtol=1e-9, atol=1e-12)
+    assert len(step.captured._graphs) == 1           # `other` was new: run eagerly
+    for (k, a), b in zip(eager.state_dict().items(), graph.state_dict().values()):
+        np.testing.assert_allclose(np.asarray(b), np.asarray(a), rtol=1e-9, atol=1e-12,
+                                   err_msg=k)

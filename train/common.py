@@ -1,8 +1,11 @@
-"""What every training job shares: image grids, loss logs and plots, weights files, and atomic
-checkpoints that hold the RNG states and the position in the epoch too."""
+"""What every training job shares: image grids, loss logs and plots, per-step statistics read
+back in batches, weights files, and atomic checkpoints that hold the RNG states and the position
+in the epoch too."""
 import csv
 import json
+import math
 import os
+import time
 import zipfile
 
 import numpy as np
@@ -74,6 +77,56 @@ class LossLog:
         fig.tight_layout()
         fig.savefig(png, dpi=100)
         plt.close(fig)
+
+
+class DeviceStats:
+    """Per-step statistics (a device array of len(names) values per step) copied aside on the
+    device and read back every `every` steps in one transfer, so the training loop does not wait
+    for the GPU after each step: the host queues the next steps while the GPU works. A
+    non-finite value is still caught, at most `every` steps late, with the step that made it.
+    On the CPU (NumPy arrays) nothing waits anyway; the same code runs.
+
+    `add(step, values, items)` returns the rows read back (a list of dicts with 'step' and every
+    name), empty until `every` steps are pending; `flush()` reads back what is pending (call it
+    before a checkpoint, a validation or the end). Each row also gets `rate`: items per second
+    over the window it was read back in (per-step times mean nothing once steps overlap)."""
+
+    def __init__(self, names, every=1):
+        self.names, self.every = list(names), max(1, int(every))
+        self.pending = []          # (step, device copy of the values, items)
+        self.t0 = time.perf_counter()
+
+    def add(self, step, values, items=0):
+        # a copy: a captured step rewrites its static output buffer at the next replay
+        self.pending.append((step, values.copy(), items))
+        return self.flush() if len(self.pending) >= self.every else []
+
+    def flush(self):
+        if not self.pending:
+            return []
+        from layers.backend import xp_of
+        xp = xp_of(self.pending[0][1])
+        host = xp.stack([v for _, v, _ in self.pending])
+        host = host.get() if hasattr(host, "get") else host     # the one sync of the window
+        now = time.perf_counter()
+        rate = sum(n for _, _, n in self.pending) / max(now - self.t0, 1e-9)
+        rows = [dict(zip(self.names, (float(x) for x in values)), step=step, rate=rate)
+                for (step, _, _), values in zip(self.pending, host)]
+        self.pending, self.t0 = [], now
+        return rows
+
+    def restart_clock(self):
+        """Start the next window's clock now (after time spent outside training steps)."""
+        self.t0 = time.perf_counter()
+
+
+def first_non_finite(rows, names):
+    """(row, name) of the first non-finite statistic in rows, or None."""
+    for row in rows:
+        for k in names:
+            if not math.isfinite(row[k]):
+                return row, k
+    return None
 
 
 class CheckpointError(ValueError):

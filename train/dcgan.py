@@ -10,7 +10,6 @@ LeakyReLU(0.2)], Conv(4,1,0) + Sigmoid -> (N,). state_dict keys and shapes are t
 pytorch/examples' netG / netD, so weights load both ways.
 """
 import contextlib
-import math
 import os
 import sys
 import time
@@ -22,8 +21,9 @@ from layers import F, nn
 from layers.finite import FiniteCheck
 
 from . import cli, data
-from .common import (CheckpointError, LossLog, checkpoint_meta, load_checkpoint, load_weights,
-                     resume_point, save_checkpoint, save_image_grid)
+from .common import (CheckpointError, DeviceStats, LossLog, checkpoint_meta, first_non_finite,
+                     load_checkpoint, load_weights, resume_point, save_checkpoint,
+                     save_image_grid)
 
 
 class Generator(nn.Module):
@@ -162,17 +162,24 @@ def _update(opt, finite):
 
 
 def make_step(netG, netD, optG, optD, nz, device, rng, cuda_graph=True, finite=None):
-    """real -> stats dict. On a GPU with cuda_graph, the noise draw and the whole iteration are
-    one captured CUDA graph (after one eager warm-up call per batch shape)."""
+    """real -> stats dict (one host sync); see make_device_step."""
+    step = make_device_step(netG, netD, optG, optD, nz, device, rng, cuda_graph, finite)
+    return lambda real: stats_dict(step(real))
+
+
+def make_device_step(netG, netD, optG, optD, nz, device, rng, cuda_graph=True, finite=None):
+    """real -> the STATS as one array on the models' device (no host sync). On a GPU with
+    cuda_graph, the noise draw and the whole iteration are one captured CUDA graph (after one
+    eager warm-up call per batch shape); its output buffer is rewritten by the next call."""
     if device == "cpu" or not cuda_graph:
-        return lambda real: train_step(netG, netD, optG, optD, real,
-                                       sample_noise(real.shape[0], nz, device, rng), finite)
+        return lambda real: train_step_device(netG, netD, optG, optD, real,
+                                              sample_noise(real.shape[0], nz, device, rng),
+                                              finite)
 
     def device_step(real):
         noise = sample_noise(real.shape[0], nz, device, rng)
         return train_step_device(netG, netD, optG, optD, real, noise, finite)
-    captured = L.graph.CapturedStep(device_step, modules=(netG, netD), optimizers=(optG, optD))
-    return lambda real: stats_dict(captured(real))
+    return L.graph.CapturedStep(device_step, modules=(netG, netD), optimizers=(optG, optD))
 
 
 def sample_noise(n, nz, device, rng):
@@ -211,6 +218,9 @@ def parse_args(argv=None):
                    help="stop after this many steps [0: off]")
     p.add_argument("--no-cuda-graph", action="store_true",
                    help="run each GPU step eagerly instead of replaying a captured CUDA graph")
+    p.add_argument("--log-every", type=cli.positive_int, default=10,
+                   help="steps between reading the losses back from the GPU (one transfer, no "
+                        "per-step wait; every step is still logged) [10]")
     args = p.parse_args(argv)
     if args.image_size != 64:
         cli.fail(f"--image-size {args.image_size}: expected 64 (the DCGAN architecture is built "
@@ -291,8 +301,9 @@ def main(argv=None):
           f"per epoch, device {device}")
 
     finite = FiniteCheck(modules)
-    run_step = make_step(netG, netD, optG, optD, args.nz, device, rng,
-                         cuda_graph=not args.no_cuda_graph, finite=finite)
+    run_step = make_device_step(netG, netD, optG, optD, args.nz, device, rng,
+                                cuda_graph=not args.no_cuda_graph, finite=finite)
+    stats = DeviceStats(STATS, args.log_every)
     ckpt = os.path.join(args.outf, "checkpoint.npz")
 
     def checkpoint(epoch, position, order, step):
@@ -308,29 +319,43 @@ def main(argv=None):
                    initial=position // args.batch_size, desc=f"epoch {epoch + 1}/{args.epochs}",
                    file=sys.stdout, disable=None)
         sums, count, t0, stop = np.zeros(5), 0, time.perf_counter(), False
-        for real in bar:
-            t_step = time.perf_counter()
-            with np.errstate(all="ignore"):      # non-finite values: `finite` says where
-                r = run_step(real)
-            step += 1
-            position += real.shape[0]
-            bad = [k for k in STATS if not math.isfinite(r[k])]
-            if bad:
+        stats.restart_clock()
+
+        def record(rows):
+            """Log read-back rows; False (after saying where) when one is not finite."""
+            nonlocal sums, count
+            bad = first_non_finite(rows, STATS)
+            if bad is not None:
+                row, k = bad
                 first = finite.first() or "no layer output or gradient of netG / netD"
-                print(f"error: step {step}: {bad[0]} is {r[bad[0]]}; first non-finite: {first}; "
+                print(f"error: step {row['step']}: {k} is {row[k]}; first non-finite: {first}; "
                       f"stopped with the last checkpoint in place", file=sys.stderr)
                 log.flush()
+                return False
+            for r in rows:
+                log.write(dict(r, epoch=epoch + 1, img_per_s=round(r["rate"], 1)))
+                sums += [r[k] for k in STATS]
+                count += 1
+            if rows:
+                r = rows[-1]
+                bar.set_postfix(Loss_D=f"{r['errD']:.3f}", Loss_G=f"{r['errG']:.3f}",
+                                D_x=f"{r['D_x']:.3f}",
+                                D_G_z=f"{r['D_G_z1']:.3f}/{r['D_G_z2']:.3f}",
+                                img_s=f"{r['rate']:.0f}")
+            return True
+
+        for real in bar:
+            with np.errstate(all="ignore"):      # non-finite values: `finite` says where
+                values = run_step(real)
+            step += 1
+            position += real.shape[0]
+            if not record(stats.add(step, values, real.shape[0])):
                 return 1
-            ips = real.shape[0] / (time.perf_counter() - t_step)
-            log.write(dict(r, step=step, epoch=epoch + 1, img_per_s=round(ips, 1)))
-            sums += [r[k] for k in STATS]
-            count += 1
-            bar.set_postfix(Loss_D=f"{r['errD']:.3f}", Loss_G=f"{r['errG']:.3f}",
-                            D_x=f"{r['D_x']:.3f}", D_G_z=f"{r['D_G_z1']:.3f}/{r['D_G_z2']:.3f}",
-                            img_s=f"{ips:.0f}")
             if args.dry_run or (args.max_steps and step >= args.max_steps):
                 stop = True
                 break
+        if not record(stats.flush()):
+            return 1
         mean, elapsed = sums / max(count, 1), time.perf_counter() - t0
         print(f"[{epoch + 1}/{args.epochs}] Loss_D {mean[0]:.4f} Loss_G {mean[1]:.4f} "
               f"D(x) {mean[2]:.4f} D(G(z)) {mean[3]:.4f}/{mean[4]:.4f} "

@@ -14,7 +14,6 @@ import dataclasses
 import math
 import os
 import sys
-import time
 
 import numpy as np
 
@@ -22,11 +21,11 @@ import layers as L
 from layers.finite import FiniteCheck
 
 from .. import cli
-from ..common import (CheckpointError, LossLog, checkpoint_meta, load_checkpoint, meta_of, pyplot,
-                      read_arrays, resume_point, save_checkpoint)
+from ..common import (CheckpointError, DeviceStats, LossLog, checkpoint_meta, first_non_finite,
+                      load_checkpoint, meta_of, pyplot, read_arrays, resume_point, save_checkpoint)
 from . import audio, data
 from .hparams import HParams
-from .model import STATS, Tacotron2, loss_parts, make_optimizer, targets, train_step
+from .model import STATS, Tacotron2, loss_parts, make_optimizer, make_step, targets
 
 FIXED_SENTENCE = "In his defense."      # the seed's sentence: spoken at every report
 
@@ -105,6 +104,12 @@ def train_parser():
     p.add_argument("--resume", default="", help="a checkpoint.npz to continue exactly")
     p.add_argument("--max-steps", type=cli.nonnegative_int, default=0,
                    help="stop after this many steps [0: off]")
+    p.add_argument("--log-every", type=cli.positive_int, default=10,
+                   help="steps between reading the losses back from the GPU (one transfer, no "
+                        "per-step wait; every step is still logged) [10]")
+    p.add_argument("--cuda-graph", action="store_true",
+                   help="GPU: capture the step in a CUDA graph per (text lengths, mel lengths), "
+                        "replayed whenever a batch repeats them (--overfit, fixed-length data)")
     return p
 
 
@@ -332,30 +337,45 @@ def train(argv):
 
     from tqdm import tqdm
     order = batches.order_for_epoch() if order is None else order
+    run_step = make_step(model, opt, cuda_graph=args.cuda_graph, finite=finite)
+    stats = DeviceStats(STATS, args.log_every)
+
+    def record(rows, epoch_, bar):
+        """Log read-back rows; False (after saying where) when one is not finite."""
+        bad = first_non_finite(rows, STATS)
+        if bad is not None:
+            row, k = bad
+            log.flush()
+            print(f"error: step {row['step']}: {k} is {row[k]}; first non-finite: "
+                  f"{finite.first() or 'none found'}; stopped with the last checkpoint in "
+                  f"place", file=sys.stderr)
+            return False
+        for row in rows:
+            log.write(dict(row, epoch=epoch_ + 1, frames_per_s=round(row["rate"], 1)))
+        if rows:
+            r = rows[-1]
+            bar.set_postfix(loss=f"{r['loss']:.3f}", mel=f"{r['mel']:.3f}",
+                            gate=f"{r['gate']:.3f}", gnorm=f"{r['grad_norm']:.2f}",
+                            frames_s=f"{r['rate']:.0f}")
+        return True
+
     while epoch < args.epochs:
         bar = tqdm(batches.epoch(order, position), total=len(batches) - position // args.batch_size,
                    desc=f"epoch {epoch + 1}/{args.epochs}", file=sys.stdout, disable=None)
         stopped = False
+        stats.restart_clock()
         for b in bar:
-            t0 = time.perf_counter()
-            r = train_step(model, opt, b, finite)
+            values = run_step(b)
             step += 1
             position += len(b.input_lengths)
-            fps = b.mel_padded.shape[0] * b.mel_padded.shape[2] / (time.perf_counter() - t0)
-            if not all(math.isfinite(r[k]) for k in STATS):
-                bad = next(k for k in STATS if not math.isfinite(r[k]))
-                log.flush()
-                print(f"error: step {step}: {bad} is {r[bad]}; first non-finite: "
-                      f"{finite.first() or 'none found'}; stopped with the last checkpoint in "
-                      f"place", file=sys.stderr)
+            frames = b.mel_padded.shape[0] * b.mel_padded.shape[2]
+            if not record(stats.add(step, values, frames), epoch, bar):
                 return 1
-            log.write(dict(r, step=step, epoch=epoch + 1, frames_per_s=round(fps, 1)))
-            bar.set_postfix(loss=f"{r['loss']:.3f}", mel=f"{r['mel']:.3f}",
-                            gate=f"{r['gate']:.3f}", gnorm=f"{r['grad_norm']:.2f}",
-                            frames_s=f"{fps:.0f}")
             if args.max_steps and step >= args.max_steps:
                 stopped = True
                 break
+        if not record(stats.flush(), epoch, bar):
+            return 1
         if stopped and position < len(train_set):
             save(epoch, position, order)       # mid-epoch: resume continues this epoch exactly
         else:

@@ -12,6 +12,8 @@ import math
 import numpy as np
 
 import layers as L
+from cudnnlite._cache import LRU
+from cudnnlite.handle import keep_alive
 from layers import F, nn
 
 from .hparams import HParams
@@ -246,10 +248,21 @@ class Decoder(nn.Module):
         return (*self._outputs(mels, gates, alignments), fired)
 
 
+_MASKS = LRU(1024)
+
+
 def lengths_mask(lengths, size, device):
-    """(B,) lengths -> (B, size) bool on `device`, True past each length (the padding)."""
-    mask = np.arange(size)[None, :] >= np.asarray(lengths)[:, None]
-    return L.backend.to_device(mask, device)
+    """(B,) lengths -> (B, size) bool on `device`, True past each length (the padding). Device
+    masks are made once per (lengths, size, device) and shared (read-only): a step captured in a
+    CUDA graph reads the mask its eager warm-up made, with no host-to-device copy inside the
+    capture, and the graph keeps it alive (cudnnlite.capture_scope)."""
+    lengths = tuple(int(n) for n in np.asarray(lengths).reshape(-1))
+    mask = np.arange(size)[None, :] >= np.asarray(lengths, dtype=np.int64).reshape(-1, 1)
+    if device == "cpu":
+        return mask
+    mask = _MASKS.get((lengths, int(size), device), lambda: L.backend.to_device(mask, device))
+    keep_alive(mask)
+    return mask
 
 
 class Tacotron2(nn.Module):
@@ -367,6 +380,36 @@ def train_step_device(model, optimizer, batch, finite=None):
 
 
 STATS = ("loss", "mel", "postnet", "gate", "grad_norm")
+
+
+def make_step(model, optimizer, cuda_graph=False, finite=None):
+    """batch -> the step's STATS as one device array (train_step_device: no host sync).
+
+    With cuda_graph on a GPU, the step is a layers.graph.CapturedStep keyed by the batch's
+    shapes and its text and mel lengths (host values the step bakes in: the encoder LSTM's
+    sequence lengths, the padding masks): the first batch of a key runs eagerly, the next one is
+    captured, and every later one replays one CUDA graph. Batches that repeat their lengths --
+    the overfit experiment, fixed-length buckets -- run as one launch; a corpus whose batches
+    never repeat runs eagerly as without it."""
+    if model.device == "cpu" or not cuda_graph:
+        return lambda batch: train_step_device(model, optimizer, batch, finite)
+
+    def device_step(text, mels, gates, *, text_lengths, mel_lengths):
+        return train_step_device(model, optimizer, (text, text_lengths, mels, gates,
+                                                    mel_lengths), finite)
+    captured = L.graph.CapturedStep(device_step, modules=(model,), optimizers=(optimizer,))
+
+    def run(batch):
+        text, text_lengths, mels, gates, mel_lengths = batch
+        mels, gates = targets(model, mels, gates)
+        text = L.backend.to_device(_host(text) if isinstance(text, L.Tensor) else text,
+                                   model.device)
+        lengths = [None if n is None else tuple(int(v) for v in np.asarray(_host(n)))
+                   for n in (text_lengths, mel_lengths)]
+        return captured(text, mels.data, gates.data, text_lengths=lengths[0],
+                        mel_lengths=lengths[1])
+    run.captured = captured
+    return run
 
 
 def train_step(model, optimizer, batch, finite=None):
