@@ -1,6 +1,6 @@
 """One Tacotron 2 training step (NVIDIA's hparams, batch 64, 15 characters, 87 frames: the seed's
-"In his defense" experiment) timed on this engine and on torchaudio's Tacotron 2, eager, side by
-side in one run on one GPU: ms/step, mel frames/s, and -- from one profiled step of each, with
+"In his defense" experiment) timed on this engine (eager, and captured in a CUDA graph) and on
+torchaudio's Tacotron 2 (eager), side by side in one run on one GPU: ms/step, mel frames/s, and -- from one profiled step of each, with
 torch.profiler's CUPTI trace, which sees every kernel of the process -- kernels per step and
 GPU-busy time.
 
@@ -21,19 +21,20 @@ def batch_of(hp, batch_size, chars, frames):
     return make_batch(hp, batch_size, chars, frames, seed=0)
 
 
-def ours(hp, batch, device):
-    """A step function of this engine and its sync."""
+def ours(hp, batch, device, cuda_graph=False):
+    """A step function of this engine (eager, or captured: train.tacotron2.make_step with
+    cuda_graph, one CUDA graph for this batch's lengths after one eager call) and its sync."""
     import cupy
     import layers as L
-    from train.tacotron2 import Tacotron2, make_optimizer, train_step_device
+    from train.tacotron2 import Tacotron2, make_optimizer, make_step
     L.manual_seed(0)
     model = Tacotron2(hp).to(device)
     opt = make_optimizer(model)
     text, text_lengths, mels, gates, mel_lengths = batch       # lengths stay on the host
     dev_batch = (L.backend.to_device(text, device), text_lengths, L.backend.to_device(mels, device),
                  L.backend.to_device(gates, device), mel_lengths)
-    return (lambda: train_step_device(model, opt, dev_batch), model,
-            cupy.cuda.get_current_stream().synchronize)
+    step = make_step(model, opt, cuda_graph=cuda_graph)
+    return lambda: step(dev_batch), model, cupy.cuda.get_current_stream().synchronize
 
 
 def torchaudio_model(hp, weights):
@@ -114,9 +115,12 @@ def main():
     hp = HParams(mask_padding=False)
     batch = batch_of(hp, args.batch_size, args.chars, args.frames)
     mine, model, mine_sync = ours(hp, batch, args.device)
+    captured, _, captured_sync = ours(hp, batch, args.device, cuda_graph=True)
     theirs, theirs_sync = torchaudio_step(hp, batch, args.device,
                                           [v for v in model.state_dict().values()])
-    runs = {"cudnnlite eager": (mine, mine_sync), "torchaudio eager": (theirs, theirs_sync)}
+    runs = {"cudnnlite eager": (mine, mine_sync),
+            "cudnnlite captured": (captured, captured_sync),
+            "torchaudio eager": (theirs, theirs_sync)}
     times = {name: [] for name in runs}
     for _ in range(args.repeats):                   # interleaved, so drift hits both alike
         for name, (step, sync) in runs.items():
@@ -132,9 +136,10 @@ def main():
         kernels, busy = kernels_and_busy_ms(step, sync)
         print(f"{name:<18} {med:8.1f} {frames / med * 1e3:13.0f} {kernels:8d} {busy:12.1f}   "
               + " ".join(f"{t:.1f}" for t in times[name]))
-    ratio = statistics.median(times["torchaudio eager"]) / statistics.median(
-        times["cudnnlite eager"])
-    print(f"speed-up of cudnnlite eager over torchaudio eager: {ratio:.2f}x")
+    for mode in ("eager", "captured"):
+        ratio = statistics.median(times["torchaudio eager"]) / statistics.median(
+            times[f"cudnnlite {mode}"])
+        print(f"speed-up of cudnnlite {mode} over torchaudio eager: {ratio:.2f}x")
     return 0
 
 

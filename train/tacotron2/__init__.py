@@ -7,11 +7,11 @@
 """
 from .audio import griffin_lim, mel_spectrogram
 from .hparams import HParams
-from .model import (Tacotron2, loss_parts, make_optimizer, set_dropout, train_step,
+from .model import (Tacotron2, loss_parts, make_optimizer, make_step, set_dropout, train_step,
                     train_step_device)
 
-__all__ = ["HParams", "Tacotron2", "loss_parts", "make_optimizer", "set_dropout", "train_step",
-           "train_step_device", "mel_spectrogram", "griffin_lim", "text_to_sequence",
+__all__ = ["HParams", "Tacotron2", "loss_parts", "make_optimizer", "make_step", "set_dropout",
+           "train_step", "train_step_device", "mel_spectrogram", "griffin_lim", "text_to_sequence",
            "sequence_to_text"]
 
 
