@@ -201,6 +201,17 @@ def _check_same_except(name, tensors, axis):
 def getitem(x, index): return _sh.GetItem.apply(x, index=index)
 
 
+def reverse_padded(x, lengths):
+    """x (T, B, ...) with each sequence b reversed within its first lengths[b] steps, the padding
+    after it left in place (the reverse direction of a packed-sequence RNN). lengths: a Tensor or
+    array of B ints in 1..T, on x's device."""
+    n = _on_device_of(x, lengths, "reverse_padded")
+    if n.dtype.kind not in "iu" or n.shape != (x.shape[1],):
+        raise ValueError(f"reverse_padded: lengths must be {x.shape[1]} integers (one per "
+                         f"sequence of x {x.shape}), got {n.dtype} {n.shape}")
+    return _sh.ReversePadded.apply(x, n)
+
+
 def pad(x, pad, value=0.0):
     """torch.nn.functional.pad order: (last_before, last_after, 2nd-last_before, ...)."""
     if len(pad) % 2 or len(pad) // 2 > x.ndim:

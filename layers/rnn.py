@@ -11,7 +11,7 @@ import numpy as np
 
 from . import functional as F
 from . import init
-from .backend import cupy
+from .backend import cupy, xp_of
 from .module import Module, Parameter
 from .ops import rnn as _rnn
 from .tensor import Tensor
@@ -63,7 +63,16 @@ def _zeros(like, shape):
 class LSTM(Module):
     """torch.nn.LSTM (no proj_size): forward(x, hx=None, lengths=None) -> (y, (h_n, c_n)).
     x (T, B, I), or (B, T, I) with batch_first; lengths: one int per batch item (a packed
-    sequence's lengths), y zero past them. h_n, c_n (num_layers * D, B, H)."""
+    sequence's lengths), y zero past them. h_n, c_n (num_layers * D, B, H).
+
+    lengths as host ints (a list, a NumPy array) run cuDNN's variable-length RNN, which takes
+    them on the host. lengths as a Tensor stay where they are, nothing is read back (so a
+    training step with them can be captured in a CUDA graph for any lengths of a shape): each
+    direction runs over the whole padded length -- the forward one is causal, so its outputs
+    before each length do not see the padding after; the reverse one runs on each sequence
+    reversed within its length (F.reverse_padded) and is reversed back -- and y is zeroed past
+    the lengths: the same y as the packed sequence's. The final states then are not computed
+    (they would need each sequence's own last step): forward returns (y, None)."""
 
     def __init__(self, input_size, hidden_size, num_layers=1, bias=True, batch_first=False,
                  dropout=0.0, bidirectional=False):
@@ -101,9 +110,14 @@ class LSTM(Module):
                              f"{'(batch_first: B, T, I)' if self.batch_first else ''}, "
                              f"got {x.shape}")
         T, B = x.shape[T_axis], x.shape[B_axis]
-        if lengths is not None:
-            lengths = [int(n) for n in (lengths.numpy() if isinstance(lengths, Tensor)
-                                        else lengths)]
+        on_device = isinstance(lengths, Tensor)
+        if on_device:
+            if lengths.device != x.device or lengths.shape != (B,) or \
+                    lengths.dtype.kind not in "iu":
+                raise ValueError(f"LSTM: Tensor lengths must be {B} integers on {x.device}, got "
+                                 f"{lengths.dtype} {lengths.shape} on {lengths.device}")
+        elif lengths is not None:
+            lengths = [int(n) for n in lengths]
             if len(lengths) != B or max(lengths) > T or min(lengths) < 1:
                 raise ValueError(f"LSTM: lengths {lengths} must hold one value in 1..{T} for "
                                  f"each of the {B} sequences")
@@ -113,24 +127,79 @@ class LSTM(Module):
         for name, s in (("h0", h0), ("c0", c0)):
             if s is not None and tuple(s.shape) != state_shape:
                 raise ValueError(f"LSTM: {name} has shape {tuple(s.shape)}, expected {state_shape}")
+        if on_device:
+            return self._forward_lengths_on_device(x, h0, c0, lengths), None
         if x.device != "cpu":
             return self._forward_cudnn(x, h0, c0, lengths)
         return self._forward_reference(x, h0, c0, lengths)
 
+    def _forward_lengths_on_device(self, x, h0, c0, lengths):
+        """y of the packed sequence with lengths a Tensor (see the class docstring)."""
+        if self.batch_first:
+            x = F.transpose(x, 1, 0, 2)                  # (T, B, I)
+        T = x.shape[0]
+        n = lengths.data
+        xp = xp_of(n)
+        valid = Tensor((xp.arange(T)[:, None] < n[None, :]).astype(x.dtype)[:, :, None])
+        D = 2 if self.bidirectional else 1
+        h0s = F.unstack(h0, 0) if h0 is not None else None
+        c0s = F.unstack(c0, 0) if c0 is not None else None
+        names = iter(self._flat_names)
+        layer_in = x
+        for layer in range(self.num_layers):
+            outs = []
+            for d in range(D):
+                w = [getattr(self, next(names)) for _ in range(4 if self.bias else 2)]
+                k = layer * D + d
+                h = h0s[k] if h0s is not None else None
+                c = c0s[k] if c0s is not None else None
+                inp = F.reverse_padded(layer_in, n) if d else layer_in
+                y = self._one_direction(inp, h, c, w)
+                outs.append(F.reverse_padded(y, n) if d else y)
+            layer_in = (outs[0] if D == 1 else F.concat(outs, axis=2)) * valid
+            if self.training and self.dropout > 0 and layer < self.num_layers - 1:
+                layer_in = F.dropout(layer_in, self.dropout)
+        return F.transpose(layer_in, 1, 0, 2) if self.batch_first else layer_in
+
+    def _one_direction(self, x, h, c, w):
+        """(T, B, H) outputs of one unidirectional layer over the whole of x (T, B, I), from
+        states h, c (B, H) or zeros; w = W_ih, W_hh[, b_ih, b_hh]."""
+        if x.device != "cpu":
+            state = [None if s is None else F.reshape(s, 1, *s.shape) for s in (h, c)]
+            rnn = self._descriptor(x.dtype, input_size=x.shape[2], num_layers=1,
+                                   bidirectional=False)
+            y, _, _ = _rnn.CudnnLSTM.apply(x, *state, *w, rnn=rnn, lengths=None,
+                                           batch_first=False, training=self.training)
+            return y
+        zero = _zeros(x, (x.shape[1], self.hidden_size))
+        h = zero if h is None else h
+        c = zero if c is None else c
+        w = w + [None] * (4 - len(w))
+        ys = []
+        for xt in F.unstack(x, 0):
+            h, c = lstm_cell(xt, h, c, *w)
+            ys.append(h)
+        return F.stack(ys, 0)
+
     # ---- GPU: cuDNN ---------------------------------------------------------------------------
-    def _descriptor(self, dtype):
+    def _descriptor(self, dtype, input_size=None, num_layers=None, bidirectional=None):
+        """The cuDNN RNN descriptor of this LSTM (or of one layer / direction of it)."""
         from cudnnlite import conv, rnn
         from cudnnlite.enums import MathType, RNNBiasMode, RNNMode
-        use_dropout = self.training and self.dropout > 0 and self.num_layers > 1
-        key = (cupy().cuda.runtime.getDevice(), str(dtype), conv.settings.allow_tf32, use_dropout)
+        input_size = self.input_size if input_size is None else input_size
+        num_layers = self.num_layers if num_layers is None else num_layers
+        bidirectional = self.bidirectional if bidirectional is None else bidirectional
+        use_dropout = self.training and self.dropout > 0 and num_layers > 1
+        key = (cupy().cuda.runtime.getDevice(), str(dtype), conv.settings.allow_tf32, use_dropout,
+               input_size, num_layers, bidirectional)
         desc = self._rnn_descs.get(key)
         if desc is None:
             float32 = str(dtype) == "float32"
             math = MathType.FMA if float32 and not conv.settings.allow_tf32 else MathType.DEFAULT
             drop = rnn.DropoutDescriptor(self.dropout, seed=0) if use_dropout else None
             desc = self._rnn_descs[key] = rnn.RNNDescriptor(
-                RNNMode.LSTM, self.input_size, self.hidden_size, self.num_layers,
-                bidirectional=self.bidirectional,
+                RNNMode.LSTM, input_size, self.hidden_size, num_layers,
+                bidirectional=bidirectional,
                 bias_mode=RNNBiasMode.DOUBLE_BIAS if self.bias else RNNBiasMode.NO_BIAS,
                 dtype=dtype, math_type=math, dropout=drop)
         return desc

@@ -155,3 +155,67 @@ def test_rnn_bad_setups_name_the_function():
     assert e.value.function == "cudnnSetRNNDataDescriptor" and "seqLengthArray = [5, 7]" in str(e.value)
     with pytest.raises(cl.NotSupported, match="cudnnSetRNNDescriptor_v8(.|\n)*projSize = 64"):
         crnn.RNNDescriptor(cl.RNNMode.LSTM, 16, 32, proj_size=64)
+
+
+def run_device_lengths(bi, layers, batch_first, lengths, with_state, device="cpu", dtype=np.float32,
+                       T=5, B=3, I=6, H=7):
+    """y and every gradient of a loss on y, with lengths as a Tensor (nothing read back), against
+    torch's packed sequence."""
+    m, t = make_pair(bi, layers, batch_first, I, H)
+    if device != "cpu":
+        t.to(f"cuda:{device}"), m.to(device)
+    tdtype = torch.float64 if dtype == np.float64 else torch.float32
+    t.to(tdtype)
+    m.to_dtype(dtype)
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((B, T, I) if batch_first else (T, B, I)).astype(dtype)
+    D = 2 if bi else 1
+    h0, c0 = (rng.standard_normal((layers * D, B, H)).astype(dtype) for _ in range(2))
+    w = rng.standard_normal((B, T, D * H) if batch_first else (T, B, D * H)).astype(dtype)
+    tdev = "cpu" if device == "cpu" else f"cuda:{device}"
+    xt = torch.tensor(x, device=tdev, requires_grad=True)
+    ts = tuple(torch.tensor(s, device=tdev, requires_grad=True) for s in (h0, c0))
+    out, _ = torch_lstm_run(t, xt, lengths, ts if with_state else None, batch_first)
+    (out * torch.tensor(w, device=tdev)).sum().backward()
+    xs = L.tensor(x, device=device, requires_grad=True)
+    ss = tuple(L.tensor(s, device=device, requires_grad=True) for s in (h0, c0))
+    y, states = m(xs, ss if with_state else None,
+                  lengths=L.tensor(np.array(lengths, np.int64), device=device))
+    assert states is None
+    (y * L.tensor(w, device=device)).sum().backward()
+    checks = [(y, out), (xs.grad, xt.grad)]
+    if with_state:
+        checks += [(a.grad, b.grad) for a, b in zip(ss, ts)]
+    checks += [(p.grad, q.grad) for p, q in zip(m.parameters(), t.parameters())]
+    return [(a.numpy(), b.detach().cpu().numpy()) for a, b in checks]
+
+
+DEVICE_LENGTH_CONFIGS = [(True, 1, True, [5, 2, 4], False), (True, 2, False, [3, 5, 1], True),
+                         (False, 2, True, [1, 5, 5], True)]
+
+
+@pytest.mark.parametrize("bi,layers,batch_first,lengths,with_state", DEVICE_LENGTH_CONFIGS)
+def test_tensor_lengths_give_the_packed_sequence_output_and_gradients(bi, layers, batch_first,
+                                                                      lengths, with_state):
+    for i, (ours, theirs) in enumerate(run_device_lengths(bi, layers, batch_first, lengths,
+                                                          with_state, dtype=np.float64)):
+        assert rel_err(ours, theirs) < 1e-12, i
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("bi,layers,batch_first,lengths,with_state", DEVICE_LENGTH_CONFIGS)
+def test_tensor_lengths_on_the_gpu_give_the_packed_sequence(bi, layers, batch_first, lengths,
+                                                           with_state):
+    for i, (ours, theirs) in enumerate(run_device_lengths(bi, layers, batch_first, lengths,
+                                                          with_state, device=0,
+                                                          dtype=np.float64)):
+        assert rel_err(ours, theirs) < 1e-10, i
+
+
+def test_tensor_lengths_are_checked():
+    m = L.nn.LSTM(3, 4)
+    x = L.Tensor(np.zeros((4, 2, 3), np.float32))
+    with pytest.raises(ValueError, match="Tensor lengths must be 2 integers"):
+        m(x, lengths=L.tensor(np.array([1.0, 2.0])))
+    with pytest.raises(ValueError, match="Tensor lengths must be 2 integers"):
+        m(x, lengths=L.tensor(np.array([1, 2, 3])))

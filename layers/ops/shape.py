@@ -117,6 +117,24 @@ class GetItem(Function):
         return gx
 
 
+class ReversePadded(Function):
+    """Each sequence of a (T, B, ...) batch reversed within its length, the padding after it left
+    in place: y[t, b] = x[n_b - 1 - t, b] for t < n_b, x[t, b] past it. lengths: an int array (B,)
+    where x lives (device lengths: nothing is read back, so a step using it can be captured for
+    any lengths). A permutation that is its own inverse: the gradient is the same gather."""
+
+    def forward(self, x, lengths):
+        xp = self.xp
+        t = xp.arange(x.shape[0])[:, None]
+        n = lengths.reshape(1, -1).astype(t.dtype, copy=False)
+        self.rows = xp.where(t < n, n - 1 - t, t)                        # (T, B)
+        self.cols = xp.arange(x.shape[1])[None, :]
+        return x[self.rows, self.cols]
+
+    def backward(self, gy):
+        return gy[self.rows, self.cols], None
+
+
 class Pad(Function):
     """Constant padding; pad_width as numpy.pad's ((before, after), ...) per axis."""
 
