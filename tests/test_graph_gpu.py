@@ -99,3 +99,16 @@ def test_a_step_with_linear_and_matmul_is_captured_and_replays_as_eager():
         for g, r in zip(got, ref):
             np.testing.assert_allclose(g, r, rtol=1e-6, atol=1e-6)
     assert len(step._graphs) == 1
+
+
+def test_host_keyword_arguments_join_the_key():
+    """A host value the step bakes in (here a scale) is passed as a keyword: one graph per
+    value, each replaying its own."""
+    import cupy
+    step = L.graph.CapturedStep(lambda x, *, scale: x * scale, warmup=1)
+    x = cupy.arange(4, dtype=np.float32)
+    for scale in (2.0, 2.0, 3.0, 3.0, 2.0, 3.0):
+        np.testing.assert_array_equal(step(x, scale=scale).get(), np.arange(4) * scale)
+    assert len(step._graphs) == 2
+    with pytest.raises(TypeError, match="host keyword arguments must be hashable"):
+        step(x, scale=[1.0])

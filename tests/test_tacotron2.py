@@ -233,10 +233,49 @@ def test_teacher_forced_step_matches_torchaudio(monkeypatch):
     assert_gradients_match(grads, np.float64, True, 1e-8)
 
 
+def _tensor_vs_host_lengths(device):
+    """Outputs and gradients of one teacher-forced step with lengths as host ints and as integer
+    Tensors (the capturable path), same weights, float64."""
+    from train.tacotron2.model import loss_parts
+    hp = HParams.small()
+    L.manual_seed(0)
+    a = set_dropout(Tacotron2(hp), False)
+    b = set_dropout(Tacotron2(hp), False)
+    b.load_state_dict(a.state_dict())
+    for m in (a, b):
+        m.to(device).to_dtype(np.float64)
+    batch = ref.make_batch(hp, 3, [9, 7, 4], [20, 24, 11], seed=8)
+    results = []
+    for m, lengths in ((a, lambda v: v),
+                       (b, lambda v: L.tensor(np.asarray(v, np.int64), device=device))):
+        mels = L.tensor(batch.mel_padded.astype(np.float64), device=device)
+        out = m(batch.text_padded, lengths(batch.input_lengths), mels,
+                lengths(batch.output_lengths))
+        parts = loss_parts(out, mels, L.tensor(batch.gate_padded.astype(np.float64),
+                                               device=device))
+        parts["loss"].backward()
+        results.append([o.numpy() for o in out] + [p.grad.numpy() for p in m.parameters()])
+    return results
+
+
+def test_tensor_lengths_give_the_host_lengths_outputs_and_gradients():
+    host, tensor = _tensor_vs_host_lengths("cpu")
+    for i, (x, y) in enumerate(zip(host, tensor)):
+        np.testing.assert_allclose(y, x, rtol=1e-10, atol=1e-13, err_msg=str(i))
+
+
+@pytest.mark.gpu
+def test_tensor_lengths_give_the_host_lengths_outputs_and_gradients_on_the_gpu():
+    host, tensor = _tensor_vs_host_lengths(0)
+    for i, (x, y) in enumerate(zip(host, tensor)):
+        np.testing.assert_allclose(y, x, rtol=1e-9, atol=1e-12, err_msg=str(i))
+
+
 @pytest.mark.gpu
 def test_captured_training_steps_equal_eager_ones():
-    """make_step(cuda_graph=True): the first batch of a (lengths) key runs eagerly, the second is
-    captured, later ones replay the graph; statistics and weights follow the eager model's."""
+    """make_step(cuda_graph=True): the first batch of a shape runs eagerly, the second is
+    captured, later ones -- other lengths of the same shape included -- replay the graph;
+    statistics and weights follow the eager model's (host lengths, cuDNN's packed LSTM)."""
     from train.tacotron2.model import make_step, train_step_device
     hp = HParams.small()
     L.manual_seed(0)
@@ -247,12 +286,13 @@ def test_captured_training_steps_equal_eager_ones():
     opt_e, opt_g = make_optimizer(eager), make_optimizer(graph)
     step = make_step(graph, opt_g, cuda_graph=True)
     batch = ref.make_batch(hp, 3, [9, 7, 5], [24, 20, 16], seed=6)
-    other = ref.make_batch(hp, 3, [8, 8, 4], [20, 24, 12], seed=7)
-    for b in (batch, batch, batch, other, batch):
+    other = ref.make_batch(hp, 3, [9, 8, 4], [20, 24, 12], seed=7)      # same shape
+    longer = ref.make_batch(hp, 3, [11, 8, 4], [20, 24, 12], seed=7)    # a new shape
+    for b in (batch, batch, other, batch, longer, other):
         se = train_step_device(eager, opt_e, b).get()
         sg = step(b).get()
         np.testing.assert_allclose(sg, se, rtol=1e-9, atol=1e-12)
-    assert len(step.captured._graphs) == 1           # `other` was new: run eagerly
+    assert len(step.captured._graphs) == 1           # `longer` was new: run eagerly
     for (k, a), b in zip(eager.state_dict().items(), graph.state_dict().values()):
         np.testing.assert_allclose(np.asarray(b), np.asarray(a), rtol=1e-9, atol=1e-12,
                                    err_msg=k)

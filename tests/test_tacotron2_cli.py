@@ -35,7 +35,8 @@ def train(corpus, outf, *extra):
 
 
 def test_training_writes_its_outputs(corpus, tmp_path):
-    r = train(corpus, tmp_path / "out", "--epochs", "2", "--hparams", TINY)
+    r = train(corpus, tmp_path / "out", "--epochs", "2", "--hparams", TINY,
+              "--pad-multiple", "8,16")
     assert r.returncode == 0, r.stderr
     out = tmp_path / "out"
     for name in ("losses.csv", "validation.csv", "loss_curve.png", "checkpoint.npz",
@@ -120,6 +121,8 @@ def test_overfit_runs_on_one_spoken_sentence(tmp_path):
     (("--hparams", "decoder_rnn_dim=0"), r"decoder_rnn_dim=0: expected a positive integer"),
     (("--hparams", "p_decoder_dropout=1.5"), r"p_decoder_dropout=1.5: expected a probability"),
     (("--lr", "abc"), r"--lr: expected a positive number \(e.g. 1e-3\), got 'abc'"),
+    (("--pad-multiple", "0,4"), r"--pad-multiple: expected two positive integers 'A,B'"),
+    (("--pad-multiple", "8"), r"--pad-multiple: expected two positive integers 'A,B'"),
 ])
 def test_bad_arguments_are_one_line_and_write_nothing(tmp_path, args, pattern):
     import re

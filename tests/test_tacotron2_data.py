@@ -193,6 +193,32 @@ def test_frames_per_step_pads_T_to_a_multiple_with_the_gate_on():
     assert np.all(batch.gate_padded[:, -1] == 1)
 
 
+def test_pad_multiple_rounds_both_lengths_up_and_keeps_the_contents():
+    plain = data.collate(fake_dataset(6))
+    padded = data.collate(fake_dataset(6), n_frames_per_step=2, pad_multiple=(8, 24))
+    L, T = padded.text_padded.shape[1], padded.mel_padded.shape[2]
+    assert L % 8 == 0 and 0 <= L - plain.input_lengths.max() < 8
+    assert T % 24 == 0 and 0 <= T - plain.output_lengths.max() < 24
+    np.testing.assert_array_equal(padded.input_lengths, plain.input_lengths)
+    np.testing.assert_array_equal(padded.output_lengths, plain.output_lengths)
+    np.testing.assert_array_equal(padded.text_padded[:, :plain.text_padded.shape[1]],
+                                  plain.text_padded)
+    assert not padded.text_padded[:, plain.text_padded.shape[1]:].any()
+    np.testing.assert_array_equal(padded.mel_padded[..., :plain.mel_padded.shape[2]],
+                                  plain.mel_padded)
+    assert not padded.mel_padded[..., plain.mel_padded.shape[2]:].any()
+    assert np.all(padded.gate_padded[:, plain.mel_padded.shape[2]:] == 1)
+
+
+def test_pad_multiple_gives_few_shapes_over_an_epoch():
+    ds = fake_dataset(40)
+    shapes = {(b.text_padded.shape, b.mel_padded.shape)
+              for b in data.Batches(ds, 4, np.random.default_rng(0), pad_multiple=(32, 64)).epoch()}
+    exact = {(b.text_padded.shape, b.mel_padded.shape)
+             for b in data.Batches(ds, 4, np.random.default_rng(0)).epoch()}
+    assert len(shapes) <= 2 < len(exact)
+
+
 def item_ids(batch):
     return list(batch.text_padded[:, 0] - 1000)
 

@@ -46,6 +46,9 @@ positive_int = _argument_type(int, lambda n: n >= 1, "a positive integer (1, 2, 
 nonnegative_int = _argument_type(int, lambda n: n >= 0, "an integer >= 0")
 positive_float = _argument_type(float, lambda x: 0 < x < float("inf"),
                                 "a positive number (e.g. 1e-3)")   # a learning rate
+positive_int_pair = _argument_type(lambda t: tuple(int(v) for v in t.split(",")),
+                                   lambda p: len(p) == 2 and min(p) >= 1,
+                                   "two positive integers 'A,B' (e.g. 16,64)")
 
 
 def batch_size(given, default, resume_meta=None, resume=None):

@@ -108,8 +108,13 @@ def train_parser():
                    help="steps between reading the losses back from the GPU (one transfer, no "
                         "per-step wait; every step is still logged) [10]")
     p.add_argument("--cuda-graph", action="store_true",
-                   help="GPU: capture the step in a CUDA graph per (text lengths, mel lengths), "
-                        "replayed whenever a batch repeats them (--overfit, fixed-length data)")
+                   help="GPU: capture the step in a CUDA graph per batch shape and replay it for "
+                        "every later batch of that shape, whatever its lengths")
+    p.add_argument("--pad-multiple", type=cli.positive_int_pair, default=None,
+                   metavar="CHARS,FRAMES",
+                   help="round each batch's padded text length and frame count up to these "
+                        "multiples, so batches come in few shapes [16,64 with --cuda-graph, "
+                        "else 1,1: NVIDIA's padding]")
     return p
 
 
@@ -299,7 +304,10 @@ def train(argv):
     L.manual_seed(args.seed)
     rng = np.random.default_rng(args.seed)
     train_set, val_set = load_data(args, hp)
-    batches = data.Batches(train_set, args.batch_size, rng, hp.n_frames_per_step)
+    if args.pad_multiple is None:
+        args.pad_multiple = (16, 64) if args.cuda_graph else (1, 1)
+    batches = data.Batches(train_set, args.batch_size, rng, hp.n_frames_per_step,
+                           pad_multiple=args.pad_multiple)
     val_batches = list(data.Batches(val_set, args.batch_size, np.random.default_rng(0),
                                     hp.n_frames_per_step).epoch(np.arange(len(val_set))))
     model = Tacotron2(hp).to(device)

@@ -3,6 +3,7 @@ beside them, length-bucketed batches in NVIDIA's collate order, the seed's one-s
 and an offline default corpus that espeak-ng speaks from sentences.txt on first use."""
 import hashlib
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -273,16 +274,21 @@ def mels_for(items, hparams=None, cache_dir=None):
 
 # ---- batches ----
 
-def collate(examples, n_frames_per_step=1):
+def collate(examples, n_frames_per_step=1, pad_multiple=(1, 1)):
     """NVIDIA's TextMelCollate: examples sorted by text length, longest first, zero-padded; T
-    rounded up to a multiple of n_frames_per_step; gate 1 from each mel's last real frame on."""
+    rounded up to a multiple of n_frames_per_step; gate 1 from each mel's last real frame on.
+    pad_multiple = (characters, frames): the padded text length and T are rounded up further to
+    these multiples, so batches come in few shapes (each shape one captured CUDA graph). More
+    padding is more of what NVIDIA's batches already hold (pad symbols, zero frames with gate 1);
+    the losses, means over the padded batch as NVIDIA's, scale with it."""
     examples = sorted(examples, key=lambda ex: -len(ex.text))    # stable: ties keep their order
     input_lengths = np.array([len(ex.text) for ex in examples], np.int64)
     output_lengths = np.array([ex.mel.shape[1] for ex in examples], np.int64)
-    r = n_frames_per_step
+    chars, frames = pad_multiple
+    r = math.lcm(n_frames_per_step, frames)
     T = -(-int(output_lengths.max()) // r) * r
     B, n_mels = len(examples), examples[0].mel.shape[0]
-    text_padded = np.zeros((B, input_lengths[0]), np.int64)
+    text_padded = np.zeros((B, -(-int(input_lengths[0]) // chars) * chars), np.int64)
     mel_padded = np.zeros((B, n_mels, T), np.float32)
     gate_padded = np.zeros((B, T), np.float32)
     for i, ex in enumerate(examples):
@@ -298,14 +304,18 @@ class Batches:
     lengths (little padding), then its full batches in random order and the partial one, if any,
     last. Every item once per epoch; deterministic given rng (a numpy Generator)."""
 
-    def __init__(self, dataset, batch_size, rng, n_frames_per_step=1, bucket_batches=4):
+    def __init__(self, dataset, batch_size, rng, n_frames_per_step=1, bucket_batches=4,
+                 pad_multiple=(1, 1)):
         if not dataset:
             raise ValueError("Batches of an empty dataset")
-        if batch_size < 1 or n_frames_per_step < 1 or bucket_batches < 1:
+        if batch_size < 1 or n_frames_per_step < 1 or bucket_batches < 1 or \
+                len(pad_multiple) != 2 or min(pad_multiple) < 1:
             raise ValueError(f"batch_size {batch_size}, n_frames_per_step {n_frames_per_step}, "
-                             f"bucket_batches {bucket_batches}: each must be >= 1")
+                             f"bucket_batches {bucket_batches}, pad_multiple {pad_multiple}: "
+                             f"each must be >= 1")
         self.dataset, self.batch_size, self.rng = dataset, batch_size, rng
         self.n_frames_per_step, self.bucket_batches = n_frames_per_step, bucket_batches
+        self.pad_multiple = tuple(int(v) for v in pad_multiple)
         self.n = len(dataset)
         self.mel_lengths = np.array([ex.mel.shape[1] for ex in dataset])
 
@@ -335,7 +345,7 @@ class Batches:
                              f"{self.n} indices; was it saved with another dataset?")
         for i in range(start, self.n, self.batch_size):
             yield collate([self.dataset[j] for j in order[i:i + self.batch_size]],
-                          self.n_frames_per_step)
+                          self.n_frames_per_step, self.pad_multiple)
 
 
 # ---- espeak-ng speech ----

@@ -12,8 +12,6 @@ import math
 import numpy as np
 
 import layers as L
-from cudnnlite._cache import LRU
-from cudnnlite.handle import keep_alive
 from layers import F, nn
 
 from .hparams import HParams
@@ -248,21 +246,14 @@ class Decoder(nn.Module):
         return (*self._outputs(mels, gates, alignments), fired)
 
 
-_MASKS = LRU(1024)
-
-
 def lengths_mask(lengths, size, device):
-    """(B,) lengths -> (B, size) bool on `device`, True past each length (the padding). Device
-    masks are made once per (lengths, size, device) and shared (read-only): a step captured in a
-    CUDA graph reads the mask its eager warm-up made, with no host-to-device copy inside the
-    capture, and the graph keeps it alive (cudnnlite.capture_scope)."""
-    lengths = tuple(int(n) for n in np.asarray(lengths).reshape(-1))
-    mask = np.arange(size)[None, :] >= np.asarray(lengths, dtype=np.int64).reshape(-1, 1)
-    if device == "cpu":
-        return mask
-    mask = _MASKS.get((lengths, int(size), device), lambda: L.backend.to_device(mask, device))
-    keep_alive(mask)
-    return mask
+    """(B,) lengths -> (B, size) bool on `device`, True past each length (the padding). lengths
+    as a Tensor on `device`: computed there, nothing read back (a capturable step)."""
+    if isinstance(lengths, L.Tensor):
+        xp = L.backend.xp_of(lengths.data)
+        return xp.arange(size)[None, :] >= lengths.data[:, None]
+    mask = np.arange(size)[None, :] >= np.asarray(lengths)[:, None]
+    return L.backend.to_device(mask, device)
 
 
 class Tacotron2(nn.Module):
@@ -286,16 +277,24 @@ class Tacotron2(nn.Module):
         """text (B, L) int, text_lengths (B,), mels (B, M, T), mel_lengths (B,) -> mel, mel_postnet
         (B, M, T), gate (B, T), alignments (B, T, L). With mask_padding, frames past each length
         are filled: mel 0, postnet mel 0, gate energy 1e3 (out of place, so every gradient is that
-        of what was computed)."""
+        of what was computed).
+
+        Lengths as host ints (lists, NumPy arrays) run the encoder LSTM as cuDNN's packed
+        sequence; as integer Tensors on the model's device they are never read back (the step
+        can be captured in a CUDA graph for any lengths of a shape) and the encoder LSTM takes
+        its Tensor-lengths path: the same outputs."""
         mels = mels if isinstance(mels, L.Tensor) else L.tensor(mels, device=self.device)
-        text_lengths = [int(n) for n in np.asarray(_host(text_lengths))]
+        if not isinstance(text_lengths, L.Tensor):
+            text_lengths = [int(n) for n in np.asarray(_host(text_lengths))]
         embedded = F.transpose(self.embedding(_data(text)), 0, 2, 1)           # (B, E, L)
         memory = self.encoder(embedded, text_lengths)
         mask = lengths_mask(text_lengths, memory.shape[1], self.device)
         mel, gate, alignments = self.decoder(memory, mels, mask)
         mel_postnet = mel + self.postnet(mel)
         if self.mask_padding and mel_lengths is not None:
-            pad = lengths_mask(np.asarray(_host(mel_lengths)), mel.shape[2], self.device)
+            if not isinstance(mel_lengths, L.Tensor):
+                mel_lengths = np.asarray(_host(mel_lengths))
+            pad = lengths_mask(mel_lengths, mel.shape[2], self.device)
             mel = F.masked_fill(mel, pad[:, None, :], 0.0)
             mel_postnet = F.masked_fill(mel_postnet, pad[:, None, :], 0.0)
             gate = F.masked_fill(gate, pad, 1e3)
@@ -318,6 +317,14 @@ class Tacotron2(nn.Module):
 
 def _host(a):
     return a.numpy() if isinstance(a, L.Tensor) else (a.get() if L.backend.is_gpu(a) else a)
+
+
+def _ints_on(a, device):
+    """An integer array (host or device, or a Tensor) as int64 on `device`."""
+    a = _data(a)
+    if not L.backend.is_gpu(a):
+        a = np.asarray(a)
+    return L.backend.to_device(a, device).astype(np.int64, copy=False)
 
 
 def _data(a):
@@ -382,32 +389,31 @@ def train_step_device(model, optimizer, batch, finite=None):
 STATS = ("loss", "mel", "postnet", "gate", "grad_norm")
 
 
-def make_step(model, optimizer, cuda_graph=False, finite=None):
+def make_step(model, optimizer, cuda_graph=False, finite=None, max_graphs=16):
     """batch -> the step's STATS as one device array (train_step_device: no host sync).
 
     With cuda_graph on a GPU, the step is a layers.graph.CapturedStep keyed by the batch's
-    shapes and its text and mel lengths (host values the step bakes in: the encoder LSTM's
-    sequence lengths, the padding masks): the first batch of a key runs eagerly, the next one is
-    captured, and every later one replays one CUDA graph. Batches that repeat their lengths --
-    the overfit experiment, fixed-length buckets -- run as one launch; a corpus whose batches
-    never repeat runs eagerly as without it."""
+    shapes (B, characters, frames): the lengths go in as device Tensors (the encoder LSTM's
+    Tensor-lengths path, masks computed on the device), so one graph serves every batch of a
+    shape whatever its lengths. The first batch of a shape runs eagerly, the next is captured,
+    later ones replay it; the last max_graphs shapes keep their graphs (pad batches to a few
+    shapes, data.Batches' pad_multiple, so they repeat)."""
     if model.device == "cpu" or not cuda_graph:
         return lambda batch: train_step_device(model, optimizer, batch, finite)
 
-    def device_step(text, mels, gates, *, text_lengths, mel_lengths):
+    def device_step(text, text_lengths, mels, gates, mel_lengths):
         return train_step_device(model, optimizer, (text, text_lengths, mels, gates,
                                                     mel_lengths), finite)
-    captured = L.graph.CapturedStep(device_step, modules=(model,), optimizers=(optimizer,))
+    captured = L.graph.CapturedStep(device_step, modules=(model,), optimizers=(optimizer,),
+                                    max_graphs=max_graphs)
 
     def run(batch):
         text, text_lengths, mels, gates, mel_lengths = batch
         mels, gates = targets(model, mels, gates)
-        text = L.backend.to_device(_host(text) if isinstance(text, L.Tensor) else text,
-                                   model.device)
-        lengths = [None if n is None else tuple(int(v) for v in np.asarray(_host(n)))
-                   for n in (text_lengths, mel_lengths)]
-        return captured(text, mels.data, gates.data, text_lengths=lengths[0],
-                        mel_lengths=lengths[1])
+        text, text_lengths, mel_lengths = (_ints_on(a, model.device)
+                                           for a in (text, text_lengths, mel_lengths))
+        return captured(text, L.Tensor(text_lengths), mels.data, gates.data,
+                        L.Tensor(mel_lengths))
     run.captured = captured
     return run
 
