@@ -1,13 +1,17 @@
 """Where a non-finite value first appeared in a training step, found without a host sync: while a
 FiniteCheck is active, each leaf module's output and each gradient checked before an optimizer
-step is tested on the device, and the index of the first non-finite one is kept in one device
-int32; first() reads it back once, when the loss has already come out non-finite.
+step is tested on the device, and the first non-finite one (its step and index) is kept in one
+device int64; first() reads it back once, when the loss has already come out non-finite.
 
-    with check:                  # reset: first = NONE, a fresh list of what was checked
+    with check:                  # a step: a fresh list of what is checked
         loss = model(x) ...      # Module.__call__ -> check.output(module, out)
         check.gradients(opt)     # before opt.step(): the gradients it is about to apply
         opt.step()
     check.first()                # 'output of netD.main.2 (Conv2d)', or None
+
+Each step starts afresh, or -- keep_first=True, for a loop that reads its losses back every N
+steps -- the first non-finite value is kept over steps until reset(), and first_step() says in
+which step since the reset it appeared.
 """
 import threading
 
@@ -17,7 +21,8 @@ from . import kernels
 from .backend import is_gpu, to_device
 from .tensor import Tensor
 
-NONE = np.iinfo(np.int32).max       # `first` when nothing was non-finite
+NONE = np.iinfo(np.int64).max       # `first` when nothing was non-finite
+STEP = 1 << 32                      # first = step * STEP + event
 
 
 class _Active(threading.local):
@@ -33,18 +38,20 @@ class FiniteCheck:
     ('netD.main.2'), and their parameters' gradients ('netD.main.2.weight').
 
     The k-th tensor checked in a step is event k; a device kernel per tensor does
-    `if (!isfinite(x) && first > k) first = k` -- every thread writes the same k, kernels on one
-    stream run in order, so `first` ends as the smallest non-finite event with no atomics and no
-    sync. The events of a step are the same every step, so a captured CUDA graph replays them
-    with the list Python made while capturing. `first` is allocated here, outside any graph's
-    pool, and the step function that uses this check keeps it (and so `first`) alive as long as
-    a graph captured from that function."""
+    `if (!isfinite(x) && first == NONE) first = step * STEP + k` -- every thread writes the same
+    value, kernels on one stream run in order, so `first` ends as the earliest non-finite event
+    with no atomics and no sync. `step` is a device counter each step advances. The events of a
+    step are the same every step, so a captured CUDA graph replays them with the list Python
+    made while capturing. `first` and the counter are allocated here, outside any graph's pool,
+    and the step function that uses this check keeps them alive as long as a graph captured from
+    that function."""
 
-    def __init__(self, models, every_call=True):
+    def __init__(self, models, every_call=True, keep_first=False):
         """every_call=False checks each leaf's output on its first call of a step only: for a
         module called many times a step (Tacotron 2's decoder cells, once a frame), whose
-        per-call checks would cost a launch each; its gradients are still all checked."""
-        self.every_call = every_call
+        per-call checks would cost a launch each; its gradients are still all checked.
+        keep_first=True keeps the first non-finite event over steps until reset()."""
+        self.every_call, self.keep_first = every_call, keep_first
         self._seen = set()
         self._leaves, self._params = {}, {}
         for name, model in models.items():
@@ -54,12 +61,21 @@ class FiniteCheck:
             for path, p in model.named_parameters(name):
                 self._params[id(p)] = path
         device = next(p.device for model in models.values() for p in model.parameters())
-        self.first_event = to_device(np.full((1,), NONE, np.int32), device)
+        self.first_event = to_device(np.full((1,), NONE, np.int64), device)
+        self.step = to_device(np.zeros((1,), np.int64), device)    # steps since the reset
         self.events = []            # event k -> 'output of netD.main.2 (Conv2d)'
 
-    def __enter__(self):
-        """Start a step: forget the last step's events and make this the active check."""
+    def reset(self):
+        """Forget what was found and start counting steps from here (no sync)."""
         self.first_event.fill(NONE)
+        self.step.fill(0)
+
+    def __enter__(self):
+        """Start a step: a fresh list of events (and, unless keep_first, nothing found yet); make
+        this the active check."""
+        if not self.keep_first:
+            self.reset()
+        self.step += 1
         self.events = []
         self._seen = set()
         active.check = self
@@ -87,10 +103,17 @@ class FiniteCheck:
                 self._check(p.grad.data, f"gradient of {self._params.get(id(p), 'a parameter')}")
 
     def first(self):
-        """What went non-finite first in the last step, or None. Reads one int from the device:
-        call it only once the step's results say something is wrong."""
-        k = int(self.first_event[0])
-        return None if k == NONE else self.events[k]
+        """What went non-finite first -- in the last step, or with keep_first since the reset --
+        or None. Reads one int from the device: call it only once the step's results say
+        something is wrong."""
+        code = int(self.first_event[0])
+        return None if code == NONE else self.events[code % STEP]
+
+    def first_step(self):
+        """The step, counted from 1 since the reset (1: the last step without keep_first), in
+        which first() went non-finite, or None."""
+        code = int(self.first_event[0])
+        return None if code == NONE else code // STEP
 
     def _check(self, x, what):
         if x.dtype.kind != "f":            # integer outputs are always finite
@@ -98,14 +121,15 @@ class FiniteCheck:
         k = len(self.events)
         self.events.append(what)
         if is_gpu(x):
-            _flag_kernel()(x, np.int32(k), self.first_event)
+            _flag_kernel()(x, np.int64(k), self.step, self.first_event)
         elif self.first_event[0] == NONE and not np.isfinite(x).all():
-            self.first_event[0] = k
+            self.first_event[0] = self.step[0] * STEP + k
 
 
 def _flag_kernel():
-    return kernels.elementwise("cudnnlite_first_nonfinite", "T x, int32 k", "raw int32 first",
-                               "if (!isfinite(x) && first[0] > k) first[0] = k;")
+    return kernels.elementwise(
+        "cudnnlite_first_nonfinite", "T x, int64 k, raw int64 step", "raw int64 first",
+        f"if (!isfinite(x) && first[0] == {NONE}LL) first[0] = step[0] * {STEP}LL + k;")
 
 
 def _tensors(out):

@@ -209,6 +209,7 @@ class Tensor:
             _accumulate(self, grad)
             return
         order = _topological_order(self._ctx)
+        deferred = {}
         pending = {self._ctx: [None] * self._ctx.n_outputs}
         pending[self._ctx][self._index] = grad
         for fn in reversed(order):
@@ -220,17 +221,28 @@ class Tensor:
                                    "freed; call backward(retain_graph=True) the first time")
             trace = _trace.trace
             if trace is None:
-                _backward_one(fn, grads, pending)
+                _backward_one(fn, grads, pending, deferred)
             else:
                 trace.open("bprop", type(fn).__name__, getattr(fn, "layer", ""),
                            [t.data for t in fn.inputs if isinstance(t, Tensor)])
                 try:
-                    _backward_one(fn, grads, pending)
+                    _backward_one(fn, grads, pending, deferred)
                 finally:
                     trace.close()
             if not retain_graph:
                 fn.inputs = None
                 fn.saved = None
+        for leaf, parts in deferred.values():
+            trace = _trace.trace
+            if trace is None:
+                _accumulate_deferred(leaf, parts)
+                continue
+            layer, _, name = trace.param_path(leaf).rpartition(".")
+            trace.open("bprop", f"WeightGrad({name})", layer, [leaf.data])
+            try:
+                _accumulate_deferred(leaf, parts)
+            finally:
+                trace.close()
 
     # ---- operators (the ops live in layers.ops; these are spellings) ------------------------
     def __add__(self, other): return F.add(self, other)
@@ -264,15 +276,37 @@ class Tensor:
         return F.transpose(self)
 
 
-def _backward_one(fn, grads, pending):
+class Deferred:
+    """A parameter's gradient a.T @ b (a (N, out), b (N, in); b None: a's column sums, a bias's
+    gradient) that an op's backward may return instead of computing it. backward() keeps the
+    Deferred of each leaf until its end, then sums them with one product of the row-stacked a's
+    and b's: for a weight used once per decoder frame, one GEMM over every use instead of one
+    per use plus an addition into .grad (less memory traffic, fewer launches). For an input that
+    is not a leaf it is computed at once."""
+    __slots__ = ("a", "b")
+
+    def __init__(self, a, b=None):
+        self.a, self.b = a, b
+
+    def value(self):
+        from .ops.linalg import mm
+        return self.a.sum(axis=0) if self.b is None else mm(self.a.T, self.b)
+
+
+def _backward_one(fn, grads, pending, deferred):
     """Run fn's backward and hand each input's gradient on: into a leaf's .grad, or summed into
-    `pending` for the op that made the input."""
+    `pending` for the op that made the input; a Deferred gradient of a leaf goes to `deferred`."""
     gxs = fn.backward(*grads)
     if not isinstance(gxs, tuple):
         gxs = (gxs,)
     for t, gx in zip(fn.inputs, gxs):
         if gx is None or not isinstance(t, Tensor) or not t.requires_grad:
             continue
+        if isinstance(gx, Deferred):
+            if t._ctx is None:
+                deferred.setdefault((id(t), gx.b is None), (t, []))[1].append(gx)
+                continue
+            gx = gx.value()
         if gx.shape != t.shape:
             raise RuntimeError(f"{type(fn).__name__}.backward returned a gradient of shape "
                                f"{gx.shape} for an input of shape {t.shape}")
@@ -290,6 +324,34 @@ def _accumulate(leaf, g):
         leaf.grad = Tensor(g.copy())     # g may be shared (x + x hands gy to both inputs)
     else:
         leaf.grad.data += g
+
+
+def _accumulate_deferred(leaf, parts):
+    """Add the sum of a leaf's Deferred gradients (all of one kind) into its .grad: the a's (and
+    b's) stacked by rows, then one column sum or one product -- on the GPU accumulated straight
+    into an existing .grad by the GEMM (cuBLASLt's beta = 1)."""
+    from .ops.linalg import mm
+    xp = xp_of(parts[0].a)
+    a = parts[0].a if len(parts) == 1 else xp.concatenate([p.a for p in parts], axis=0)
+    grad = None if leaf.grad is None else leaf.grad.data
+    if parts[0].b is None:
+        g = a.sum(axis=0)
+    else:
+        b = parts[0].b if len(parts) == 1 else xp.concatenate([p.b for p in parts], axis=0)
+        if grad is not None and is_gpu(grad) and grad.dtype == a.dtype and \
+                grad.shape == leaf.shape and grad.flags.c_contiguous:
+            mm(a.T, b, out=grad)
+            return
+        g = mm(a.T, b)
+    if g.shape != leaf.shape:
+        raise RuntimeError(f"a deferred gradient of shape {g.shape} for a parameter of shape "
+                           f"{leaf.shape}")
+    if g.dtype != leaf.dtype:
+        g = g.astype(leaf.dtype)
+    if grad is None:
+        leaf.grad = Tensor(g)             # made here, shared with nothing: no copy
+    else:
+        grad += g
 
 
 def _topological_order(root):

@@ -89,6 +89,46 @@ def test_only_the_watched_models_and_only_while_active():
     assert check.first() is None and check.events == []
 
 
+def test_keep_first_keeps_the_earliest_step_until_reset():
+    """For a loop that reads losses back every N steps: later steps, whose first non-finite
+    output is an earlier layer, do not overwrite the step where it started."""
+    model = mlp(0)
+    x = L.tensor(np.ones((3, 4), np.float32))
+    check = FiniteCheck({"net": model}, keep_first=True)
+    with check:
+        model(x)                                   # step 1: finite
+    model[2].bias.data[1] = np.inf
+    with check:
+        model(x)                                   # step 2: net.2 first
+    model[0].bias.data[0] = np.nan
+    with check:
+        model(x)                                   # step 3: net.0 first
+    assert (check.first(), check.first_step()) == ("output of net.2 (Linear)", 2)
+    check.reset()
+    assert check.first() is None and check.first_step() is None
+    with check:
+        model(x)
+    assert (check.first(), check.first_step()) == ("output of net.0 (Linear)", 1)
+
+
+def test_device_stats_names_the_step_where_it_started():
+    from train.common import DeviceStats
+    model = mlp(0)
+    x = L.tensor(np.ones((3, 4), np.float32))
+    check = FiniteCheck({"net": model}, keep_first=True)
+    stats = DeviceStats(["loss"], every=2, finite=check, start_step=10)
+    rows = []
+    for step in range(11, 15):
+        if step == 13:
+            model[2].bias.data[1] = np.nan
+        with check:
+            loss = model(x).sum()
+        rows += stats.add(step, loss.data.reshape(1))
+    assert [r["step"] for r in rows] == [11, 12, 13, 14] and stats.base == 12
+    assert stats.where(13, "none") == "output of net.2 (Linear)"
+    assert stats.where(14, "none") == "output of net.2 (Linear) in step 13"
+
+
 # ---- train.dcgan ------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("every_call", [True, False])
@@ -123,14 +163,14 @@ def test_dcgan_keeps_the_last_good_checkpoint(tmp_path, monkeypatch, capsys):
               np.random.default_rng(0).integers(0, 256, (12, 28, 28), dtype=np.uint8))
     args = [*SMALL, "--dataset", "mnist", "--dataroot", str(tmp_path), "--epochs", "3"]
     assert dcgan.main([*args, "--epochs", "1", "--outf", str(tmp_path / "good")]) == 0
-    steps, real_step = [], dcgan.train_step
+    steps, real_step = [], dcgan.train_step_device
 
     def poisoned(netG, netD, *rest):
         steps.append(len(steps) + 1)
         if len(steps) == 3:
             netD.main[2].weight.data[0, 0, 0, 0] = np.nan
         return real_step(netG, netD, *rest)
-    monkeypatch.setattr(dcgan, "train_step", poisoned)
+    monkeypatch.setattr(dcgan, "train_step_device", poisoned)
     capsys.readouterr()
     assert dcgan.main([*args, "--outf", str(tmp_path / "bad")]) == 1
     assert capsys.readouterr().err.startswith(

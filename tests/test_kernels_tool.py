@@ -35,7 +35,9 @@ def test_scopes_name_direction_layer_and_op_and_backward_takes_its_forwards_laye
     assert t.scopes[0].shapes == ((2, 2, 4, 4), (3, 2, 3, 3), (3,))
     assert t.scopes[0].dtype == "float32"
     bwd = [(s.layer, s.op) for s in t.scopes if s.direction == "bprop"]
-    assert bwd == list(reversed(fwd))                     # each op's backward, in its layer
+    assert bwd[:-2] == list(reversed(fwd))                # each op's backward, in its layer
+    # then Linear's Deferred weight and bias gradients, summed at the end of backward
+    assert bwd[-2:] == [("net.3.1", "WeightGrad(weight)"), ("net.3.1", "WeightGrad(bias)")]
     upd = [(s.layer, s.op) for s in t.scopes if s.direction == "optimizer"]
     assert upd == [(name, "Adam") for name, _ in model.named_parameters("net")]
     # scopes open and close in nesting order, each exactly once
@@ -83,14 +85,32 @@ def test_describe_call_reads_the_descriptors_in_cudnn_letters():
 def test_gemm_sizes_of_products():
     from layers.trace import Scope
     s = Scope(0, "fprop", "l", "Linear", ((64, 7, 512), (1024, 512), (1024,)), "float32")
-    assert kernels.describe_scope(s) == ("M=448,N=1024,K=512", "cuBLAS (CuPy)")
+    assert kernels.describe_scope(s) == ("M=448,N=1024,K=512", "cuBLASLt")
     s = Scope(0, "fprop", "l", "MatMul", ((8, 3, 5), (5, 2)), "float32")
-    assert kernels.describe_scope(s) == ("M=3,N=2,K=5 batch=8", "cuBLAS (CuPy)")
+    assert kernels.describe_scope(s) == ("M=3,N=2,K=5 batch=8", "cuBLASLt")
+
+
+@pytest.mark.parametrize("transposed", [False, True])
+def test_a_cublaslt_call_reads_back_as_the_row_major_product(transposed):
+    """The descriptors cudnnlite.blas would hand cublasLtMatmul for y (7, 5) = a (7, 3) @ b,
+    b (3, 5) stored as is or as the transpose of a (5, 3) array (TRANSA = T): M, N, K as the
+    user wrote them, not cuBLAS's swapped ones."""
+    from cudnnlite import blas
+    a = np.zeros((4, 7, 3), np.float32)
+    b = np.zeros((5, 3), np.float32).T if transposed else np.zeros((3, 5), np.float32)
+    p = blas.describe(a, b, blas.CudaDataType.R_32F, has_bias=True)
+    args = {"computeDesc": blas.MatmulDesc(p.compute, blas.CudaDataType.R_32F, p.a.op, p.b.op,
+                                           p.epilogue),
+            "Adesc": blas.MatrixLayout(p.data_type, p.a.rows, p.a.cols, p.a.ld, p.batch,
+                                       p.a.batch_stride),
+            "Ddesc": blas.MatrixLayout(p.data_type, p.m, p.n, p.ldd, p.batch, p.stride_d)}
+    assert kernels.describe_call("cublasLtMatmul", args) == ("M=7,N=5,K=3 batch=4",
+                                                             "COMPUTE_32F BIAS")
 
 
 def test_the_cudnn_wrappers_are_installed_and_removed():
-    from cudnnlite import api
-    before = api.cudnnConvolutionForward
+    from cudnnlite import api, blas
+    before, blas_before = api.cudnnConvolutionForward, blas.cublasLtMatmul
     seen = []
     import contextlib
 
@@ -106,7 +126,8 @@ def test_the_cudnn_wrappers_are_installed_and_removed():
         assert conv.BWD_FILTER.compute is api.cudnnConvolutionBackwardFilter
         assert api.cudnnGetVersion is not None and not hasattr(api.cudnnGetVersion, "__wrapped__")
         assert api.cudnnCreateTensorDescriptor.__name__ == "cudnnCreateTensorDescriptor"
-    assert api.cudnnConvolutionForward is before
+        assert blas.cublasLtMatmul is not blas_before
+    assert api.cudnnConvolutionForward is before and blas.cublasLtMatmul is blas_before
 
 
 def test_kernel_names_and_busy_time():

@@ -5,7 +5,7 @@
 
 Each row: index, direction (fprop / bprop / optimizer), layer path ('netD.main.2',
 'model.decoder.attention_rnn'), op, the parameters in cuDNN's letters (N,C,H,W,K,P,Q,R,S, pads,
-strides) or GEMM M,N,K, dtype, the cuDNN function and algorithm (or cuBLAS / CuPy), the kernel's
+strides) or GEMM M,N,K, dtype, the cuDNN function and algorithm (or cuBLASLt / CuPy), the kernel's
 name and its GPU time. Then totals by layer and direction, by op, and kernels per step.
 
 How: the step runs under a layers.trace.Trace, which opens a scope for every op's forward, every
@@ -49,10 +49,11 @@ def _is_compute(name):
 
 @contextlib.contextmanager
 def cudnn_calls_recorded(on_call):
-    """Replace each cuDNN compute function in cudnnlite.api by a wrapper that hands
-    on_call(name, {argument: value}) the call before making it and is a context for it (the
-    callers look the function up in cudnnlite.api at call time)."""
-    from cudnnlite import api
+    """Replace each cuDNN compute function in cudnnlite.api, and cublasLtMatmul in
+    cudnnlite.blas, by a wrapper that hands on_call(name, {argument: value}) the call before
+    making it and is a context for it (the callers look the function up in their module at
+    call time)."""
+    from cudnnlite import api, blas
     saved = {}
 
     def wrap(name, fn):
@@ -67,13 +68,15 @@ def cudnn_calls_recorded(on_call):
     for name in dir(api):
         fn = getattr(api, name)
         if _is_compute(name) and hasattr(fn, "arg_names"):
-            saved[name] = fn
+            saved[(api, name)] = fn
             setattr(api, name, wrap(name, fn))
+    saved[(blas, "cublasLtMatmul")] = blas.cublasLtMatmul
+    blas.cublasLtMatmul = wrap("cublasLtMatmul", blas.cublasLtMatmul)
     try:
         yield
     finally:
-        for name, fn in saved.items():
-            setattr(api, name, fn)
+        for (module, name), fn in saved.items():
+            setattr(module, name, fn)
 
 
 def _dims(d):
@@ -91,6 +94,8 @@ def describe_call(name, args):
 
 def _describe_call(name, args):
     from cudnnlite import enums
+    if name == "cublasLtMatmul":
+        return _describe_matmul(args)
     conv = args.get("convDesc")
     if conv is not None:
         if name == "cudnnConvolutionForward":
@@ -134,15 +139,30 @@ def _describe_call(name, args):
     return "", ""
 
 
+def _describe_matmul(args):
+    """M,N,K (and batch) of the row-major product y (M, N) = a (M, K) @ b (K, N) a cublasLtMatmul
+    computes: cuBLAS's D is y transposed (cudnnlite.blas), and the matmul descriptor's
+    epilogue and compute type."""
+    from cudnnlite.blas import LayoutAttr, MatmulDescAttr, Op
+    d, a, desc = args["Ddesc"], args["Adesc"], args["computeDesc"]
+    N, M = d.get(LayoutAttr.ROWS), d.get(LayoutAttr.COLS)
+    K = a.get(LayoutAttr.COLS) if desc.get(MatmulDescAttr.TRANSA) == Op.N \
+        else a.get(LayoutAttr.ROWS)
+    batch = d.get(LayoutAttr.BATCH_COUNT)
+    setup = dict(desc.setup())
+    return (f"M={M},N={N},K={K}" + (f" batch={batch}" if batch > 1 else ""),
+            f"{setup['compute_type'].name} {setup['epilogue'].name}")
+
+
 def describe_scope(scope):
     """Parameters of an op scope that made no cuDNN call: GEMM M,N,K for products, else shapes."""
     s = scope.shapes
     if scope.op == "Linear" and len(s) >= 2:        # x (..., K) @ W (N, K).T
-        return f"M={math.prod(s[0][:-1])},N={s[1][0]},K={s[1][1]}", "cuBLAS (CuPy)"
+        return f"M={math.prod(s[0][:-1])},N={s[1][0]},K={s[1][1]}", "cuBLASLt"
     if scope.op == "MatMul" and len(s) == 2 and len(s[0]) >= 2 and len(s[1]) >= 2:
         batch = math.prod(s[0][:-2]) if len(s[0]) > 2 else 1
         return (f"M={s[0][-2]},N={s[1][-1]},K={s[0][-1]}" + (f" batch={batch}" if batch > 1
-                                                             else ""), "cuBLAS (CuPy)")
+                                                             else ""), "cuBLASLt")
     return " ".join("x".join(map(str, t)) for t in s), "CuPy"
 
 

@@ -89,12 +89,18 @@ class DeviceStats:
     `add(step, values, items)` returns the rows read back (a list of dicts with 'step' and every
     name), empty until `every` steps are pending; `flush()` reads back what is pending (call it
     before a checkpoint, a validation or the end). Each row also gets `rate`: items per second
-    over the window it was read back in (per-step times mean nothing once steps overlap)."""
+    over the window it was read back in (per-step times mean nothing once steps overlap).
 
-    def __init__(self, names, every=1):
+    With `finite`, a layers.finite.FiniteCheck made with keep_first=True, a window whose rows
+    are all finite resets the check, so when a row is not, `where(step)` names the first
+    non-finite layer output or gradient since the last good window, and its step (start_step:
+    the steps done before this object, for a resumed run)."""
+
+    def __init__(self, names, every=1, finite=None, start_step=0):
         self.names, self.every = list(names), max(1, int(every))
         self.pending = []          # (step, device copy of the values, items)
         self.t0 = time.perf_counter()
+        self.finite, self.base = finite, start_step     # the check counts steps from base + 1
 
     def add(self, step, values, items=0):
         # a copy: a captured step rewrites its static output buffer at the next replay
@@ -113,7 +119,20 @@ class DeviceStats:
         rows = [dict(zip(self.names, (float(x) for x in values)), step=step, rate=rate)
                 for (step, _, _), values in zip(self.pending, host)]
         self.pending, self.t0 = [], now
+        if self.finite is not None and first_non_finite(rows, self.names) is None:
+            self.finite.reset()
+            self.base = rows[-1]["step"]
         return rows
+
+    def where(self, step, default):
+        """The first non-finite layer output or gradient the FiniteCheck saw since the last good
+        window ('output of netD.main.2 (Conv2d)', with ' in step N' when that is not `step`),
+        or `default`."""
+        what = self.finite.first() if self.finite is not None else None
+        if what is None:
+            return default
+        at = self.base + self.finite.first_step()
+        return what if at == step else f"{what} in step {at}"
 
     def restart_clock(self):
         """Start the next window's clock now (after time spent outside training steps)."""

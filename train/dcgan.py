@@ -300,10 +300,10 @@ def main(argv=None):
     print(f"{len(images)} images ({args.dataset}), {len(batches)} batches of {args.batch_size} "
           f"per epoch, device {device}")
 
-    finite = FiniteCheck(modules)
+    finite = FiniteCheck(modules, keep_first=True)
     run_step = make_device_step(netG, netD, optG, optD, args.nz, device, rng,
                                 cuda_graph=not args.no_cuda_graph, finite=finite)
-    stats = DeviceStats(STATS, args.log_every)
+    stats = DeviceStats(STATS, args.log_every, finite, start_step=step)
     ckpt = os.path.join(args.outf, "checkpoint.npz")
 
     def checkpoint(epoch, position, order, step):
@@ -327,7 +327,7 @@ def main(argv=None):
             bad = first_non_finite(rows, STATS)
             if bad is not None:
                 row, k = bad
-                first = finite.first() or "no layer output or gradient of netG / netD"
+                first = stats.where(row["step"], "no layer output or gradient of netG / netD")
                 print(f"error: step {row['step']}: {k} is {row[k]}; first non-finite: {first}; "
                       f"stopped with the last checkpoint in place", file=sys.stderr)
                 log.flush()

@@ -5,7 +5,7 @@ Linear's bias folded into the product's epilogue."""
 import numpy as np
 
 from ..backend import is_gpu, xp_of
-from ..tensor import Function
+from ..tensor import Deferred, Function
 from .elementwise import unbroadcast
 
 
@@ -84,10 +84,12 @@ class Linear(Function):
         return mm(x2, W.T, bias=b).reshape(x.shape[:-1] + (W.shape[0],))
 
     def backward(self, gy):
+        """gx now; the weight's and bias's gradients Deferred (summed over every use of the layer
+        at the end of backward: one GEMM for a layer called once per decoder frame)."""
         x2, W, shape = self.saved
         need_x, need_W = self.needs_input_grad[:2]
         g2 = gy.reshape(-1, gy.shape[-1])
         gx = mm(g2, W).reshape(shape) if need_x else None
-        gW = mm(g2.T, x2) if need_W else None
-        gb = g2.sum(axis=0) if len(self.needs_input_grad) > 2 and self.needs_input_grad[2] else None
+        gW = Deferred(g2, x2) if need_W else None
+        gb = Deferred(g2) if len(self.needs_input_grad) > 2 and self.needs_input_grad[2] else None
         return gx, gW, gb

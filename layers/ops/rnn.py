@@ -9,7 +9,7 @@ Gate order in the 4H rows: i, f, g, o (PyTorch's and cuDNN's).
 import numpy as np
 
 from ..backend import cupy
-from ..tensor import Function
+from ..tensor import Deferred, Function
 from .linalg import mm
 
 _CELL_FWD = r"""
@@ -89,11 +89,12 @@ class LSTMCell(Function):
                                  dct * gi * (1 - gg * gg), dh * tc * go * (1 - go)], axis=1)
             dc_prev = dct * gf
         need = self.needs_input_grad              # always 7 inputs; absent biases are None
-        db = dA.sum(axis=0) if need[5] or need[6] else None
+        # the weights' and biases' gradients are Deferred: summed over every step the cell ran
+        # by one GEMM (one column sum) at the end of backward
         return (mm(dA, W_ih) if need[0] else None, mm(dA, W_hh) if need[1] else None,
-                dc_prev if need[2] else None, mm(dA.T, x) if need[3] else None,
-                mm(dA.T, h) if need[4] else None, db if need[5] else None,
-                db if need[6] else None)
+                dc_prev if need[2] else None, Deferred(dA, x) if need[3] else None,
+                Deferred(dA, h) if need[4] else None, Deferred(dA) if need[5] else None,
+                Deferred(dA) if need[6] else None)
 
 
 class CudnnLSTM(Function):

@@ -333,7 +333,8 @@ def train(argv):
     vlog = LossLog(os.path.join(args.outf, "validation.csv"),
                    ["step", "epoch", "loss", "mel", "postnet", "gate"])
     ckpt = os.path.join(args.outf, "checkpoint.npz")
-    finite = FiniteCheck({"model": model}, every_call=False)   # not once per decoder frame
+    finite = FiniteCheck({"model": model}, every_call=False,   # not once per decoder frame
+                         keep_first=True)
     print(f"{len(train_set)} training / {len(val_set)} validation utterances, {len(batches)} "
           f"batches of {args.batch_size} per epoch, device {device}")
 
@@ -346,7 +347,7 @@ def train(argv):
     from tqdm import tqdm
     order = batches.order_for_epoch() if order is None else order
     run_step = make_step(model, opt, cuda_graph=args.cuda_graph, finite=finite)
-    stats = DeviceStats(STATS, args.log_every)
+    stats = DeviceStats(STATS, args.log_every, finite, start_step=step)
 
     def record(rows, epoch_, bar):
         """Log read-back rows; False (after saying where) when one is not finite."""
@@ -355,8 +356,8 @@ def train(argv):
             row, k = bad
             log.flush()
             print(f"error: step {row['step']}: {k} is {row[k]}; first non-finite: "
-                  f"{finite.first() or 'none found'}; stopped with the last checkpoint in "
-                  f"place", file=sys.stderr)
+                  f"{stats.where(row['step'], 'none found')}; stopped with the last checkpoint "
+                  f"in place", file=sys.stderr)
             return False
         for row in rows:
             log.write(dict(row, epoch=epoch_ + 1, frames_per_s=round(row["rate"], 1)))
