@@ -20,7 +20,6 @@ cublasLtCreate fails there, with NOT_INITIALIZED, as cudnnCreate does). libcubla
 the nvidia-cudnn-cu12 / -cu13 wheels (their nvidia-cublas dependency).
 """
 import ctypes
-import os
 import threading
 import weakref
 from contextlib import contextmanager
@@ -32,41 +31,13 @@ from typing import NamedTuple
 
 from . import api
 from ._cache import LRU
+from ._lib import load
 from .boundary import ALIGNMENT
 from .handle import Workspace
 
 ENV_VAR = "CUDNNLITE_LIBCUBLASLT"
-
-
-class LibraryNotFound(OSError):
-    """libcublasLt could not be loaded; the message says where we looked."""
-
-
-def _load():
-    tried = []
-    path = os.environ.get(ENV_VAR)
-    if path:
-        try:
-            return ctypes.CDLL(path), path
-        except OSError as e:
-            raise LibraryNotFound(f"{ENV_VAR}={path!r} could not be loaded: {e}") from e
-    try:
-        from cuda import pathfinder
-        loaded = pathfinder.load_nvidia_dynamic_lib("cublasLt")
-        return ctypes.CDLL(loaded.abs_path), loaded.abs_path
-    except Exception as e:      # ImportError, or pathfinder's DynamicLibNotFoundError family
-        tried.append(f"cuda.pathfinder.load_nvidia_dynamic_lib('cublasLt'): {type(e).__name__}: {e}")
-    for name in ("libcublasLt.so.13", "libcublasLt.so.12"):
-        try:
-            return ctypes.CDLL(name), name
-        except OSError as e:
-            tried.append(f"dlopen({name!r}): {e}")
-    raise LibraryNotFound("libcublasLt was not found. Looked in:\n  - " + "\n  - ".join(tried) +
-                          f"\nInstall nvidia-cublas-cu12 / -cu13 (a dependency of nvidia-cudnn-*), "
-                          f"or point {ENV_VAR} at a libcublasLt.so.")
-
-
-lib, path = _load()
+lib, path = load("cublasLt", ENV_VAR, ["libcublasLt.so.13", "libcublasLt.so.12"],
+                 "Install nvidia-cublas-cu12 / -cu13 (a dependency of nvidia-cudnn-cu12 / -cu13)")
 
 
 # ---- enums (cublas_api.h, cublasLt.h, library_types.h) --------------------------------------
