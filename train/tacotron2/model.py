@@ -389,7 +389,7 @@ def train_step_device(model, optimizer, batch, finite=None):
 STATS = ("loss", "mel", "postnet", "gate", "grad_norm")
 
 
-def make_step(model, optimizer, cuda_graph=False, finite=None, max_graphs=16):
+def make_step(model, optimizer, cuda_graph=False, finite=None, max_graphs=8):
     """batch -> the step's STATS as one device array (train_step_device: no host sync).
 
     With cuda_graph on a GPU, the step is a layers.graph.CapturedStep keyed by the batch's
