@@ -594,6 +594,7 @@ class Plan:
 
 PLAN_CACHE_SIZE = 1024
 _plans = LRU(PLAN_CACHE_SIZE)
+_no_epilogue = set()        # bias problems no algorithm takes in its epilogue: add bias after
 
 
 class Handle:
@@ -735,8 +736,22 @@ def matmul(a, b, out=None, *, bias=None, alpha=1.0, beta=0.0, dtype=None):
         return y
     s = settings
     problem = describe(a, b, dt, bias is not None, s.allow_tf32)
-    plan = _plans.get((problem, handle.device_id, s.workspace_limit),
-                      lambda: Plan(problem, handle, s.workspace_limit))
-    plan.run(handle, cupy.cuda.get_current_stream().ptr, a.data.ptr, b.data.ptr, y.data.ptr,
-             0 if bias is None else bias.data.ptr, alpha, beta)
+    key = (problem, handle.device_id, s.workspace_limit)
+    if bias is not None and key in _no_epilogue:
+        problem, key = problem._replace(epilogue=Epilogue.DEFAULT), None
+    try:
+        plan = _plans.get(key or (problem, handle.device_id, s.workspace_limit),
+                          lambda: Plan(problem, handle, s.workspace_limit))
+    except NotSupported:
+        if problem.epilogue == Epilogue.DEFAULT:
+            raise
+        # no algorithm takes the bias in its epilogue here: the product, then one addition
+        _no_epilogue.add(key)
+        return matmul(a, b, out, bias=bias, alpha=alpha, beta=beta, dtype=dtype)
+    stream = cupy.cuda.get_current_stream().ptr
+    with_bias = bias is not None and problem.epilogue != Epilogue.DEFAULT
+    plan.run(handle, stream, a.data.ptr, b.data.ptr, y.data.ptr,
+             bias.data.ptr if with_bias else 0, alpha, beta)
+    if bias is not None and not with_bias:
+        y += bias
     return y

@@ -126,3 +126,25 @@ def test_matmul_on_another_stream_follows_cupy_current_stream():
         y = blas.matmul(a, a)
     s.synchronize()
     assert float(y[0, 0].get()) == 128.0
+
+
+def test_a_bias_no_epilogue_algorithm_takes_is_added_after_the_product(monkeypatch):
+    import cupy as cp
+    from cudnnlite._cache import LRU
+    real, asked = blas.Plan, []
+
+    def fussy(problem, handle, limit):
+        asked.append(problem.epilogue)
+        if problem.epilogue != blas.Epilogue.DEFAULT:
+            raise blas.NotSupported("cublasLtMatmulAlgoGetHeuristic", {}, "no algorithm (test)",
+                                    blas.Status.NOT_SUPPORTED)
+        return real(problem, handle, limit)
+    monkeypatch.setattr(blas, "Plan", fussy)
+    monkeypatch.setattr(blas, "_plans", LRU(8))
+    monkeypatch.setattr(blas, "_no_epilogue", set())
+    rng = np.random.default_rng(5)
+    a, b, bias = rng.standard_normal((4, 3)), rng.standard_normal((3, 5)), rng.standard_normal(5)
+    for _ in range(2):
+        y = blas.matmul(cp.asarray(a), cp.asarray(b), bias=cp.asarray(bias))
+        np.testing.assert_allclose(y.get(), a @ b + bias, rtol=1e-12)
+    assert asked == [blas.Epilogue.BIAS, blas.Epilogue.DEFAULT]     # asked once each
