@@ -123,6 +123,7 @@ def test_overfit_runs_on_one_spoken_sentence(tmp_path):
     (("--lr", "abc"), r"--lr: expected a positive number \(e.g. 1e-3\), got 'abc'"),
     (("--pad-multiple", "0,4"), r"--pad-multiple: expected two positive integers 'A,B'"),
     (("--pad-multiple", "8"), r"--pad-multiple: expected two positive integers 'A,B'"),
+    (("--cuda-graph",), r"--cuda-graph: captures the step in a CUDA graph; expected a GPU"),
 ])
 def test_bad_arguments_are_one_line_and_write_nothing(tmp_path, args, pattern):
     import re

@@ -289,6 +289,8 @@ def train(argv):
     if os.path.exists(args.outf) and not os.path.isdir(args.outf):
         cli.fail(f"--outf {args.outf}: exists and is not a folder")
     device = cli.use_device(args.device)
+    if args.cuda_graph and device == "cpu":
+        cli.fail("--cuda-graph: captures the step in a CUDA graph; expected a GPU --device")
     hp = hparams_from(args.hparams)
     resume_meta = None
     if args.resume:
