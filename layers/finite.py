@@ -107,7 +107,12 @@ class FiniteCheck:
         or None. Reads one int from the device: call it only once the step's results say
         something is wrong."""
         code = int(self.first_event[0])
-        return None if code == NONE else self.events[code % STEP]
+        if code == NONE:
+            return None
+        k = code % STEP
+        # named from the event list of the last step Python ran (a captured step's: the
+        # capture's); every step of a training loop checks the same tensors in the same order
+        return self.events[k] if k < len(self.events) else f"checked tensor #{k} of its step"
 
     def first_step(self):
         """The step, counted from 1 since the reset (1: the last step without keep_first), in

@@ -11,7 +11,7 @@ import numpy as np
 
 from . import functional as F
 from . import init
-from .backend import cupy, xp_of
+from .backend import cupy, is_gpu, xp_of
 from .module import Module, Parameter
 from .ops import rnn as _rnn
 from .tensor import Tensor
@@ -72,7 +72,8 @@ class LSTM(Module):
     before each length do not see the padding after; the reverse one runs on each sequence
     reversed within its length (F.reverse_padded) and is reversed back -- and y is zeroed past
     the lengths: the same y as the packed sequence's. The final states then are not computed
-    (they would need each sequence's own last step): forward returns (y, None)."""
+    (they would need each sequence's own last step): forward returns (y, None). Device lengths
+    are not checked (that would read them back): each must be in 1..T."""
 
     def __init__(self, input_size, hidden_size, num_layers=1, bias=True, batch_first=False,
                  dropout=0.0, bidirectional=False):
@@ -116,6 +117,11 @@ class LSTM(Module):
                     lengths.dtype.kind not in "iu":
                 raise ValueError(f"LSTM: Tensor lengths must be {B} integers on {x.device}, got "
                                  f"{lengths.dtype} {lengths.shape} on {lengths.device}")
+            # their values are checked where that reads nothing back: on the host. On a GPU
+            # they are the caller's promise (1..T each), as CUDA-graph capture needs
+            if not is_gpu(lengths.data) and (lengths.data.min() < 1 or lengths.data.max() > T):
+                raise ValueError(f"LSTM: lengths {lengths.data.tolist()} must hold one value in "
+                                 f"1..{T} for each of the {B} sequences")
         elif lengths is not None:
             lengths = [int(n) for n in lengths]
             if len(lengths) != B or max(lengths) > T or min(lengths) < 1:

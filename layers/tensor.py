@@ -232,15 +232,16 @@ class Tensor:
             if not retain_graph:
                 fn.inputs = None
                 fn.saved = None
-        for leaf, parts in deferred.values():
+        stacked = {}             # one row-stack per list of terms (a cell's W_ih, W_hh, b_ih and
+        for leaf, parts in deferred.values():                   # b_hh share their dA's)
             trace = _trace.trace
             if trace is None:
-                _accumulate_deferred(leaf, parts)
+                _accumulate_deferred(leaf, parts, stacked)
                 continue
             layer, _, name = trace.param_path(leaf).rpartition(".")
             trace.open("bprop", f"WeightGrad({name})", layer, [leaf.data])
             try:
-                _accumulate_deferred(leaf, parts)
+                _accumulate_deferred(leaf, parts, stacked)
             finally:
                 trace.close()
 
@@ -326,20 +327,29 @@ def _accumulate(leaf, g):
         leaf.grad.data += g
 
 
-def _accumulate_deferred(leaf, parts):
+def _stack(arrays, stacked):
+    """The arrays stacked by rows (the one array itself if alone), made once per list."""
+    if len(arrays) == 1:
+        return arrays[0]
+    key = tuple(id(a) for a in arrays)
+    if key not in stacked:
+        stacked[key] = xp_of(arrays[0]).concatenate(arrays, axis=0)
+    return stacked[key]
+
+
+def _accumulate_deferred(leaf, parts, stacked):
     """Add the sum of a leaf's Deferred gradients (all of one kind) into its .grad: the a's (and
     b's) stacked by rows, then one column sum or one product -- on the GPU accumulated straight
     into an existing .grad by the GEMM (cuBLASLt's beta = 1)."""
     from .ops.linalg import mm
-    xp = xp_of(parts[0].a)
-    a = parts[0].a if len(parts) == 1 else xp.concatenate([p.a for p in parts], axis=0)
+    a = _stack([p.a for p in parts], stacked)
     grad = None if leaf.grad is None else leaf.grad.data
     if parts[0].b is None:
         g = a.sum(axis=0)
     else:
-        b = parts[0].b if len(parts) == 1 else xp.concatenate([p.b for p in parts], axis=0)
+        b = _stack([p.b for p in parts], stacked)
         if grad is not None and is_gpu(grad) and grad.dtype == a.dtype and \
-                grad.shape == leaf.shape and grad.flags.c_contiguous:
+                grad.shape == leaf.shape and grad.flags.c_contiguous and grad.data.ptr % 16 == 0:
             mm(a.T, b, out=grad)
             return
         g = mm(a.T, b)

@@ -183,6 +183,27 @@ def test_dcgan_keeps_the_last_good_checkpoint(tmp_path, monkeypatch, capsys):
     assert not (tmp_path / "bad" / "netD_epoch_002.npz").exists()
 
 
+def test_dcgan_logs_the_finite_steps_read_back_with_the_bad_one(tmp_path, monkeypatch, capsys):
+    """Losses are read back every --log-every steps: the finite steps of the window that holds
+    the bad step are still logged, the bad one is not."""
+    write_idx(str(tmp_path / "train-images-idx3-ubyte"),
+              np.random.default_rng(0).integers(0, 256, (12, 28, 28), dtype=np.uint8))
+    steps, real_step = [], dcgan.train_step_device
+
+    def poisoned(netG, netD, *rest):
+        steps.append(len(steps) + 1)
+        if len(steps) == 2:
+            netD.main[2].weight.data[0, 0, 0, 0] = np.nan
+        return real_step(netG, netD, *rest)
+    monkeypatch.setattr(dcgan, "train_step_device", poisoned)
+    out = tmp_path / "out"
+    assert dcgan.main([*SMALL, "--dataset", "mnist", "--dataroot", str(tmp_path), "--outf",
+                       str(out), "--log-every", "10"]) == 1
+    assert capsys.readouterr().err.startswith("error: step 2: errD is nan")
+    import csv
+    assert [r["step"] for r in csv.DictReader(open(out / "losses.csv"))] == ["1"]
+
+
 @pytest.mark.gpu
 def test_gpu_check_in_a_captured_dcgan_step():
     """The device kernel, recorded into a CUDA graph: replays flag a weight poisoned in place."""

@@ -219,3 +219,6 @@ def test_tensor_lengths_are_checked():
         m(x, lengths=L.tensor(np.array([1.0, 2.0])))
     with pytest.raises(ValueError, match="Tensor lengths must be 2 integers"):
         m(x, lengths=L.tensor(np.array([1, 2, 3])))
+    for bad in ([0, 2], [1, 5]):
+        with pytest.raises(ValueError, match=r"must hold one value in 1\.\.4"):
+            m(x, lengths=L.tensor(np.array(bad)))

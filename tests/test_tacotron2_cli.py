@@ -72,12 +72,15 @@ def test_stop_mid_epoch_and_resume_equals_the_straight_run(corpus, tmp_path):
     assert _losses(straight / "losses.csv") == _losses(split / "losses.csv")
 
 
-def test_resume_keeps_the_batch_size_and_counts_max_steps_over_the_run(corpus, tmp_path):
+def test_resume_keeps_the_batch_size_and_padding_and_counts_max_steps_over_the_run(corpus,
+                                                                                   tmp_path):
     out = tmp_path / "r"
-    assert train(corpus, out, "--epochs", "2", "--hparams", TINY, "--max-steps", "1").returncode == 0
+    assert train(corpus, out, "--epochs", "2", "--hparams", TINY, "--max-steps", "1",
+                 "--pad-multiple", "4,8").returncode == 0
     ckpt = str(out / "checkpoint.npz")
     for args, words in ((("--batch-size", "1"), "trained with batch size 2"),
-                        (("--max-steps", "1"), "--max-steps 1: the checkpoint")):
+                        (("--max-steps", "1"), "--max-steps 1: the checkpoint"),
+                        (("--pad-multiple", "1,1"), "was trained with 4,8; expected that")):
         r = run("--device", "cpu", "--dataroot", corpus, "--outf", str(tmp_path / "n"),
                 "--epochs", "2", "--resume", ckpt, *args)
         assert r.returncode == 2 and words in r.stderr and len(r.stderr.splitlines()) == 1

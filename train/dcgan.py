@@ -315,9 +315,9 @@ def main(argv=None):
 
     from tqdm import tqdm
     for epoch in range(start_epoch, args.epochs):
-        bar = tqdm(batches.epoch(order, position), total=len(batches),
-                   initial=position // args.batch_size, desc=f"epoch {epoch + 1}/{args.epochs}",
-                   file=sys.stdout, disable=None)
+        # updated by hand, so it is still open for the last window's figures after the loop
+        bar = tqdm(total=len(batches), initial=position // args.batch_size,
+                   desc=f"epoch {epoch + 1}/{args.epochs}", file=sys.stdout, disable=None)
         sums, count, t0, stop = np.zeros(5), 0, time.perf_counter(), False
         stats.restart_clock()
 
@@ -325,6 +325,10 @@ def main(argv=None):
             """Log read-back rows; False (after saying where) when one is not finite."""
             nonlocal sums, count
             bad = first_non_finite(rows, STATS)
+            for r in rows if bad is None else rows[:rows.index(bad[0])]:
+                log.write(dict(r, epoch=epoch + 1, img_per_s=round(r["rate"], 1)))
+                sums += [r[k] for k in STATS]
+                count += 1
             if bad is not None:
                 row, k = bad
                 first = stats.where(row["step"], "no layer output or gradient of netG / netD")
@@ -332,10 +336,6 @@ def main(argv=None):
                       f"stopped with the last checkpoint in place", file=sys.stderr)
                 log.flush()
                 return False
-            for r in rows:
-                log.write(dict(r, epoch=epoch + 1, img_per_s=round(r["rate"], 1)))
-                sums += [r[k] for k in STATS]
-                count += 1
             if rows:
                 r = rows[-1]
                 bar.set_postfix(Loss_D=f"{r['errD']:.3f}", Loss_G=f"{r['errG']:.3f}",
@@ -344,17 +344,21 @@ def main(argv=None):
                                 img_s=f"{r['rate']:.0f}")
             return True
 
-        for real in bar:
+        for real in batches.epoch(order, position):
             with np.errstate(all="ignore"):      # non-finite values: `finite` says where
                 values = run_step(real)
             step += 1
             position += real.shape[0]
+            bar.update(1)
             if not record(stats.add(step, values, real.shape[0])):
+                bar.close()
                 return 1
             if args.dry_run or (args.max_steps and step >= args.max_steps):
                 stop = True
                 break
-        if not record(stats.flush()):
+        ok = record(stats.flush())
+        bar.close()
+        if not ok:
             return 1
         mean, elapsed = sums / max(count, 1), time.perf_counter() - t0
         print(f"[{epoch + 1}/{args.epochs}] Loss_D {mean[0]:.4f} Loss_G {mean[1]:.4f} "

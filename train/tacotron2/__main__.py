@@ -306,8 +306,14 @@ def train(argv):
     L.manual_seed(args.seed)
     rng = np.random.default_rng(args.seed)
     train_set, val_set = load_data(args, hp)
+    # a resumed run pads as the run it continues did (the losses are means over the padding)
+    saved = tuple(resume_meta.get("pad_multiple", (1, 1))) if resume_meta else None
     if args.pad_multiple is None:
-        args.pad_multiple = (16, 64) if args.cuda_graph else (1, 1)
+        args.pad_multiple = saved or ((16, 64) if args.cuda_graph else (1, 1))
+    elif saved is not None and args.pad_multiple != saved:
+        cli.fail(f"--pad-multiple {','.join(map(str, args.pad_multiple))}: the checkpoint "
+                 f"{args.resume} was trained with {','.join(map(str, saved))}; expected that "
+                 f"(or no --pad-multiple)")
     batches = data.Batches(train_set, args.batch_size, rng, hp.n_frames_per_step,
                            pad_multiple=args.pad_multiple)
     val_batches = list(data.Batches(val_set, args.batch_size, np.random.default_rng(0),
@@ -343,7 +349,8 @@ def train(argv):
     def save(epoch_, position_, order_):
         save_checkpoint(ckpt, modules, optimizers,
                         {"epoch": epoch_, "position": position_, "step": step,
-                         "batch_size": args.batch_size, "hparams": dataclasses.asdict(hp)}, rng,
+                         "batch_size": args.batch_size, "pad_multiple": list(args.pad_multiple),
+                         "hparams": dataclasses.asdict(hp)}, rng,
                         {"order": order_})
 
     from tqdm import tqdm
@@ -352,8 +359,11 @@ def train(argv):
     stats = DeviceStats(STATS, args.log_every, finite, start_step=step)
 
     def record(rows, epoch_, bar):
-        """Log read-back rows; False (after saying where) when one is not finite."""
+        """Log read-back rows; False (after logging the finite ones before it and saying where)
+        when one is not finite."""
         bad = first_non_finite(rows, STATS)
+        for row in rows if bad is None else rows[:rows.index(bad[0])]:
+            log.write(dict(row, epoch=epoch_ + 1, frames_per_s=round(row["rate"], 1)))
         if bad is not None:
             row, k = bad
             log.flush()
@@ -361,8 +371,6 @@ def train(argv):
                   f"{stats.where(row['step'], 'none found')}; stopped with the last checkpoint "
                   f"in place", file=sys.stderr)
             return False
-        for row in rows:
-            log.write(dict(row, epoch=epoch_ + 1, frames_per_s=round(row["rate"], 1)))
         if rows:
             r = rows[-1]
             bar.set_postfix(loss=f"{r['loss']:.3f}", mel=f"{r['mel']:.3f}",
@@ -371,21 +379,26 @@ def train(argv):
         return True
 
     while epoch < args.epochs:
-        bar = tqdm(batches.epoch(order, position), total=len(batches) - position // args.batch_size,
+        # updated by hand, so it is still open for the last window's figures after the loop
+        bar = tqdm(total=len(batches) - position // args.batch_size,
                    desc=f"epoch {epoch + 1}/{args.epochs}", file=sys.stdout, disable=None)
         stopped = False
         stats.restart_clock()
-        for b in bar:
+        for b in batches.epoch(order, position):
             values = run_step(b)
             step += 1
             position += len(b.input_lengths)
+            bar.update(1)
             frames = b.mel_padded.shape[0] * b.mel_padded.shape[2]
             if not record(stats.add(step, values, frames), epoch, bar):
+                bar.close()
                 return 1
             if args.max_steps and step >= args.max_steps:
                 stopped = True
                 break
-        if not record(stats.flush(), epoch, bar):
+        ok = record(stats.flush(), epoch, bar)
+        bar.close()
+        if not ok:
             return 1
         if stopped and position < len(train_set):
             save(epoch, position, order)       # mid-epoch: resume continues this epoch exactly
