@@ -74,3 +74,35 @@ def to_device(a, device):
         return a
     with cp.cuda.Device(device):
         return cp.asarray(a)
+
+
+def concatenate(arrays, axis=0):
+    """numpy / cupy concatenate, safe inside CUDA-graph capture. CuPy joins more than 8 arrays
+    with one kernel that reads a table of their addresses, copied from the host through a pinned
+    staging buffer that a captured graph does not keep (CuPy may hand the buffer out again, and a
+    replay would read whatever it then holds). While the current stream is capturing, such a
+    join is made array by array into the result instead: one copy each, which a graph replays
+    cheaply; eagerly CuPy's single kernel is used."""
+    arrays = list(arrays)
+    if len(arrays) <= 8 or not is_gpu(arrays[0]):
+        return xp_of(arrays[0]).concatenate(arrays, axis=axis)
+    cp = cupy()
+    if not cp.cuda.get_current_stream().is_capturing():
+        return cp.concatenate(arrays, axis=axis)
+    axis = axis % arrays[0].ndim
+    shape = list(arrays[0].shape)
+    shape[axis] = sum(a.shape[axis] for a in arrays)
+    out = cp.empty(shape, dtype=cp.result_type(*arrays))
+    start, before = 0, (slice(None),) * axis
+    for a in arrays:
+        out[before + (slice(start, start + a.shape[axis]),)] = a
+        start += a.shape[axis]
+    return out
+
+
+def stack(arrays, axis=0):
+    """numpy / cupy stack (new axis `axis`), capture-safe as concatenate."""
+    arrays = list(arrays)
+    xp = xp_of(arrays[0])
+    axis = axis % (arrays[0].ndim + 1)
+    return concatenate([xp.expand_dims(a, axis) for a in arrays], axis)

@@ -8,7 +8,7 @@ import math
 import numpy as np
 
 from . import kernels
-from .backend import accumulation_dtype, is_gpu, to_device, xp_of
+from .backend import accumulation_dtype, is_gpu, stack, to_device, xp_of
 from .tensor import Tensor, no_grad
 from .trace import active as _trace
 
@@ -180,10 +180,10 @@ def clip_grad_norm_(parameters, max_norm, norm_type=2.0):
     xp = xp_of(grads[0])
     A = accumulation_dtype(grads[0].dtype)      # float16 squares overflow: sum in float32
     if norm_type == float("inf"):
-        total = xp.max(xp.stack([xp.abs(g).max().astype(A) for g in grads]))
+        total = xp.max(stack([xp.abs(g).max().astype(A) for g in grads]))
     else:
-        total = xp.stack([(xp.abs(g.astype(A, copy=False)) ** norm_type).sum()
-                          for g in grads]).sum() ** (1 / norm_type)
+        total = stack([(xp.abs(g.astype(A, copy=False)) ** norm_type).sum()
+                       for g in grads]).sum() ** (1 / norm_type)
     coef = xp.minimum(max_norm / (total + 1e-6), 1.0).astype(A)
     for g in grads:
         g *= coef.astype(g.dtype)

@@ -9,7 +9,7 @@ import threading
 
 import numpy as np
 
-from .backend import device_of, is_gpu, parse_device, to_device, xp_of, xp_of_gpu
+from .backend import concatenate, device_of, is_gpu, parse_device, to_device, xp_of, xp_of_gpu
 from .trace import active as _trace
 
 
@@ -333,7 +333,7 @@ def _stack(arrays, stacked):
         return arrays[0]
     key = tuple(id(a) for a in arrays)
     if key not in stacked:
-        stacked[key] = xp_of(arrays[0]).concatenate(arrays, axis=0)
+        stacked[key] = concatenate(arrays, axis=0)
     return stacked[key]
 
 

@@ -238,3 +238,12 @@ def test_no_grad_in_one_thread_leaves_another_recording():
     finally:
         done.set()
         t.join()
+
+
+def test_join_helpers_follow_numpy_on_the_host():
+    from layers.backend import concatenate, stack
+    rng = np.random.default_rng(0)
+    arrays = [rng.standard_normal((2, 3)) for _ in range(12)]
+    np.testing.assert_array_equal(concatenate(arrays, -1), np.concatenate(arrays, -1))
+    np.testing.assert_array_equal(stack(arrays, 1), np.stack(arrays, 1))
+    np.testing.assert_array_equal(stack(arrays[:3], -1), np.stack(arrays[:3], -1))

@@ -112,3 +112,39 @@ def test_host_keyword_arguments_join_the_key():
     assert len(step._graphs) == 2
     with pytest.raises(TypeError, match="host keyword arguments must be hashable"):
         step(x, scale=[1.0])
+
+
+def test_a_captured_join_of_many_arrays_reads_no_host_table():
+    """F.stack of more than 8 arrays inside a capture: CuPy's single-kernel join would copy a
+    table of addresses from a pinned staging buffer the graph does not keep; the capture-safe
+    join copies array by array, so replays stay right after the pinned pool is reused."""
+    import cupy
+    xs = [cupy.full((3,), float(i), np.float32) for i in range(20)]
+
+    def fn(*arrays):
+        return F.stack([L.Tensor(a) for a in arrays], 1).data * 2
+
+    step = L.graph.CapturedStep(fn, warmup=1)
+    expected = np.stack([np.full(3, 2.0 * i) for i in range(20)], 1)
+    for _ in range(3):
+        np.testing.assert_array_equal(step(*xs).get(), expected)
+        junk = cupy.cuda.alloc_pinned_memory(1 << 16)       # reuse the pinned pool
+        np.frombuffer(junk, np.uint8)[:] = 0xFF
+    assert len(step._graphs) == 1
+
+
+def test_join_helpers_match_numpy_on_the_device_eagerly_and_in_capture():
+    import cupy
+    from layers.backend import concatenate, stack
+    rng = np.random.default_rng(0)
+    host = [rng.standard_normal((2, 3)).astype(np.float32) for _ in range(12)]
+    dev = [cupy.asarray(h) for h in host]
+    np.testing.assert_array_equal(concatenate(dev, 1).get(), np.concatenate(host, 1))
+    s = cupy.cuda.Stream(non_blocking=True)
+    with s:
+        s.begin_capture()
+        out = stack(dev, -1)
+        graph = s.end_capture()
+    graph.launch(s)
+    s.synchronize()
+    np.testing.assert_array_equal(out.get(), np.stack(host, -1))

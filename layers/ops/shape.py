@@ -2,7 +2,7 @@
 embedding lookup."""
 import numpy as np
 
-from ..backend import cupy
+from ..backend import concatenate, cupy, stack
 from ..tensor import Function
 
 
@@ -43,7 +43,7 @@ class BroadcastTo(Function):
 class Concat(Function):
     def forward(self, *xs):
         self.sizes = [x.shape[self.axis] for x in xs]
-        return self.xp.concatenate(xs, axis=self.axis)
+        return concatenate(xs, axis=self.axis)
 
     def backward(self, gy):
         bounds = np.cumsum(self.sizes)[:-1].tolist()
@@ -53,7 +53,7 @@ class Concat(Function):
 
 class Stack(Function):
     def forward(self, *xs):
-        return self.xp.stack(xs, axis=self.axis)
+        return stack(xs, axis=self.axis)
 
     def backward(self, gy):
         n = gy.shape[self.axis]
@@ -80,7 +80,7 @@ class Unstack(Function):
                     zeros = self.xp.zeros(shape, dtype=self.dtype)
                 g = zeros
             parts.append(g)
-        return self.xp.stack(parts, axis=self.axis)
+        return stack(parts, axis=self.axis)
 
 
 def _index_array(index, gpu):
