@@ -8,16 +8,20 @@ graphs, engine heuristics, execution plans, and execution through variant packs.
     execute(handle, plan, {1: x_ptr, 2: w_ptr, 3: y_ptr}, workspace_ptr)
 
 Every descriptor is finalized once and kept (a plan is built once per problem and cached by the
-caller); a call then costs one variant pack -- reused while the pointers are the same -- and one
-cudnnBackendExecute. Descriptors free themselves and print every attribute they were given.
+caller); a call then costs one cudnnBackendExecute and, for pointers the plan has not seen among
+its last PACKS_PER_PLAN sets, one variant pack. Descriptors free themselves and print every attribute they were given.
 """
 import ctypes
+import threading
 import weakref
 
 from . import api
+from ._cache import LRU
 from .enums import (Attr, AttrType, BackendDescriptorType as Kind, DataType, HeurMode,
                     NumericalNote)
 from .errors import CudnnError
+
+PACKS_PER_PLAN = 8      # variant packs kept per execution plan (one per pointer set)
 
 _CTYPES = {
     AttrType.HANDLE: ctypes.c_void_p, AttrType.DATA_TYPE: ctypes.c_int,
@@ -207,7 +211,8 @@ class ExecutionPlan:
         self.engine, self.notes = engine_notes(cfg)
         self.desc.summary = (f"engine {self.engine}" + "".join(
             f" {getattr(n, 'name', n)}" for n in self.notes))   # what profilers print
-        self._pack = None               # (key, variant pack) of the last call
+        self._packs = LRU(PACKS_PER_PLAN)   # (pointers, workspace) -> variant pack
+        self._lock = threading.Lock()
 
     def __repr__(self):
         return (f"ExecutionPlan(engine={self.engine}, notes={[getattr(n, 'name', n) for n in self.notes]}, "
@@ -215,17 +220,16 @@ class ExecutionPlan:
 
     def execute(self, handle, uids, pointers, workspace):
         """Run the plan on device pointers (uids[i] -> pointers[i]) with `workspace` bytes at
-        the workspace pointer."""
+        the workspace pointer. Variant packs are kept per pointer set (the last PACKS_PER_PLAN):
+        an eager training loop allocates the same way every step, so CuPy's pool hands out the
+        same addresses and each call of a step finds its pack from the step before."""
         key = (tuple(pointers), workspace)
-        cached = self._pack                 # read once: another thread may swap it
-        if cached is not None and cached[0] == key:
-            pack = cached[1]
-        else:
-            pack = BackendDescriptor(Kind.VARIANT_PACK_DESCRIPTOR, [
-                (Attr.VARIANT_PACK_UNIQUE_IDS, AttrType.INT64, list(uids)),
-                (Attr.VARIANT_PACK_DATA_POINTERS, AttrType.VOID_PTR, list(pointers)),
-                (Attr.VARIANT_PACK_WORKSPACE, AttrType.VOID_PTR, workspace)])
-            self._pack = (key, pack)
+        with self._lock:
+            pack = self._packs.get(key, lambda: BackendDescriptor(
+                Kind.VARIANT_PACK_DESCRIPTOR, [
+                    (Attr.VARIANT_PACK_UNIQUE_IDS, AttrType.INT64, list(uids)),
+                    (Attr.VARIANT_PACK_DATA_POINTERS, AttrType.VOID_PTR, list(pointers)),
+                    (Attr.VARIANT_PACK_WORKSPACE, AttrType.VOID_PTR, workspace)]))
         api.cudnnBackendExecute(handle, self.desc, pack)
 
 

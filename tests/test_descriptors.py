@@ -233,3 +233,31 @@ def test_the_conv_api_setting_is_checked():
     with conv.using(api="graph") as s:
         assert s.api == "graph"
     assert conv.settings.api == "legacy"
+
+
+def test_execution_plan_keeps_a_variant_pack_per_pointer_set(monkeypatch):
+    """An eager loop alternates pointer sets (netD on real, then on fake images): each set's pack
+    is made once and found again, up to PACKS_PER_PLAN sets; the pack handed to cuDNN is the one
+    made for exactly those pointers."""
+    import threading
+    from cudnnlite import api, graph
+    from cudnnlite._cache import LRU
+    made, executed = [], []
+
+    class FakePack:
+        def __init__(self, kind, attrs):
+            self.pointers = attrs[1][2]
+            made.append(self)
+    monkeypatch.setattr(graph, "BackendDescriptor", FakePack)
+    monkeypatch.setattr(api, "cudnnBackendExecute", lambda h, plan, pack: executed.append(pack))
+    plan = graph.ExecutionPlan.__new__(graph.ExecutionPlan)
+    plan.desc, plan._packs, plan._lock = None, LRU(graph.PACKS_PER_PLAN), threading.Lock()
+    sets = [[16 * k, 16 * k + 1024, 16 * k + 2048] for k in range(3)]
+    for _ in range(4):
+        for ptrs in sets:
+            plan.execute(None, [1, 2, 3], ptrs, 0)
+    assert len(made) == 3 and [p.pointers for p in executed] == sets * 4
+    for k in range(graph.PACKS_PER_PLAN + 1):            # more sets than kept: the oldest goes
+        plan.execute(None, [1, 2, 3], [k, k + 1, k + 2], 0)
+    plan.execute(None, [1, 2, 3], sets[0], 0)
+    assert len(made) == 3 + graph.PACKS_PER_PLAN + 1 + 1
