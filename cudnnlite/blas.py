@@ -20,6 +20,7 @@ cublasLtCreate fails there, with NOT_INITIALIZED, as cudnnCreate does). libcubla
 the nvidia-cudnn-cu12 / -cu13 wheels (their nvidia-cublas dependency).
 """
 import ctypes
+import functools
 import threading
 import weakref
 from contextlib import contextmanager
@@ -471,24 +472,21 @@ class Problem(NamedTuple):
     epilogue: Epilogue
 
 
-def _element_strides(x):
-    size = x.itemsize
-    if any(s % size for s in x.strides):
-        return None
-    return tuple(s // size for s in x.strides)
-
-
 def matrix_view(x):
     """How a row-major (R, C) matrix -- the last two axes of x -- lies for cuBLAS, or None when
     no layout states it (copy it): ('rowmajor', ld) for unit column stride (cuBLAS reads the
     transpose, (C, R) with leading dimension ld), ('colmajor', ld) for unit row stride (cuBLAS
     reads it as is, (R, C)). Size-1 axes take any stride. Leading dimensions must not overlap
     rows / columns (ld >= the inner extent), and a batch axis must have a stride >= 0."""
-    s = _element_strides(x)
-    if s is None or any(v < 0 for v in s):
+    return _matrix_view(tuple(x.shape), tuple(x.strides), x.itemsize)
+
+
+@functools.lru_cache(maxsize=4096)
+def _matrix_view(shape, strides, itemsize):
+    if any(v % itemsize or v < 0 for v in strides):
         return None
-    R, C = x.shape[-2:]
-    sr, sc = s[-2:]
+    R, C = shape[-2:]
+    sr, sc = strides[-2] // itemsize, strides[-1] // itemsize
     if sc == 1 or C == 1:
         ld = sr if R > 1 else C
         if ld >= max(C, 1):
@@ -500,28 +498,36 @@ def matrix_view(x):
     return None
 
 
-def batch_stride(x):
-    """Element offset between the matrices of a 3-d x (0 for one matrix, 2-d or batch 1)."""
-    if x.ndim == 2 or x.shape[0] == 1:
+def _batch_stride(shape, strides, itemsize):
+    """Element offset between the matrices of a 3-d array (0 for one matrix, 2-d or batch 1)."""
+    if len(shape) == 2 or shape[0] == 1:
         return 0
-    return x.strides[0] // x.itemsize
+    return strides[0] // itemsize
 
 
 def describe(a, b, data_type, has_bias=False, allow_tf32=False):
     """The Problem for y = a @ b, with a (M, K) or (Ba, M, K), b (K, N) or (Bb, K, N) whose
     matrices matrix_view accepts and y C-contiguous (M, N) or (B, M, N). Reads only shapes and
-    strides: no GPU."""
-    M, K = a.shape[-2:]
-    N = b.shape[-1]
-    batch = max(a.shape[0] if a.ndim == 3 else 1, b.shape[0] if b.ndim == 3 else 1)
-    kind_b, ld_b = matrix_view(b)
-    kind_a, ld_a = matrix_view(a)
+    strides (no GPU); memoised on them, so a call of a known geometry costs one lookup."""
+    return _problem(tuple(a.shape), tuple(a.strides), tuple(b.shape), tuple(b.strides),
+                    a.itemsize, int(data_type), bool(has_bias), bool(allow_tf32))
+
+
+@functools.lru_cache(maxsize=4096)
+def _problem(a_shape, a_strides, b_shape, b_strides, itemsize, data_type, has_bias, allow_tf32):
+    M, K = a_shape[-2:]
+    N = b_shape[-1]
+    batch = max(a_shape[0] if len(a_shape) == 3 else 1, b_shape[0] if len(b_shape) == 3 else 1)
+    kind_b, ld_b = _matrix_view(b_shape, b_strides, itemsize)
+    kind_a, ld_a = _matrix_view(a_shape, a_strides, itemsize)
+    stride_b = _batch_stride(b_shape, b_strides, itemsize)
+    stride_a = _batch_stride(a_shape, a_strides, itemsize)
     # cuBLAS's A must become b^T (N, K): a row-major b already reads as b^T
-    op_a = (Operand(N, K, ld_b, Op.N, batch_stride(b)) if kind_b == "rowmajor"
-            else Operand(K, N, ld_b, Op.T, batch_stride(b)))
+    op_a = (Operand(N, K, ld_b, Op.N, stride_b) if kind_b == "rowmajor"
+            else Operand(K, N, ld_b, Op.T, stride_b))
     # cuBLAS's B must become a^T (K, M)
-    op_b = (Operand(K, M, ld_a, Op.N, batch_stride(a)) if kind_a == "rowmajor"
-            else Operand(M, K, ld_a, Op.T, batch_stride(a)))
+    op_b = (Operand(K, M, ld_a, Op.N, stride_a) if kind_a == "rowmajor"
+            else Operand(M, K, ld_a, Op.T, stride_a))
     if data_type == CudaDataType.R_64F:
         compute = ComputeType.COMPUTE_64F
     elif data_type == CudaDataType.R_32F and allow_tf32:
