@@ -82,14 +82,21 @@ def concatenate(arrays, axis=0):
     staging buffer that a captured graph does not keep (CuPy may hand the buffer out again, and a
     replay would read whatever it then holds). While the current stream is capturing, such a
     join is made array by array into the result instead: one copy each, which a graph replays
-    cheaply; eagerly CuPy's single kernel is used."""
+    cheaply; otherwise this is numpy's / CuPy's own concatenate."""
     arrays = list(arrays)
-    if len(arrays) <= 8 or not is_gpu(arrays[0]):
-        return xp_of(arrays[0]).concatenate(arrays, axis=axis)
+    if not _capturing_many(arrays):
+        return xp_of(arrays[0]).concatenate(arrays, axis=axis) if arrays else \
+            np.concatenate(arrays, axis=axis)
+    ndim = arrays[0].ndim
+    if ndim == 0 or not -ndim <= axis < ndim:
+        raise ValueError(f"concatenate: axis {axis} is out of range for {ndim}-d arrays")
+    axis %= ndim
+    for a in arrays:
+        if a.ndim != ndim or a.shape[:axis] + a.shape[axis + 1:] != \
+                arrays[0].shape[:axis] + arrays[0].shape[axis + 1:]:
+            raise ValueError(f"concatenate: shapes {arrays[0].shape} and {a.shape} differ off "
+                             f"axis {axis}")
     cp = cupy()
-    if not cp.cuda.get_current_stream().is_capturing():
-        return cp.concatenate(arrays, axis=axis)
-    axis = axis % arrays[0].ndim
     shape = list(arrays[0].shape)
     shape[axis] = sum(a.shape[axis] for a in arrays)
     out = cp.empty(shape, dtype=cp.result_type(*arrays))
@@ -101,8 +108,20 @@ def concatenate(arrays, axis=0):
 
 
 def stack(arrays, axis=0):
-    """numpy / cupy stack (new axis `axis`), capture-safe as concatenate."""
+    """numpy / cupy stack (a new axis `axis`), capture-safe as concatenate."""
     arrays = list(arrays)
-    xp = xp_of(arrays[0])
-    axis = axis % (arrays[0].ndim + 1)
-    return concatenate([xp.expand_dims(a, axis) for a in arrays], axis)
+    if not _capturing_many(arrays):
+        return xp_of(arrays[0]).stack(arrays, axis=axis) if arrays else np.stack(arrays, axis)
+    ndim = arrays[0].ndim + 1
+    if not -ndim <= axis < ndim:
+        raise ValueError(f"stack: axis {axis} is out of range for {ndim - 1}-d arrays")
+    if any(a.shape != arrays[0].shape for a in arrays):
+        raise ValueError(f"stack: arrays of shapes {sorted({a.shape for a in arrays})} differ")
+    axis %= ndim
+    return concatenate([cupy().expand_dims(a, axis) for a in arrays], axis)
+
+
+def _capturing_many(arrays):
+    """More than 8 device arrays to join while the current stream captures a CUDA graph."""
+    return len(arrays) > 8 and is_gpu(arrays[0]) and \
+        cupy().cuda.get_current_stream().is_capturing()

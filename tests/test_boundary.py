@@ -247,3 +247,7 @@ def test_join_helpers_follow_numpy_on_the_host():
     np.testing.assert_array_equal(concatenate(arrays, -1), np.concatenate(arrays, -1))
     np.testing.assert_array_equal(stack(arrays, 1), np.stack(arrays, 1))
     np.testing.assert_array_equal(stack(arrays[:3], -1), np.stack(arrays[:3], -1))
+    with pytest.raises(np.exceptions.AxisError):      # out-of-range axes are not wrapped
+        stack(arrays, 3)
+    with pytest.raises(ValueError):
+        concatenate(arrays + [np.zeros((2, 4))], 0)

@@ -87,6 +87,23 @@ def test_resume_keeps_the_batch_size_and_padding_and_counts_max_steps_over_the_r
         assert not (tmp_path / "n").exists()
 
 
+def test_a_checkpoint_from_before_pad_multiple_resumes_with_the_one_given(corpus, tmp_path):
+    """Checkpoints written before --pad-multiple was saved do not say how they padded: the
+    resumed run takes the value given (or the default)."""
+    import json
+    out = tmp_path / "r"
+    assert train(corpus, out, "--epochs", "2", "--hparams", TINY, "--max-steps", "1",
+                 "--pad-multiple", "4,8").returncode == 0
+    arrays = dict(np.load(out / "checkpoint.npz", allow_pickle=False))
+    meta = json.loads(str(arrays["meta"]))
+    assert meta.pop("pad_multiple") == [4, 8]
+    arrays["meta"] = np.array(json.dumps(meta))
+    np.savez(tmp_path / "old.npz", **arrays)
+    r = run("--device", "cpu", "--dataroot", corpus, "--outf", str(tmp_path / "n"), "--epochs",
+            "2", "--resume", str(tmp_path / "old.npz"), "--pad-multiple", "4,8")
+    assert r.returncode == 0, r.stderr
+
+
 def test_synthesize_writes_mel_alignment_and_wav(corpus, tmp_path):
     assert train(corpus, tmp_path / "t", "--epochs", "1", "--hparams", TINY).returncode == 0
     r = run("synthesize", "--device", "cpu", "--checkpoint", str(tmp_path / "t" / "checkpoint.npz"),

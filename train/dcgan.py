@@ -344,22 +344,20 @@ def main(argv=None):
                                 img_s=f"{r['rate']:.0f}")
             return True
 
-        for real in batches.epoch(order, position):
-            with np.errstate(all="ignore"):      # non-finite values: `finite` says where
-                values = run_step(real)
-            step += 1
-            position += real.shape[0]
-            bar.update(1)
-            if not record(stats.add(step, values, real.shape[0])):
-                bar.close()
+        with bar:
+            for real in batches.epoch(order, position):
+                with np.errstate(all="ignore"):      # non-finite values: `finite` says where
+                    values = run_step(real)
+                step += 1
+                position += real.shape[0]
+                bar.update(1)
+                if not record(stats.add(step, values, real.shape[0])):
+                    return 1
+                if args.dry_run or (args.max_steps and step >= args.max_steps):
+                    stop = True
+                    break
+            if not record(stats.flush()):
                 return 1
-            if args.dry_run or (args.max_steps and step >= args.max_steps):
-                stop = True
-                break
-        ok = record(stats.flush())
-        bar.close()
-        if not ok:
-            return 1
         mean, elapsed = sums / max(count, 1), time.perf_counter() - t0
         print(f"[{epoch + 1}/{args.epochs}] Loss_D {mean[0]:.4f} Loss_G {mean[1]:.4f} "
               f"D(x) {mean[2]:.4f} D(G(z)) {mean[3]:.4f}/{mean[4]:.4f} "

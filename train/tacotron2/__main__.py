@@ -307,7 +307,8 @@ def train(argv):
     rng = np.random.default_rng(args.seed)
     train_set, val_set = load_data(args, hp)
     # a resumed run pads as the run it continues did (the losses are means over the padding)
-    saved = tuple(resume_meta.get("pad_multiple", (1, 1))) if resume_meta else None
+    saved = tuple(resume_meta["pad_multiple"]) if resume_meta and "pad_multiple" in resume_meta \
+        else None           # (checkpoints written before --pad-multiple existed do not say)
     if args.pad_multiple is None:
         args.pad_multiple = saved or ((16, 64) if args.cuda_graph else (1, 1))
     elif saved is not None and args.pad_multiple != saved:
@@ -379,27 +380,24 @@ def train(argv):
         return True
 
     while epoch < args.epochs:
-        # updated by hand, so it is still open for the last window's figures after the loop
-        bar = tqdm(total=len(batches) - position // args.batch_size,
-                   desc=f"epoch {epoch + 1}/{args.epochs}", file=sys.stdout, disable=None)
         stopped = False
         stats.restart_clock()
-        for b in batches.epoch(order, position):
-            values = run_step(b)
-            step += 1
-            position += len(b.input_lengths)
-            bar.update(1)
-            frames = b.mel_padded.shape[0] * b.mel_padded.shape[2]
-            if not record(stats.add(step, values, frames), epoch, bar):
-                bar.close()
+        # updated by hand, so it is still open for the last window's figures after the loop
+        with tqdm(total=len(batches) - position // args.batch_size,
+                  desc=f"epoch {epoch + 1}/{args.epochs}", file=sys.stdout, disable=None) as bar:
+            for b in batches.epoch(order, position):
+                values = run_step(b)
+                step += 1
+                position += len(b.input_lengths)
+                bar.update(1)
+                frames = b.mel_padded.shape[0] * b.mel_padded.shape[2]
+                if not record(stats.add(step, values, frames), epoch, bar):
+                    return 1
+                if args.max_steps and step >= args.max_steps:
+                    stopped = True
+                    break
+            if not record(stats.flush(), epoch, bar):
                 return 1
-            if args.max_steps and step >= args.max_steps:
-                stopped = True
-                break
-        ok = record(stats.flush(), epoch, bar)
-        bar.close()
-        if not ok:
-            return 1
         if stopped and position < len(train_set):
             save(epoch, position, order)       # mid-epoch: resume continues this epoch exactly
         else:
