@@ -66,3 +66,27 @@ def adam(p, g, m, v, step, lr, beta1, beta2, eps, weight_decay):
         m = (T)mm;
         v = (T)vv;
         """)(g, step, A(lr), A(beta1), A(beta2), A(eps), A(weight_decay), p, m, v)
+
+
+@functools.lru_cache(maxsize=None)
+def reduction(name, in_params, out_params, map_expr, reduce_expr, post_map_expr, identity):
+    return cupy().ReductionKernel(in_params, out_params, map_expr, reduce_expr, post_map_expr,
+                                  identity, name)
+
+
+def softmax(a, axis):
+    """exp(a - max) / sum(exp(a - max)) along `axis`: the max, a fused exp-and-sum reduction and
+    one elementwise kernel (three launches where composing CuPy's ops takes five)."""
+    m = a.max(axis=axis, keepdims=True)
+    s = reduction("cudnnlite_softmax_expsum", "T a, T m", "T s", "exp(a - m)", "a + b",
+                  "s = a", "0")(a, cupy().broadcast_to(m, a.shape), axis=axis, keepdims=True)
+    return elementwise("cudnnlite_softmax_fwd", "T a, T m, T s", "T y",
+                       "y = exp(a - m) / s")(a, m, s)
+
+
+def softmax_grad(y, g, axis):
+    """y * (g - sum(g * y)) along `axis`: one fused reduction and one elementwise kernel."""
+    d = reduction("cudnnlite_softmax_dot", "T g, T y", "T d", "g * y", "a + b", "d = a",
+                  "0")(g, y, axis=axis, keepdims=True)
+    return elementwise("cudnnlite_softmax_bwd", "T y, T g, T d", "T gx",
+                       "gx = y * (g - d)")(y, g, d)

@@ -1,6 +1,7 @@
 """Reductions and normalisers over axes: sum, mean, softmax, log_softmax. Half-precision data is
 reduced in float32 (the result cast back), as torch does: a float16 sum of many terms, or a
 count above 65504, is not representable in float16."""
+from .. import kernels
 from ..backend import accumulation_dtype
 from ..tensor import Function
 
@@ -45,17 +46,26 @@ class Mean(Function):
 
 
 class Softmax(Function):
+    """exp(x - max) / sum(exp(x - max)) along axis; on the GPU three fused kernels forward and
+    two backward (layers.kernels.softmax), the same arithmetic."""
+
     def forward(self, x):
         xp = self.xp
         a = x.astype(accumulation_dtype(x.dtype), copy=False)
-        e = xp.exp(a - a.max(axis=self.axis, keepdims=True))
-        self.saved = y = (e / e.sum(axis=self.axis, keepdims=True)).astype(x.dtype, copy=False)
+        if self.gpu:
+            y = kernels.softmax(a, self.axis)
+        else:
+            e = xp.exp(a - a.max(axis=self.axis, keepdims=True))
+            y = e / e.sum(axis=self.axis, keepdims=True)
+        self.saved = y = y.astype(x.dtype, copy=False)
         return y
 
     def backward(self, gy):
         y = self.saved
         acc = accumulation_dtype(y.dtype)
         y, g = y.astype(acc, copy=False), gy.astype(acc, copy=False)
+        if self.gpu:
+            return kernels.softmax_grad(y, g, self.axis)
         return y * (g - (g * y).sum(axis=self.axis, keepdims=True))
 
 
