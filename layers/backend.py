@@ -1,4 +1,6 @@
 """Where data lives: NumPy arrays on the CPU, CuPy arrays on a GPU. Devices are 'cpu' or an int."""
+import collections
+
 import numpy as np
 
 _cupy = None
@@ -125,3 +127,39 @@ def _capturing_many(arrays):
     """More than 8 device arrays to join while the current stream captures a CUDA graph."""
     return len(arrays) > 8 and is_gpu(arrays[0]) and \
         cupy().cuda.get_current_stream().is_capturing()
+
+
+_TABLES = None                          # rows -> (device table, pinned buffer or None)
+_INFLIGHT = collections.deque()         # (event, pinned buffer) of eager uploads maybe unfinished
+
+
+def device_table(rows):
+    """Integer rows (pointers, offsets: tuples of ints) as one device int64 array, made once per
+    distinct table (the last 64 kept). Safe inside CUDA-graph capture, unlike cupy.asarray of
+    host data: the copy comes from a pinned buffer this function owns -- kept until the copy is
+    known done when eager, and for the life of a graph captured with it (whose memcpy node reads
+    it at every replay: cudnnlite.capture_scope keeps it)."""
+    global _TABLES
+    from cudnnlite._cache import LRU
+    from cudnnlite.handle import keep_alive
+    if _TABLES is None:
+        _TABLES = LRU(64)
+    entry = _TABLES.get(tuple(rows), lambda: _upload_table(rows))
+    keep_alive(entry)
+    return entry[0]
+
+
+def _upload_table(rows):
+    cp = cupy()
+    host = np.asarray(rows, np.int64).ravel()
+    pinned = cp.cuda.alloc_pinned_memory(host.nbytes)
+    np.frombuffer(pinned, np.int64, host.size)[:] = host
+    table = cp.empty(host.size, np.int64)
+    stream = cp.cuda.get_current_stream()
+    table.data.copy_from_host_async(pinned.ptr, host.nbytes, stream)
+    if stream.is_capturing():
+        return table, pinned
+    while _INFLIGHT and _INFLIGHT[0][0].done:
+        _INFLIGHT.popleft()
+    _INFLIGHT.append((stream.record(), pinned))
+    return table, None

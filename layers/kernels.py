@@ -42,17 +42,9 @@ def bce_grad(p, t, gy):
                        _CLAMP_BELOW)(p, t, gy)
 
 
-def adam(p, g, m, v, step, lr, beta1, beta2, eps, weight_decay):
-    """torch.optim.Adam's update in one pass; `step` is a device int64 scalar (already advanced),
-    so the bias corrections are computed here and the launch has no host-side state. For float16
-    parameters the update is computed in float32 (eps = 1e-8 is 0 in float16); m and v are stored
-    in the parameter's dtype, as torch.optim.Adam keeps them."""
-    A = np.float64 if p.dtype == np.float64 else np.float32
-    a = np.dtype(A).name      # spelled out: CuPy infers no type placeholder from scalars
-    elementwise(
-        f"adam_{a}", f"T g, raw int64 step, {a} lr, {a} beta1, {a} beta2, {a} eps, {a} wd",
-        "T p, T m, T v",
-        f"typedef {'double' if A is np.float64 else 'float'} A;" + """
+# torch.optim.Adam's arithmetic for one element: p, g, m, v, step[0] and the hyper-parameters are
+# in scope; A is the accumulation type. Shared by the per-tensor and the multi-tensor kernel.
+_ADAM_ELEMENT = """
         A gr = (A)g, pw = (A)p, mm = (A)m, vv = (A)v;
         if (wd != (A)0) gr = gr + wd * pw;
         A w = (A)1 - beta1;
@@ -65,7 +57,70 @@ def adam(p, g, m, v, step, lr, beta1, beta2, eps, weight_decay):
         p = (T)(pw - (A)((double)lr / bc1) * mm / denom);
         m = (T)mm;
         v = (T)vv;
-        """)(g, step, A(lr), A(beta1), A(beta2), A(eps), A(weight_decay), p, m, v)
+"""
+
+
+def _accumulation(dtype):
+    """(NumPy type, C name) Adam computes in: double for float64 parameters, else float."""
+    return (np.float64, "double") if dtype == np.float64 else (np.float32, "float")
+
+
+def adam(p, g, m, v, step, lr, beta1, beta2, eps, weight_decay):
+    """torch.optim.Adam's update in one pass; `step` is a device int64 scalar (already advanced),
+    so the bias corrections are computed here and the launch has no host-side state. For float16
+    parameters the update is computed in float32 (eps = 1e-8 is 0 in float16); m and v are stored
+    in the parameter's dtype, as torch.optim.Adam keeps them."""
+    A, c = _accumulation(p.dtype)
+    a = np.dtype(A).name      # spelled out: CuPy infers no type placeholder from scalars
+    elementwise(
+        f"adam_{a}", f"T g, raw int64 step, {a} lr, {a} beta1, {a} beta2, {a} eps, {a} wd",
+        "T p, T m, T v", f"typedef {c} A;" + _ADAM_ELEMENT,
+    )(g, step, A(lr), A(beta1), A(beta2), A(eps), A(weight_decay), p, m, v)
+
+
+ADAM_COLUMNS = 6      # a multi-tensor Adam table row: p, g, m, v, step pointers, first element
+
+
+def adam_rows(tensors):
+    """The table rows of a multi-tensor Adam: tensors = [(p, g, m, v, step) device arrays];
+    -> (rows, total elements). Element i of the launch belongs to the last row whose first
+    element is <= i."""
+    rows, start = [], 0
+    for p, g, m, v, step in tensors:
+        rows.append((p.data.ptr, g.data.ptr, m.data.ptr, v.data.ptr, step.data.ptr, start))
+        start += p.size
+    return rows, start
+
+
+def adam_multi(table, n, total, like, lr, beta1, beta2, eps, weight_decay):
+    """torch.optim.Adam's update of n tensors of one dtype in one launch: `table` (device int64,
+    n rows of ADAM_COLUMNS) names each tensor's p, g, m, v and step counter and its first
+    element; every element finds its tensor by a binary search over those first elements, then
+    does _ADAM_ELEMENT, as the per-tensor kernel does. The step counters are advanced first, by
+    one more launch of n threads. `like`: any parameter of the table (it gives T)."""
+    A, c = _accumulation(like.dtype)
+    a = np.dtype(A).name
+    elementwise("cudnnlite_adam_steps", "int32 cols", "raw int64 tab",
+                "long long* s = reinterpret_cast<long long*>(tab[i * cols + 4]); *s += 1;"
+                )(np.int32(ADAM_COLUMNS), table, size=n)
+    elementwise(
+        f"cudnnlite_adam_multi_{a}",
+        f"raw int64 tab, int32 n, int32 cols, {a} lr, {a} beta1, {a} beta2, {a} eps, {a} wd",
+        "raw T like", f"typedef {c} A;" + """
+        int lo = 0, hi = n;
+        while (hi - lo > 1) {
+            int mid = (lo + hi) / 2;
+            if (tab[mid * cols + 5] <= (long long)i) lo = mid; else hi = mid;
+        }
+        const long long k = (long long)i - tab[lo * cols + 5];
+        T& p = reinterpret_cast<T*>(tab[lo * cols])[k];
+        const T g = reinterpret_cast<const T*>(tab[lo * cols + 1])[k];
+        T& m = reinterpret_cast<T*>(tab[lo * cols + 2])[k];
+        T& v = reinterpret_cast<T*>(tab[lo * cols + 3])[k];
+        const long long* step = reinterpret_cast<const long long*>(tab[lo * cols + 4]);
+        """ + _ADAM_ELEMENT,
+    )(table, np.int32(n), np.int32(ADAM_COLUMNS), A(lr), A(beta1), A(beta2), A(eps),
+      A(weight_decay), like, size=total)
 
 
 @functools.lru_cache(maxsize=None)

@@ -8,7 +8,7 @@ import math
 import numpy as np
 
 from . import kernels
-from .backend import accumulation_dtype, is_gpu, stack, to_device, xp_of
+from .backend import accumulation_dtype, device_table, is_gpu, stack, to_device, xp_of
 from .tensor import Tensor, no_grad
 from .trace import active as _trace
 
@@ -97,17 +97,28 @@ class Optimizer:
         self.state = state
 
 
-class Adam(Optimizer):
-    """torch.optim.Adam (L2 weight_decay added to the gradient; amsgrad not supported)."""
-    defaults = dict(lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0)
+FOREACH = False      # Adam's default for `foreach` (one launch per dtype, not per parameter)
 
-    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0):
+
+class Adam(Optimizer):
+    """torch.optim.Adam (L2 weight_decay added to the gradient; amsgrad not supported).
+
+    foreach=True (default: layers.optim.FOREACH) updates all float32 / float64 parameters of a
+    group that live on a GPU in one launch per dtype, through a table of their pointers
+    (layers.kernels.adam_multi) -- the same arithmetic as the per-parameter kernel, element for
+    element; other parameters take the per-parameter path."""
+    defaults = dict(lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, foreach=None)
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0,
+                 foreach=None):
         if lr < 0 or eps < 0 or not (0 <= betas[0] < 1 and 0 <= betas[1] < 1):
             raise ValueError(f"Adam: invalid lr={lr}, betas={betas} or eps={eps}")
-        super().__init__(params, lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay)
+        super().__init__(params, lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
+                         foreach=foreach)
 
     @no_grad()
     def step(self):
+        batched = {}                  # (group, dtype) -> (group, [(p, g, m, v, step)])
         for group, p in self._params_with_grad():
             st = self.state.get(id(p))
             xp = xp_of(p.data)
@@ -117,9 +128,14 @@ class Adam(Optimizer):
                     "exp_avg": xp.zeros_like(p.data), "exp_avg_sq": xp.zeros_like(p.data)}
             b1, b2 = group["betas"]
             if is_gpu(p.data):
+                foreach = FOREACH if group["foreach"] is None else group["foreach"]
+                arrays = (p.data, p.grad.data, st["exp_avg"], st["exp_avg_sq"], st["step"])
+                if foreach and p.dtype in (np.float32, np.float64) and \
+                        all(a.dtype == p.dtype and a.flags.c_contiguous for a in arrays[:4]):
+                    batched.setdefault((id(group), p.dtype.str), (group, []))[1].append(arrays)
+                    continue
                 st["step"] += 1
-                kernels.adam(p.data, p.grad.data, st["exp_avg"], st["exp_avg_sq"], st["step"],
-                             group["lr"], b1, b2, group["eps"], group["weight_decay"])
+                kernels.adam(*arrays, group["lr"], b1, b2, group["eps"], group["weight_decay"])
                 continue
             st["step"] += 1
             # half-precision parameters are updated in float32 (eps = 1e-8 is 0 in float16)
@@ -137,6 +153,18 @@ class Adam(Optimizer):
             denom = np.sqrt(v) / A(math.sqrt(bc2)) + A(group["eps"])
             st["exp_avg"][...], st["exp_avg_sq"][...] = m, v
             p.data[...] = w0 - A(group["lr"] / bc1) * m / denom
+        for group, tensors in batched.values():
+            rows, total = kernels.adam_rows(tensors)
+            trace = _trace.trace
+            if trace is not None:
+                trace.open("optimizer", "Adam(foreach)", "", [t[0] for t in tensors])
+            try:
+                kernels.adam_multi(device_table(rows), len(rows), total, tensors[0][0],
+                                   group["lr"], *group["betas"], group["eps"],
+                                   group["weight_decay"])
+            finally:
+                if trace is not None:
+                    trace.close()
 
 
 class SGD(Optimizer):

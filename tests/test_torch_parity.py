@@ -302,3 +302,24 @@ def test_clip_grad_norm_matches_torch():
     assert rel_err(n.numpy(), tn.numpy()) < TOL
     for p, tp in zip(ps, tps):
         assert rel_err(p.grad.numpy(), tp.grad.numpy()) < TOL
+
+
+def test_adam_rows_number_each_tensors_first_element():
+    from fake_device import FakeDeviceArray as Dev
+    from layers import kernels
+    tensors = [tuple(Dev(shape, ptr=base + 16 * k) for k in range(4)) + (Dev((), "int64",
+               ptr=base + 99),) for shape, base in (((3, 4), 1 << 20), ((5,), 1 << 21))]
+    rows, total = kernels.adam_rows(tensors)
+    assert total == 17 and len(rows[0]) == kernels.ADAM_COLUMNS
+    assert rows == [((1 << 20), (1 << 20) + 16, (1 << 20) + 32, (1 << 20) + 48, (1 << 20) + 99, 0),
+                    ((1 << 21), (1 << 21) + 16, (1 << 21) + 32, (1 << 21) + 48, (1 << 21) + 99,
+                     12)]
+
+
+def test_adam_foreach_is_a_hyper_parameter_torch_also_keeps():
+    p = L.nn.Parameter(np.ones(3, np.float32))
+    opt = L.optim.Adam([p], foreach=True)
+    p.grad = L.Tensor(np.ones(3, np.float32))
+    opt.step()
+    assert opt.state_dict()["param_groups"][0]["foreach"] is True
+    assert "foreach" in torch.optim.Adam([torch.nn.Parameter(torch.ones(3))]).param_groups[0]
