@@ -145,3 +145,87 @@ def softmax_grad(y, g, axis):
                   "0")(g, y, axis=axis, keepdims=True)
     return elementwise("cudnnlite_softmax_bwd", "T y, T g, T d", "T gx",
                        "gx = y * (g - d)")(y, g, d)
+
+
+# ---- multi-tensor gradient norm and scaling (clip_grad_norm_) --------------------------------
+
+NORM_COLUMNS = 2      # a gradient table row: pointer, first element
+NORM_THREADS = 256
+
+_SUMSQ = r"""
+extern "C" __global__ void cudnnlite_multi_sumsq_%(T)s(
+        const long long* tab, int n, long long total, double* partial) {
+    // each block's share of sum(x * x) over every tensor of the table, in double, written to
+    // partial[blockIdx.x] (summed afterwards in a fixed order: the result is reproducible)
+    double acc = 0.0;
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < total;
+         i += (long long)gridDim.x * blockDim.x) {
+        int lo = 0, hi = n;
+        while (hi - lo > 1) {
+            int mid = (lo + hi) / 2;
+            if (tab[mid * 2 + 1] <= i) lo = mid; else hi = mid;
+        }
+        double x = (double)reinterpret_cast<const %(T)s*>(tab[lo * 2])[i - tab[lo * 2 + 1]];
+        acc += x * x;
+    }
+    __shared__ double part[%(THREADS)d];
+    part[threadIdx.x] = acc;
+    __syncthreads();
+    for (int s = blockDim.x / 2; s > 0; s >>= 1) {
+        if (threadIdx.x < s) part[threadIdx.x] += part[threadIdx.x + s];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) partial[blockIdx.x] = part[0];
+}
+"""
+
+
+@functools.lru_cache(maxsize=None)
+def _sumsq_kernel(ctype):
+    return cupy().RawKernel(_SUMSQ % {"T": ctype, "THREADS": NORM_THREADS},
+                            f"cudnnlite_multi_sumsq_{ctype}")
+
+
+@functools.lru_cache(maxsize=None)
+def _blocks_for(device_id):
+    return 4 * cupy().cuda.Device(device_id).attributes["MultiProcessorCount"]
+
+
+def norm_rows(grads):
+    """The table rows of a multi-tensor norm / scale: (pointer, first element) per gradient;
+    -> (rows, total elements)."""
+    rows, start = [], 0
+    for g in grads:
+        rows.append((g.data.ptr, start))
+        start += g.size
+    return rows, start
+
+
+def multi_sumsq(table, n, total, like):
+    """sum(g * g) over every gradient of the table, in float64 (a device 0-d array): one launch
+    of a fixed number of blocks, then their partial sums added in a fixed order."""
+    cp = cupy()
+    blocks = int(max(1, min(_blocks_for(like.device.id), -(-total // NORM_THREADS))))
+    partial = cp.empty(blocks, np.float64)
+    ctype = "double" if like.dtype == np.float64 else "float"
+    _sumsq_kernel(ctype)((blocks,), (NORM_THREADS,),
+                         (table, np.int32(n), np.int64(total), partial))
+    return partial.sum()
+
+
+def multi_scale(table, n, total, like, norm, max_norm):
+    """Every gradient of the table times min(max_norm / (norm + 1e-6), 1) (torch's clip
+    coefficient; `norm` a device scalar in the gradients' accumulation type), in one launch."""
+    A = np.float64 if like.dtype == np.float64 else np.float32
+    elementwise("cudnnlite_multi_clip", "raw int64 tab, int32 n, raw A norm, A max_norm",
+                "raw T like", """
+        int lo = 0, hi = n;
+        while (hi - lo > 1) {
+            int mid = (lo + hi) / 2;
+            if (tab[mid * 2 + 1] <= (long long)i) lo = mid; else hi = mid;
+        }
+        A coef = max_norm / (norm[0] + (A)1e-6);
+        if (coef > (A)1) coef = (A)1;
+        T& g = reinterpret_cast<T*>(tab[lo * 2])[(long long)i - tab[lo * 2 + 1]];
+        g = (T)((A)g * coef);
+        """)(table, np.int32(n), norm, A(max_norm), like, size=total)

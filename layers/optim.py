@@ -97,7 +97,7 @@ class Optimizer:
         self.state = state
 
 
-FOREACH = False      # Adam's default for `foreach` (one launch per dtype, not per parameter)
+FOREACH = False      # default `foreach` of Adam and clip_grad_norm_ (one launch per dtype)
 
 
 class Adam(Optimizer):
@@ -198,15 +198,26 @@ class SGD(Optimizer):
 
 
 @no_grad()
-def clip_grad_norm_(parameters, max_norm, norm_type=2.0):
+def clip_grad_norm_(parameters, max_norm, norm_type=2.0, foreach=None):
     """Scale all gradients so their joint norm is at most max_norm; returns the norm before
-    clipping as a Tensor (computed on the device: no host sync)."""
+    clipping as a Tensor (computed on the device: no host sync). foreach=True (default:
+    layers.optim.FOREACH), for the 2-norm of float32 / float64 GPU gradients of one dtype: the
+    squares summed in float64 by one launch over a table of the gradients' pointers and the
+    gradients scaled by one more, whatever their number."""
     grads = [p.grad.data for p in (parameters if not isinstance(parameters, Tensor)
                                    else [parameters]) if p.grad is not None]
     if not grads:
         return Tensor(np.zeros((), np.float32))
     xp = xp_of(grads[0])
     A = accumulation_dtype(grads[0].dtype)      # float16 squares overflow: sum in float32
+    if (FOREACH if foreach is None else foreach) and norm_type == 2 and is_gpu(grads[0]) and \
+            grads[0].dtype in (np.float32, np.float64) and \
+            all(g.dtype == grads[0].dtype and g.flags.c_contiguous for g in grads):
+        rows, n = kernels.norm_rows(grads)
+        table = device_table(rows)
+        total = xp.sqrt(kernels.multi_sumsq(table, len(rows), n, grads[0])).astype(A)
+        kernels.multi_scale(table, len(rows), n, grads[0], total, max_norm)
+        return Tensor(total)
     if norm_type == float("inf"):
         total = xp.max(stack([xp.abs(g).max().astype(A) for g in grads]))
     else:

@@ -217,3 +217,26 @@ def test_foreach_adam_is_the_per_parameter_adam_element_for_element():
         for a, b in zip(got, reference):
             np.testing.assert_array_equal(a, b)
         assert [s["step"] for s in state["state"].values()] == [4] * 5
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("max_norm", [0.5, 1e6])          # clipped, and left alone
+def test_foreach_clip_grad_norm_matches_the_per_tensor_one(dtype, max_norm):
+    import cupy
+    rng = np.random.default_rng(4)
+    grads = [rng.standard_normal(s).astype(dtype) for s in ((64, 33), (7,), (1,), (300, 5))]
+
+    def run(foreach):
+        ps = [L.nn.Parameter(L.tensor(np.zeros_like(g), device=0)) for g in grads]
+        for p, g in zip(ps, grads):
+            p.grad = L.Tensor(cupy.asarray(g))
+        norm = L.optim.clip_grad_norm_(ps, max_norm, foreach=foreach)
+        return norm.numpy(), [p.grad.numpy() for p in ps]
+
+    (n0, g0), (n1, g1) = run(False), run(True)
+    eps = np.finfo(dtype).eps
+    assert n1.dtype == n0.dtype and abs(float(n1) - float(n0)) <= 8 * eps * float(n0)
+    expected = np.sqrt(sum(float((g.astype(np.float64) ** 2).sum()) for g in grads))
+    assert abs(float(n1) - expected) <= 2 * eps * expected
+    for a, b in zip(g1, g0):
+        np.testing.assert_allclose(a, b, rtol=8 * eps, atol=0)

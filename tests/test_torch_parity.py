@@ -323,3 +323,11 @@ def test_adam_foreach_is_a_hyper_parameter_torch_also_keeps():
     opt.step()
     assert opt.state_dict()["param_groups"][0]["foreach"] is True
     assert "foreach" in torch.optim.Adam([torch.nn.Parameter(torch.ones(3))]).param_groups[0]
+
+
+def test_norm_rows_number_each_gradients_first_element():
+    from fake_device import FakeDeviceArray as Dev
+    from layers import kernels
+    rows, total = kernels.norm_rows([Dev((3, 4), ptr=4096), Dev((5,), ptr=8192), Dev((1,))])
+    assert rows == [(4096, 0), (8192, 12), (1 << 20, 17)] and total == 18
+    assert len(rows[0]) == kernels.NORM_COLUMNS
