@@ -18,7 +18,7 @@ import threading
 import numpy as np
 
 from . import kernels
-from .backend import is_gpu, to_device
+from .backend import device_table, is_gpu, to_device
 from .tensor import Tensor
 
 NONE = np.iinfo(np.int64).max       # `first` when nothing was non-finite
@@ -98,9 +98,23 @@ class FiniteCheck:
         first: backward computes a model's gradients from its last layer to its first, so a
         non-finite gradient that spread backwards is reported where it started."""
         params = [p for group in optimizer.param_groups for p in group["params"]]
-        for p in reversed(params):
-            if p.grad is not None:
-                self._check(p.grad.data, f"gradient of {self._params.get(id(p), 'a parameter')}")
+        checked = [(p.grad.data, f"gradient of {self._params.get(id(p), 'a parameter')}")
+                   for p in reversed(params) if p.grad is not None]
+        grads = [g for g, _ in checked]
+        from .optim import FOREACH
+        if FOREACH and len(grads) > 1 and is_gpu(grads[0]) and \
+                grads[0].dtype in (np.float32, np.float64) and \
+                all(g.dtype == grads[0].dtype and g.flags.c_contiguous for g in grads):
+            # one launch over a table of the gradients: event k0 + j for gradient j, the
+            # smallest non-finite one kept (atomicMin: events only grow in time)
+            k0 = len(self.events)
+            self.events += [what for _, what in checked]
+            rows, total = kernels.norm_rows(grads)
+            _multi_flag_kernel()(device_table(rows), np.int32(len(rows)), np.int64(k0),
+                                 self.step, grads[0], self.first_event, size=total)
+            return
+        for g, what in checked:
+            self._check(g, what)
 
     def first(self):
         """What went non-finite first -- in the last step, or with keep_first since the reset --
@@ -129,6 +143,22 @@ class FiniteCheck:
             _flag_kernel()(x, np.int64(k), self.step, self.first_event)
         elif self.first_event[0] == NONE and not np.isfinite(x).all():
             self.first_event[0] = self.step[0] * STEP + k
+
+
+def _multi_flag_kernel():
+    return kernels.elementwise(
+        "cudnnlite_first_nonfinite_multi", "raw int64 tab, int32 n, int64 k0, raw int64 step",
+        "raw T like, raw int64 first", f"""
+        int lo = 0, hi = n;
+        while (hi - lo > 1) {{
+            int mid = (lo + hi) / 2;
+            if (tab[mid * 2 + 1] <= (long long)i) lo = mid; else hi = mid;
+        }}
+        const T x = reinterpret_cast<const T*>(tab[lo * 2])[(long long)i - tab[lo * 2 + 1]];
+        if (!isfinite(x))
+            atomicMin(reinterpret_cast<unsigned long long*>(&first[0]),
+                      (unsigned long long)(step[0] * {STEP}LL + k0 + lo));
+        """)
 
 
 def _flag_kernel():

@@ -232,3 +232,24 @@ def test_gpu_check_eager_gradient():
                    L.tensor(np.zeros((2, 4), np.float32), device=0)).backward()
         check.gradients(opt)
     assert check.first() == "gradient of net.1.w"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("foreach", [False, True])
+def test_gpu_gradient_check_names_the_first_in_checking_order(foreach, monkeypatch):
+    """The gradients are checked last parameter first, one launch per gradient or (foreach) one
+    for all of them: with two poisoned gradients the one checked first is named either way."""
+    monkeypatch.setattr(L.optim, "FOREACH", foreach)
+    model = mlp(0).to(0)
+    opt = L.optim.SGD(model.parameters(), lr=0.1)
+    check = FiniteCheck({"net": model})
+    with check:
+        model(L.tensor(np.ones((3, 4), np.float32), device=0)).sum().backward()
+        model[0].weight.grad.data[0, 0] = np.nan
+        model[2].weight.grad.data[1, 1] = np.inf
+        check.gradients(opt)
+    assert check.first() == "gradient of net.2.weight" and check.first_step() == 1
+    with check:
+        model(L.tensor(np.ones((3, 4), np.float32), device=0)).sum().backward()
+        check.gradients(opt)
+    assert check.first() is None
