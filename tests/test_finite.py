@@ -249,6 +249,7 @@ def test_gpu_gradient_check_names_the_first_in_checking_order(foreach, monkeypat
         model[2].weight.grad.data[1, 1] = np.inf
         check.gradients(opt)
     assert check.first() == "gradient of net.2.weight" and check.first_step() == 1
+    model.zero_grad()
     with check:
         model(L.tensor(np.ones((3, 4), np.float32), device=0)).sum().backward()
         check.gradients(opt)
