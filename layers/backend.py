@@ -134,17 +134,24 @@ _INFLIGHT = collections.deque()         # (event, pinned buffer) of eager upload
 
 
 def device_table(rows):
-    """Integer rows (pointers, offsets: tuples of ints) as one device int64 array, made once per
-    distinct table (the last 64 kept). Safe inside CUDA-graph capture, unlike cupy.asarray of
-    host data: the copy comes from a pinned buffer this function owns -- kept until the copy is
-    known done when eager, and for the life of a graph captured with it (whose memcpy node reads
-    it at every replay: cudnnlite.capture_scope keeps it)."""
+    """Integer rows (pointers, offsets: tuples of ints) as one device int64 array on the current
+    device. Safe inside CUDA-graph capture, unlike cupy.asarray of host data: the copy comes from
+    a pinned buffer this function owns -- kept until the copy is known done when eager, and for
+    the life of a graph captured with it (whose memcpy node reads it at every replay:
+    cudnnlite.capture_scope keeps it). Eager tables are made once per distinct table (the last
+    64 kept); a table made while capturing lives in the graph's own memory pool, so it is kept
+    by that graph only and never shared."""
     global _TABLES
     from cudnnlite._cache import LRU
     from cudnnlite.handle import keep_alive
-    if _TABLES is None:
-        _TABLES = LRU(64)
-    entry = _TABLES.get(tuple(rows), lambda: _upload_table(rows))
+    cp = cupy()
+    if cp.cuda.get_current_stream().is_capturing():
+        entry = _upload_table(rows)
+    else:
+        if _TABLES is None:
+            _TABLES = LRU(64)
+        entry = _TABLES.get((cp.cuda.runtime.getDevice(), tuple(rows)),
+                            lambda: _upload_table(rows))
     keep_alive(entry)
     return entry[0]
 

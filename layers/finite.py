@@ -104,7 +104,8 @@ class FiniteCheck:
         from .optim import FOREACH
         if FOREACH and len(grads) > 1 and is_gpu(grads[0]) and \
                 grads[0].dtype in (np.float32, np.float64) and \
-                all(g.dtype == grads[0].dtype and g.flags.c_contiguous for g in grads):
+                all(g.dtype == grads[0].dtype and g.flags.c_contiguous and
+                    g.device.id == grads[0].device.id for g in grads):
             # one launch over a table of the gradients: event k0 + j for gradient j, the
             # smallest non-finite one kept (atomicMin: events only grow in time)
             k0 = len(self.events)

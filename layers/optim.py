@@ -130,8 +130,7 @@ class Adam(Optimizer):
             if is_gpu(p.data):
                 foreach = FOREACH if group["foreach"] is None else group["foreach"]
                 arrays = (p.data, p.grad.data, st["exp_avg"], st["exp_avg_sq"], st["step"])
-                if foreach and p.dtype in (np.float32, np.float64) and \
-                        all(a.dtype == p.dtype and a.flags.c_contiguous for a in arrays[:4]):
+                if foreach and _batchable(arrays):
                     batched.setdefault((id(group), p.dtype.str), (group, []))[1].append(arrays)
                     continue
                 st["step"] += 1
@@ -154,6 +153,12 @@ class Adam(Optimizer):
             st["exp_avg"][...], st["exp_avg_sq"][...] = m, v
             p.data[...] = w0 - A(group["lr"] / bc1) * m / denom
         for group, tensors in batched.values():
+            if len({t[0].data.ptr for t in tensors}) < len(tensors):    # a parameter twice
+                for t in tensors:
+                    t[4][...] += 1
+                    kernels.adam(*t, group["lr"], *group["betas"], group["eps"],
+                                 group["weight_decay"])
+                continue
             rows, total = kernels.adam_rows(tensors)
             trace = _trace.trace
             if trace is not None:
@@ -165,6 +170,17 @@ class Adam(Optimizer):
             finally:
                 if trace is not None:
                     trace.close()
+
+
+def _batchable(arrays):
+    """p, g, m, v, step fit the multi-tensor Adam: float32 / float64 arrays of one dtype, size
+    and device, C-contiguous, and a device int64 step counter (else the per-tensor kernel, which
+    checks its arguments, takes them)."""
+    p, step = arrays[0], arrays[4]
+    return p.dtype in (np.float32, np.float64) and is_gpu(step) and step.dtype == np.int64 \
+        and step.size == 1 and all(a.dtype == p.dtype and a.size == p.size and
+                                   a.flags.c_contiguous and a.device.id == p.device.id
+                                   for a in arrays[:4])
 
 
 class SGD(Optimizer):
@@ -212,7 +228,9 @@ def clip_grad_norm_(parameters, max_norm, norm_type=2.0, foreach=None):
     A = accumulation_dtype(grads[0].dtype)      # float16 squares overflow: sum in float32
     if (FOREACH if foreach is None else foreach) and norm_type == 2 and is_gpu(grads[0]) and \
             grads[0].dtype in (np.float32, np.float64) and \
-            all(g.dtype == grads[0].dtype and g.flags.c_contiguous for g in grads):
+            all(g.dtype == grads[0].dtype and g.flags.c_contiguous and
+                g.device.id == grads[0].device.id for g in grads) and \
+            len({g.data.ptr for g in grads}) == len(grads):       # (one gradient twice: below)
         rows, n = kernels.norm_rows(grads)
         table = device_table(rows)
         total = xp.sqrt(kernels.multi_sumsq(table, len(rows), n, grads[0])).astype(A)

@@ -240,3 +240,21 @@ def test_foreach_clip_grad_norm_matches_the_per_tensor_one(dtype, max_norm):
     assert abs(float(n1) - expected) <= 2 * eps * expected
     for a, b in zip(g1, g0):
         np.testing.assert_allclose(a, b, rtol=8 * eps, atol=0)
+
+
+def test_device_tables_made_in_a_capture_are_the_graphs_own():
+    """A pointer table uploaded while capturing lives in the graph's pool: it must not be shared
+    with later calls (the graph may be dropped and its pool freed); an eager table is shared."""
+    import cupy
+    from layers.backend import device_table
+    rows = [(123, 0), (456, 7)]
+    eager = device_table(rows)
+    assert device_table(rows) is eager
+    s = cupy.cuda.Stream(non_blocking=True)
+    with s:
+        s.begin_capture()
+        captured = device_table([(789, 0)])
+        again = device_table([(789, 0)])
+        s.end_capture()
+    assert captured is not again
+    np.testing.assert_array_equal(eager.get(), [123, 0, 456, 7])
