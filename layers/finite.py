@@ -149,13 +149,8 @@ class FiniteCheck:
 def _multi_flag_kernel():
     return kernels.elementwise(
         "cudnnlite_first_nonfinite_multi", "raw int64 tab, int32 n, int64 k0, raw int64 step",
-        "raw T like, raw int64 first", f"""
-        int lo = 0, hi = n;
-        while (hi - lo > 1) {{
-            int mid = (lo + hi) / 2;
-            if (tab[mid * 2 + 1] <= (long long)i) lo = mid; else hi = mid;
-        }}
-        const T x = reinterpret_cast<const T*>(tab[lo * 2])[(long long)i - tab[lo * 2 + 1]];
+        "raw T like, raw int64 first", kernels.find_tensor(kernels.NORM_COLUMNS, 1) + f"""
+        const T x = reinterpret_cast<const T*>(tab[lo * 2])[k];
         if (!isfinite(x))
             atomicMin(reinterpret_cast<unsigned long long*>(&first[0]),
                       (unsigned long long)(step[0] * {STEP}LL + k0 + lo));

@@ -78,6 +78,20 @@ def adam(p, g, m, v, step, lr, beta1, beta2, eps, weight_decay):
     )(g, step, A(lr), A(beta1), A(beta2), A(eps), A(weight_decay), p, m, v)
 
 
+def find_tensor(columns, start):
+    """CUDA C for the multi-tensor kernels: with `tab` a table of n rows of `columns` int64 whose
+    column `start` holds each tensor's first element (ascending), set `lo` to the row of element
+    `i` and `k` to i's index within that tensor (a binary search)."""
+    return f"""
+        int lo = 0, hi = n;
+        while (hi - lo > 1) {{
+            int mid = (lo + hi) / 2;
+            if (tab[mid * {columns} + {start}] <= (long long)i) lo = mid; else hi = mid;
+        }}
+        const long long k = (long long)i - tab[lo * {columns} + {start}];
+"""
+
+
 ADAM_COLUMNS = 6      # a multi-tensor Adam table row: p, g, m, v, step pointers, first element
 
 
@@ -105,22 +119,15 @@ def adam_multi(table, n, total, like, lr, beta1, beta2, eps, weight_decay):
                 )(np.int32(ADAM_COLUMNS), table, size=n)
     elementwise(
         f"cudnnlite_adam_multi_{a}",
-        f"raw int64 tab, int32 n, int32 cols, {a} lr, {a} beta1, {a} beta2, {a} eps, {a} wd",
-        "raw T like", f"typedef {c} A;" + """
-        int lo = 0, hi = n;
-        while (hi - lo > 1) {
-            int mid = (lo + hi) / 2;
-            if (tab[mid * cols + 5] <= (long long)i) lo = mid; else hi = mid;
-        }
-        const long long k = (long long)i - tab[lo * cols + 5];
-        T& p = reinterpret_cast<T*>(tab[lo * cols])[k];
-        const T g = reinterpret_cast<const T*>(tab[lo * cols + 1])[k];
-        T& m = reinterpret_cast<T*>(tab[lo * cols + 2])[k];
-        T& v = reinterpret_cast<T*>(tab[lo * cols + 3])[k];
-        const long long* step = reinterpret_cast<const long long*>(tab[lo * cols + 4]);
+        f"raw int64 tab, int32 n, {a} lr, {a} beta1, {a} beta2, {a} eps, {a} wd",
+        "raw T like", f"typedef {c} A;" + find_tensor(ADAM_COLUMNS, 5) + """
+        T& p = reinterpret_cast<T*>(tab[lo * 6])[k];
+        const T g = reinterpret_cast<const T*>(tab[lo * 6 + 1])[k];
+        T& m = reinterpret_cast<T*>(tab[lo * 6 + 2])[k];
+        T& v = reinterpret_cast<T*>(tab[lo * 6 + 3])[k];
+        const long long* step = reinterpret_cast<const long long*>(tab[lo * 6 + 4]);
         """ + _ADAM_ELEMENT,
-    )(table, np.int32(n), np.int32(ADAM_COLUMNS), A(lr), A(beta1), A(beta2), A(eps),
-      A(weight_decay), like, size=total)
+    )(table, np.int32(n), A(lr), A(beta1), A(beta2), A(eps), A(weight_decay), like, size=total)
 
 
 @functools.lru_cache(maxsize=None)
@@ -160,12 +167,8 @@ extern "C" __global__ void cudnnlite_multi_sumsq_%(T)s(
     double acc = 0.0;
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < total;
          i += (long long)gridDim.x * blockDim.x) {
-        int lo = 0, hi = n;
-        while (hi - lo > 1) {
-            int mid = (lo + hi) / 2;
-            if (tab[mid * 2 + 1] <= i) lo = mid; else hi = mid;
-        }
-        double x = (double)reinterpret_cast<const %(T)s*>(tab[lo * 2])[i - tab[lo * 2 + 1]];
+%(FIND)s
+        double x = (double)reinterpret_cast<const %(T)s*>(tab[lo * 2])[k];
         acc += x * x;
     }
     __shared__ double part[%(THREADS)d];
@@ -182,7 +185,8 @@ extern "C" __global__ void cudnnlite_multi_sumsq_%(T)s(
 
 @functools.lru_cache(maxsize=None)
 def _sumsq_kernel(ctype):
-    return cupy().RawKernel(_SUMSQ % {"T": ctype, "THREADS": NORM_THREADS},
+    return cupy().RawKernel(_SUMSQ % {"T": ctype, "THREADS": NORM_THREADS,
+                                      "FIND": find_tensor(NORM_COLUMNS, 1)},
                             f"cudnnlite_multi_sumsq_{ctype}")
 
 
@@ -218,14 +222,9 @@ def multi_scale(table, n, total, like, norm, max_norm):
     coefficient; `norm` a device scalar in the gradients' accumulation type), in one launch."""
     A = np.float64 if like.dtype == np.float64 else np.float32
     elementwise("cudnnlite_multi_clip", "raw int64 tab, int32 n, raw A norm, A max_norm",
-                "raw T like", """
-        int lo = 0, hi = n;
-        while (hi - lo > 1) {
-            int mid = (lo + hi) / 2;
-            if (tab[mid * 2 + 1] <= (long long)i) lo = mid; else hi = mid;
-        }
+                "raw T like", find_tensor(NORM_COLUMNS, 1) + """
         A coef = max_norm / (norm[0] + (A)1e-6);
         if (coef > (A)1) coef = (A)1;
-        T& g = reinterpret_cast<T*>(tab[lo * 2])[(long long)i - tab[lo * 2 + 1]];
+        T& g = reinterpret_cast<T*>(tab[lo * 2])[k];
         g = (T)((A)g * coef);
         """)(table, np.int32(n), norm, A(max_norm), like, size=total)
