@@ -16,7 +16,8 @@ from . import api
 from .descriptors import (ConvolutionDescriptor, FilterDescriptor, TensorDescriptor, as_tuple,
                           check_layout, conv_output_shape, data_type, element_strides,
                           logical_axes, packed_strides)
-from .enums import ConvBwdDataAlgo, ConvBwdFilterAlgo, ConvFwdAlgo, DataType, MathType, Status
+from .enums import (ConvBwdDataAlgo, ConvBwdFilterAlgo, ConvFwdAlgo, DataType, MathType,
+                    PointwiseMode, Status)
 from .errors import BadParam, BadParamShapeMismatch, NotSupported
 from ._cache import LRU
 from .handle import keep_alive
@@ -293,10 +294,29 @@ _UIDS = {"cudnnConvolutionForward": (1, 2, 3), "cudnnConvolutionBackwardData": (
          "cudnnConvolutionBackwardFilter": (1, 3, 2)}
 
 
-def _new_graph_plan(p, d, handle, alpha, beta):
+def _accept(p, handle):
+    """The settings' filter on a graph-API engine: workspace limit, determinism, no TF32 (tensor
+    cores, down-converted inputs) for float32 when allow_tf32 is off, and a workspace that can
+    be allocated (else the next engine, as _choose does)."""
     import cupy
-    from . import graph
     from .enums import NumericalNote as Note
+    tf32_off = p.dt == DataType.FLOAT and not settings.allow_tf32
+
+    def accept(notes, workspace):
+        if (workspace > settings.workspace_limit
+                or (settings.deterministic and Note.NONDETERMINISTIC in notes)
+                or (tf32_off and (Note.TENSOR_CORE in notes or Note.DOWN_CONVERT_INPUTS in notes))):
+            return False
+        try:
+            handle.workspace(workspace)
+        except cupy.cuda.memory.OutOfMemoryError:
+            return False
+        return True
+    return accept
+
+
+def _new_graph_plan(p, d, handle, alpha, beta):
+    from . import graph
     pad, stride, dilation, groups = p.geometry
     w_strides = packed_strides(p.w.dims, p.layout)
     # every pointer is 16-byte aligned: cudnnlite.boundary copies any view that is not
@@ -308,20 +328,8 @@ def _new_graph_plan(p, d, handle, alpha, beta):
     a, b, c = (tensors[u] for u in _UIDS[d.name])
     op = graph.convolution_operation(d.name, a, b, c, conv, alpha, beta, double)
     ops = graph.operation_graph(handle, [op])
-    tf32_off = p.dt == DataType.FLOAT and not settings.allow_tf32
-
-    def accept(notes, workspace):
-        if (workspace > settings.workspace_limit
-                or (settings.deterministic and Note.NONDETERMINISTIC in notes)
-                or (tf32_off and (Note.TENSOR_CORE in notes or Note.DOWN_CONVERT_INPUTS in notes))):
-            return False
-        try:
-            handle.workspace(workspace)     # the next engine when memory is short, as _choose
-        except cupy.cuda.memory.OutOfMemoryError:
-            return False
-        return True
     try:
-        return graph.first_plan(handle, ops, accept)
+        return graph.first_plan(handle, ops, _accept(p, handle))
     except NotSupported as e:
         raise NotSupported(e.function, {"direction": d.name, "x": p.x, "w": p.w, "y": p.y,
                                         "geometry": p.geometry,
@@ -365,6 +373,75 @@ def forward(x, W, *, stride=1, pad=0, dilation=1, groups=1, layout="NCHW", algo=
     return _strided_or_packed(x, lambda x: _run(
         FWD, _array_plan(x, W.shape, dt, layout, pad, stride, dilation, groups), x, W, out, alpha,
         beta, algo, h))
+
+
+ACTIVATIONS = {None: None, "relu": PointwiseMode.RELU_FWD, "tanh": PointwiseMode.TANH_FWD,
+               "sigmoid": PointwiseMode.SIGMOID_FWD}
+_FUSED_UIDS = (1, 2, 3, 4)        # x, W, y, bias (the intermediates are virtual: ids 5 and 6)
+
+
+def forward_fused(x, W, bias, activation=None, *, stride=1, pad=0, dilation=1, layout="NCHW",
+                  out=None, dtype=None):
+    """y = activation(conv(x, W) + bias) as one cuDNN operation graph -- a convolution whose
+    output feeds a pointwise add of the bias and a pointwise activation ('relu', 'tanh',
+    'sigmoid' or None), the intermediates virtual (never written to memory): the seed's
+    Conv-Bias-ReLU fusion. bias has shape (K,). Plans are built once per problem; a problem no
+    engine fuses raises NotSupported naming every engine tried (callers fall back to the
+    separate calls). Ungrouped convolutions only."""
+    fn = "cudnnBackendExecute"
+    if activation not in ACTIVATIONS:
+        raise BadParam(fn, {"activation": activation},
+                       f"activation must be one of {list(ACTIVATIONS)}, got {activation!r}")
+    dt = common_dtype(fn, dtype, x=x, W=W, bias=bias, out=out)
+    x, W, bias = packed(fn, "x", x), packed(fn, "W", W), packed(fn, "bias", bias)
+    p = _array_plan(x, W.shape, dt, layout, pad, stride, dilation, 1)
+    check_shape(fn, "bias", bias, (p.y.dims[1],), "one value per output channel is")
+    check_out(fn, "out", out, p.y_shape, x.dtype)
+    h = handle(fn, x=x, W=W, bias=bias, out=out)
+    out = output(out, p.y_shape, x.dtype)
+    key = ("fused", activation, h.device_id, settings)
+
+    def make():
+        try:
+            return _new_fused_plan(p, h, activation)
+        except NotSupported as e:
+            return e
+    plan = p._graph_plans.get(key, make)
+    if isinstance(plan, NotSupported):
+        raise NotSupported(plan.function, plan.arguments, plan.detail)
+    keep_alive(plan)
+    plan.execute(h, _FUSED_UIDS, (x.data.ptr, W.data.ptr, out.data.ptr, bias.data.ptr),
+                 h.workspace(plan.workspace))
+    return out
+
+
+def _new_fused_plan(p, handle, activation):
+    from . import graph
+    pad, stride, dilation, _ = p.geometry
+    double = p.dt == DataType.DOUBLE
+    compute = DataType.DOUBLE if double else DataType.FLOAT
+    K, nd = p.y.dims[1], len(p.y.dims)
+    bias_dims = (1, K) + (1,) * (nd - 2)
+    x = graph.tensor(1, p.x.dims, p.x.strides, p.dt, ALIGNMENT)
+    w = graph.tensor(2, p.w.dims, packed_strides(p.w.dims, p.layout), p.dt, ALIGNMENT)
+    y = graph.tensor(3, p.y.dims, p.y.strides, p.dt, ALIGNMENT)
+    b = graph.tensor(4, bias_dims, packed_strides(bias_dims, p.layout), p.dt, ALIGNMENT)
+    conv_out = graph.tensor(5, p.y.dims, p.y.strides, compute, ALIGNMENT, virtual=True)
+    conv = graph.convolution(pad, stride, dilation, compute)
+    ops = [graph.convolution_operation(FWD.name, x, w, conv_out, conv, 1.0, 0.0, double)]
+    if activation is None:
+        ops.append(graph.pointwise_operation(PointwiseMode.ADD, conv_out, y, b=b, compute=compute))
+    else:
+        biased = graph.tensor(6, p.y.dims, p.y.strides, compute, ALIGNMENT, virtual=True)
+        ops += [graph.pointwise_operation(PointwiseMode.ADD, conv_out, biased, b=b,
+                                          compute=compute),
+                graph.pointwise_operation(ACTIVATIONS[activation], biased, y, compute=compute)]
+    try:
+        return graph.first_plan(handle, graph.operation_graph(handle, ops), _accept(p, handle))
+    except NotSupported as e:
+        raise NotSupported(e.function, {"fusion": f"conv + bias + {activation}", "x": p.x,
+                                        "w": p.w, "y": p.y, "geometry": p.geometry,
+                                        "settings": settings, **e.arguments}, e.detail) from None
 
 
 def backward_data(W, gy, x_shape, *, stride=1, pad=0, dilation=1, groups=1, layout="NCHW",

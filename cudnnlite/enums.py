@@ -5,7 +5,7 @@ __all__ = ["Status", "DataType", "TensorFormat", "ConvMode", "MathType", "ConvFw
            "ConvBwdDataAlgo", "ConvBwdFilterAlgo", "Determinism", "BatchNormMode", "ActivationMode",
            "NanPropagation", "RNNAlgo", "RNNMode", "RNNBiasMode", "DirectionMode", "RNNInputMode",
            "ForwardMode", "RNNDataLayout", "WgradMode", "BackendDescriptorType", "AttrType", "Attr",
-           "HeurMode", "NumericalNote"]
+           "PointwiseMode", "HeurMode", "NumericalNote"]
 
 
 class Status(IntEnum):
@@ -267,6 +267,12 @@ class Attr(IntEnum):
     OPERATION_CONVOLUTION_BWD_FILTER_DW = 715
     OPERATION_CONVOLUTION_BWD_FILTER_X = 716
     OPERATION_CONVOLUTION_BWD_FILTER_DY = 717
+    POINTWISE_MODE = 0
+    POINTWISE_MATH_PREC = 1
+    OPERATION_POINTWISE_PW_DESCRIPTOR = 750
+    OPERATION_POINTWISE_XDESC = 751
+    OPERATION_POINTWISE_BDESC = 752
+    OPERATION_POINTWISE_YDESC = 753
     OPERATIONGRAPH_HANDLE = 800
     OPERATIONGRAPH_OPS = 801
     OPERATIONGRAPH_ENGINE_GLOBAL_COUNT = 802
@@ -284,6 +290,16 @@ class Attr(IntEnum):
     ENGINE_GLOBAL_INDEX = 1301
     ENGINE_NUMERICAL_NOTE = 1303
     ENGINE_BEHAVIOR_NOTE = 1305
+
+
+class PointwiseMode(IntEnum):
+    """cudnnPointwiseMode_t (the modes this binding builds)"""
+    ADD = 0
+    MUL = 1
+    IDENTITY = 21
+    RELU_FWD = 100
+    TANH_FWD = 101
+    SIGMOID_FWD = 102
 
 
 class HeurMode(IntEnum):

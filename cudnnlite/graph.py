@@ -18,7 +18,7 @@ import weakref
 from . import api
 from ._cache import LRU
 from .enums import (Attr, AttrType, BackendDescriptorType as Kind, DataType, HeurMode,
-                    NumericalNote)
+                    NumericalNote, PointwiseMode)
 from .errors import CudnnError
 
 PACKS_PER_PLAN = 8      # variant packs kept per execution plan (one per pointer set)
@@ -30,7 +30,7 @@ _CTYPES = {
     AttrType.VOID_PTR: ctypes.c_void_p, AttrType.CONVOLUTION_MODE: ctypes.c_int,
     AttrType.HEUR_MODE: ctypes.c_int, AttrType.NUMERICAL_NOTE: ctypes.c_int,
     AttrType.BEHAVIOR_NOTE: ctypes.c_int, AttrType.BACKEND_DESCRIPTOR: ctypes.c_void_p,
-    AttrType.INT32: ctypes.c_int32,
+    AttrType.INT32: ctypes.c_int32, AttrType.POINTWISE_MODE: ctypes.c_int,
 }
 
 
@@ -155,6 +155,24 @@ def convolution_operation(direction, a, b, c, conv, alpha, beta, double):
         (names[0], AttrType.BACKEND_DESCRIPTOR, a), (names[1], AttrType.BACKEND_DESCRIPTOR, b),
         (names[2], AttrType.BACKEND_DESCRIPTOR, c), (names[3], AttrType.BACKEND_DESCRIPTOR, conv),
         (names[4], scalar, alpha), (names[5], scalar, beta)])
+
+
+def pointwise(mode, compute, finalize=True):
+    """A pointwise descriptor: the operation (PointwiseMode) and the precision it computes in."""
+    return BackendDescriptor(Kind.POINTWISE_DESCRIPTOR, [
+        (Attr.POINTWISE_MODE, AttrType.POINTWISE_MODE, PointwiseMode(mode)),
+        (Attr.POINTWISE_MATH_PREC, AttrType.DATA_TYPE, DataType(compute))], finalize)
+
+
+def pointwise_operation(mode, x, y, b=None, compute=DataType.FLOAT, finalize=True):
+    """y = mode(x) or y = mode(x, b) (b broadcast along its size-1 dims, as a bias (1, K, 1, 1))."""
+    attrs = [(Attr.OPERATION_POINTWISE_PW_DESCRIPTOR, AttrType.BACKEND_DESCRIPTOR,
+              pointwise(mode, compute, finalize)),
+             (Attr.OPERATION_POINTWISE_XDESC, AttrType.BACKEND_DESCRIPTOR, x)]
+    if b is not None:
+        attrs.append((Attr.OPERATION_POINTWISE_BDESC, AttrType.BACKEND_DESCRIPTOR, b))
+    attrs.append((Attr.OPERATION_POINTWISE_YDESC, AttrType.BACKEND_DESCRIPTOR, y))
+    return BackendDescriptor(Kind.OPERATION_POINTWISE_DESCRIPTOR, attrs, finalize)
 
 
 def operation_graph(handle, ops):

@@ -248,16 +248,23 @@ def _check_conv(name, x, weight, ndim):
     _check_float(name, x, weight)
 
 
-def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, layout="NCHW"):
-    """x (N, C, H, W), weight (K, C/groups, R, S) [NHWC: x (N, H, W, C), weight (K, R, S, C/g)]."""
+def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, layout="NCHW",
+           activation=None):
+    """x (N, C, H, W), weight (K, C/groups, R, S) [NHWC: x (N, H, W, C), weight (K, R, S, C/g)].
+    activation None, 'relu', 'tanh' or 'sigmoid' is applied to conv + bias; on the GPU the three
+    run as one fused cuDNN graph where an engine supports it."""
     _check_conv("conv2d", x, weight, 4)
+    if activation not in (None, "relu", "tanh", "sigmoid"):
+        raise ValueError(f"conv2d: activation must be None, 'relu', 'tanh' or 'sigmoid', got "
+                         f"{activation!r}")
     C = x.shape[-1] if layout == "NHWC" else x.shape[1]
     Cg = weight.shape[-1] if layout == "NHWC" else weight.shape[1]
     if C != Cg * groups or weight.shape[0] % groups:
         raise ValueError(f"conv2d: input has {C} channels (shape {x.shape}) but weight "
                          f"{weight.shape} with groups={groups} expects {Cg * groups}")
     return _conv.Conv2d.apply(x, weight, bias, stride=pair(stride), pad=pair(padding),
-                              dilation=pair(dilation), groups=groups, layout=layout)
+                              dilation=pair(dilation), groups=groups, layout=layout,
+                              activation=activation)
 
 
 def conv1d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):

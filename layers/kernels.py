@@ -228,3 +228,24 @@ def multi_scale(table, n, total, like, norm, max_norm):
         T& g = reinterpret_cast<T*>(tab[lo * 2])[k];
         g = (T)((A)g * coef);
         """)(table, np.int32(n), norm, A(max_norm), like, size=total)
+
+
+# ---- activations after a convolution (layers.ops.conv.Conv2d's `activation`) -----------------
+# NaN stays NaN, as torch's relu / tanh / sigmoid keep it
+
+_ACT_FWD = {"relu": "y = (x > (T)0 || x != x) ? x : (T)0",
+            "tanh": "y = tanh(x)",
+            "sigmoid": "y = (T)1 / ((T)1 + exp(-x))"}
+_ACT_BWD = {"relu": "gx = y > (T)0 ? gy : (T)0",          # from the output y
+            "tanh": "gx = gy * ((T)1 - y * y)",
+            "sigmoid": "gx = gy * y * ((T)1 - y)"}
+
+
+def activation(name, x):
+    return elementwise(f"cudnnlite_{name}_fwd", "T x", "T y", _ACT_FWD[name])(x)
+
+
+def activation_grad(name, y, gy):
+    """The activation's gradient from its output y (no input kept: the seed's fusion-friendly
+    form)."""
+    return elementwise(f"cudnnlite_{name}_grad_from_y", "T y, T gy", "T gx", _ACT_BWD[name])(y, gy)

@@ -261,3 +261,20 @@ def test_execution_plan_keeps_a_variant_pack_per_pointer_set(monkeypatch):
         plan.execute(None, [1, 2, 3], [k, k + 1, k + 2], 0)
     plan.execute(None, [1, 2, 3], sets[0], 0)
     assert len(made) == 3 + graph.PACKS_PER_PLAN + 1 + 1
+
+
+def test_pointwise_operations_take_their_attributes_with_no_gpu():
+    """The fused conv + bias + activation graph's pointwise pieces: each attribute name goes with
+    its type (cuDNN refuses a mismatch at set time, GPU or not); finalizing needs a GPU."""
+    from cudnnlite import graph
+    from cudnnlite.enums import BackendDescriptorType as Kind, DataType, PointwiseMode
+    t = [graph.BackendDescriptor(Kind.TENSOR_DESCRIPTOR, [], finalize=False) for _ in range(3)]
+    add = graph.pointwise_operation(PointwiseMode.ADD, t[0], t[1], b=t[2], finalize=False)
+    relu = graph.pointwise_operation(PointwiseMode.RELU_FWD, t[1], t[0], compute=DataType.DOUBLE,
+                                     finalize=False)
+    assert "OPERATION_POINTWISE_BDESC" in repr(add) and "BDESC" not in repr(relu)
+    pw = relu.attrs["OPERATION_POINTWISE_PW_DESCRIPTOR"]
+    assert pw.attrs == {"POINTWISE_MODE": PointwiseMode.RELU_FWD,
+                        "POINTWISE_MATH_PREC": DataType.DOUBLE}
+    with pytest.raises(cl.BadParam):
+        pw.set(graph.Attr.POINTWISE_MODE, graph.AttrType.INT64, 3)    # the wrong type

@@ -146,3 +146,37 @@ def test_a_captured_dcgan_step_on_the_graph_path_matches_the_legacy_path():
             assert abs(a[k] - b[k]) <= 1e-4 * max(1.0, abs(a[k])), k
     for a, b in zip(w0, w1):
         assert rel_err(b, a) < 1e-4
+
+
+@pytest.mark.parametrize("activation", [None, "relu", "tanh", "sigmoid"])
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_fused_conv_bias_activation_equals_the_separate_calls(activation, dtype):
+    """The seed's Conv-Bias-ReLU fusion: one operation graph (conv, pointwise add, pointwise
+    activation) against the float64 reference of the three steps. An engine that fuses float32
+    NCHW may not exist: then the refusal must name what was tried, and the test says so."""
+    import cupy
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal((2, 8, 12, 12))
+    W = rng.standard_normal((16, 8, 3, 3)) * 0.2
+    b = rng.standard_normal(16)
+    xr, Wr, br = rounded(x, dtype), rounded(W, dtype), rounded(b, dtype)
+    ref = conv_forward(xr, Wr, (1, 1), (1, 1), (1, 1), 1) + br[None, :, None, None]
+    ref = {None: ref, "relu": np.maximum(ref, 0), "tanh": np.tanh(ref),
+           "sigmoid": 1 / (1 + np.exp(-ref))}[activation]
+    try:
+        y = conv.forward_fused(cupy.asarray(x.astype(dtype)), cupy.asarray(W.astype(dtype)),
+                               cupy.asarray(b.astype(dtype)), activation, pad=1)
+    except cl.NotSupported as e:
+        assert "fusion" in str(e) and "tried" in str(e)
+        pytest.skip(f"no engine fuses conv + bias + {activation} in {dtype} NCHW: "
+                    f"{str(e).splitlines()[0]}")
+    assert rel_err(y.get().astype(np.float64), ref) < TOLERANCE[dtype]
+
+
+def test_fused_conv_refuses_a_bad_activation_and_bias():
+    import cupy
+    x, W = cupy.ones((1, 2, 4, 4), np.float32), cupy.ones((3, 2, 3, 3), np.float32)
+    with pytest.raises(cl.BadParam, match="activation must be one of"):
+        conv.forward_fused(x, W, cupy.ones(3, np.float32), "gelu")
+    with pytest.raises(cl.BadParamShapeMismatch, match="one value per output channel"):
+        conv.forward_fused(x, W, cupy.ones(4, np.float32), "relu")

@@ -8,6 +8,7 @@ transposed conv's gx is conv forward, and both take gW from backward-filter.
 """
 import numpy as np
 
+from .. import kernels
 from ..tensor import Function
 
 
@@ -129,19 +130,50 @@ def _as_cudnn_reads(x, gpu, packed_only):
     return make("cudnnConvolutionForward", "x", x)
 
 
+_NP_ACT = {"relu": lambda x: np.where((x > 0) | np.isnan(x), x, 0).astype(x.dtype),
+           "tanh": np.tanh, "sigmoid": lambda x: (1 / (1 + np.exp(-x))).astype(x.dtype)}
+_NP_ACT_GRAD = {"relu": lambda y, gy: np.where(y > 0, gy, 0).astype(gy.dtype),
+                "tanh": lambda y, gy: gy * (1 - y * y),
+                "sigmoid": lambda y, gy: gy * y * (1 - y)}
+
+
 class Conv2d(Function):
-    """y = conv(x, W) + b. Params: stride, pad, dilation (pairs), groups, layout."""
+    """y = activation(conv(x, W) + b). Params: stride, pad, dilation (pairs), groups, layout,
+    activation (None, 'relu', 'tanh', 'sigmoid'). With a bias and an activation on the GPU, the
+    three are one cuDNN operation graph (cudnnlite.conv.forward_fused, the seed's Conv-Bias-ReLU
+    fusion) where an engine fuses them, else three calls. Backward needs only x, W and y: the
+    activation's gradient is taken from its output."""
+    activation = None
 
     def forward(self, x, W, b=None):
-        x = _as_cudnn_reads(x, self.gpu, packed_only=False)
+        fuse = self.gpu and self.activation is not None and b is not None and self.groups == 1
+        x = _as_cudnn_reads(x, self.gpu, packed_only=fuse)
         self.saved = x, W
-        y = conv_forward(x, W, self.stride, self.pad, self.dilation, self.groups, self.layout)
-        if b is not None:
-            y += b.reshape(_bias_shape(b.shape[0], y.ndim, self.layout))
+        y = self._fused(x, W, b) if fuse else None
+        if y is None:
+            y = conv_forward(x, W, self.stride, self.pad, self.dilation, self.groups, self.layout)
+            if b is not None:
+                y += b.reshape(_bias_shape(b.shape[0], y.ndim, self.layout))
+            if self.activation is not None:
+                y = kernels.activation(self.activation, y) if self.gpu \
+                    else _NP_ACT[self.activation](y)
+        self.y = y if self.activation is not None else None
         return y
+
+    def _fused(self, x, W, b):
+        from cudnnlite import NotSupported, conv
+        try:
+            return conv.forward_fused(x, W, b, self.activation, stride=self.stride, pad=self.pad,
+                                      dilation=self.dilation, layout=self.layout)
+        except NotSupported:       # no engine fuses this problem (remembered per problem)
+            return None
 
     def backward(self, gy):
         x, W = self.saved
+        if self.activation is not None:
+            gy = kernels.activation_grad(self.activation, self.y, gy) if self.gpu \
+                else _NP_ACT_GRAD[self.activation](self.y, gy)
+            self.y = None
         gy = self.xp.ascontiguousarray(gy)
         args = self.stride, self.pad, self.dilation, self.groups, self.layout
         gx = conv_backward_data(W, gy, x.shape, *args) if self.needs_input_grad[0] else None
