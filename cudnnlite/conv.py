@@ -398,21 +398,25 @@ def forward_fused(x, W, bias, activation=None, *, stride=1, pad=0, dilation=1, l
     check_shape(fn, "bias", bias, (p.y.dims[1],), "one value per output channel is")
     check_out(fn, "out", out, p.y_shape, x.dtype)
     h = handle(fn, x=x, W=W, bias=bias, out=out)
-    out = output(out, p.y_shape, x.dtype)
-    key = ("fused", activation, h.device_id, settings)
-
-    def make():
-        try:
-            return _new_fused_plan(p, h, activation)
-        except NotSupported as e:
-            return e
-    plan = p._graph_plans.get(key, make)
+    plan = fused_plan(p, h, activation)
     if isinstance(plan, NotSupported):
         raise NotSupported(plan.function, plan.arguments, plan.detail)
     keep_alive(plan)
+    out = output(out, p.y_shape, x.dtype)
     plan.execute(h, _FUSED_UIDS, (x.data.ptr, W.data.ptr, out.data.ptr, bias.data.ptr),
                  h.workspace(plan.workspace))
     return out
+
+
+def fused_plan(p, handle, activation):
+    """Problem p's fused plan on handle's device, or the NotSupported that building it raised
+    (kept, so a problem no engine fuses is refused at the cost of a lookup)."""
+    def make():
+        try:
+            return _new_fused_plan(p, handle, activation)
+        except NotSupported as e:
+            return e
+    return p._graph_plans.get(("fused", activation, handle.device_id, settings), make)
 
 
 def _new_fused_plan(p, handle, activation):

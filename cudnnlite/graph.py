@@ -31,6 +31,7 @@ _CTYPES = {
     AttrType.HEUR_MODE: ctypes.c_int, AttrType.NUMERICAL_NOTE: ctypes.c_int,
     AttrType.BEHAVIOR_NOTE: ctypes.c_int, AttrType.BACKEND_DESCRIPTOR: ctypes.c_void_p,
     AttrType.INT32: ctypes.c_int32, AttrType.POINTWISE_MODE: ctypes.c_int,
+    AttrType.NAN_PROPAGATION: ctypes.c_int,
 }
 
 
@@ -158,10 +159,12 @@ def convolution_operation(direction, a, b, c, conv, alpha, beta, double):
 
 
 def pointwise(mode, compute, finalize=True):
-    """A pointwise descriptor: the operation (PointwiseMode) and the precision it computes in."""
+    """A pointwise descriptor: the operation (PointwiseMode) and the precision it computes in;
+    NaN propagates (cuDNN's default for ReLU drops it; torch keeps it)."""
     return BackendDescriptor(Kind.POINTWISE_DESCRIPTOR, [
         (Attr.POINTWISE_MODE, AttrType.POINTWISE_MODE, PointwiseMode(mode)),
-        (Attr.POINTWISE_MATH_PREC, AttrType.DATA_TYPE, DataType(compute))], finalize)
+        (Attr.POINTWISE_MATH_PREC, AttrType.DATA_TYPE, DataType(compute)),
+        (Attr.POINTWISE_NAN_PROPAGATION, AttrType.NAN_PROPAGATION, 1)], finalize)
 
 
 def pointwise_operation(mode, x, y, b=None, compute=DataType.FLOAT, finalize=True):

@@ -236,7 +236,7 @@ def multi_scale(table, n, total, like, norm, max_norm):
 _ACT_FWD = {"relu": "y = (x > (T)0 || x != x) ? x : (T)0",
             "tanh": "y = tanh(x)",
             "sigmoid": "y = (T)1 / ((T)1 + exp(-x))"}
-_ACT_BWD = {"relu": "gx = y > (T)0 ? gy : (T)0",          # from the output y
+_ACT_BWD = {"relu": "gx = y <= (T)0 ? (T)0 : gy",         # from the output y (a NaN passes gy)
             "tanh": "gx = gy * ((T)1 - y * y)",
             "sigmoid": "gx = gy * y * ((T)1 - y)"}
 

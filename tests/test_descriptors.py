@@ -275,6 +275,6 @@ def test_pointwise_operations_take_their_attributes_with_no_gpu():
     assert "OPERATION_POINTWISE_BDESC" in repr(add) and "BDESC" not in repr(relu)
     pw = relu.attrs["OPERATION_POINTWISE_PW_DESCRIPTOR"]
     assert pw.attrs == {"POINTWISE_MODE": PointwiseMode.RELU_FWD,
-                        "POINTWISE_MATH_PREC": DataType.DOUBLE}
+                        "POINTWISE_MATH_PREC": DataType.DOUBLE, "POINTWISE_NAN_PROPAGATION": 1}
     with pytest.raises(cl.BadParam):
         pw.set(graph.Attr.POINTWISE_MODE, graph.AttrType.INT64, 3)    # the wrong type

@@ -340,3 +340,24 @@ def test_norm_rows_number_each_gradients_first_element():
     rows, total = kernels.norm_rows([Dev((3, 4), ptr=4096), Dev((5,), ptr=8192), Dev((1,))])
     assert rows == [(4096, 0), (8192, 12), (1 << 20, 17)] and total == 18
     assert len(rows[0]) == kernels.NORM_COLUMNS
+
+
+def test_conv_with_activation_backpropagates_twice_with_retain_graph():
+    x = L.tensor(np.random.default_rng(0).standard_normal((1, 2, 5, 5)), requires_grad=True)
+    w = L.tensor(np.random.default_rng(1).standard_normal((3, 2, 3, 3)), requires_grad=True)
+    b = L.tensor(np.zeros(3), requires_grad=True)
+    y = F.conv2d(x, w, b, activation="relu").sum()
+    y.backward(retain_graph=True)
+    first = w.grad.numpy().copy()
+    y.backward()
+    np.testing.assert_allclose(w.grad.numpy(), 2 * first)
+
+
+def test_relu_gradient_at_nan_passes_as_torch():
+    x = L.tensor(np.full((1, 1, 3, 3), np.nan), requires_grad=True)
+    w = L.tensor(np.ones((1, 1, 1, 1)), requires_grad=True)
+    F.conv2d(x, w, L.tensor(np.zeros(1)), activation="relu").sum().backward()
+    xt = torch.full((1, 1, 3, 3), float("nan"), dtype=torch.float64, requires_grad=True)
+    torch.relu(TF.conv2d(xt, torch.ones((1, 1, 1, 1), dtype=torch.float64),
+                         torch.zeros(1, dtype=torch.float64))).sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), xt.grad.numpy())      # 1 where y is NaN

@@ -132,9 +132,12 @@ def _as_cudnn_reads(x, gpu, packed_only):
 
 _NP_ACT = {"relu": lambda x: np.where((x > 0) | np.isnan(x), x, 0).astype(x.dtype),
            "tanh": np.tanh, "sigmoid": lambda x: (1 / (1 + np.exp(-x))).astype(x.dtype)}
-_NP_ACT_GRAD = {"relu": lambda y, gy: np.where(y > 0, gy, 0).astype(gy.dtype),
+_NP_ACT_GRAD = {"relu": lambda y, gy: np.where(y <= 0, 0, gy).astype(gy.dtype),   # as torch
                 "tanh": lambda y, gy: gy * (1 - y * y),
                 "sigmoid": lambda y, gy: gy * y * (1 - y)}
+
+
+_UNFUSED = set()      # problems no cuDNN engine fuses: run as separate calls
 
 
 class Conv2d(Function):
@@ -146,9 +149,9 @@ class Conv2d(Function):
     activation = None
 
     def forward(self, x, W, b=None):
-        fuse = self.gpu and self.activation is not None and b is not None and self.groups == 1
+        fuse = self.gpu and self.activation is not None and b is not None and \
+            self.groups == 1 and x.dtype == W.dtype == b.dtype
         x = _as_cudnn_reads(x, self.gpu, packed_only=fuse)
-        self.saved = x, W
         y = self._fused(x, W, b) if fuse else None
         if y is None:
             y = conv_forward(x, W, self.stride, self.pad, self.dilation, self.groups, self.layout)
@@ -157,23 +160,29 @@ class Conv2d(Function):
             if self.activation is not None:
                 y = kernels.activation(self.activation, y) if self.gpu \
                     else _NP_ACT[self.activation](y)
-        self.y = y if self.activation is not None else None
+        self.saved = x, W, (y if self.activation is not None else None)
         return y
 
     def _fused(self, x, W, b):
+        """The fused forward, or None where no engine fuses the problem (remembered, so such a
+        problem costs one set lookup per call)."""
         from cudnnlite import NotSupported, conv
+        key = (x.shape, x.strides, W.shape, x.dtype.str, x.device.id, self.layout, self.stride,
+               self.pad, self.dilation, self.activation, conv.settings)
+        if key in _UNFUSED:
+            return None
         try:
             return conv.forward_fused(x, W, b, self.activation, stride=self.stride, pad=self.pad,
                                       dilation=self.dilation, layout=self.layout)
-        except NotSupported:       # no engine fuses this problem (remembered per problem)
+        except NotSupported:
+            _UNFUSED.add(key)
             return None
 
     def backward(self, gy):
-        x, W = self.saved
+        x, W, y = self.saved
         if self.activation is not None:
-            gy = kernels.activation_grad(self.activation, self.y, gy) if self.gpu \
-                else _NP_ACT_GRAD[self.activation](self.y, gy)
-            self.y = None
+            gy = kernels.activation_grad(self.activation, y, gy) if self.gpu \
+                else _NP_ACT_GRAD[self.activation](y, gy)
         gy = self.xp.ascontiguousarray(gy)
         args = self.stride, self.pad, self.dilation, self.groups, self.layout
         gx = conv_backward_data(W, gy, x.shape, *args) if self.needs_input_grad[0] else None
