@@ -180,3 +180,17 @@ def test_fused_conv_refuses_a_bad_activation_and_bias():
         conv.forward_fused(x, W, cupy.ones(3, np.float32), "gelu")
     with pytest.raises(cl.BadParamShapeMismatch, match="one value per output channel"):
         conv.forward_fused(x, W, cupy.ones(4, np.float32), "relu")
+
+
+def test_fused_relu_keeps_a_nan():
+    """A NaN reaching the fused ReLU stays NaN (torch's relu keeps it; cuDNN's default drops it,
+    so the pointwise descriptor asks for propagation)."""
+    import cupy
+    x = np.ones((1, 2, 5, 5), np.float32)
+    x[0, 0, 2, 2] = np.nan
+    try:
+        y = conv.forward_fused(cupy.asarray(x), cupy.ones((3, 2, 1, 1), np.float32),
+                               cupy.zeros(3, np.float32), "relu")
+    except cl.NotSupported as e:
+        pytest.skip(f"no engine fuses conv + bias + relu in float32 NCHW: {str(e).splitlines()[0]}")
+    assert np.isnan(y.get()[0, :, 2, 2]).all() and not np.isnan(y.get()[0, :, 0, 0]).any()
