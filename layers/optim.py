@@ -1,8 +1,9 @@
 """Optimizers with PyTorch's exact update rules, updating parameters in place.
 
-On the GPU each update is one fused CuPy kernel per parameter, and the step count lives in
-device memory (bias corrections are computed inside the kernel), so a step needs no host sync
-and can be captured in a CUDA graph. State dicts follow torch.optim's shape."""
+On the GPU each update is one fused CuPy kernel per parameter -- or, with foreach, one per dtype
+over a table of the parameters' pointers -- and the step count lives in device memory (bias
+corrections are computed inside the kernel), so a step needs no host sync and can be captured in
+a CUDA graph. State dicts follow torch.optim's shape."""
 import math
 
 import numpy as np
