@@ -23,16 +23,16 @@ import ctypes
 import functools
 import threading
 import weakref
-from contextlib import contextmanager
 from ctypes import POINTER, Structure, byref, c_char_p, c_float, c_int, c_int32, c_int64, c_size_t
 from ctypes import c_uint32, c_uint64, c_void_p, sizeof
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from enum import IntEnum
 from typing import NamedTuple
 
 from . import api
 from ._cache import LRU
 from ._lib import load
+from ._settings import settings_functions
 from .boundary import ALIGNMENT
 from .handle import Workspace
 
@@ -425,23 +425,8 @@ class Settings:
 settings = Settings()
 
 
-def configure(**changes):
-    """Change settings for the rest of the process, e.g. configure(allow_tf32=True)."""
-    global settings
-    settings = replace(settings, **changes)
-    return settings
-
-
-@contextmanager
-def using(**changes):
-    """Temporarily change settings: `with blas.using(allow_tf32=True): ...`."""
-    global settings
-    saved = settings
-    configure(**changes)
-    try:
-        yield settings
-    finally:
-        settings = saved
+# configure(allow_tf32=True) for the rest of the process; `with blas.using(allow_tf32=True):`
+configure, using = settings_functions(__name__)
 
 
 # ---- the problem: row-major arrays -> cuBLAS's column-major operands ------------------------

@@ -8,8 +8,7 @@ PLAN_CACHE_SIZE); each direction's algorithm is chosen once per Plan, device and
 (heuristics, benchmark, or explicit). Arrays pass cudnnlite.boundary's checks first.
 """
 import ctypes
-from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import NamedTuple
 
 from . import api
@@ -20,6 +19,7 @@ from .enums import (ConvBwdDataAlgo, ConvBwdFilterAlgo, ConvFwdAlgo, DataType, M
                     PointwiseMode, Status)
 from .errors import BadParam, BadParamShapeMismatch, NotSupported
 from ._cache import LRU
+from ._settings import settings_functions
 from .handle import keep_alive
 from .boundary import (ALIGNMENT, check_out, check_shape, common_dtype, device_array, handle,
                        output, packed, scalar, strided)
@@ -39,27 +39,15 @@ class Settings:
 settings = Settings()
 
 
-def configure(**changes):
-    """Change settings for the rest of the process, e.g. configure(allow_tf32=False)."""
-    global settings
+def _check(changes):
     if "algo_mode" in changes and changes["algo_mode"] not in ("heuristic", "benchmark"):
         raise ValueError(f"algo_mode must be 'heuristic' or 'benchmark', got {changes['algo_mode']!r}")
     if "api" in changes and changes["api"] not in ("legacy", "graph"):
         raise ValueError(f"api must be 'legacy' or 'graph', got {changes['api']!r}")
-    settings = replace(settings, **changes)
-    return settings
 
 
-@contextmanager
-def using(**changes):
-    """Temporarily change settings: `with conv.using(deterministic=True): ...`."""
-    global settings
-    saved = settings
-    configure(**changes)
-    try:
-        yield settings
-    finally:
-        settings = saved
+# configure(deterministic=True) for the rest of the process; `with conv.using(api="graph"):`
+configure, using = settings_functions(__name__, _check)
 
 
 class Choice(NamedTuple):
