@@ -110,7 +110,7 @@ class FiniteCheck:
             # smallest non-finite one kept (atomicMin: events only grow in time)
             k0 = len(self.events)
             self.events += [what for _, what in checked]
-            rows, total = kernels.norm_rows(grads)
+            rows, total = kernels.pointer_rows(grads)
             _multi_flag_kernel()(device_table(rows), np.int32(len(rows)), np.int64(k0),
                                  self.step, grads[0], self.first_event, size=total)
             return
@@ -149,7 +149,7 @@ class FiniteCheck:
 def _multi_flag_kernel():
     return kernels.elementwise(
         "cudnnlite_first_nonfinite_multi", "raw int64 tab, int32 n, int64 k0, raw int64 step",
-        "raw T like, raw int64 first", kernels.find_tensor(kernels.NORM_COLUMNS, 1) + f"""
+        "raw T like, raw int64 first", kernels.find_tensor(kernels.POINTER_COLUMNS, 1) + f"""
         const T x = reinterpret_cast<const T*>(tab[lo * 2])[k];
         if (!isfinite(x))
             atomicMin(reinterpret_cast<unsigned long long*>(&first[0]),

@@ -156,7 +156,7 @@ def softmax_grad(y, g, axis):
 
 # ---- multi-tensor gradient norm and scaling (clip_grad_norm_) --------------------------------
 
-NORM_COLUMNS = 2      # a gradient table row: pointer, first element
+POINTER_COLUMNS = 2   # a one-pointer table row (norm, clip, finite check): pointer, first element
 NORM_THREADS = 256
 
 _SUMSQ = r"""
@@ -186,7 +186,7 @@ extern "C" __global__ void cudnnlite_multi_sumsq_%(T)s(
 @functools.lru_cache(maxsize=None)
 def _sumsq_kernel(ctype):
     return cupy().RawKernel(_SUMSQ % {"T": ctype, "THREADS": NORM_THREADS,
-                                      "FIND": find_tensor(NORM_COLUMNS, 1)},
+                                      "FIND": find_tensor(POINTER_COLUMNS, 1)},
                             f"cudnnlite_multi_sumsq_{ctype}")
 
 
@@ -195,11 +195,11 @@ def _blocks_for(device_id):
     return 4 * cupy().cuda.Device(device_id).attributes["MultiProcessorCount"]
 
 
-def norm_rows(grads):
-    """The table rows of a multi-tensor norm / scale: (pointer, first element) per gradient;
-    -> (rows, total elements)."""
+def pointer_rows(arrays):
+    """The rows of a one-pointer table (the multi-tensor norm, clip and finite check):
+    (pointer, first element) per array; -> (rows, total elements)."""
     rows, start = [], 0
-    for g in grads:
+    for g in arrays:
         rows.append((g.data.ptr, start))
         start += g.size
     return rows, start
@@ -222,7 +222,7 @@ def multi_scale(table, n, total, like, norm, max_norm):
     coefficient; `norm` a device scalar in the gradients' accumulation type), in one launch."""
     A = np.float64 if like.dtype == np.float64 else np.float32
     elementwise("cudnnlite_multi_clip", "raw int64 tab, int32 n, raw A norm, A max_norm",
-                "raw T like", find_tensor(NORM_COLUMNS, 1) + """
+                "raw T like", find_tensor(POINTER_COLUMNS, 1) + """
         A coef = max_norm / (norm[0] + (A)1e-6);
         if (coef > (A)1) coef = (A)1;
         T& g = reinterpret_cast<T*>(tab[lo * 2])[k];

@@ -232,7 +232,7 @@ def clip_grad_norm_(parameters, max_norm, norm_type=2.0, foreach=None):
             all(g.dtype == grads[0].dtype and g.flags.c_contiguous and
                 g.device.id == grads[0].device.id for g in grads) and \
             len({g.data.ptr for g in grads}) == len(grads):       # (one gradient twice: below)
-        rows, n = kernels.norm_rows(grads)
+        rows, n = kernels.pointer_rows(grads)
         table = device_table(rows)
         total = xp.sqrt(kernels.multi_sumsq(table, len(rows), n, grads[0])).astype(A)
         kernels.multi_scale(table, len(rows), n, grads[0], total, max_norm)

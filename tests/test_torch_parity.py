@@ -337,9 +337,9 @@ def test_adam_foreach_is_a_hyper_parameter_torch_also_keeps():
 def test_norm_rows_number_each_gradients_first_element():
     from fake_device import FakeDeviceArray as Dev
     from layers import kernels
-    rows, total = kernels.norm_rows([Dev((3, 4), ptr=4096), Dev((5,), ptr=8192), Dev((1,))])
+    rows, total = kernels.pointer_rows([Dev((3, 4), ptr=4096), Dev((5,), ptr=8192), Dev((1,))])
     assert rows == [(4096, 0), (8192, 12), (1 << 20, 17)] and total == 18
-    assert len(rows[0]) == kernels.NORM_COLUMNS
+    assert len(rows[0]) == kernels.POINTER_COLUMNS
 
 
 def test_conv_with_activation_backpropagates_twice_with_retain_graph():

@@ -137,7 +137,7 @@ _NP_ACT_GRAD = {"relu": lambda y, gy: np.where(y <= 0, 0, gy).astype(gy.dtype), 
                 "sigmoid": lambda y, gy: gy * y * (1 - y)}
 
 
-_UNFUSED = set()      # problems no cuDNN engine fuses: run as separate calls
+_UNFUSED = []         # [LRU of the problems no cuDNN engine fuses], made on the first GPU call
 
 
 class Conv2d(Function):
@@ -167,15 +167,19 @@ class Conv2d(Function):
         """The fused forward, or None where no engine fuses the problem (remembered, so such a
         problem costs one set lookup per call)."""
         from cudnnlite import NotSupported, conv
+        from cudnnlite._cache import LRU
+        if not _UNFUSED:
+            _UNFUSED.append(LRU(1024))
+        unfused = _UNFUSED[0]
         key = (x.shape, x.strides, W.shape, x.dtype.str, x.device.id, self.layout, self.stride,
                self.pad, self.dilation, self.activation, conv.settings)
-        if key in _UNFUSED:
+        if key in unfused:
             return None
         try:
             return conv.forward_fused(x, W, b, self.activation, stride=self.stride, pad=self.pad,
                                       dilation=self.dilation, layout=self.layout)
         except NotSupported:
-            _UNFUSED.add(key)
+            unfused.get(key, lambda: True)
             return None
 
     def backward(self, gy):
