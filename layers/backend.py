@@ -31,11 +31,30 @@ def is_gpu(a):
     return False
 
 
+try:                                    # NumPy has no bfloat16; ml_dtypes' is CuPy's too
+    import ml_dtypes as _ml_dtypes
+    bfloat16 = np.dtype(_ml_dtypes.bfloat16)
+except ImportError:                     # pragma: no cover - ml_dtypes is a dependency
+    bfloat16 = None
+
+
+def is_floating(dtype):
+    """float16 / bfloat16 / float32 / float64 (bfloat16 is a NumPy 'V'-kind extension dtype)."""
+    dtype = np.dtype(dtype)
+    return dtype.kind == "f" or dtype == bfloat16
+
+
+def is_half(dtype):
+    """float16 or bfloat16: stored in 16 bits, computed in float32."""
+    dtype = np.dtype(dtype)
+    return dtype.itemsize == 2 and is_floating(dtype)
+
+
 def accumulation_dtype(dtype):
     """The dtype sums, means, softmaxes and losses of `dtype` data are computed in: float32 for
-    half-precision data (as torch accumulates), else the data's own dtype."""
+    half-precision data (float16 and bfloat16, as torch accumulates), else the data's own dtype."""
     dtype = np.dtype(dtype)
-    return np.dtype(np.float32) if dtype.kind == "f" and dtype.itemsize < 4 else dtype
+    return np.dtype(np.float32) if is_half(dtype) else dtype
 
 
 def xp_of(a):

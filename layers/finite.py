@@ -18,7 +18,7 @@ import threading
 import numpy as np
 
 from . import kernels
-from .backend import device_table, is_gpu, to_device
+from .backend import device_table, is_floating, is_gpu, to_device
 from .tensor import Tensor
 
 NONE = np.iinfo(np.int64).max       # `first` when nothing was non-finite
@@ -136,7 +136,7 @@ class FiniteCheck:
         return None if code == NONE else code // STEP
 
     def _check(self, x, what):
-        if x.dtype.kind != "f":            # integer outputs are always finite
+        if not is_floating(x.dtype):       # integer outputs are always finite
             return
         k = len(self.events)
         self.events.append(what)

@@ -9,7 +9,7 @@ from .ops import loss as _loss
 from .ops import norm as _norm
 from .ops import reduce as _red
 from .ops import shape as _sh
-from .backend import cupy, device_of, is_gpu, to_device
+from .backend import cupy, device_of, is_floating, is_gpu, to_device
 from .tensor import Tensor
 
 
@@ -42,7 +42,7 @@ def _operand(a, like=None):
     if like is None:
         return a
     data = a.data
-    if a.dtype.kind == "f" and like.dtype.kind == "f" and a.dtype != like.dtype:
+    if is_floating(a.dtype) and is_floating(like.dtype) and a.dtype != like.dtype:
         data = data.astype(like.dtype)
     if device_of(data) != device_of(like.data):
         data = to_device(data, device_of(like.data))
@@ -62,6 +62,15 @@ def neg(x): return _ew.Neg.apply(x)
 def pow(x, exponent): return _ew.Pow.apply(x, exponent=exponent)
 def exp(x): return _ew.Exp.apply(x)
 def log(x): return _ew.Log.apply(x)
+
+
+def cast(x, dtype):
+    """x as `dtype` (a floating dtype); the gradient is cast back to x's dtype."""
+    dtype = np.dtype(dtype)
+    if not (is_floating(dtype) and is_floating(x.dtype)):
+        raise TypeError(f"cast: only floating dtypes cast (differentiably), got {x.dtype} -> "
+                        f"{dtype}")
+    return _ew.Cast.apply(x, dtype=dtype)
 
 
 def matmul(a, b):

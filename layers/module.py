@@ -5,7 +5,7 @@ from collections import OrderedDict
 
 import numpy as np
 
-from .backend import is_gpu, parse_device, to_device
+from .backend import is_floating, is_gpu, parse_device, to_device
 from .finite import active as _finite
 from .trace import active as _trace
 from .tensor import Tensor
@@ -164,7 +164,7 @@ class Module:
         for m in self.modules():
             target = m.param_dtype(dtype)
             for t in list(m._parameters.values()) + list(m._buffers.values()):
-                if t is not None and t.dtype.kind == "f" and t.dtype != target:
+                if t is not None and is_floating(t.dtype) and t.dtype != target:
                     t.data = t.data.astype(target)
                     if t.grad is not None:
                         t.grad.data = t.grad.data.astype(target)

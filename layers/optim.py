@@ -4,20 +4,31 @@ On the GPU each update is one fused CuPy kernel per parameter -- or, with foreac
 over a table of the parameters' pointers -- and the step count lives in device memory (bias
 corrections are computed inside the kernel), so a step needs no host sync and can be captured in
 a CUDA graph. State dicts follow torch.optim's shape."""
+import contextlib
 import math
 
 import numpy as np
 
 from . import kernels
-from .backend import accumulation_dtype, device_table, is_gpu, stack, to_device, xp_of
+from .backend import accumulation_dtype, device_table, is_gpu, is_half, stack, to_device, xp_of
 from .tensor import Tensor, no_grad
 from .trace import active as _trace
 
 
 class Optimizer:
+    """Subclasses implement `_update()`, run by `step()` without recording a graph.
+
+    master_weights=True (mixed precision): each float16 / bfloat16 parameter is updated through
+    a float32 master copy kept in its state ('master_param', saved and restored with the state
+    dict): the update runs on the master with the gradient cast to float32, then the master is
+    rounded into the parameter's own array. bfloat16 keeps 8 significant bits, so without it an
+    update smaller than 1/256 of a weight is lost. The master is made from the parameter at its
+    first step: load new weights into the model before training, or load the optimizer's state
+    dict after them."""
     defaults = {}
 
-    def __init__(self, params, **hyper):
+    def __init__(self, params, master_weights=False, **hyper):
+        self.master_weights = bool(master_weights)
         params = list(params)
         if not params:
             raise ValueError(f"{type(self).__name__} got an empty parameter list")
@@ -29,6 +40,38 @@ class Optimizer:
             group["params"] = list(group["params"])
             self.param_groups.append(group)
         self.state = {}
+
+    @no_grad()
+    def step(self):
+        with self._on_masters():
+            self._update()
+
+    def _update(self):
+        raise NotImplementedError
+
+    @contextlib.contextmanager
+    def _on_masters(self):
+        """With master_weights, the half-precision parameters with a gradient hold their float32
+        master and its float32 gradient for the update; afterwards each master is rounded into
+        the parameter's own array (in place: a captured graph holds its address)."""
+        swapped, seen = [], set()
+        if self.master_weights:
+            for group in self.param_groups:
+                for p in group["params"]:
+                    if p.grad is None or not is_half(p.dtype) or id(p) in seen:
+                        continue
+                    seen.add(id(p))
+                    st = self.state.setdefault(id(p), {})
+                    if "master_param" not in st:
+                        st["master_param"] = p.data.astype(np.float32)
+                    swapped.append((p, p.data, p.grad))
+                    p.data, p.grad = st["master_param"], Tensor(p.grad.data.astype(np.float32))
+        try:
+            yield
+        finally:
+            for p, data, grad in swapped:
+                data[...] = p.data
+                p.data, p.grad = data, grad
 
     def zero_grad(self, set_to_none=True):
         for group in self.param_groups:
@@ -111,22 +154,20 @@ class Adam(Optimizer):
     defaults = dict(lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, foreach=None)
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0,
-                 foreach=None):
+                 foreach=None, master_weights=False):
         if lr < 0 or eps < 0 or not (0 <= betas[0] < 1 and 0 <= betas[1] < 1):
             raise ValueError(f"Adam: invalid lr={lr}, betas={betas} or eps={eps}")
-        super().__init__(params, lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
-                         foreach=foreach)
+        super().__init__(params, master_weights, lr=lr, betas=tuple(betas), eps=eps,
+                         weight_decay=weight_decay, foreach=foreach)
 
-    @no_grad()
-    def step(self):
+    def _update(self):
         batched = {}                  # (group, dtype) -> (group, [(p, g, m, v, step)])
         for group, p in self._params_with_grad():
-            st = self.state.get(id(p))
+            st = self.state.setdefault(id(p), {})
             xp = xp_of(p.data)
-            if st is None:
-                st = self.state[id(p)] = {
-                    "step": xp.zeros((), dtype=np.int64) if is_gpu(p.data) else 0,
-                    "exp_avg": xp.zeros_like(p.data), "exp_avg_sq": xp.zeros_like(p.data)}
+            if "step" not in st:            # (a master weight may be there already)
+                st.update(step=xp.zeros((), dtype=np.int64) if is_gpu(p.data) else 0,
+                          exp_avg=xp.zeros_like(p.data), exp_avg_sq=xp.zeros_like(p.data))
             b1, b2 = group["betas"]
             if is_gpu(p.data):
                 foreach = FOREACH if group["foreach"] is None else group["foreach"]
@@ -189,14 +230,13 @@ class SGD(Optimizer):
     defaults = dict(lr=1e-3, momentum=0.0, dampening=0.0, nesterov=False, weight_decay=0.0)
 
     def __init__(self, params, lr=1e-3, momentum=0.0, dampening=0.0, weight_decay=0.0,
-                 nesterov=False):
+                 nesterov=False, master_weights=False):
         if nesterov and (momentum <= 0 or dampening != 0):
             raise ValueError("SGD: nesterov needs momentum > 0 and zero dampening")
-        super().__init__(params, lr=lr, momentum=momentum, dampening=dampening,
+        super().__init__(params, master_weights, lr=lr, momentum=momentum, dampening=dampening,
                          weight_decay=weight_decay, nesterov=nesterov)
 
-    @no_grad()
-    def step(self):
+    def _update(self):
         for group, p in self._params_with_grad():
             g = p.grad.data
             if group["weight_decay"]:

@@ -9,7 +9,8 @@ import threading
 
 import numpy as np
 
-from .backend import concatenate, device_of, is_gpu, parse_device, to_device, xp_of, xp_of_gpu
+from .backend import (concatenate, device_of, is_floating, is_gpu, is_half, parse_device,
+                      to_device, xp_of, xp_of_gpu)
 from .trace import active as _trace
 
 
@@ -39,6 +40,8 @@ class Function:
     `backward`; `self.saved` holds what backward needs; `self.needs_input_grad` says which inputs
     want a gradient (return None for the others)."""
     inputs = None          # the input Tensors (or constants), dropped after backward
+    half = None            # float16 / bfloat16 when the NumPy path runs it in float32 (_half_of)
+    upcast_half = True     # False: the op handles half data itself (a cast)
     n_outputs = 1
 
     def __init__(self, **params):
@@ -86,6 +89,11 @@ class Function:
         if first is None:
             raise TypeError(f"{cls.__name__}: at least one input must be a Tensor")
         fn.gpu = is_gpu(first.data)
+        half = None if fn.gpu or not fn.upcast_half else _half_of(inputs)
+        if half is not None:              # the NumPy path computes half data in float32
+            fn.half = half
+            arrays = [a.astype(np.float32) if isinstance(a, np.ndarray) and a.dtype == half
+                      else a for a in arrays]
         needs = needs and _grad_mode.enabled
         if needs:
             fn.needs_input_grad = tuple(isinstance(t, Tensor) and t.requires_grad for t in inputs)
@@ -99,6 +107,10 @@ class Function:
                 out = fn.forward(*arrays)
             finally:
                 trace.close()
+        if half is not None:
+            out = _round_to(out, half)
+        elif fn.gpu and is_half(first.data.dtype):
+            out = _keep_half(out, first.data.dtype, inputs)
         if not isinstance(out, tuple):
             y = Tensor(out, requires_grad=needs)
             if needs:
@@ -112,6 +124,41 @@ class Function:
             for i, y in enumerate(ys):
                 y._ctx, y._index = fn, i
         return ys
+
+
+def _half_of(inputs):
+    """The half dtype (float16 / bfloat16) of an op whose floating Tensor inputs all have it, else
+    None. The NumPy path runs such an op in float32 and rounds its results once, as cuDNN and
+    cuBLAS compute half data (NumPy itself would sum bfloat16 in bfloat16: 10000 ones make 256).
+    Ops that mix a half input with float32 parameters (batch norm) do their own upcasting."""
+    half = None
+    for t in inputs:
+        if isinstance(t, Tensor) and is_floating(t.data.dtype):
+            if not is_half(t.data.dtype) or (half is not None and t.data.dtype != half):
+                return None
+            half = t.data.dtype
+    return half
+
+
+def _round_to(out, half):
+    """float32 results of an op run in float32 for `half` data, rounded to `half`."""
+    if isinstance(out, tuple):
+        return tuple(_round_to(o, half) for o in out)
+    return out.astype(half) if out.dtype == np.float32 else out
+
+
+def _keep_half(out, dtype, inputs):
+    """On the GPU, an op on float16 / bfloat16 tensors gives float16 / bfloat16 too, as torch's
+    ops do: a result CuPy widened (a bfloat16 array times a Python float may come out float32)
+    is rounded back, when every floating Tensor input has `dtype`."""
+    outs = out if isinstance(out, tuple) else (out,)
+    if all(o.dtype == dtype or not is_floating(o.dtype) for o in outs):
+        return out
+    if any(isinstance(t, Tensor) and is_floating(t.dtype) and t.dtype != dtype for t in inputs):
+        return out                           # a promotion between Tensors (as torch) stays
+    outs = tuple(o.astype(dtype) if is_floating(o.dtype) and o.dtype.itemsize > 2 else o
+                 for o in outs)
+    return outs if isinstance(out, tuple) else outs[0]
 
 
 class Tensor:
@@ -174,6 +221,11 @@ class Tensor:
 
     def cuda(self, device=0):
         return self.to(parse_device(device))
+
+    def astype(self, dtype):
+        """A copy cast to `dtype` (differentiable: the gradient is cast back), or self when it
+        already has it. Mixed precision: e.g. a float32 loss of bfloat16 outputs."""
+        return self if self.dtype == np.dtype(dtype) else F.cast(self, dtype)
 
     def detach(self):
         """The same data, cut from the graph."""
@@ -297,6 +349,10 @@ class Deferred:
 def _backward_one(fn, grads, pending, deferred):
     """Run fn's backward and hand each input's gradient on: into a leaf's .grad, or summed into
     `pending` for the op that made the input; a Deferred gradient of a leaf goes to `deferred`."""
+    half = fn.half
+    if half is not None:                  # (see _half_of) its gradients too, in float32
+        grads = [g.astype(np.float32) if g is not None and g.dtype == half else g
+                 for g in grads]
     gxs = fn.backward(*grads)
     if not isinstance(gxs, tuple):
         gxs = (gxs,)

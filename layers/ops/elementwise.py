@@ -68,6 +68,18 @@ class Div(Function):
         return ga, gb
 
 
+class Cast(Function):
+    """y = x as self.dtype; gx = gy as x's dtype."""
+    upcast_half = False
+
+    def forward(self, x):
+        self.src = x.dtype
+        return x.astype(self.dtype)
+
+    def backward(self, gy):
+        return gy.astype(self.src)
+
+
 class Neg(Function):
     def forward(self, x):
         return -x

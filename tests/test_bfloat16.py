@@ -1,0 +1,254 @@
+"""bfloat16 on the NumPy path, against PyTorch CPU in float64 on the same bfloat16 values.
+
+An op on half-precision data computes in float32 and rounds its result once, as cuDNN and cuBLAS
+do: so every op's output, and every gradient its backward returns, is the float64 result
+rounded to bfloat16 -- within one bfloat16 ulp (8 significant bits), give or take float32's own
+accumulation error. NumPy alone would not get there: it sums bfloat16 in bfloat16 (10000 ones
+make 256), and ml_dtypes' matmul and bfloat16 * 2.5 come out float32."""
+import numpy as np
+import pytest
+
+import layers as L
+from layers import F, nn
+from layers.backend import bfloat16 as BF16
+
+torch = pytest.importorskip("torch")
+tF = torch.nn.functional
+
+
+def bf16_close(got, want, atol=0.0):
+    """got (bfloat16) is within one bfloat16 ulp of want (float64), plus atol."""
+    got = np.asarray(got)
+    assert got.dtype == BF16, got.dtype
+    got, want = got.astype(np.float64), np.asarray(want, np.float64)
+    assert got.shape == want.shape, (got.shape, want.shape)
+    mag = np.abs(want)
+    ulp = np.where(mag > 0, 2.0 ** (np.floor(np.log2(np.where(mag > 0, mag, 1))) - 7), 0)
+    np.testing.assert_array_less(np.abs(got - want), ulp + atol + 1e-30)
+
+
+def _values(rng, shape, kind="normal"):
+    a = {"normal": lambda: rng.standard_normal(shape),
+         "positive": lambda: rng.uniform(0.2, 2.0, shape),
+         "unit": lambda: rng.uniform(0.05, 0.95, shape),
+         "target": lambda: rng.uniform(0, 1, shape)}[kind]()
+    return a.astype(BF16)
+
+
+# name: (engine function, torch function, input shapes and kinds, {argument: value})
+CASES = {
+    "add": (F.add, torch.add, [(3, 4), (4,)]),
+    "mul": (F.mul, torch.mul, [(3, 4), (3, 1)]),
+    "mul_float": (lambda x: x * 0.3, lambda x: x * 0.3, [(5, 7)]),
+    "div": (F.div, torch.div, [(3, 4), ((3, 4), "positive")]),
+    "exp": (F.exp, torch.exp, [(3, 4)]),
+    "log": (F.log, torch.log, [((3, 4), "positive")]),
+    "pow": (lambda x: F.pow(x, 3), lambda x: x ** 3, [(3, 4)]),
+    "relu": (F.relu, torch.relu, [(3, 4)]),
+    "sigmoid": (F.sigmoid, torch.sigmoid, [(3, 4)]),
+    "tanh": (F.tanh, torch.tanh, [(3, 4)]),
+    "leaky_relu": (lambda x: F.leaky_relu(x, 0.2), lambda x: tF.leaky_relu(x, 0.2), [(3, 4)]),
+    "clamp": (lambda x: F.clamp(x, -0.5, 0.7), lambda x: x.clamp(-0.5, 0.7), [(3, 4)]),
+    "matmul": (F.matmul, torch.matmul, [(6, 300), (300, 5)]),
+    "bmm": (F.matmul, torch.matmul, [(2, 6, 200), (2, 200, 5)]),
+    "linear": (F.linear, tF.linear, [(8, 300), (5, 300), (5,)]),
+    "softmax": (lambda x: F.softmax(x, -1), lambda x: torch.softmax(x, -1), [(4, 300)]),
+    "log_softmax": (lambda x: F.log_softmax(x, -1), lambda x: torch.log_softmax(x, -1),
+                    [(4, 300)]),
+    "sum_20000": (lambda x: F.sum(x), torch.sum, [((20000,), "positive")]),
+    "sum_axis0": (lambda x: F.sum(x, 0), lambda x: x.sum(0), [((3000, 3), "positive")]),
+    "mean": (lambda x: F.mean(x, 1), lambda x: x.mean(1), [(3, 5000)]),
+    "conv2d": (lambda x, w, b: F.conv2d(x, w, b, padding=1),
+               lambda x, w, b: tF.conv2d(x, w, b, padding=1), [(2, 16, 6, 6), (4, 16, 3, 3), (4,)]),
+    "conv_transpose2d": (lambda x, w: F.conv_transpose2d(x, w, None, 2, 1),
+                         lambda x, w: tF.conv_transpose2d(x, w, None, 2, 1),
+                         [(2, 16, 5, 5), (16, 4, 4, 4)]),
+    "conv1d": (lambda x, w: F.conv1d(x, w, None, padding=2),
+               lambda x, w: tF.conv1d(x, w, None, padding=2), [(2, 32, 9), (4, 32, 5)]),
+    "bce": (F.binary_cross_entropy, tF.binary_cross_entropy,
+            [((64,), "unit"), ((64,), "target")]),
+    "bce_with_logits": (F.binary_cross_entropy_with_logits, tF.binary_cross_entropy_with_logits,
+                        [(64,), ((64,), "target")]),
+    "mse": (F.mse_loss, tF.mse_loss, [(500,), (500,)]),
+    "l1": (F.l1_loss, tF.l1_loss, [(500,), (500,)]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_op_rounds_the_float64_result_once(name):
+    ours, theirs, shapes = CASES[name]
+    rng = np.random.default_rng(sorted(CASES).index(name))
+    shapes = [s if isinstance(s[0], tuple) else (s, "normal") for s in shapes]
+    arrays = [_values(rng, *s) for s in shapes]
+    grad = [kind != "target" for _, kind in shapes]       # (losses: no gradient for targets)
+    xs = [L.tensor(a, requires_grad=g) for a, g in zip(arrays, grad)]
+    y = ours(*xs)
+    ts = [torch.tensor(a.astype(np.float64), requires_grad=g) for a, g in zip(arrays, grad)]
+    ty = theirs(*ts)
+    gy = _values(rng, tuple(ty.shape))
+    assert y.dtype == BF16
+    scale = float(ty.detach().abs().max())
+    bf16_close(y.numpy(), ty.detach().numpy(), atol=1e-5 * scale)
+    y.backward(L.tensor(gy))
+    ty.backward(torch.tensor(gy.astype(np.float64)))
+    for x, t in zip(xs, ts):
+        if not x.requires_grad:
+            continue
+        assert x.grad.dtype == BF16
+        bf16_close(x.grad.numpy(), t.grad.numpy(), atol=1e-5 * float(t.grad.abs().max()))
+
+
+def test_cross_entropy_and_embedding():
+    rng = np.random.default_rng(7)
+    logits, table = _values(rng, (6, 40)), _values(rng, (10, 8))
+    target, idx = rng.integers(0, 40, 6), np.array([3, 1, 3, 9])
+    x, w = L.tensor(logits, requires_grad=True), L.tensor(table, requires_grad=True)
+    tx, tw = (torch.tensor(a.astype(np.float64), requires_grad=True) for a in (logits, table))
+    loss = F.cross_entropy(x, L.tensor(target)) + F.embedding(L.tensor(idx), w).sum()
+    tloss = tF.cross_entropy(tx, torch.tensor(target)) + tF.embedding(torch.tensor(idx), tw).sum()
+    loss.backward()
+    tloss.backward()
+    # two ops' results, each rounded to bfloat16, then added (a third rounding)
+    np.testing.assert_allclose(float(loss.item()), float(tloss.detach()), rtol=3 * 2 ** -8)
+    bf16_close(x.grad.numpy(), tx.grad.numpy(), atol=1e-6)
+    bf16_close(w.grad.numpy(), tw.grad.numpy())
+
+
+def test_batch_norm_keeps_float32_parameters_and_rounds_once():
+    rng = np.random.default_rng(3)
+    x = _values(rng, (16, 4, 5, 5)) * BF16.type(3) + BF16.type(1)
+    bn = nn.BatchNorm2d(4).to_dtype(BF16)
+    bn.weight.data[...] = rng.uniform(0.5, 1.5, 4)
+    assert bn.weight.dtype == np.float32 and bn.running_var.dtype == np.float32
+    tbn = torch.nn.BatchNorm2d(4).double()
+    with torch.no_grad():
+        tbn.weight.copy_(torch.tensor(bn.weight.numpy().astype(np.float64)))
+    xt, tt = L.tensor(x, requires_grad=True), torch.tensor(x.astype(np.float64), requires_grad=True)
+    y, ty = bn(xt), tbn(tt)
+    gy = _values(rng, y.shape)
+    y.backward(L.tensor(gy))
+    ty.backward(torch.tensor(gy.astype(np.float64)))
+    bf16_close(y.numpy(), ty.detach().numpy(), atol=1e-5)
+    bf16_close(xt.grad.numpy(), tt.grad.numpy(), atol=1e-5 * float(tt.grad.abs().max()))
+    np.testing.assert_allclose(bn.weight.grad.numpy(), tbn.weight.grad.numpy(), rtol=1e-5)
+    np.testing.assert_allclose(bn.running_mean.numpy(), tbn.running_mean.numpy(), rtol=1e-5)
+
+
+def test_lstm_cell_in_bfloat16_stays_near_float64():
+    """A cell is a chain of ops, each rounded: within a few bfloat16 ulps of float64."""
+    rng = np.random.default_rng(5)
+    cell = L.rnn.LSTMCell(12, 8)
+    tcell = torch.nn.LSTMCell(12, 8).double()
+    cell.to_dtype(BF16)
+    with torch.no_grad():
+        for name, p in tcell.named_parameters():
+            p.copy_(torch.tensor(cell.state_dict()[name].astype(np.float64)))
+    x = _values(rng, (5, 12))
+    h, c = cell(L.tensor(x))
+    th, tc = tcell(torch.tensor(x.astype(np.float64)))
+    assert h.dtype == BF16 and c.dtype == BF16
+    np.testing.assert_allclose(h.numpy().astype(np.float64), th.detach().numpy(), atol=4 * 2 ** -8)
+    np.testing.assert_allclose(c.numpy().astype(np.float64), tc.detach().numpy(), atol=8 * 2 ** -8)
+
+
+def test_cast_is_differentiable_and_a_float32_loss_of_bfloat16_outputs():
+    rng = np.random.default_rng(2)
+    a = _values(rng, (4000,))
+    x = L.tensor(a, requires_grad=True)
+    loss = (x.astype(np.float32) ** 2).mean()
+    assert loss.dtype == np.float32
+    loss.backward()
+    a64 = a.astype(np.float64)
+    np.testing.assert_allclose(loss.item(), (a64 ** 2).mean(), rtol=1e-6)
+    assert x.grad.dtype == BF16
+    bf16_close(x.grad.numpy(), 2 * a64 / a64.size, atol=1e-12)
+    assert x.astype(BF16) is x
+    with pytest.raises(TypeError, match="cast: only floating"):
+        x.astype(np.int32)
+
+
+def test_a_float64_tensor_still_promotes_a_bfloat16_one():
+    """The round-once rule is for ops whose floating inputs all are bfloat16: bfloat16 times a
+    float64 Tensor is float64, as in torch."""
+    a = L.tensor(np.array([1.5, -2.0], BF16), requires_grad=True)
+    b = L.tensor(np.array([1 / 3, 0.25]), requires_grad=True)
+    y = a * b
+    assert y.dtype == np.float64
+    np.testing.assert_allclose(y.numpy(), [0.5, -0.5])
+    y.sum().backward()
+    assert a.grad.dtype == BF16 and b.grad.dtype == np.float64
+
+
+# ---- master weights ---------------------------------------------------------------------------
+
+def test_master_weights_keep_updates_bfloat16_would_round_away():
+    """Adam's first steps move a weight by ~lr: 1e-3 is under half a bfloat16 ulp of 1.0
+    (2**-8), so a bfloat16 parameter updated in place never moves; its float32 master does."""
+    for masters, want in ((False, 1.0), (True, 1.0 - 10 * 1e-3)):
+        p = nn.Parameter(L.tensor(np.ones(4, BF16)))
+        opt = L.optim.Adam([p], lr=1e-3, master_weights=masters)
+        for _ in range(10):
+            p.grad = L.tensor(np.ones(4, BF16))
+            opt.step()
+        assert p.dtype == BF16
+        np.testing.assert_allclose(p.numpy().astype(np.float64), want, atol=2 ** -9)
+        if masters:
+            master = opt.state_dict()["state"][0]["master_param"]
+            assert master.dtype == np.float32
+            np.testing.assert_allclose(master, want, rtol=1e-6)
+            np.testing.assert_array_equal(p.numpy(), master.astype(BF16))
+
+
+@pytest.mark.parametrize("opt_name", ["Adam", "SGD"])
+def test_master_weights_follow_torch_float32_on_the_master(opt_name):
+    """The master follows torch's optimizer on a float32 parameter given the bfloat16 gradients
+    cast to float32; the bfloat16 parameter is the master rounded."""
+    rng = np.random.default_rng(11)
+    w0 = _values(rng, (3, 5))
+    make = {"Adam": (lambda ps: L.optim.Adam(ps, lr=1e-2, weight_decay=0.1, master_weights=True),
+                     lambda ps: torch.optim.Adam(ps, lr=1e-2, weight_decay=0.1)),
+            "SGD": (lambda ps: L.optim.SGD(ps, lr=1e-2, momentum=0.9, master_weights=True),
+                    lambda ps: torch.optim.SGD(ps, lr=1e-2, momentum=0.9))}[opt_name]
+    p = nn.Parameter(L.tensor(w0.copy()))
+    tp = torch.nn.Parameter(torch.tensor(w0.astype(np.float32)))
+    opt, topt = make[0]([p]), make[1]([tp])
+    for _ in range(6):
+        g = _values(rng, (3, 5))
+        p.grad, tp.grad = L.tensor(g), torch.tensor(g.astype(np.float32))
+        opt.step()
+        topt.step()
+        np.testing.assert_allclose(opt.state[id(p)]["master_param"], tp.detach().numpy(),
+                                   rtol=2e-6, atol=1e-7)
+        np.testing.assert_array_equal(p.numpy(), tp.detach().numpy().astype(BF16))
+        assert p.grad.dtype == BF16             # the gradient is the caller's again
+
+
+def test_master_weights_resume_exactly_from_the_state_dict():
+    rng = np.random.default_rng(4)
+    grads = [_values(rng, (6,)) for _ in range(5)]
+
+    def run(steps, start=None):
+        p = nn.Parameter(L.tensor(np.linspace(-1, 1, 6).astype(BF16)))
+        opt = L.optim.Adam([p], lr=3e-3, master_weights=True)
+        if start is not None:
+            p.data[...] = start[0]
+            opt.load_state_dict(start[1])
+        for g in steps:
+            p.grad = L.tensor(g)
+            opt.step()
+        return p, opt
+
+    p, _ = run(grads)
+    p3, opt3 = run(grads[:3])
+    saved = (p3.numpy().copy(), opt3.state_dict())
+    p_resumed, _ = run(grads[3:], saved)
+    np.testing.assert_array_equal(p_resumed.numpy(), p.numpy())
+
+
+def test_float32_parameters_ignore_master_weights():
+    p = nn.Parameter(L.tensor(np.ones(3, np.float32)))
+    opt = L.optim.Adam([p], lr=1e-3, master_weights=True)
+    p.grad = L.tensor(np.ones(3, np.float32))
+    opt.step()
+    assert "master_param" not in opt.state[id(p)]
+    np.testing.assert_allclose(p.numpy(), 1 - 1e-3, rtol=1e-6)
