@@ -14,12 +14,12 @@ def elementwise(name, in_params, out_params, body, preamble=""):
 
 def leaky_relu(x, slope):
     return elementwise("leaky_relu_fwd", "T x, T slope", "T y",
-                       "y = x > (T)0 ? x : x * slope")(x, x.dtype.type(slope))
+                       "y = x > (T)0 ? x : (T)(x * slope)")(x, x.dtype.type(slope))
 
 
 def leaky_relu_grad(x, gy, slope):
     return elementwise("leaky_relu_bwd", "T x, T gy, T slope", "T gx",
-                       "gx = x > (T)0 ? gy : gy * slope")(x, gy, x.dtype.type(slope))
+                       "gx = x > (T)0 ? gy : (T)(gy * slope)")(x, gy, x.dtype.type(slope))
 
 
 # The clamps below are comparisons, not max(): CUDA's max / fmax drop a NaN (fmax(NaN, -100) is
@@ -136,22 +136,33 @@ def reduction(name, in_params, out_params, map_expr, reduce_expr, post_map_expr,
                                   identity, name)
 
 
+def _sum_type(dtype):
+    """(dtype name, C name) sums of `dtype` data accumulate in: double for float64, else float
+    (a bfloat16 or float16 accumulator would round at every addition). CuPy's half types
+    convert to float in arithmetic, so each kernel below computes in float and rounds once, at
+    the store."""
+    return ("float64", "double") if dtype == np.float64 else ("float32", "float")
+
+
 def softmax(a, axis):
     """exp(a - max) / sum(exp(a - max)) along `axis`: the max, a fused exp-and-sum reduction and
     one elementwise kernel (three launches where composing CuPy's ops takes five)."""
+    S, c = _sum_type(a.dtype)
     m = a.max(axis=axis, keepdims=True)
-    s = reduction("cudnnlite_softmax_expsum", "T a, T m", "T s", "exp(a - m)", "a + b",
-                  "s = a", "0")(a, cupy().broadcast_to(m, a.shape), axis=axis, keepdims=True)
-    return elementwise("cudnnlite_softmax_fwd", "T a, T m, T s", "T y",
-                       "y = exp(a - m) / s")(a, m, s)
+    s = reduction(f"cudnnlite_softmax_expsum_{S}", "T a, T m", f"{S} s",
+                  f"exp(({c})a - ({c})m)", "a + b", "s = a", "0")(
+        a, cupy().broadcast_to(m, a.shape), axis=axis, keepdims=True)
+    return elementwise("cudnnlite_softmax_fwd", "T a, T m, S s", "T y",
+                       "y = (T)(exp((S)a - (S)m) / s)")(a, m, s)
 
 
 def softmax_grad(y, g, axis):
     """y * (g - sum(g * y)) along `axis`: one fused reduction and one elementwise kernel."""
-    d = reduction("cudnnlite_softmax_dot", "T g, T y", "T d", "g * y", "a + b", "d = a",
-                  "0")(g, y, axis=axis, keepdims=True)
-    return elementwise("cudnnlite_softmax_bwd", "T y, T g, T d", "T gx",
-                       "gx = y * (g - d)")(y, g, d)
+    S, c = _sum_type(y.dtype)
+    d = reduction(f"cudnnlite_softmax_dot_{S}", "T g, T y", f"{S} d", f"({c})g * ({c})y",
+                  "a + b", "d = a", "0")(g, y, axis=axis, keepdims=True)
+    return elementwise("cudnnlite_softmax_bwd", "T y, T g, S d", "T gx",
+                       "gx = (T)((S)y * ((S)g - d))")(y, g, d)
 
 
 # ---- multi-tensor gradient norm and scaling (clip_grad_norm_) --------------------------------

@@ -1,19 +1,23 @@
 """Save / load state dicts: .npz always, .safetensors when that package is installed. Writes are
-atomic (a temporary file in the same folder, then rename), so a crash never leaves half a file."""
+atomic (a temporary file in the same folder, then rename), so a crash never leaves half a file.
+Neither NumPy's .npz nor safetensors' NumPy API has bfloat16 (NumPy would write raw 2-byte
+voids): bfloat16 arrays are saved as float32, which holds every bfloat16 value exactly, so
+loading them back into a bfloat16 model (load_state_dict casts) gives the same bits."""
 import os
 import tempfile
 from collections import OrderedDict
 
 import numpy as np
 
-from .backend import is_gpu
+from .backend import bfloat16, is_gpu
 
 
 def _arrays(state_dict):
     out = OrderedDict()
     for k, v in state_dict.items():
         v = v.numpy() if hasattr(v, "numpy") and not isinstance(v, np.ndarray) else v
-        out[k] = v.get() if is_gpu(v) else np.asarray(v)
+        v = v.get() if is_gpu(v) else np.asarray(v)
+        out[k] = v.astype(np.float32) if v.dtype == bfloat16 else v
     return out
 
 

@@ -201,6 +201,12 @@ def test_resume_with_another_batch_size(tmp_path, trained, mnist):
                 words=("--batch-size 4", "trained with batch size 6"))
 
 
+def test_resume_with_another_precision(tmp_path, trained, mnist):
+    dcgan_fails(tmp_path, "--dataset", "mnist", "--dataroot", str(mnist), "--precision", "bf16",
+                "--resume", str(trained / "checkpoint.npz"),
+                words=("--precision bf16", "trained with precision fp32"))
+
+
 def test_resume_with_max_steps_already_reached(tmp_path, trained, mnist):
     dcgan_fails(tmp_path, "--dataset", "mnist", "--dataroot", str(mnist), "--max-steps", "1",
                 "--resume", str(trained / "checkpoint.npz"),

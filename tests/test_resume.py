@@ -20,16 +20,20 @@ def losses(folder):
 @pytest.mark.parametrize("stop", [("--epochs", "1"),          # at the end of epoch 1
                                   ("--max-steps", "2")],      # 2 of epoch 1's 3 batches
                          ids=["epoch-end", "mid-epoch"])
-def test_stop_and_resume_equals_the_straight_run(tmp_path, stop):
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_stop_and_resume_equals_the_straight_run(tmp_path, stop, precision):
+    """(bf16: the resumed run takes its precision from the checkpoint, and the float32 master
+    weights come back with it.)"""
     images = np.random.default_rng(0).integers(0, 256, (16, 28, 28), dtype=np.uint8)
     write_idx(str(tmp_path / "train-images-idx3-ubyte"), images)   # batches of 6, 6, 4
     common = (*SMALL, "--dataset", "mnist", "--dataroot", str(tmp_path), "--seed", "3")
     straight, first = tmp_path / "straight", tmp_path / "first"
-    r = run("train.dcgan", *common, "--epochs", "2", "--outf", str(straight))
+    r = run("train.dcgan", *common, "--epochs", "2", "--outf", str(straight),
+            "--precision", precision)
     assert r.returncode == 0, r.stderr
     # read back 2 steps at a time: windows straddle the stop; every step is still logged
     r = run("train.dcgan", *common, "--epochs", "2", *stop, "--outf", str(first),
-            "--log-every", "2")
+            "--log-every", "2", "--precision", precision)
     assert r.returncode == 0, r.stderr
     assert len(losses(first)) == (3 if stop[0] == "--epochs" else 2)
     r = run("train.dcgan", *common, "--epochs", "2", "--outf", str(first), "--resume",
@@ -41,3 +45,9 @@ def test_stop_and_resume_equals_the_straight_run(tmp_path, stop):
     for k in a:                    # weights, buffers, Adam's moments and steps, order, meta
         np.testing.assert_array_equal(a[k], b[k], err_msg=k)
     assert losses(first) == losses(straight) and len(losses(straight)) == 6
+    masters = [k for k in a if k.endswith("/master_param")]
+    assert len(masters) == (0 if precision == "fp32" else 10)    # 5 conv weights per model
+    if precision == "bf16":
+        w = a["netD/main.0.weight"]               # saved as float32, holding bfloat16 values
+        np.testing.assert_array_equal(w, w.astype(L.backend.bfloat16).astype(np.float32))
+        assert not np.array_equal(w, a["optD/state/0/master_param"])

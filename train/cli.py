@@ -54,10 +54,23 @@ positive_int_pair = _argument_type(lambda t: tuple(int(v) for v in t.split(","))
 def batch_size(given, default, resume_meta=None, resume=None):
     """The run's batch size: --batch-size, else the checkpoint's when resuming (an exact resume
     needs the same one), else `default`."""
-    saved = (resume_meta or {}).get("batch_size")
+    return saved_setting("--batch-size", "batch size", "batch_size", given, default,
+                         resume_meta, resume)
+
+
+def precision(given, resume_meta=None, resume=None):
+    """--precision (fp32 | bf16), else the checkpoint's when resuming, else fp32."""
+    return saved_setting("--precision", "precision", "precision", given, "fp32", resume_meta,
+                         resume)
+
+
+def saved_setting(flag, what, key, given, default, resume_meta=None, resume=None):
+    """A setting an exact resume must keep: the flag's value, else the checkpoint's (meta[key])
+    when resuming, else `default`; a flag that differs from the checkpoint is an error."""
+    saved = (resume_meta or {}).get(key)
     if given is not None and saved is not None and given != saved:
-        fail(f"--batch-size {given}: the checkpoint {resume} was trained with batch size {saved}; "
-             f"expected that (or no --batch-size), to continue exactly")
+        fail(f"{flag} {given}: the checkpoint {resume} was trained with {what} {saved}; "
+             f"expected that (or no {flag}), to continue exactly")
     return given or saved or default
 
 

@@ -187,6 +187,21 @@ def load_weights(module, path):
     _load_state(module, arrays)
 
 
+PRECISIONS = ("fp32", "bf16")
+
+
+def set_precision(modules, precision):
+    """The training jobs' --precision: 'fp32' leaves the models as built; 'bf16' casts every
+    floating parameter and buffer to bfloat16, except batch norm's (float32, as cuDNN wants),
+    and the optimizers are to keep float32 master weights. Returns the models' data dtype."""
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision {precision!r}: expected one of {', '.join(PRECISIONS)}")
+    dtype = np.dtype(np.float32) if precision == "fp32" else L.backend.bfloat16
+    for m in modules:
+        m.to_dtype(dtype)
+    return dtype
+
+
 def save_checkpoint(path, modules, optimizers, meta, rng, arrays):
     """One .npz: each module's state dict under 'name/key', each optimizer's state under
     'name/state/i/key', the job's own `arrays` (e.g. the epoch's sample order) under their

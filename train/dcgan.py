@@ -21,9 +21,9 @@ from layers import F, nn
 from layers.finite import FiniteCheck
 
 from . import cli, data
-from .common import (CheckpointError, DeviceStats, LossLog, checkpoint_meta, first_non_finite,
-                     load_checkpoint, load_weights, resume_point, save_checkpoint,
-                     save_image_grid)
+from .common import (PRECISIONS, CheckpointError, DeviceStats, LossLog, checkpoint_meta,
+                     first_non_finite, load_checkpoint, load_weights, resume_point,
+                     save_checkpoint, save_image_grid, set_precision)
 
 
 class Generator(nn.Module):
@@ -86,9 +86,13 @@ def weights_init(m):
         L.init.zeros_(m.bias)
 
 
-def make_optimizers(netG, netD, lr=2e-4, beta1=0.5):
-    return (L.optim.Adam(netG.parameters(), lr=lr, betas=(beta1, 0.999)),
-            L.optim.Adam(netD.parameters(), lr=lr, betas=(beta1, 0.999)))
+def make_optimizers(netG, netD, lr=2e-4, beta1=0.5, master_weights=False):
+    """pytorch/examples' Adam for each model; master_weights for bfloat16 models (float32
+    masters of their weights: see layers.optim.Optimizer)."""
+    return (L.optim.Adam(netG.parameters(), lr=lr, betas=(beta1, 0.999),
+                         master_weights=master_weights),
+            L.optim.Adam(netD.parameters(), lr=lr, betas=(beta1, 0.999),
+                         master_weights=master_weights))
 
 
 _labels = {}
@@ -125,9 +129,9 @@ def train_step_device(netG, netD, optG, optD, real, noise, finite=None):
     D step as one array on the device (what a captured CUDA graph can return). With a
     layers.finite.FiniteCheck of netG and netD as `finite`, the step also records on the device
     which layer output or gradient first went non-finite."""
-    device = next(netD.parameters()).device
-    real = real if isinstance(real, L.Tensor) else L.tensor(real, device=device)
-    noise = noise if isinstance(noise, L.Tensor) else L.tensor(noise, device=device)
+    weight = next(netD.parameters())          # the models' dtype: float32, or bfloat16 (bf16)
+    device = weight.device
+    real, noise = (_input(a, device, weight.dtype) for a in (real, noise))
     n = real.shape[0]
     ones, zeros = _label(1.0, n, real), _label(0.0, n, real)
 
@@ -149,8 +153,17 @@ def train_step_device(netG, netD, optG, optD, real, noise, finite=None):
         _update(optG, finite)
 
     xp = np if device == "cpu" else L.backend.cupy()
-    return xp.stack([errD_real.data + errD_fake.data, errG.data, out_real.data.mean(),
-                     out_fake.data.mean(), out_g.data.mean()])
+    f32 = lambda a: a.astype(np.float32)      # noqa: E731  (bfloat16 results, logged in float32)
+    return xp.stack([f32(errD_real.data) + f32(errD_fake.data), f32(errG.data),
+                     f32(out_real.data).mean(), f32(out_fake.data).mean(),
+                     f32(out_g.data).mean()])
+
+
+def _input(a, device, dtype):
+    """An input array (or Tensor) as a Tensor on `device` in the models' dtype (no graph: the
+    data loader's float32 images and the noise are rounded to bfloat16 for a bf16 model)."""
+    t = a if isinstance(a, L.Tensor) else L.tensor(a, device=device)
+    return t if t.dtype == dtype else L.Tensor(t.data.astype(dtype))
 
 
 def _update(opt, finite):
@@ -216,6 +229,10 @@ def parse_args(argv=None):
     p.add_argument("--dry-run", action="store_true", help="one batch, then stop")
     p.add_argument("--max-steps", type=cli.nonnegative_int, default=0,
                    help="stop after this many steps [0: off]")
+    p.add_argument("--precision", choices=PRECISIONS, default=None,
+                   help="fp32, or bf16: bfloat16 weights and activations (batch norm's "
+                        "parameters float32) with float32 master weights in Adam [fp32; a "
+                        "resumed run keeps its checkpoint's]")
     p.add_argument("--no-cuda-graph", action="store_true",
                    help="run each GPU step eagerly instead of replaying a captured CUDA graph")
     p.add_argument("--log-every", type=cli.positive_int, default=10,
@@ -251,6 +268,7 @@ def main(argv=None):
     resume_meta = _load("--resume", args.resume, lambda: checkpoint_meta(args.resume),
                         "the checkpoint.npz of a train.dcgan run") if args.resume else None
     args.batch_size = cli.batch_size(args.batch_size, 128, resume_meta, args.resume)
+    args.precision = cli.precision(args.precision, resume_meta, args.resume)
     device = cli.use_device(args.device)
     L.manual_seed(args.seed)
     rng = np.random.default_rng(args.seed)
@@ -268,9 +286,11 @@ def main(argv=None):
             _load(arg, path, lambda: load_weights(net, path),
                   f"weights for {arch}, such as the {arg[2:]}_epoch_NNN.npz train.dcgan writes")
     netG.to(device), netD.to(device)
-    optG, optD = make_optimizers(netG, netD, args.lr, args.beta1)
+    dtype = set_precision((netG, netD), args.precision)
+    optG, optD = make_optimizers(netG, netD, args.lr, args.beta1,
+                                 master_weights=args.precision != "fp32")
     fixed_noise = L.Tensor(np.random.default_rng(args.seed + 1).standard_normal(
-        (64, args.nz, 1, 1)).astype(np.float32)).to(device)
+        (64, args.nz, 1, 1)).astype(dtype)).to(device)
 
     modules, optimizers = {"netG": netG, "netD": netD}, {"optG": optG, "optD": optD}
     start_epoch, position, step = 0, 0, 0
@@ -298,7 +318,7 @@ def main(argv=None):
     log = LossLog(os.path.join(args.outf, "losses.csv"),
                   ["step", "epoch", "errD", "errG", "D_x", "D_G_z1", "D_G_z2", "img_per_s"])
     print(f"{len(images)} images ({args.dataset}), {len(batches)} batches of {args.batch_size} "
-          f"per epoch, device {device}")
+          f"per epoch, device {device}, precision {args.precision}")
 
     finite = FiniteCheck(modules, keep_first=True)
     run_step = make_device_step(netG, netD, optG, optD, args.nz, device, rng,
@@ -310,7 +330,7 @@ def main(argv=None):
         """(epoch, position) is where to go on: image `position` of that epoch's `order`."""
         save_checkpoint(ckpt, modules, optimizers,
                         {"epoch": epoch, "position": position, "step": step,
-                         "batch_size": args.batch_size}, rng,
+                         "batch_size": args.batch_size, "precision": args.precision}, rng,
                         {"order": order})
 
     from tqdm import tqdm
@@ -369,7 +389,7 @@ def main(argv=None):
             checkpoint(epoch, position, order, step)
         with L.no_grad():
             fake = netG(fixed_noise)          # train mode, as pytorch/examples samples
-        save_image_grid(fake.numpy(),
+        save_image_grid(fake.numpy().astype(np.float32),
                         os.path.join(args.outf, f"fake_samples_epoch_{epoch + 1:03d}.png"))
         log.plot(os.path.join(args.outf, "loss_curve.png"), ["errD", "errG"])
         L.save(netG.state_dict(), os.path.join(args.outf, f"netG_epoch_{epoch + 1:03d}.npz"))

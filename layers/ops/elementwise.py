@@ -6,6 +6,7 @@ relu / sigmoid / tanh take cuDNN's activation kernels on the GPU, leaky_relu a f
 import numpy as np
 
 from .. import kernels
+from ..backend import accumulation_dtype
 from ..tensor import Function
 
 
@@ -20,7 +21,8 @@ def unbroadcast(g, shape):
     lead = g.ndim - len(shape)
     axes = tuple(range(lead)) + tuple(lead + i for i, n in enumerate(shape)
                                      if n == 1 and g.shape[lead + i] != 1)
-    return g.sum(axis=axes, keepdims=True).reshape(shape)
+    A = accumulation_dtype(g.dtype)          # half data: summed in float32, rounded once
+    return g.sum(axis=axes, keepdims=True, dtype=A).astype(g.dtype, copy=False).reshape(shape)
 
 
 class Add(Function):
