@@ -18,7 +18,7 @@ class LRU:
         value = entries.get(key)
         if value is None:
             value = entries[key] = make()
-            if len(entries) > self.size:
+            while len(entries) > self.size:      # (a size lowered since: down to it)
                 entries.popitem(last=False)
         else:
             entries.move_to_end(key)

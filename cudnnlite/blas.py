@@ -668,7 +668,8 @@ def matmul(a, b, out=None, *, bias=None, alpha=1.0, beta=0.0, dtype=None):
     a (M, K) or (B, M, K); b (K, N) or (B, K, N) (a 2-d or batch-1 operand is read by every
     item); bias (N,) or None; out (M, N) or (B, M, N), C-contiguous, needed when beta != 0.
     Views (transposes, slices) are read in place when a layout can state them, else copied.
-    dtype: 'bfloat16' for bf16 held in uint16 arrays. float32 products use TF32 only under
+    bfloat16 arrays (ml_dtypes' dtype, CuPy 14) need no dtype; dtype='bfloat16' reads bf16 bits
+    held in uint16 arrays. float32 products use TF32 only under
     configure(allow_tf32=True)."""
     _device_array("a", a)
     _device_array("b", b)

@@ -3,8 +3,9 @@ import numpy as np
 
 
 def storage(dtype):
-    """(CuPy storage dtype, cudnnlite dtype override): CuPy has no bfloat16, so bf16 bits live in
-    uint16 arrays and the binding is told dtype='bfloat16'."""
+    """(CuPy storage dtype, cudnnlite dtype override): these binding tests keep bf16 bits in
+    uint16 arrays and tell the binding dtype='bfloat16' (the override path); CuPy 14's own
+    bfloat16 arrays are tested through layers (test_bfloat16.py)."""
     return ("uint16", "bfloat16") if dtype == "bfloat16" else (dtype, None)
 
 

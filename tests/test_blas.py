@@ -6,6 +6,8 @@ import itertools
 import numpy as np
 import pytest
 
+import layers as L
+
 from cudnnlite import blas
 from cudnnlite.blas import CudaDataType, Epilogue, Op
 
@@ -119,6 +121,8 @@ def test_compute_type_follows_dtype_and_the_tf32_setting():
     h = a.astype(np.float16), b.astype(np.float16)
     assert blas.describe(*h, CudaDataType.R_16F, allow_tf32=True).compute == \
         blas.ComputeType.COMPUTE_32F
+    bf = a.astype(L.backend.bfloat16), b.astype(L.backend.bfloat16)
+    assert blas.describe(*bf, CudaDataType.R_16BF).compute == blas.ComputeType.COMPUTE_32F
 
 
 @pytest.mark.parametrize("make", [
@@ -185,3 +189,6 @@ def test_a_valid_call_reaches_the_handle_which_needs_a_gpu():
         pass
     with pytest.raises(blas.NotInitialized, match="cublasLtCreate"):
         blas.matmul(Dev((2, 3)), Dev((3, 4)), bias=Dev((4,)))
+    bf = L.backend.bfloat16                  # CuPy 14's bfloat16 arrays: R_16BF, no dtype=
+    with pytest.raises(blas.NotInitialized, match="cublasLtCreate"):
+        blas.matmul(Dev((2, 3), bf), Dev((3, 4), bf), bias=Dev((4,), bf))

@@ -120,6 +120,13 @@ def test_bad_calls_are_refused_at_the_boundary(name):
     lambda: conv.forward(Dev((2, 8, 8, 3), "float16"), Dev((4, 3, 3, 3), "float16"), layout="NHWC"),
     lambda: conv.forward(Dev((2, 3, 8, 8), "uint16"), Dev((4, 3, 3, 3), "uint16"),
                          dtype="bfloat16"),
+    # CuPy 14's bfloat16 arrays (ml_dtypes' dtype) need no dtype= (train.* --precision bf16)
+    lambda: conv.forward(Dev((2, 3, 8, 8), L.backend.bfloat16),
+                         Dev((4, 3, 3, 3), L.backend.bfloat16)),
+    lambda: conv.conv_transpose(Dev((2, 4, 5, 5), L.backend.bfloat16),
+                                Dev((4, 3, 4, 4), L.backend.bfloat16), stride=2, padding=1),
+    lambda: batchnorm.forward_training(Dev((4, 5, 6, 6), L.backend.bfloat16), Dev((5,)),
+                                       Dev((5,)), Dev((5,)), Dev((5,))),
     lambda: conv.conv_transpose(Dev((2, 4, 5, 5)), Dev((4, 3, 4, 4)), stride=2, padding=1),
     lambda: conv.conv_transpose(Dev((2, 4, 5, 5)), Dev((4, 3, 3, 3)), stride=1, padding=1,
                                 output_padding=1, dilation=2),           # the cropped path
