@@ -1,43 +1,71 @@
 """One DCGAN training iteration (batch 128, 64x64, nz 100, ngf = ndf = 64, Adam) timed on this
-engine (eager, and replaying a captured CUDA graph) and on PyTorch eager -- same model, same loop
-(pytorch/examples), TF32 convolutions on both -- side by side in one run on one GPU.
+engine (eager, and replaying a captured CUDA graph) and on PyTorch (eager; eager with fused Adam;
+the whole step captured in a CUDA graph by hand, with capturable fused Adam) -- same model, same
+loop (pytorch/examples), TF32 convolutions on both -- side by side in one run on one GPU:
+ms/step, images/s, and from one profiled step of each (CUPTI, through torch.profiler) kernels
+per step and GPU-busy time.
 
     python -m tools.bench_dcgan --device 0 [--steps 100] [--algo heuristic|benchmark]
                                            [--conv-api legacy|graph|both]
+                                           [--precision fp32|bf16|both]
+
+--precision bf16 adds this engine in train.dcgan --precision bf16 (bfloat16 models, batch norm
+float32, float32 master weights) and PyTorch with its models in bfloat16 (model.to(bfloat16):
+no master weights -- a speed reference, not the same arithmetic).
 """
 import statistics
 
-from tools.timing import ms_per_call
+from tools.timing import kernels_and_busy_ms, ms_per_call
 from train import cli
 
 
-def ours(device, batch, warmup, steps, cuda_graph):
+def ours(device, batch, cuda_graph, precision="fp32"):
     """train.dcgan's own step: noise drawn on the device, every layer output and gradient
-    checked for non-finite values on the device, statistics read back every step."""
+    checked for non-finite values on the device, statistics left on the device (train.dcgan
+    reads them back every --log-every steps). Returns (step, sync)."""
     import cupy
     from tools import workloads
     from train import dcgan
-    G, D, oG, oD, real, finite = workloads.dcgan(device, batch)
-    step = dcgan.make_step(G, D, oG, oD, 100, device, None, cuda_graph=cuda_graph, finite=finite)
-    return ms_per_call(lambda: step(real), cupy.cuda.get_current_stream().synchronize, warmup,
-                       steps)
+    G, D, oG, oD, real, finite = workloads.dcgan(device, batch, precision)
+    step = dcgan.make_device_step(G, D, oG, oD, 100, device, None, cuda_graph=cuda_graph,
+                                  finite=finite)
+    return (lambda: step(real)), cupy.cuda.get_current_stream().synchronize
 
 
-def pytorch(device, batch, warmup, steps):
+def pytorch(device, batch, variant, precision="fp32"):
+    """PyTorch's step: variant 'eager' (torch.optim.Adam as pytorch/examples), 'fused' (Adam's
+    fused kernels) or 'captured' (fused capturable Adam, the whole step in one CUDA graph after
+    three warm-up steps on a side stream, as torch.cuda.graphs' docs show). Returns
+    (step, sync)."""
     import torch
     from tools import dcgan_torch as ref
     torch.backends.cudnn.allow_tf32 = True          # PyTorch's default for convolutions
     dev = f"cuda:{device}"
+    dtype = torch.bfloat16 if precision == "bf16" else torch.float32
     torch.manual_seed(0)
     G, D = ref.Generator().to(dev), ref.Discriminator().to(dev)
     G.apply(ref.weights_init), D.apply(ref.weights_init)
-    oG = torch.optim.Adam(G.parameters(), lr=2e-4, betas=(0.5, 0.999))
-    oD = torch.optim.Adam(D.parameters(), lr=2e-4, betas=(0.5, 0.999))
-    real = torch.rand(batch, 1, 64, 64, device=dev) * 2 - 1
+    G.to(dtype), D.to(dtype)
+    fused, capturable = variant in ("fused", "captured"), variant == "captured"
+    oG, oD = (torch.optim.Adam(m.parameters(), lr=2e-4, betas=(0.5, 0.999), fused=fused,
+                               capturable=capturable) for m in (G, D))
+    real = (torch.rand(batch, 1, 64, 64, device=dev) * 2 - 1).to(dtype)
 
     def step():
-        ref.train_step(G, D, oG, oD, real, torch.randn(batch, 100, 1, 1, device=dev))
-    return ms_per_call(step, torch.cuda.synchronize, warmup, steps)
+        return ref.train_step_tensors(G, D, oG, oD, real,
+                                      torch.randn(batch, 100, 1, 1, device=dev, dtype=dtype))
+    if not capturable:
+        return step, torch.cuda.synchronize
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            step()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        step()
+    return graph.replay, torch.cuda.synchronize
 
 
 def main():
@@ -54,6 +82,8 @@ def main():
                     help="cudnnlite's convolution entry points: the legacy cudnnConvolution* "
                          "calls, the backend (graph) API's cached plans, or both side by side "
                          "[legacy]")
+    ap.add_argument("--precision", default="fp32", choices=["fp32", "bf16", "both"],
+                    help="fp32, bf16 (see above) or both side by side [fp32]")
     args = ap.parse_args()
     cli.use_device(args.device, gpu_only="this tool times the GPU path (cuDNN, CUDA graphs) "
                                          "against PyTorch's")
@@ -61,30 +91,42 @@ def main():
     from cudnnlite import conv
     conv.configure(algo_mode=args.algo, allow_tf32=True)
     apis = ["legacy", "graph"] if args.conv_api == "both" else [args.conv_api]
-    suffix = {"legacy": "", "graph": " (graph API)"}
-    times = {}
-    for _ in range(args.repeats):                    # interleaved, so drift hits all alike
+    precisions = ["fp32", "bf16"] if args.precision == "both" else [args.precision]
+    runs = {}                                        # name -> (step, sync, conv api)
+    for precision in precisions:
+        tag = "" if precision == "fp32" else " bf16"
         for api in apis:
             with conv.using(api=api):
                 for captured in (False, True):
-                    name = f"cudnnlite {'captured' if captured else 'eager'}{suffix[api]}"
-                    times.setdefault(name, []).append(ours(
-                        args.device, args.batch_size, args.warmup, args.steps,
-                        cuda_graph=captured))
-        times.setdefault("pytorch eager", []).append(pytorch(args.device, args.batch_size,
-                                                             args.warmup, args.steps))
-    print(f"DCGAN train step, batch {args.batch_size}, {cupy.cuda.runtime.getDeviceProperties(args.device)['name'].decode()}")
-    print(f"{'engine':<32} {'ms/step (median)':>17} {'img/s':>8}   runs (ms/step)")
-    for name, ts in times.items():
-        med = statistics.median(ts)
-        print(f"{name:<32} {med:17.2f} {args.batch_size / med * 1e3:8.0f}   "
-              + " ".join(f"{t:.2f}" for t in ts))
+                    name = (f"cudnnlite {'captured' if captured else 'eager'}{tag}"
+                            f"{' (graph API)' if api == 'graph' else ''}")
+                    runs[name] = ours(args.device, args.batch_size, captured, precision) + (api,)
+        for variant, label in (("eager", "eager"), ("fused", "eager, fused Adam"),
+                               ("captured", "captured")):
+            runs[f"pytorch {label}{tag}"] = pytorch(args.device, args.batch_size, variant,
+                                                    precision) + (None,)
+    times = {name: [] for name in runs}
+    for _ in range(args.repeats):                    # interleaved, so drift hits all alike
+        for name, (step, sync, api) in runs.items():
+            with conv.using(api=api or "legacy"):
+                times[name].append(ms_per_call(step, sync, args.warmup, args.steps))
+    gpu = cupy.cuda.runtime.getDeviceProperties(args.device)["name"].decode()
+    print(f"DCGAN train step, batch {args.batch_size}, TF32 convolutions, {gpu}")
+    print(f"{'engine':<36} {'ms/step':>8} {'img/s':>8} {'kernels':>8} {'GPU busy ms':>12}"
+          f"   runs (ms/step)")
+    for name, (step, sync, api) in runs.items():
+        med = statistics.median(times[name])
+        with conv.using(api=api or "legacy"):
+            kernels, busy = kernels_and_busy_ms(step, sync)
+        print(f"{name:<36} {med:8.2f} {args.batch_size / med * 1e3:8.0f} {kernels:8d} "
+              f"{busy:12.2f}   " + " ".join(f"{t:.2f}" for t in times[name]))
     base = statistics.median(times["pytorch eager"])
     for name in times:
         if name != "pytorch eager":
             print(f"speed-up of {name} over pytorch eager: "
                   f"{base / statistics.median(times[name]):.2f}x")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

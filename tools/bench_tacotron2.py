@@ -12,7 +12,7 @@ mask_padding is off on both: torchaudio fills padded frames in place, which auto
 """
 import statistics
 
-from tools.timing import ms_per_call
+from tools.timing import kernels_and_busy_ms, ms_per_call
 from train import cli
 
 
@@ -81,18 +81,6 @@ def torchaudio_step(hp, batch, device, weights):
         torch.nn.utils.clip_grad_norm_(model.parameters(), hp.grad_clip_thresh)
         opt.step()
     return step, torch.cuda.synchronize
-
-
-def kernels_and_busy_ms(step, sync):
-    """(kernels, GPU-busy ms) of one step, from torch.profiler's CUDA activity (CUPTI)."""
-    from torch.profiler import ProfilerActivity, profile
-    sync()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        step()
-        sync()
-    events = [e for e in prof.events() if e.device_type.name == "CUDA"]
-    kernels = [e for e in events if not e.name.lower().startswith(("memcpy", "memset"))]
-    return len(kernels), sum(e.device_time_total for e in events) / 1e3
 
 
 def main():

@@ -60,6 +60,13 @@ def weights_init(m):
 
 
 def train_step(netG, netD, optimizerG, optimizerD, real_cpu, noise):
+    stats = train_step_tensors(netG, netD, optimizerG, optimizerD, real_cpu, noise)
+    return dict(zip(("errD", "errG", "D_x", "D_G_z1", "D_G_z2"), stats.tolist()))
+
+
+def train_step_tensors(netG, netD, optimizerG, optimizerD, real_cpu, noise):
+    """pytorch/examples' iteration with no host sync (no .item()): the five statistics as one
+    tensor on the device, so the whole step can be captured in a CUDA graph."""
     criterion = nn.BCELoss()
     batch_size = real_cpu.size(0)
     netD.zero_grad()
@@ -67,20 +74,20 @@ def train_step(netG, netD, optimizerG, optimizerD, real_cpu, noise):
     output = netD(real_cpu)
     errD_real = criterion(output, label)
     errD_real.backward()
-    D_x = output.mean().item()
+    D_x = output.detach().mean()
     fake = netG(noise)
     label.fill_(0.0)
     output = netD(fake.detach())
     errD_fake = criterion(output, label)
     errD_fake.backward()
-    D_G_z1 = output.mean().item()
-    errD = errD_real + errD_fake
+    D_G_z1 = output.detach().mean()
+    errD = errD_real.detach() + errD_fake.detach()
     optimizerD.step()
     netG.zero_grad()
     label.fill_(1.0)
     output = netD(fake)
     errG = criterion(output, label)
     errG.backward()
-    D_G_z2 = output.mean().item()
+    D_G_z2 = output.detach().mean()
     optimizerG.step()
-    return dict(errD=errD.item(), errG=errG.item(), D_x=D_x, D_G_z1=D_G_z1, D_G_z2=D_G_z2)
+    return torch.stack([errD, errG.detach(), D_x, D_G_z1, D_G_z2])

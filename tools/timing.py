@@ -12,3 +12,16 @@ def ms_per_call(fn, sync, warmup=5, steps=30):
         fn()
     sync()
     return (time.perf_counter() - t0) / steps * 1e3
+
+
+def kernels_and_busy_ms(step, sync):
+    """(kernels, GPU-busy ms) of one call of step, from torch.profiler's CUDA activity (CUPTI,
+    which sees every kernel of the process, a CUDA graph's replayed ones included)."""
+    from torch.profiler import ProfilerActivity, profile
+    sync()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        step()
+        sync()
+    events = [e for e in prof.events() if e.device_type.name == "CUDA"]
+    kernels = [e for e in events if not e.name.lower().startswith(("memcpy", "memset"))]
+    return len(kernels), sum(e.device_time_total for e in events) / 1e3

@@ -153,10 +153,10 @@ def train_step_device(netG, netD, optG, optD, real, noise, finite=None):
         _update(optG, finite)
 
     xp = np if device == "cpu" else L.backend.cupy()
-    f32 = lambda a: a.astype(np.float32)      # noqa: E731  (bfloat16 results, logged in float32)
-    return xp.stack([f32(errD_real.data) + f32(errD_fake.data), f32(errG.data),
-                     f32(out_real.data).mean(), f32(out_fake.data).mean(),
-                     f32(out_g.data).mean()])
+    A = L.backend.accumulation_dtype(errG.dtype)       # bfloat16 results: logged in float32
+    f = lambda a: a.astype(A, copy=False)      # noqa: E731
+    return xp.stack([f(errD_real.data) + f(errD_fake.data), f(errG.data),
+                     f(out_real.data).mean(), f(out_fake.data).mean(), f(out_g.data).mean()])
 
 
 def _input(a, device, dtype):
