@@ -17,7 +17,6 @@ import subprocess
 import numpy as np
 import pytest
 
-import layers as L
 from layers import finite, kernels
 from layers import random as lrandom
 from layers.ops import rnn as ops_rnn
