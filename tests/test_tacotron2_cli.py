@@ -54,12 +54,16 @@ def _losses(path):
             for r in csv.DictReader(open(path))]
 
 
-def test_stop_mid_epoch_and_resume_equals_the_straight_run(corpus, tmp_path):
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_stop_mid_epoch_and_resume_equals_the_straight_run(corpus, tmp_path, precision):
+    """(bf16: the resumed run takes the checkpoint's precision and float32 master weights; the
+    epoch reports -- PNGs, WAV -- come from bfloat16 outputs.)"""
     straight, split = tmp_path / "straight", tmp_path / "split"
-    assert train(corpus, straight, "--epochs", "2", "--hparams", TINY).returncode == 0
+    assert train(corpus, straight, "--epochs", "2", "--hparams", TINY,
+                 "--precision", precision).returncode == 0
     # losses read back 3 steps at a time: the windows straddle the stop, every step is logged
     r = train(corpus, split, "--epochs", "2", "--hparams", TINY, "--max-steps", "3",
-              "--log-every", "3")
+              "--log-every", "3", "--precision", precision)
     assert r.returncode == 0, r.stderr
     assert L.load(split / "checkpoint.npz")["order"].size == 4      # stopped inside epoch 2
     r = train(corpus, split, "--epochs", "2", "--resume", str(split / "checkpoint.npz"),
@@ -70,6 +74,8 @@ def test_stop_mid_epoch_and_resume_equals_the_straight_run(corpus, tmp_path):
     for k in a:
         np.testing.assert_array_equal(a[k], b[k], err_msg=k)
     assert _losses(straight / "losses.csv") == _losses(split / "losses.csv")
+    assert any(k.endswith("/master_param") for k in a) == (precision == "bf16")
+    assert (split / "epoch_0002.wav").stat().st_size > 0
 
 
 def test_resume_keeps_the_batch_size_and_padding_and_counts_max_steps_over_the_run(corpus,

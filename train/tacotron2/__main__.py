@@ -21,8 +21,9 @@ import layers as L
 from layers.finite import FiniteCheck
 
 from .. import cli
-from ..common import (CheckpointError, DeviceStats, LossLog, checkpoint_meta, first_non_finite,
-                      load_checkpoint, meta_of, pyplot, read_arrays, resume_point, save_checkpoint)
+from ..common import (PRECISIONS, CheckpointError, DeviceStats, LossLog, checkpoint_meta,
+                      first_non_finite, load_checkpoint, meta_of, pyplot, read_arrays,
+                      resume_point, save_checkpoint, set_precision)
 from . import audio, data
 from .hparams import HParams
 from .model import STATS, Tacotron2, loss_parts, make_optimizer, make_step, targets
@@ -107,6 +108,9 @@ def train_parser():
     p.add_argument("--log-every", type=cli.positive_int, default=10,
                    help="steps between reading the losses back from the GPU (one transfer, no "
                         "per-step wait; every step is still logged) [10]")
+    p.add_argument("--precision", choices=PRECISIONS, default=None,
+                   help="fp32, or bf16: bfloat16 weights and activations with float32 master "
+                        "weights in Adam [fp32; a resumed run keeps its checkpoint's]")
     p.add_argument("--cuda-graph", action="store_true",
                    help="GPU: capture the step in a CUDA graph per batch shape and replay it for "
                         "every later batch of that shape, whatever its lengths")
@@ -179,10 +183,10 @@ def speak(model, text, max_steps=None, gl_iters=60, seed=0):
             _, mel_postnet, _, align = model.inference(ids, max_steps=max_steps)
     finally:
         model.train()
-    mel = mel_postnet.data[0]
+    mel = mel_postnet.data[0].astype(np.float32, copy=False)     # (a bf16 model's outputs)
     wav = audio.griffin_lim(mel, n_iter=gl_iters, seed=seed)
-    return (L.backend.to_device(mel, "cpu"), align.numpy()[0], L.backend.to_device(wav, "cpu"),
-            model.gate_fired)
+    return (L.backend.to_device(mel, "cpu"), align.numpy()[0].astype(np.float32, copy=False),
+            L.backend.to_device(wav, "cpu"), model.gate_fired)
 
 
 def save_mel_png(path, mels, titles):
@@ -222,11 +226,12 @@ def report(model, val_batches, epoch, step, args, vlog):
         vlog.flush()
         T = int(b.output_lengths[0])
         n = int(b.input_lengths[0])
-        pred = out[1].numpy()[0, :, :T]
+        pred = out[1].numpy()[0, :, :T].astype(np.float32, copy=False)
         tag = os.path.join(args.outf, f"epoch_{epoch:04d}")
         save_mel_png(tag + "_mel.png", [b.mel_padded[0, :, :T], pred],
                      ["target mel (validation)", f"predicted mel (teacher-forced), epoch {epoch}"])
-        save_alignment_png(tag + "_alignment.png", out[3].numpy()[0, :T, :n],
+        save_alignment_png(tag + "_alignment.png",
+                           out[3].numpy()[0, :T, :n].astype(np.float32, copy=False),
                            f"validation alignment, epoch {epoch}, step {step}")
         sentence = args.overfit or FIXED_SENTENCE
         mel, align, wav, fired = speak(model, sentence, gl_iters=args.gl_iters)
@@ -301,6 +306,7 @@ def train(argv):
             cli.fail(f"--resume {args.resume}: {e}; expected the checkpoint.npz of a "
                      f"train.tacotron2 run")
     args.batch_size = cli.batch_size(args.batch_size, 64, resume_meta, args.resume)
+    args.precision = cli.precision(args.precision, resume_meta, args.resume)
     if args.lr is not None:
         hp = hp.replace(learning_rate=args.lr)
     L.manual_seed(args.seed)
@@ -320,7 +326,8 @@ def train(argv):
     val_batches = list(data.Batches(val_set, args.batch_size, np.random.default_rng(0),
                                     hp.n_frames_per_step).epoch(np.arange(len(val_set))))
     model = Tacotron2(hp).to(device)
-    opt = make_optimizer(model)
+    set_precision([model], args.precision)
+    opt = make_optimizer(model, master_weights=args.precision != "fp32")
     modules, optimizers = {"model": model}, {"optimizer": opt}
     epoch, position, step, order = 0, 0, 0, None
     if args.resume:
@@ -345,12 +352,13 @@ def train(argv):
     finite = FiniteCheck({"model": model}, every_call=False,   # not once per decoder frame
                          keep_first=True)
     print(f"{len(train_set)} training / {len(val_set)} validation utterances, {len(batches)} "
-          f"batches of {args.batch_size} per epoch, device {device}")
+          f"batches of {args.batch_size} per epoch, device {device}, precision {args.precision}")
 
     def save(epoch_, position_, order_):
         save_checkpoint(ckpt, modules, optimizers,
                         {"epoch": epoch_, "position": position_, "step": step,
                          "batch_size": args.batch_size, "pad_multiple": list(args.pad_multiple),
+                         "precision": args.precision,
                          "hparams": dataclasses.asdict(hp)}, rng,
                         {"order": order_})
 

@@ -356,10 +356,12 @@ def targets(model, mel_padded, gate_padded):
                  for a in (mel_padded, gate_padded))
 
 
-def make_optimizer(model, hparams=None):
-    """Adam with NVIDIA's lr and L2 weight decay (torch.optim.Adam's weight_decay)."""
+def make_optimizer(model, hparams=None, master_weights=False):
+    """Adam with NVIDIA's lr and L2 weight decay (torch.optim.Adam's weight_decay);
+    master_weights for a bfloat16 model (float32 masters: layers.optim.Optimizer)."""
     hp = hparams or model.hparams
-    return L.optim.Adam(model.parameters(), lr=hp.learning_rate, weight_decay=hp.weight_decay)
+    return L.optim.Adam(model.parameters(), lr=hp.learning_rate, weight_decay=hp.weight_decay,
+                        master_weights=master_weights)
 
 
 def train_step_device(model, optimizer, batch, finite=None):
