@@ -57,6 +57,28 @@ def accumulation_dtype(dtype):
     return np.dtype(np.float32) if is_half(dtype) else dtype
 
 
+def channels_last_strides(shape, itemsize):
+    """The byte strides of an (N, C, H, W) array stored as (N, H, W, C): PyTorch's channels_last
+    memory format. Size-1 axes keep their own strides, so even C = 1 says which format it is."""
+    N, C, H, W = shape
+    return (H * W * C * itemsize, itemsize, W * C * itemsize, C * itemsize)
+
+
+def is_channels_last(a):
+    """True for a 4-d (N, C, H, W) array stored channels-last (see channels_last_strides)."""
+    return a.ndim == 4 and tuple(a.strides) == channels_last_strides(a.shape, a.itemsize)
+
+
+def to_channels_last(a):
+    """A copy of 4-d `a` (N, C, H, W) stored channels-last; `a` itself when it is already."""
+    if is_channels_last(a):
+        return a
+    N, C, H, W = a.shape
+    out = xp_of(a).empty((N, H, W, C), dtype=a.dtype).transpose(0, 3, 1, 2)
+    out[...] = a
+    return out
+
+
 def xp_of(a):
     return cupy() if is_gpu(a) else np
 

@@ -9,7 +9,7 @@ from .ops import loss as _loss
 from .ops import norm as _norm
 from .ops import reduce as _red
 from .ops import shape as _sh
-from .backend import cupy, device_of, is_floating, is_gpu, to_device
+from .backend import cupy, device_of, is_channels_last, is_floating, is_gpu, to_device
 from .tensor import Tensor
 
 
@@ -250,6 +250,21 @@ def embedding(indices, weight, padding_idx=None):
 
 # ---- convolution and normalization ------------------------------------------------------------
 
+def _channels_last(*tensors):
+    """Any 4-d operand stored channels-last (PyTorch's memory format): an NCHW-shaped op then runs
+    on the NHWC views of its operands, as PyTorch's convolutions do -- cuDNN's NHWC kernels,
+    results stored channels-last -- through differentiable transposes (views, no copies)."""
+    return any(isinstance(t, Tensor) and is_channels_last(t.data) for t in tensors)
+
+
+def _nhwc(t):
+    return t if t is None else transpose(t, 0, 2, 3, 1)
+
+
+def _nchw(t):
+    return transpose(t, 0, 3, 1, 2)
+
+
 def _check_conv(name, x, weight, ndim):
     if x.ndim != ndim or weight.ndim != ndim:
         raise ValueError(f"{name}: expected {ndim}-d input and weight, got input {x.shape} and "
@@ -266,6 +281,9 @@ def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, layo
     if activation not in (None, "relu", "tanh", "sigmoid"):
         raise ValueError(f"conv2d: activation must be None, 'relu', 'tanh' or 'sigmoid', got "
                          f"{activation!r}")
+    if layout == "NCHW" and _channels_last(x, weight):
+        return _nchw(conv2d(_nhwc(x), _nhwc(weight), bias, stride, padding, dilation, groups,
+                            "NHWC", activation))
     C = x.shape[-1] if layout == "NHWC" else x.shape[1]
     Cg = weight.shape[-1] if layout == "NHWC" else weight.shape[1]
     if C != Cg * groups or weight.shape[0] % groups:
@@ -291,6 +309,9 @@ def conv_transpose2d(x, weight, bias=None, stride=1, padding=0, output_padding=0
                      dilation=1, layout="NCHW"):
     """PyTorch's conv_transpose2d: weight (Cin, Cout/groups, R, S)."""
     _check_conv("conv_transpose2d", x, weight, 4)
+    if layout == "NCHW" and _channels_last(x, weight):
+        return _nchw(conv_transpose2d(_nhwc(x), _nhwc(weight), bias, stride, padding,
+                                      output_padding, groups, dilation, "NHWC"))
     stride, padding, output_padding, dilation = (pair(v) for v in
                                                  (stride, padding, output_padding, dilation))
     C = x.shape[-1] if layout == "NHWC" else x.shape[1]
@@ -342,6 +363,10 @@ def batch_norm(x, running_mean, running_var, weight=None, bias=None, training=Fa
         if t is not None and t.dtype != pdtype:
             raise TypeError(f"batch_norm: {name} is {t.dtype}, but {x.dtype} input takes "
                             f"{np.dtype(pdtype).name} statistics and parameters")
+    if _channels_last(x):             # channels-last (N, C, H, W): batch norm of its NHWC view
+        return _nchw(_norm.BatchNorm.apply(_nhwc(x), weight, bias, running_mean=rm,
+                                           running_var=rv, training=training, momentum=momentum,
+                                           eps=eps, layout="NHWC"))
     return _norm.BatchNorm.apply(x, weight, bias, running_mean=rm, running_var=rv,
                                  training=training, momentum=momentum, eps=eps)
 

@@ -14,12 +14,19 @@ def elementwise(name, in_params, out_params, body, preamble=""):
 
 def leaky_relu(x, slope):
     return elementwise("leaky_relu_fwd", "T x, T slope", "T y",
-                       "y = x > (T)0 ? x : (T)(x * slope)")(x, x.dtype.type(slope))
+                       "y = x > (T)0 ? x : (T)(x * slope)")(x, x.dtype.type(slope), _like(x))
 
 
 def leaky_relu_grad(x, gy, slope):
     return elementwise("leaky_relu_bwd", "T x, T gy, T slope", "T gx",
-                       "gx = x > (T)0 ? gy : (T)(gy * slope)")(x, gy, x.dtype.type(slope))
+                       "gx = x > (T)0 ? gy : (T)(gy * slope)")(x, gy, x.dtype.type(slope),
+                                                               _like(x))
+
+
+def _like(x):
+    """The output of an elementwise kernel on x, stored as x is (CuPy's kernels make C-ordered
+    outputs; this keeps a channels-last x's layout, so the next convolution reads it in place)."""
+    return cupy().empty_like(x)
 
 
 # The clamps below are comparisons, not max(): CUDA's max / fmax drop a NaN (fmax(NaN, -100) is
@@ -253,10 +260,11 @@ _ACT_BWD = {"relu": "gx = y <= (T)0 ? (T)0 : gy",         # from the output y (a
 
 
 def activation(name, x):
-    return elementwise(f"cudnnlite_{name}_fwd", "T x", "T y", _ACT_FWD[name])(x)
+    return elementwise(f"cudnnlite_{name}_fwd", "T x", "T y", _ACT_FWD[name])(x, _like(x))
 
 
 def activation_grad(name, y, gy):
     """The activation's gradient from its output y (no input kept: the seed's fusion-friendly
     form)."""
-    return elementwise(f"cudnnlite_{name}_grad_from_y", "T y, T gy", "T gx", _ACT_BWD[name])(y, gy)
+    return elementwise(f"cudnnlite_{name}_grad_from_y", "T y, T gy", "T gx",
+                       _ACT_BWD[name])(y, gy, _like(y))

@@ -5,7 +5,7 @@ from collections import OrderedDict
 
 import numpy as np
 
-from .backend import is_floating, is_gpu, parse_device, to_device
+from .backend import is_floating, is_gpu, parse_device, to_channels_last, to_device, xp_of
 from .finite import active as _finite
 from .trace import active as _trace
 from .tensor import Tensor
@@ -149,13 +149,26 @@ class Module:
     def eval(self):
         return self.train(False)
 
-    def to(self, device):
-        """Move every parameter, gradient and buffer to `device` in place; returns self."""
-        device = parse_device(device)
+    def to(self, device=None, memory_format=None):
+        """Move every parameter, gradient and buffer to `device` in place; memory_format
+        'channels_last' stores every 4-d one (N, C, H, W) as (N, H, W, C), PyTorch's
+        channels_last: the convolutions and batch norms they feed then run cuDNN's NHWC kernels
+        (do this before making the optimizer or capturing a step: the arrays are new);
+        'contiguous' goes back. Returns self."""
+        if memory_format not in (None, "channels_last", "contiguous"):
+            raise ValueError(f"to: memory_format must be 'channels_last' or 'contiguous', got "
+                             f"{memory_format!r}")
+        if device is not None:
+            device = parse_device(device)
         for _, t in self._state_items():
-            t.data = to_device(t.data, device)
-            if t.grad is not None:
-                t.grad.data = to_device(t.grad.data, device)
+            for a in (t, t.grad):
+                if a is None:
+                    continue
+                if device is not None:
+                    a.data = to_device(a.data, device)
+                if memory_format is not None and a.data.ndim == 4:
+                    a.data = to_channels_last(a.data) if memory_format == "channels_last" \
+                        else xp_of(a.data).ascontiguousarray(a.data)
         return self
 
     def to_dtype(self, dtype):

@@ -20,20 +20,22 @@ def losses(folder):
 @pytest.mark.parametrize("stop", [("--epochs", "1"),          # at the end of epoch 1
                                   ("--max-steps", "2")],      # 2 of epoch 1's 3 batches
                          ids=["epoch-end", "mid-epoch"])
-@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+@pytest.mark.parametrize("precision", ["fp32", "bf16", "bf16 channels_last"])
 def test_stop_and_resume_equals_the_straight_run(tmp_path, stop, precision):
     """(bf16: the resumed run takes its precision from the checkpoint, and the float32 master
     weights come back with it.)"""
     images = np.random.default_rng(0).integers(0, 256, (16, 28, 28), dtype=np.uint8)
     write_idx(str(tmp_path / "train-images-idx3-ubyte"), images)   # batches of 6, 6, 4
     common = (*SMALL, "--dataset", "mnist", "--dataroot", str(tmp_path), "--seed", "3")
+    precision, *layout = precision.split()
+    layout = ("--memory-format", layout[0]) if layout else ()
     straight, first = tmp_path / "straight", tmp_path / "first"
     r = run("train.dcgan", *common, "--epochs", "2", "--outf", str(straight),
-            "--precision", precision)
+            "--precision", precision, *layout)
     assert r.returncode == 0, r.stderr
     # read back 2 steps at a time: windows straddle the stop; every step is still logged
     r = run("train.dcgan", *common, "--epochs", "2", *stop, "--outf", str(first),
-            "--log-every", "2", "--precision", precision)
+            "--log-every", "2", "--precision", precision, *layout)
     assert r.returncode == 0, r.stderr
     assert len(losses(first)) == (3 if stop[0] == "--epochs" else 2)
     r = run("train.dcgan", *common, "--epochs", "2", "--outf", str(first), "--resume",

@@ -64,6 +64,12 @@ def precision(given, resume_meta=None, resume=None):
                          resume)
 
 
+def memory_format(given, resume_meta=None, resume=None):
+    """--memory-format (contiguous | channels_last), else the checkpoint's, else contiguous."""
+    return saved_setting("--memory-format", "memory format", "memory_format", given,
+                         "contiguous", resume_meta, resume)
+
+
 def saved_setting(flag, what, key, given, default, resume_meta=None, resume=None):
     """A setting an exact resume must keep: the flag's value, else the checkpoint's (meta[key])
     when resuming, else `default`; a flag that differs from the checkpoint is an error."""

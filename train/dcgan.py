@@ -233,6 +233,10 @@ def parse_args(argv=None):
                    help="fp32, or bf16: bfloat16 weights and activations (batch norm's "
                         "parameters float32) with float32 master weights in Adam [fp32; a "
                         "resumed run keeps its checkpoint's]")
+    p.add_argument("--memory-format", choices=("contiguous", "channels_last"), default=None,
+                   help="channels_last: the models' 4-d weights and activations stored (N, H, W, "
+                        "C), PyTorch's channels_last, for cuDNN's NHWC kernels [contiguous; a "
+                        "resumed run keeps its checkpoint's]")
     p.add_argument("--no-cuda-graph", action="store_true",
                    help="run each GPU step eagerly instead of replaying a captured CUDA graph")
     p.add_argument("--log-every", type=cli.positive_int, default=10,
@@ -269,6 +273,7 @@ def main(argv=None):
                         "the checkpoint.npz of a train.dcgan run") if args.resume else None
     args.batch_size = cli.batch_size(args.batch_size, 128, resume_meta, args.resume)
     args.precision = cli.precision(args.precision, resume_meta, args.resume)
+    args.memory_format = cli.memory_format(args.memory_format, resume_meta, args.resume)
     device = cli.use_device(args.device)
     L.manual_seed(args.seed)
     rng = np.random.default_rng(args.seed)
@@ -287,6 +292,7 @@ def main(argv=None):
                   f"weights for {arch}, such as the {arg[2:]}_epoch_NNN.npz train.dcgan writes")
     netG.to(device), netD.to(device)
     dtype = set_precision((netG, netD), args.precision)
+    netG.to(memory_format=args.memory_format), netD.to(memory_format=args.memory_format)
     optG, optD = make_optimizers(netG, netD, args.lr, args.beta1,
                                  master_weights=args.precision != "fp32")
     fixed_noise = L.Tensor(np.random.default_rng(args.seed + 1).standard_normal(
@@ -318,7 +324,7 @@ def main(argv=None):
     log = LossLog(os.path.join(args.outf, "losses.csv"),
                   ["step", "epoch", "errD", "errG", "D_x", "D_G_z1", "D_G_z2", "img_per_s"])
     print(f"{len(images)} images ({args.dataset}), {len(batches)} batches of {args.batch_size} "
-          f"per epoch, device {device}, precision {args.precision}")
+          f"per epoch, device {device}, precision {args.precision}, {args.memory_format}")
 
     finite = FiniteCheck(modules, keep_first=True)
     run_step = make_device_step(netG, netD, optG, optD, args.nz, device, rng,
@@ -330,7 +336,8 @@ def main(argv=None):
         """(epoch, position) is where to go on: image `position` of that epoch's `order`."""
         save_checkpoint(ckpt, modules, optimizers,
                         {"epoch": epoch, "position": position, "step": step,
-                         "batch_size": args.batch_size, "precision": args.precision}, rng,
+                         "batch_size": args.batch_size, "precision": args.precision,
+                         "memory_format": args.memory_format}, rng,
                         {"order": order})
 
     from tqdm import tqdm

@@ -6,7 +6,7 @@ relu / sigmoid / tanh take cuDNN's activation kernels on the GPU, leaky_relu a f
 import numpy as np
 
 from .. import kernels
-from ..backend import accumulation_dtype
+from ..backend import accumulation_dtype, is_channels_last
 from ..tensor import Function
 
 
@@ -121,21 +121,29 @@ class Log(Function):
 
 
 class _CudnnActivation(Function):
-    """y = f(x) with cuDNN's activation forward/backward on the GPU."""
+    """y = f(x) with cuDNN's activation forward/backward on the GPU. A channels-last x is run as
+    its packed NHWC view (elementwise, the order does not matter) and y is channels-last too."""
     mode = None
+    nhwc = False
 
     def forward_gpu(self, x):
         from cudnnlite import activation, boundary
+        self.nhwc = is_channels_last(x)
+        if self.nhwc:
+            x = x.transpose(0, 2, 3, 1)
         x = boundary.packed("cudnnActivationForward", "x", x)    # the copy backward reads too
         y = activation.forward(x, self.mode)
         self.saved = x, y
-        return y
+        return y.transpose(0, 3, 1, 2) if self.nhwc else y
 
     def backward(self, gy):
         x, y = self.saved
         if self.gpu:
             from cudnnlite import activation
-            return activation.backward(y, self.xp.ascontiguousarray(gy), x, self.mode)
+            if self.nhwc:
+                gy = gy.transpose(0, 2, 3, 1)
+            gx = activation.backward(y, self.xp.ascontiguousarray(gy), x, self.mode)
+            return gx.transpose(0, 3, 1, 2) if self.nhwc else gx
         return self.grad_cpu(x, y, gy)
 
 

@@ -12,13 +12,21 @@ from ..tensor import Function
 
 
 class BatchNorm(Function):
-    """Params: running_mean, running_var (arrays or None), training, momentum, eps."""
+    """Params: running_mean, running_var (arrays or None), training, momentum, eps; layout
+    'NCHW' (channels on axis 1) or 'NHWC' (4-d, channels last)."""
+    layout = "NCHW"
 
     def _stats_axes(self, x):
-        return (0,) + tuple(range(2, x.ndim))
+        return tuple(range(x.ndim - 1)) if self.layout == "NHWC" else \
+            (0,) + tuple(range(2, x.ndim))
 
     def _bshape(self, x):
+        if self.layout == "NHWC":
+            return (1,) * (x.ndim - 1) + (x.shape[-1],)
         return (1, x.shape[1]) + (1,) * (x.ndim - 2)
+
+    def _channels(self, x):
+        return x.shape[-1 if self.layout == "NHWC" else 1]
 
     def forward_cpu(self, x, gamma, beta):
         dtype = x.dtype
@@ -26,7 +34,7 @@ class BatchNorm(Function):
         axes, bshape = self._stats_axes(x), self._bshape(x)
         if self.training:
             mean, var = x.mean(axis=axes), x.var(axis=axes)
-            n = x.size // x.shape[1]
+            n = x.size // self._channels(x)
             if self.running_mean is not None:
                 m = self.momentum
                 self.running_mean *= 1 - m
@@ -48,11 +56,11 @@ class BatchNorm(Function):
         if self.training:
             y, mean, invstd = batchnorm.forward_training(x4, gamma, beta, self.running_mean,
                                                          self.running_var, momentum=self.momentum,
-                                                         eps=self.eps)
+                                                         eps=self.eps, layout=self.layout)
             self.saved = x4, mean, invstd, gamma
         else:
             y = batchnorm.forward_inference(x4, gamma, beta, self.running_mean, self.running_var,
-                                            eps=self.eps)
+                                            eps=self.eps, layout=self.layout)
             self.saved = x4, None, None, gamma
         return y.reshape(x.shape)
 
@@ -66,7 +74,7 @@ class BatchNorm(Function):
         ggamma = (gy * xhat).sum(axis=axes)
         scale = (gamma * invstd).reshape(bshape)
         if self.training:
-            n = xhat.size // xhat.shape[1]
+            n = xhat.size // self._channels(xhat)
             gx = scale / n * (n * gy - gbeta.reshape(bshape) - xhat * ggamma.reshape(bshape))
         else:
             gx = gy * scale
@@ -77,7 +85,8 @@ class BatchNorm(Function):
         gy4 = gy.reshape(x4.shape)
         if self.training:
             from cudnnlite import batchnorm
-            gx, ggamma, gbeta = batchnorm.backward(x4, gy4, gamma, mean, invstd, eps=self.eps)
+            gx, ggamma, gbeta = batchnorm.backward(x4, gy4, gamma, mean, invstd, eps=self.eps,
+                                                   layout=self.layout)
             return gx.reshape(gy.shape), ggamma, gbeta
         cp = self.xp
         bshape = self._bshape(x4)

@@ -7,6 +7,8 @@ from ..tensor import Function
 
 
 class Reshape(Function):
+    upcast_half = False           # a view each way: no arithmetic to run in float32
+
     def forward(self, x):
         self.in_shape = x.shape
         return x.reshape(self.shape)
@@ -17,6 +19,7 @@ class Reshape(Function):
 
 class Transpose(Function):
     """Permute axes (reverse them when axes is None), as numpy.transpose."""
+    upcast_half = False
 
     def forward(self, x):
         self.perm = tuple(range(x.ndim))[::-1] if not self.axes else tuple(

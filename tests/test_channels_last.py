@@ -1,0 +1,123 @@
+"""PyTorch's channels_last memory format: (N, C, H, W) tensors stored as (N, H, W, C).
+
+A convolution, transposed convolution or batch norm with a channels-last operand runs as the NHWC
+problem on views of its operands (cuDNN's NHWC kernels on the GPU), its result channels-last too.
+Each is checked against the same op on ordinary (NCHW-stored) arrays -- outputs and gradients, in
+float64 -- and against PyTorch's channels_last where the layout of the result matters."""
+import numpy as np
+import pytest
+
+import layers as L
+from layers import F, nn
+from layers.backend import is_channels_last, to_channels_last
+
+torch = pytest.importorskip("torch")
+DEVICES = ["cpu", pytest.param(0, marks=pytest.mark.gpu)]
+
+
+def _pair(rng, shape, device, channels_last):
+    a = rng.standard_normal(shape)
+    t = L.tensor(to_channels_last(a) if channels_last else a, device=device, requires_grad=True)
+    assert is_channels_last(t.data) == channels_last
+    return t
+
+
+def _run(fn, shapes, device, which):
+    rng = np.random.default_rng(0)
+    xs = [_pair(rng, s, device, i in which) for i, s in enumerate(shapes)]
+    y = fn(*xs)
+    gy = np.random.default_rng(1).standard_normal(y.shape)
+    y.backward(L.tensor(gy, device=device))
+    return y, [x.grad for x in xs]
+
+
+CASES = {
+    "conv2d": (lambda x, w: F.conv2d(x, w, None, 2, 1), [(2, 6, 9, 9), (5, 6, 3, 3)]),
+    "conv2d_bias_relu": (lambda x, w, b: F.conv2d(x, w, b, 1, 1, activation="relu"),
+                         [(2, 6, 7, 7), (5, 6, 3, 3), (5,)]),
+    "conv2d_groups": (lambda x, w: F.conv2d(x, w, None, 1, 0, groups=2),
+                      [(2, 6, 5, 5), (4, 3, 3, 3)]),
+    "conv_transpose2d": (lambda x, w: F.conv_transpose2d(x, w, None, 2, 1),
+                         [(2, 6, 5, 5), (6, 3, 4, 4)]),
+    "conv_transpose2d_cropped": (lambda x, w: F.conv_transpose2d(x, w, None, 2, 1, 1),
+                                 [(2, 4, 5, 5), (4, 3, 3, 3)]),
+    "batch_norm": (lambda x: F.batch_norm(x, None, None, None, None, training=True),
+                   [(4, 5, 3, 3)]),
+}
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("name,which", [
+    (name, which) for name in sorted(CASES)
+    for which in ([(0,)] if name == "batch_norm" else [(0,), (1,), (0, 1)])])
+def test_channels_last_equals_the_ordinary_layout(name, which, device):
+    """which: the operands stored channels-last (0: x, 1: the weight)."""
+    fn, shapes = CASES[name]
+    ref, ref_grads = _run(fn, shapes, device, which=())
+    y, grads = _run(fn, shapes, device, which=which)
+    assert is_channels_last(y.data)                 # the result is stored channels-last too
+    np.testing.assert_allclose(y.numpy(), ref.numpy(), rtol=1e-10, atol=1e-12)
+    for g, r in zip(grads, ref_grads):
+        np.testing.assert_allclose(g.numpy(), r.numpy(), rtol=1e-10, atol=1e-12)
+
+
+def test_running_statistics_follow_the_ordinary_layout():
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((4, 3, 5, 5)) * 2 + 1
+    a, b = nn.BatchNorm2d(3).double(), nn.BatchNorm2d(3).double()
+    a(L.tensor(x))
+    b(L.tensor(to_channels_last(x)))
+    np.testing.assert_allclose(b.running_mean.numpy(), a.running_mean.numpy(), rtol=1e-12)
+    np.testing.assert_allclose(b.running_var.numpy(), a.running_var.numpy(), rtol=1e-12)
+
+
+def test_module_to_channels_last_matches_torch_strides_and_keeps_state_dict_shapes():
+    m = nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.ConvTranspose2d(4, 2, 4))
+    t = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.BatchNorm2d(4),
+                            torch.nn.ConvTranspose2d(4, 2, 4))
+    before = {k: v.copy() for k, v in m.state_dict().items()}
+    m.to(memory_format="channels_last")
+    t.to(memory_format=torch.channels_last)
+    for (k, v), (tk, tv) in zip(m.state_dict().items(), t.state_dict().items()):
+        assert k == tk and v.shape == tuple(tv.shape)
+        if v.ndim == 4:                 # the same element strides as torch's channels_last
+            assert tuple(s // v.itemsize for s in v.strides) == tv.stride(), k
+        np.testing.assert_array_equal(v, before[k])
+    m.to(memory_format="contiguous")
+    assert all(v.flags.c_contiguous for v in m.state_dict().values())
+    with pytest.raises(ValueError, match="memory_format must be"):
+        m.to(memory_format="nhwc")
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_dcgan_steps_in_channels_last_equal_the_ordinary_ones(device):
+    """Two DCGAN iterations (float64 on the CPU): the channels-last models' losses and weights
+    equal the ordinary models', and their weights stay channels-last through Adam's updates."""
+    from train import dcgan
+    dtype = np.float64 if device == "cpu" else np.float32
+    tol = 1e-10 if device == "cpu" else 1e-4
+
+    def run(channels_last):
+        L.manual_seed(0)
+        G, D = dcgan.Generator(8, 4, 1).to(device), dcgan.Discriminator(4, 1).to(device)
+        G.to_dtype(dtype), D.to_dtype(dtype)
+        if channels_last:
+            G.to(memory_format="channels_last"), D.to(memory_format="channels_last")
+        oG, oD = dcgan.make_optimizers(G, D)
+        rng = np.random.default_rng(1)
+        stats = [dcgan.train_step(G, D, oG, oD, rng.uniform(-1, 1, (4, 1, 64, 64)).astype(dtype),
+                                  rng.standard_normal((4, 8, 1, 1)).astype(dtype))
+                 for _ in range(2)]
+        return stats, G, D
+
+    ref, G0, D0 = run(False)
+    got, G1, D1 = run(True)
+    for a, b in zip(got, ref):
+        for k in a:
+            assert a[k] == pytest.approx(b[k], rel=tol), k
+    for m0, m1 in ((G0, G1), (D0, D1)):
+        for (k, v0), v1 in zip(m0.state_dict().items(), m1.state_dict().values()):
+            if v1.ndim == 4 and v1.shape[1] > 1:
+                assert is_channels_last(v1), k
+            np.testing.assert_allclose(L.backend.to_device(v1, "cpu"),
+                                       L.backend.to_device(v0, "cpu"), rtol=tol, atol=tol, err_msg=k)
