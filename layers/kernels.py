@@ -13,14 +13,20 @@ def elementwise(name, in_params, out_params, body, preamble=""):
 
 
 def leaky_relu(x, slope):
-    return elementwise("leaky_relu_fwd", "T x, T slope", "T y",
-                       "y = x > (T)0 ? x : (T)(x * slope)")(x, x.dtype.type(slope), _like(x))
+    # the slope in float for half data (0.2 is 0.2002 in bfloat16), as the NumPy path has it
+    return elementwise("leaky_relu_fwd", "T x, S slope", "T y",
+                       "y = x > (T)0 ? x : (T)(x * slope)")(x, _scalar(x, slope), _like(x))
 
 
 def leaky_relu_grad(x, gy, slope):
-    return elementwise("leaky_relu_bwd", "T x, T gy, T slope", "T gx",
-                       "gx = x > (T)0 ? gy : (T)(gy * slope)")(x, gy, x.dtype.type(slope),
+    return elementwise("leaky_relu_bwd", "T x, T gy, S slope", "T gx",
+                       "gx = x > (T)0 ? gy : (T)(gy * slope)")(x, gy, _scalar(x, slope),
                                                                _like(x))
+
+
+def _scalar(x, value):
+    """A kernel's scalar for x's data: float32 for half data, else x's dtype."""
+    return (np.float32 if x.dtype.itemsize == 2 else x.dtype.type)(value)
 
 
 def _like(x):
@@ -135,6 +141,13 @@ def adam_multi(table, n, total, like, lr, beta1, beta2, eps, weight_decay):
         const long long* step = reinterpret_cast<const long long*>(tab[lo * 6 + 4]);
         """ + _ADAM_ELEMENT,
     )(table, np.int32(n), A(lr), A(beta1), A(beta2), A(eps), A(weight_decay), like, size=total)
+
+
+def sync_master(master, p):
+    """master = p where master rounded to p's dtype differs from p (optim.Optimizer's master
+    weights: a weight loaded into the model replaces its stale master), in one pass."""
+    elementwise("cudnnlite_sync_master", "T p", "float32 master",
+                "if ((T)master != p) master = (float)p;")(p, master)
 
 
 @functools.lru_cache(maxsize=None)

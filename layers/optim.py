@@ -10,7 +10,8 @@ import math
 import numpy as np
 
 from . import kernels
-from .backend import accumulation_dtype, device_table, is_gpu, is_half, stack, to_device, xp_of
+from .backend import (accumulation_dtype, device_table, is_floating, is_gpu, is_half, stack,
+                      to_device, xp_of)
 from .tensor import Tensor, no_grad
 from .trace import active as _trace
 
@@ -23,8 +24,10 @@ class Optimizer:
     dict): the update runs on the master with the gradient cast to float32, then the master is
     rounded into the parameter's own array. bfloat16 keeps 8 significant bits, so without it an
     update smaller than 1/256 of a weight is lost. The master is made from the parameter at its
-    first step: load new weights into the model before training, or load the optimizer's state
-    dict after them."""
+    first step, and before every update an element whose parameter no longer equals the master
+    rounded (new weights loaded into the model, or written by hand) takes the parameter's value:
+    one elementwise pass, no host sync, so a captured step does it too. Subclasses implementing
+    `step` themselves, rather than `_update`, do without master weights."""
     defaults = {}
 
     def __init__(self, params, master_weights=False, **hyper):
@@ -64,6 +67,8 @@ class Optimizer:
                     st = self.state.setdefault(id(p), {})
                     if "master_param" not in st:
                         st["master_param"] = p.data.astype(np.float32)
+                    else:
+                        _sync_master(st["master_param"], p.data)
                     swapped.append((p, p.data, p.grad))
                     p.data, p.grad = st["master_param"], Tensor(p.grad.data.astype(np.float32))
         try:
@@ -72,6 +77,13 @@ class Optimizer:
             for p, data, grad in swapped:
                 data[...] = p.data
                 p.data, p.grad = data, grad
+
+    def _state_dtype(self, p, key):
+        """The dtype of a floating state array of p: float32 for its master and, with master
+        weights, for the state made from the master; else p's own."""
+        if key == "master_param" or (self.master_weights and is_half(p.dtype)):
+            return np.dtype(np.float32)
+        return p.dtype
 
     def zero_grad(self, set_to_none=True):
         for group in self.param_groups:
@@ -136,9 +148,21 @@ class Optimizer:
                 if cur is not None and not isinstance(cur, (int, float)) and cur.shape == v.shape:
                     cur[...] = to_device(v.astype(cur.dtype, copy=False), p.device)
                     new[k] = cur
-                else:
+                else:       # in the dtype the update makes it (files keep bfloat16 as float32)
+                    if is_floating(v.dtype):
+                        v = v.astype(self._state_dtype(p, k), copy=False)
                     new[k] = to_device(v, p.device)
         self.state = state
+
+
+def _sync_master(master, p):
+    """master[i] = p[i] where p[i] != master[i] rounded to p's dtype (weights written into the
+    model since the last step); elsewhere the master keeps its extra bits."""
+    if is_gpu(p):
+        kernels.sync_master(master, p)
+    else:
+        stale = master.astype(p.dtype) != p
+        master[stale] = p[stale].astype(np.float32)
 
 
 FOREACH = False      # default `foreach` of Adam and clip_grad_norm_ (one launch per dtype)
@@ -284,5 +308,8 @@ def clip_grad_norm_(parameters, max_norm, norm_type=2.0, foreach=None):
                        for g in grads]).sum() ** (1 / norm_type)
     coef = xp.minimum(max_norm / (total + 1e-6), 1.0).astype(A)
     for g in grads:
-        g *= coef.astype(g.dtype)
+        if g.dtype == A:
+            g *= coef
+        else:                  # half gradients: scaled in float32, rounded once
+            g[...] = (g.astype(A) * coef).astype(g.dtype)
     return Tensor(total)

@@ -6,7 +6,7 @@ sync, and a captured CUDA graph draws new numbers on every replay.
 """
 import numpy as np
 
-from .backend import cupy
+from .backend import accumulation_dtype, cupy
 
 _seed = 0
 _host = np.random.default_rng(_seed)
@@ -56,9 +56,9 @@ class DeviceGenerator:
     def __init__(self, seed):
         cp = cupy()
         self.state = cp.array([seed, 0], dtype=cp.uint64)   # (seed, offset), on the device
-        self._dropout = cp.ElementwiseKernel(
-            "T x, raw uint64 state, float32 p, T scale", "T y, T m",
-            "m = uniform24(&state[0], i) >= p ? scale : (T)0; y = x * m;",
+        self._dropout = cp.ElementwiseKernel(          # (S: float for half data, else T)
+            "T x, raw uint64 state, float32 p, S scale", "T y, S m",
+            "m = uniform24(&state[0], i) >= p ? scale : (S)0; y = (T)(x * m);",
             "cudnnlite_dropout", preamble=_MIX)
         self._uniform = cp.ElementwiseKernel(
             "raw uint64 state", "T u", "u = (T)uniform24(&state[0], i);",
@@ -75,8 +75,10 @@ class DeviceGenerator:
         self._advance(np.uint64(n), self.state, size=1)
 
     def dropout(self, x, p):
-        """(x * mask, mask) with mask = 1/(1-p) with probability 1-p, else 0."""
-        y, m = self._dropout(x, self.state, np.float32(p), x.dtype.type(1 / (1 - p)))
+        """(x * mask, mask) with mask = 1/(1-p) with probability 1-p, else 0; the mask in float32
+        for half-precision x (as the NumPy path computes it: 1/(1-p) is not rounded to 8 bits)."""
+        S = accumulation_dtype(x.dtype).type
+        y, m = self._dropout(x, self.state, np.float32(p), S(1 / (1 - p)))
         self._next(x.size)
         return y, m
 

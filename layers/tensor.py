@@ -109,7 +109,7 @@ class Function:
                 trace.close()
         if half is not None:
             out = _round_to(out, half)
-        elif fn.gpu and is_half(first.data.dtype):
+        elif fn.gpu and fn.upcast_half and is_half(first.data.dtype):
             out = _keep_half(out, first.data.dtype, inputs)
         if not isinstance(out, tuple):
             y = Tensor(out, requires_grad=needs)

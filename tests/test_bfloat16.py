@@ -158,10 +158,11 @@ def test_lstm_cell_in_bfloat16_stays_near_float64(device):
     np.testing.assert_allclose(c.numpy().astype(np.float64), tc.detach().numpy(), atol=8 * 2 ** -8)
 
 
-def test_cast_is_differentiable_and_a_float32_loss_of_bfloat16_outputs():
+@pytest.mark.parametrize("device", DEVICES)
+def test_cast_is_differentiable_and_a_float32_loss_of_bfloat16_outputs(device):
     rng = np.random.default_rng(2)
     a = _values(rng, (4000,))
-    x = L.tensor(a, requires_grad=True)
+    x = L.tensor(a, device=device, requires_grad=True)
     loss = (x.astype(np.float32) ** 2).mean()
     assert loss.dtype == np.float32
     loss.backward()
@@ -250,6 +251,59 @@ def test_master_weights_resume_exactly_from_the_state_dict():
     saved = (p3.numpy().copy(), opt3.state_dict())
     p_resumed, _ = run(grads[3:], saved)
     np.testing.assert_array_equal(p_resumed.numpy(), p.numpy())
+
+
+@pytest.mark.parametrize("masters", [False, True])
+def test_state_saved_to_a_file_and_loaded_into_a_new_optimizer_resumes_exactly(masters,
+                                                                                tmp_path):
+    """Files keep bfloat16 as float32: a new optimizer takes each state array back in the dtype
+    its update makes (bfloat16 moments without master weights, float32 with them)."""
+    from train.common import load_checkpoint, save_checkpoint
+    rng = np.random.default_rng(8)
+    grads = [_values(rng, (500,)) for _ in range(12)]
+
+    def model_and_opt():
+        m = nn.Linear(500, 1, bias=False).to_dtype(BF16)
+        m.weight.data[...] = np.linspace(-1, 1, 500).astype(BF16)
+        return m, L.optim.Adam(m.parameters(), lr=1e-2, master_weights=masters)
+
+    def steps(m, opt, gs):
+        for g in gs:
+            m.weight.grad = L.tensor(g.reshape(1, 500))
+            opt.step()
+
+    straight, opt = model_and_opt()
+    steps(straight, opt, grads)
+    first, opt = model_and_opt()
+    steps(first, opt, grads[:6])
+    path = tmp_path / "ckpt.npz"
+    save_checkpoint(path, {"m": first}, {"o": opt}, {}, np.random.default_rng(0), {})
+    second, opt2 = model_and_opt()
+    load_checkpoint(path, {"m": second}, {"o": opt2}, np.random.default_rng(0), "cpu")
+    assert opt2.state[id(second.weight)]["exp_avg"].dtype == (np.float32 if masters else BF16)
+    steps(second, opt2, grads[6:])
+    np.testing.assert_array_equal(second.weight.numpy(), straight.weight.numpy())
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_weights_loaded_after_steps_replace_their_stale_masters(device):
+    """Loading weights into the model after the masters exist: the next step starts from the
+    loaded weights, not from the old masters; untouched elements keep their masters' bits."""
+    lin = nn.Linear(4, 3, bias=False).to(device).to_dtype(BF16)
+    opt = L.optim.SGD(lin.parameters(), lr=1e-3, master_weights=True)
+    g = L.tensor(np.ones((3, 4), BF16), device=device)
+    for _ in range(3):
+        lin.weight.grad = g
+        opt.step()
+    master = L.backend.to_device(opt.state[id(lin.weight)]["master_param"], "cpu").copy()
+    new = L.backend.to_device(lin.weight.data, "cpu").copy()
+    new[0] = np.array([0.5, -0.25, 2.0, 1.0], BF16)            # row 0 replaced, the rest kept
+    lin.load_state_dict({"weight": new})
+    lin.weight.grad = g
+    opt.step()
+    got = L.backend.to_device(opt.state[id(lin.weight)]["master_param"], "cpu")
+    np.testing.assert_allclose(got[0], np.array([0.5, -0.25, 2.0, 1.0]) - 1e-3, rtol=1e-6)
+    np.testing.assert_allclose(got[1:], master[1:] - 1e-3, rtol=1e-6)
 
 
 def test_float32_parameters_ignore_master_weights():

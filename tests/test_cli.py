@@ -8,6 +8,7 @@ import sys
 import numpy as np
 import pytest
 
+import layers as L
 from test_dcgan import write_idx
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -204,6 +205,18 @@ def test_resume_with_another_batch_size(tmp_path, trained, mnist):
 def test_resume_with_another_precision(tmp_path, trained, mnist):
     dcgan_fails(tmp_path, "--dataset", "mnist", "--dataroot", str(mnist), "--precision", "bf16",
                 "--resume", str(trained / "checkpoint.npz"),
+                words=("--precision bf16", "trained with precision fp32"))
+
+
+def test_a_checkpoint_from_before_precision_existed_is_float32(tmp_path, trained, mnist):
+    import json
+    arrays = L.load(trained / "checkpoint.npz")
+    meta = json.loads(str(arrays["meta"]))
+    del meta["precision"], meta["memory_format"]
+    arrays["meta"] = np.array(json.dumps(meta))
+    L.save(arrays, tmp_path / "old.npz")
+    dcgan_fails(tmp_path, "--dataset", "mnist", "--dataroot", str(mnist), "--precision", "bf16",
+                "--resume", str(tmp_path / "old.npz"),
                 words=("--precision bf16", "trained with precision fp32"))
 
 

@@ -59,21 +59,23 @@ def batch_size(given, default, resume_meta=None, resume=None):
 
 
 def precision(given, resume_meta=None, resume=None):
-    """--precision (fp32 | bf16), else the checkpoint's when resuming, else fp32."""
+    """--precision (fp32 | bf16), else the checkpoint's when resuming, else fp32 (a checkpoint
+    from before --precision existed is fp32)."""
     return saved_setting("--precision", "precision", "precision", given, "fp32", resume_meta,
-                         resume)
+                         resume, missing="fp32")
 
 
 def memory_format(given, resume_meta=None, resume=None):
     """--memory-format (contiguous | channels_last), else the checkpoint's, else contiguous."""
     return saved_setting("--memory-format", "memory format", "memory_format", given,
-                         "contiguous", resume_meta, resume)
+                         "contiguous", resume_meta, resume, missing="contiguous")
 
 
-def saved_setting(flag, what, key, given, default, resume_meta=None, resume=None):
+def saved_setting(flag, what, key, given, default, resume_meta=None, resume=None, missing=None):
     """A setting an exact resume must keep: the flag's value, else the checkpoint's (meta[key])
-    when resuming, else `default`; a flag that differs from the checkpoint is an error."""
-    saved = (resume_meta or {}).get(key)
+    when resuming, else `default`; a flag that differs from the checkpoint is an error.
+    `missing`: the value of a checkpoint whose meta predates the setting."""
+    saved = None if resume_meta is None else resume_meta.get(key, missing)
     if given is not None and saved is not None and given != saved:
         fail(f"{flag} {given}: the checkpoint {resume} was trained with {what} {saved}; "
              f"expected that (or no {flag}), to continue exactly")
