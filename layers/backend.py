@@ -50,6 +50,22 @@ def is_half(dtype):
     return dtype.itemsize == 2 and is_floating(dtype)
 
 
+def from_foreign(a):
+    """A PyTorch tensor as a NumPy array (a CPU tensor; bfloat16 through float32, which NumPy
+    cannot take directly) or a CuPy array (a CUDA tensor, sharing its memory); anything else
+    as it is. (torch.Tensor's class has __cuda_array_interface__, so is_gpu alone would take a
+    CPU tensor for a device array.)"""
+    if type(a).__module__.split(".")[0] != "torch" or not hasattr(a, "detach"):
+        return a
+    import torch
+    t = a.detach()
+    if t.is_cuda:
+        return cupy().from_dlpack(t)
+    if t.dtype == torch.bfloat16:
+        return t.float().numpy().astype(bfloat16)
+    return t.numpy()
+
+
 def accumulation_dtype(dtype):
     """The dtype sums, means, softmaxes and losses of `dtype` data are computed in: float32 for
     half-precision data (float16 and bfloat16, as torch accumulates), else the data's own dtype."""

@@ -374,39 +374,47 @@ def batch_norm(x, running_mean, running_var, weight=None, bias=None, training=Fa
 # ---- losses -----------------------------------------------------------------------------------
 
 def _checkpair(name, a, b):
+    """The input and target of a loss, shapes checked; two floating Tensors of different dtypes
+    both in the wider one (as torch promotes: a bfloat16 output and a float32 target make a
+    float32 loss, whichever comes first; the cast is differentiable)."""
     if tuple(a.shape) != tuple(b.shape):
         raise ValueError(f"{name}: input shape {tuple(a.shape)} and target shape "
                          f"{tuple(b.shape)} differ")
+    if isinstance(b, Tensor) and is_floating(a.dtype) and is_floating(b.dtype) and \
+            a.dtype != b.dtype:
+        common = np.result_type(a.dtype, b.dtype)
+        return a.astype(common), b.astype(common)
+    return a, _operand(b, a)
 
 
 def binary_cross_entropy(p, target, reduction="mean"):
-    _checkpair("binary_cross_entropy", p, target)
-    return _loss.BCELoss.apply(p, _operand(target, p), reduction=reduction)
+    p, target = _checkpair("binary_cross_entropy", p, target)
+    return _loss.BCELoss.apply(p, target, reduction=reduction)
 
 
 def binary_cross_entropy_with_logits(x, target, reduction="mean"):
-    _checkpair("binary_cross_entropy_with_logits", x, target)
-    return _loss.BCEWithLogitsLoss.apply(x, _operand(target, x), reduction=reduction)
+    x, target = _checkpair("binary_cross_entropy_with_logits", x, target)
+    return _loss.BCEWithLogitsLoss.apply(x, target, reduction=reduction)
 
 
 def mse_loss(a, b, reduction="mean"):
-    _checkpair("mse_loss", a, b)
-    return _loss.MSELoss.apply(a, _operand(b, a), reduction=reduction)
+    a, b = _checkpair("mse_loss", a, b)
+    return _loss.MSELoss.apply(a, b, reduction=reduction)
 
 
 def masked_mse_loss(a, b, mask):
     """Mean of (a - b)**2 over the elements where mask (broadcasting to a) is True: padded frames
     of a variable-length batch count for nothing, neither in the sum nor in the count."""
-    _checkpair("masked_mse_loss", a, b)
+    a, b = _checkpair("masked_mse_loss", a, b)
     m = _on_device_of(a, mask, "masked_mse_loss")
     if m.dtype != bool:
         raise TypeError(f"masked_mse_loss: the mask must be boolean, got {m.dtype}")
-    return _loss.MaskedMSELoss.apply(a, _operand(b, a), mask=m)
+    return _loss.MaskedMSELoss.apply(a, b, mask=m)
 
 
 def l1_loss(a, b, reduction="mean"):
-    _checkpair("l1_loss", a, b)
-    return _loss.L1Loss.apply(a, _operand(b, a), reduction=reduction)
+    a, b = _checkpair("l1_loss", a, b)
+    return _loss.L1Loss.apply(a, b, reduction=reduction)
 
 
 def cross_entropy(logits, target, ignore_index=-100, reduction="mean"):

@@ -5,7 +5,8 @@ from collections import OrderedDict
 
 import numpy as np
 
-from .backend import is_floating, is_gpu, parse_device, to_channels_last, to_device, xp_of
+from .backend import (from_foreign, is_floating, is_gpu, parse_device, to_channels_last,
+                      to_device, xp_of)
 from .finite import active as _finite
 from .trace import active as _trace
 from .tensor import Tensor
@@ -131,7 +132,7 @@ class Module:
             if key not in state_dict:
                 continue
             value = state_dict[key]
-            value = value.detach().cpu().numpy() if hasattr(value, "detach") else value
+            value = from_foreign(value)             # (a PyTorch tensor, bfloat16 included)
             value = value.get() if is_gpu(value) else np.asarray(value)
             if tuple(value.shape) != tuple(t.shape):
                 raise ValueError(f"load_state_dict for {type(self).__name__}: {key} has shape "

@@ -9,8 +9,8 @@ import threading
 
 import numpy as np
 
-from .backend import (concatenate, device_of, is_floating, is_gpu, is_half, parse_device,
-                      to_device, xp_of, xp_of_gpu)
+from .backend import (concatenate, device_of, from_foreign, is_floating, is_gpu, is_half,
+                      parse_device, to_device, xp_of, xp_of_gpu)
 from .trace import active as _trace
 
 
@@ -171,6 +171,7 @@ class Tensor:
             data = data.data
         if isinstance(data, np.generic):            # NumPy reductions return scalars
             data = np.asarray(data)
+        data = from_foreign(data)
         if not (isinstance(data, np.ndarray) or is_gpu(data)):
             data = np.asarray(data, dtype=dtype or np.float32)
         elif dtype is not None and data.dtype != dtype:
@@ -444,6 +445,7 @@ def tensor(data, dtype=None, device=None, requires_grad=False):
     already is -- the CPU for lists and NumPy arrays, its GPU for a CuPy array)."""
     if isinstance(data, Tensor):
         data = data.data
+    data = from_foreign(data)               # (a PyTorch tensor)
     if not (isinstance(data, np.ndarray) or is_gpu(data)):
         data = np.asarray(data, dtype=dtype or np.float32)
     elif dtype is not None:

@@ -351,3 +351,38 @@ def test_dcgan_in_bfloat16_captured_equals_eager():
     eager = _dcgan_losses("bf16", 0)
     captured = _dcgan_losses("bf16", 0, cuda_graph=True)
     np.testing.assert_array_equal(captured, eager)
+
+
+# ---- interop and promotion ---------------------------------------------------------------------
+
+def test_a_torch_bfloat16_state_dict_loads_and_torch_tensors_are_taken_as_they_are():
+    t = torch.nn.Linear(5, 3).bfloat16()
+    ours = nn.Linear(5, 3).to_dtype(BF16)
+    ours.load_state_dict(t.state_dict())                 # torch's bfloat16: no NumPy dtype
+    assert ours.weight.dtype == BF16
+    np.testing.assert_array_equal(ours.weight.numpy().astype(np.float32),
+                                  t.weight.detach().float().numpy())
+    x = L.tensor(torch.arange(6, dtype=torch.bfloat16).reshape(2, 3))
+    assert x.device == "cpu" and x.dtype == BF16 and x.numpy().astype(int).tolist() == \
+        [[0, 1, 2], [3, 4, 5]]
+    assert L.tensor(torch.ones(2)).dtype == np.float32
+
+
+@pytest.mark.parametrize("loss", ["mse_loss", "l1_loss", "binary_cross_entropy",
+                                  "binary_cross_entropy_with_logits"])
+def test_a_loss_of_bfloat16_and_float32_is_float32_whichever_comes_first(loss):
+    """As torch promotes (mse_loss / l1_loss: float32 both ways); the bfloat16 operand's
+    gradient comes back bfloat16."""
+    rng = np.random.default_rng(6)
+    a, b = _values(rng, (50,), "unit"), rng.uniform(0.05, 0.95, 50).astype(np.float32)
+    ref = getattr(tF, loss)(torch.tensor(a.astype(np.float64)), torch.tensor(b.astype(np.float64)))
+    for first_half in (True, False):
+        x = L.tensor(a, requires_grad=True)
+        args = (x, L.tensor(b)) if first_half else (L.tensor(b), x)
+        if loss.startswith("binary") and not first_half:
+            continue                                      # (the target is not the bf16 one)
+        y = getattr(F, loss)(*args)
+        assert y.dtype == np.float32
+        np.testing.assert_allclose(y.item(), float(ref), rtol=1e-6)
+        y.backward()
+        assert x.grad.dtype == BF16

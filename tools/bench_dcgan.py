@@ -1,4 +1,6 @@
-"""One DCGAN training iteration (batch 128, 64x64, nz 100, ngf = ndf = 64, Adam) timed on this
+"""DCGAN training step, this engine against PyTorch, side by side on one GPU.
+
+One DCGAN training iteration (batch 128, 64x64, nz 100, ngf = ndf = 64, Adam) timed on this
 engine (eager, and replaying a captured CUDA graph) and on PyTorch (eager; eager with fused Adam;
 the whole step captured in a CUDA graph by hand, with capturable fused Adam) -- same model, same
 loop (pytorch/examples), TF32 convolutions on both -- side by side in one run on one GPU:
@@ -8,10 +10,13 @@ per step and GPU-busy time.
     python -m tools.bench_dcgan --device 0 [--steps 100] [--algo heuristic|benchmark]
                                            [--conv-api legacy|graph|both]
                                            [--precision fp32|bf16|both]
+                                           [--memory-format contiguous|channels_last]
 
---precision bf16 adds this engine in train.dcgan --precision bf16 (bfloat16 models, batch norm
+--precision bf16 times this engine in train.dcgan --precision bf16 (bfloat16 models, batch norm
 float32, float32 master weights) and PyTorch with its models in bfloat16 (model.to(bfloat16):
-no master weights -- a speed reference, not the same arithmetic).
+no master weights -- a speed reference, not the same arithmetic). --memory-format channels_last
+stores both engines' models channels-last (cuDNN's NHWC kernels; PyTorch's
+model.to(memory_format=torch.channels_last)).
 """
 import statistics
 
@@ -19,20 +24,20 @@ from tools.timing import kernels_and_busy_ms, ms_per_call
 from train import cli
 
 
-def ours(device, batch, cuda_graph, precision="fp32"):
+def ours(device, batch, cuda_graph, precision="fp32", memory_format="contiguous"):
     """train.dcgan's own step: noise drawn on the device, every layer output and gradient
     checked for non-finite values on the device, statistics left on the device (train.dcgan
     reads them back every --log-every steps). Returns (step, sync)."""
     import cupy
     from tools import workloads
     from train import dcgan
-    G, D, oG, oD, real, finite = workloads.dcgan(device, batch, precision)
+    G, D, oG, oD, real, finite = workloads.dcgan(device, batch, precision, memory_format)
     step = dcgan.make_device_step(G, D, oG, oD, 100, device, None, cuda_graph=cuda_graph,
                                   finite=finite)
     return (lambda: step(real)), cupy.cuda.get_current_stream().synchronize
 
 
-def pytorch(device, batch, variant, precision="fp32"):
+def pytorch(device, batch, variant, precision="fp32", memory_format="contiguous"):
     """PyTorch's step: variant 'eager' (torch.optim.Adam as pytorch/examples), 'fused' (Adam's
     fused kernels) or 'captured' (fused capturable Adam, the whole step in one CUDA graph after
     three warm-up steps on a side stream, as torch.cuda.graphs' docs show). Returns
@@ -46,6 +51,8 @@ def pytorch(device, batch, variant, precision="fp32"):
     G, D = ref.Generator().to(dev), ref.Discriminator().to(dev)
     G.apply(ref.weights_init), D.apply(ref.weights_init)
     G.to(dtype), D.to(dtype)
+    if memory_format == "channels_last":
+        G.to(memory_format=torch.channels_last), D.to(memory_format=torch.channels_last)
     fused, capturable = variant in ("fused", "captured"), variant == "captured"
     oG, oD = (torch.optim.Adam(m.parameters(), lr=2e-4, betas=(0.5, 0.999), fused=fused,
                                capturable=capturable) for m in (G, D))
@@ -69,12 +76,15 @@ def pytorch(device, batch, variant, precision="fp32"):
 
 
 def main():
-    ap = cli.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = cli.ArgumentParser(description=__doc__.split("\n\n")[1].replace("\n", " "))
     ap.add_argument("--device", type=cli.device, default=0, help="GPU index [0]")
-    ap.add_argument("--batch-size", type=cli.positive_int, default=128)
-    ap.add_argument("--steps", type=cli.positive_int, default=100)
-    ap.add_argument("--warmup", type=cli.nonnegative_int, default=20)
-    ap.add_argument("--repeats", type=cli.positive_int, default=3)
+    ap.add_argument("--batch-size", type=cli.positive_int, default=128, help="[128]")
+    ap.add_argument("--steps", type=cli.positive_int, default=100,
+                    help="timed steps per run [100]")
+    ap.add_argument("--warmup", type=cli.nonnegative_int, default=20,
+                    help="untimed steps before each run [20]")
+    ap.add_argument("--repeats", type=cli.positive_int, default=3,
+                    help="runs of each row, interleaved; the median is reported [3]")
     ap.add_argument("--algo", default="heuristic", choices=["heuristic", "benchmark"],
                     help="cudnnlite's algorithm choice [heuristic, as PyTorch without "
                          "cudnn.benchmark]")
@@ -83,7 +93,12 @@ def main():
                          "calls, the backend (graph) API's cached plans, or both side by side "
                          "[legacy]")
     ap.add_argument("--precision", default="fp32", choices=["fp32", "bf16", "both"],
-                    help="fp32, bf16 (see above) or both side by side [fp32]")
+                    help="fp32; bf16: this engine's train.dcgan --precision bf16 (float32 master "
+                         "weights) and PyTorch's models in bfloat16; or both [fp32]")
+    ap.add_argument("--memory-format", default="contiguous",
+                    choices=["contiguous", "channels_last"],
+                    help="both engines' models stored so (channels_last: NHWC kernels) "
+                         "[contiguous]")
     args = ap.parse_args()
     cli.use_device(args.device, gpu_only="this tool times the GPU path (cuDNN, CUDA graphs) "
                                          "against PyTorch's")
@@ -100,18 +115,20 @@ def main():
                 for captured in (False, True):
                     name = (f"cudnnlite {'captured' if captured else 'eager'}{tag}"
                             f"{' (graph API)' if api == 'graph' else ''}")
-                    runs[name] = ours(args.device, args.batch_size, captured, precision) + (api,)
+                    runs[name] = ours(args.device, args.batch_size, captured, precision,
+                                      args.memory_format) + (api,)
         for variant, label in (("eager", "eager"), ("fused", "eager, fused Adam"),
                                ("captured", "captured")):
             runs[f"pytorch {label}{tag}"] = pytorch(args.device, args.batch_size, variant,
-                                                    precision) + (None,)
+                                                    precision, args.memory_format) + (None,)
     times = {name: [] for name in runs}
     for _ in range(args.repeats):                    # interleaved, so drift hits all alike
         for name, (step, sync, api) in runs.items():
             with conv.using(api=api or "legacy"):
                 times[name].append(ms_per_call(step, sync, args.warmup, args.steps))
     gpu = cupy.cuda.runtime.getDeviceProperties(args.device)["name"].decode()
-    print(f"DCGAN train step, batch {args.batch_size}, TF32 convolutions, {gpu}")
+    print(f"DCGAN train step, batch {args.batch_size}, TF32 convolutions, {args.memory_format}, "
+          f"{gpu}")
     print(f"{'engine':<36} {'ms/step':>8} {'img/s':>8} {'kernels':>8} {'GPU busy ms':>12}"
           f"   runs (ms/step)")
     for name, (step, sync, api) in runs.items():
@@ -120,11 +137,11 @@ def main():
             kernels, busy = kernels_and_busy_ms(step, sync)
         print(f"{name:<36} {med:8.2f} {args.batch_size / med * 1e3:8.0f} {kernels:8d} "
               f"{busy:12.2f}   " + " ".join(f"{t:.2f}" for t in times[name]))
-    base = statistics.median(times["pytorch eager"])
-    for name in times:
-        if name != "pytorch eager":
-            print(f"speed-up of {name} over pytorch eager: "
-                  f"{base / statistics.median(times[name]):.2f}x")
+    for name in times:                    # against PyTorch eager in the same precision
+        base = "pytorch eager" + (" bf16" if " bf16" in name else "")
+        if name != base:
+            print(f"speed-up of {name} over {base}: "
+                  f"{statistics.median(times[base]) / statistics.median(times[name]):.2f}x")
     return 0
 
 
