@@ -99,12 +99,15 @@ _labels = {}
 
 
 def _label(value, n, like):
-    """A constant label vector, made once per (value, size, device)."""
-    key = (value, n, like.device, like.dtype)
+    """A constant label vector, made once per (value, size, device, dtype); float32 for a
+    bfloat16 model, so its losses are float32 (the loss promotes D's bfloat16 output, as torch
+    would) and are logged to float32's precision."""
+    dtype = L.backend.accumulation_dtype(like.dtype)
+    key = (value, n, like.device, dtype)
     t = _labels.get(key)
     if t is None:
         xp = np if like.device == "cpu" else L.backend.cupy()
-        t = _labels[key] = L.Tensor(xp.full((n,), value, dtype=like.dtype))
+        t = _labels[key] = L.Tensor(xp.full((n,), value, dtype=dtype))
     return t
 
 
