@@ -18,7 +18,7 @@ class LRU:
         value = entries.get(key)
         if value is None:
             value = entries[key] = make()
-            while len(entries) > self.size:      # (a size lowered since: down to it)
+            while len(entries) > max(self.size, 0):      # (a size lowered since: down to it)
                 entries.popitem(last=False)
         else:
             entries.move_to_end(key)

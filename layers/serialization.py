@@ -15,6 +15,10 @@ from .backend import bfloat16, is_gpu
 def _arrays(state_dict):
     out = OrderedDict()
     for k, v in state_dict.items():
+        if not (hasattr(v, "shape") and hasattr(v, "dtype")):
+            raise TypeError(f"save: {k!r} is a {type(v).__name__}, not an array; save takes a "
+                            f"flat {{name: array}} dict such as Module.state_dict() (an "
+                            f"optimizer's nested state dict: see train.common.save_checkpoint)")
         v = v.numpy() if hasattr(v, "numpy") and not isinstance(v, np.ndarray) else v
         v = v.get() if is_gpu(v) else np.asarray(v)
         out[k] = v.astype(np.float32) if v.dtype == bfloat16 else v

@@ -386,3 +386,16 @@ def test_a_loss_of_bfloat16_and_float32_is_float32_whichever_comes_first(loss):
         np.testing.assert_allclose(y.item(), float(ref), rtol=1e-6)
         y.backward()
         assert x.grad.dtype == BF16
+
+
+def test_save_keeps_bfloat16_exactly_as_float32_and_refuses_nested_dicts(tmp_path):
+    m = nn.Linear(4, 3).to_dtype(BF16)
+    L.save(m.state_dict(), tmp_path / "w.npz")
+    back = L.load(tmp_path / "w.npz")
+    assert back["weight"].dtype == np.float32                # npz has no bfloat16
+    fresh = nn.Linear(4, 3).to_dtype(BF16)
+    fresh.load_state_dict(back)
+    np.testing.assert_array_equal(fresh.weight.numpy(), m.weight.numpy())
+    opt = L.optim.Adam(m.parameters(), master_weights=True)
+    with pytest.raises(TypeError, match="'state' is a dict, not an array"):
+        L.save(opt.state_dict(), tmp_path / "o.npz")
