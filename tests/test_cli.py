@@ -175,9 +175,29 @@ def test_resume_given_weights(tmp_path, trained):
 
 
 def test_resume_of_another_architecture(tmp_path, trained, mnist):
+    """The checkpoint says which architecture it holds: another --ngf is refused by name, and no
+    --ngf at all takes the checkpoint's (SMALL's 8, not the default 64)."""
     path = trained / "checkpoint.npz"
     dcgan_fails(tmp_path, "--dataset", "mnist", "--dataroot", str(mnist), "--resume", str(path),
-                "--ngf", "16", words=("--resume", str(path), "has shape"))
+                "--ngf", "16", words=("--ngf 16", str(path), "trained with --ngf 8"))
+    r = run("train.dcgan", "--device", "cpu", "--batch-size", "6", "--dataset", "mnist",
+            "--dataroot", str(mnist), "--resume", str(path), "--epochs", "1",
+            "--outf", str(tmp_path / "again"))
+    assert r.returncode == 0, r.stderr
+
+
+def test_resume_of_a_checkpoint_that_does_not_say_its_architecture(tmp_path, trained, mnist):
+    """Checkpoints from before the architecture was saved: the flags must repeat it, and a
+    mismatch is the state dict's shape error."""
+    import json
+    arrays = L.load(trained / "checkpoint.npz")
+    meta = json.loads(str(arrays["meta"]))
+    for k in ("nz", "ngf", "ndf", "nc"):
+        del meta[k]
+    arrays["meta"] = np.array(json.dumps(meta))
+    L.save(arrays, tmp_path / "old.npz")
+    dcgan_fails(tmp_path, "--dataset", "mnist", "--dataroot", str(mnist), "--resume",
+                str(tmp_path / "old.npz"), "--ngf", "16", words=("--resume", "has shape"))
 
 
 def test_resume_on_another_dataset(tmp_path, trained):

@@ -205,6 +205,9 @@ def sample_noise(n, nz, device, rng):
     return L.Tensor(L.random.device_generator().normal((n, nz, 1, 1)))
 
 
+ARCH = {"nz": 100, "ngf": 64, "ndf": 64, "nc": 1}     # the model flags and their defaults
+
+
 def parse_args(argv=None):
     """The flags, each checked for what it can be on its own (one-line errors, exit 2)."""
     p = cli.ArgumentParser(prog="python -m train.dcgan", description=__doc__.splitlines()[0])
@@ -216,11 +219,13 @@ def parse_args(argv=None):
     p.add_argument("--batch-size", type=cli.positive_int, default=None,
                    help="[128; a resumed run keeps its checkpoint's]")
     p.add_argument("--image-size", type=cli.positive_int, default=64)
-    p.add_argument("--nc", type=cli.positive_int, default=1, help="image channels [1]")
-    p.add_argument("--nz", type=cli.positive_int, default=100,
+    p.add_argument("--nc", type=cli.positive_int, default=None,
+                   help="image channels [1; a resumed run keeps its checkpoint's, as for the three "
+                        "below]")
+    p.add_argument("--nz", type=cli.positive_int, default=None,
                    help="size of the latent vector [100]")
-    p.add_argument("--ngf", type=cli.positive_int, default=64)
-    p.add_argument("--ndf", type=cli.positive_int, default=64)
+    p.add_argument("--ngf", type=cli.positive_int, default=None, help="generator width [64]")
+    p.add_argument("--ndf", type=cli.positive_int, default=None, help="discriminator width [64]")
     p.add_argument("--epochs", type=cli.positive_int, default=25)
     p.add_argument("--lr", type=cli.positive_float, default=2e-4)
     p.add_argument("--beta1", type=float, default=0.5)
@@ -276,6 +281,10 @@ def main(argv=None):
                         "the checkpoint.npz of a train.dcgan run") if args.resume else None
     args.batch_size = cli.batch_size(args.batch_size, 128, resume_meta, args.resume)
     args.precision = cli.precision(args.precision, resume_meta, args.resume)
+    for flag, default in ARCH.items():       # the architecture a checkpoint was trained with
+        setattr(args, flag, cli.saved_setting(f"--{flag}", f"--{flag}", flag,
+                                              getattr(args, flag), default, resume_meta,
+                                              args.resume))
     args.memory_format = cli.memory_format(args.memory_format, resume_meta, args.resume)
     device = cli.use_device(args.device)
     L.manual_seed(args.seed)
@@ -340,6 +349,7 @@ def main(argv=None):
         save_checkpoint(ckpt, modules, optimizers,
                         {"epoch": epoch, "position": position, "step": step,
                          "batch_size": args.batch_size, "precision": args.precision,
+                         **{flag: getattr(args, flag) for flag in ARCH},
                          "memory_format": args.memory_format}, rng,
                         {"order": order})
 
