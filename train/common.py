@@ -198,6 +198,11 @@ def set_precision(modules, precision):
         raise ValueError(f"precision {precision!r}: expected one of {', '.join(PRECISIONS)}")
     dtype = np.dtype(np.float32) if precision == "fp32" else L.backend.bfloat16
     for m in modules:
+        if precision != "fp32" and any(L.backend.is_gpu(p.data) for p in m.parameters()):
+            major = int(L.backend.cupy().__version__.split(".")[0])
+            if major < 14:
+                raise RuntimeError(f"precision {precision}: bfloat16 device arrays need CuPy 14 "
+                                   f"or later, this is CuPy {L.backend.cupy().__version__}")
         m.to_dtype(dtype)
     return dtype
 
