@@ -51,6 +51,8 @@ class FakeDeviceArray:
                                self.device.id)
 
     def transpose(self, *axes):
+        if len(axes) == 1 and isinstance(axes[0], (tuple, list)):
+            axes = tuple(axes[0])
         axes = axes or tuple(reversed(range(self.ndim)))
         return FakeDeviceArray([self.shape[a] for a in axes], self.dtype,
                                [self.strides[a] for a in axes], self.data.ptr, self.device.id)

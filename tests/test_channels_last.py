@@ -121,3 +121,22 @@ def test_dcgan_steps_in_channels_last_equal_the_ordinary_ones(device):
                 assert is_channels_last(v1), k
             np.testing.assert_allclose(L.backend.to_device(v1, "cpu"),
                                        L.backend.to_device(v0, "cpu"), rtol=tol, atol=tol, err_msg=k)
+
+
+def test_channels_last_operands_reach_cudnn_as_an_nhwc_problem():
+    """No GPU needed: with device-array stand-ins, a channels-last conv gets as far as
+    cudnnCreate, and the plan it made is cuDNN's NHWC problem on views of the same memory."""
+    import cudnnlite as cl
+    from cudnnlite import conv
+    from fake_device import FakeDeviceArray as Dev
+    from layers.backend import channels_last_strides
+    conv.clear_cache()
+    x = Dev((2, 6, 9, 9), strides=channels_last_strides((2, 6, 9, 9), 4))
+    w = Dev((5, 6, 3, 3), strides=channels_last_strides((5, 6, 3, 3), 4), ptr=1 << 24)
+    with pytest.raises(cl.NotInitialized, match="cudnnCreate"):
+        F.conv2d(L.Tensor(x), L.Tensor(w), None, 2, 1)
+    (plan,) = {id(p): p for p in conv._plans.values()}.values()     # (cached under two keys)
+    assert plan.layout == "NHWC"
+    assert plan.x.setup()[1:3] == ((2, 6, 9, 9), (486, 1, 54, 6))    # N, C, H, W; NHWC strides
+    assert plan.w.setup()[:2] == (cl.DataType.FLOAT, cl.TensorFormat.NHWC)
+    conv.clear_cache()
