@@ -397,7 +397,8 @@ def dcgan_step(args):
     import layers as L
     from tools import workloads
     from train import dcgan
-    G, D, oG, oD, real, finite = workloads.dcgan(args.device, args.batch_size)
+    G, D, oG, oD, real, finite = workloads.dcgan(args.device, args.batch_size, args.precision,
+                                                 args.memory_format)
     real = L.Tensor(real)
     noise = L.Tensor(L.random.device_generator().normal((args.batch_size, 100, 1, 1)))
 
@@ -405,7 +406,8 @@ def dcgan_step(args):
         dcgan.train_step_device(G, D, oG, oD, real, noise, finite)
     info = [f"DCGAN (pytorch/examples' netG / netD, 1 channel, 64×64, nz=100, ngf=ndf=64), batch "
             f"{args.batch_size}: one training step of train.dcgan (D on real and fake, G, two Adam "
-            f"updates, the on-device non-finite check)."]
+            f"updates, the on-device non-finite check); precision {args.precision}, "
+            f"{args.memory_format}."]
     return step, {"netG": G, "netD": D}, cupy.cuda.get_current_stream().synchronize, info, None
 
 
@@ -414,6 +416,7 @@ def tacotron2_step(args):
     import layers as L
     from layers.finite import FiniteCheck
     from train.tacotron2 import HParams, Tacotron2, make_optimizer, train_step_device
+    from train.common import set_precision
     from train.tacotron2 import audio, data
     hp = HParams()
     L.manual_seed(0)
@@ -423,7 +426,8 @@ def tacotron2_step(args):
         cli.fail(f"--text {args.text!r}: {e}")
     b = data.collate(examples, hp.n_frames_per_step)
     model = Tacotron2(hp).to(args.device)
-    opt = make_optimizer(model)
+    set_precision([model], args.precision)
+    opt = make_optimizer(model, master_weights=args.precision != "fp32")
     finite = FiniteCheck({"model": model}, every_call=False)   # as train.tacotron2's step
     batch = (L.backend.to_device(b.text_padded, args.device), b.input_lengths,
              L.backend.to_device(b.mel_padded, args.device),
@@ -436,7 +440,8 @@ def tacotron2_step(args):
     info = [f"Tacotron 2 (NVIDIA's hparams), {args.text!r} ({int(b.input_lengths[0])} symbols, "
             f"{frames} mel frames = {seconds:.2f} s of audio; espeak-ng's speech) repeated to "
             f"batch {args.batch_size}: one teacher-forced training step of train.tacotron2 "
-            f"(forward, loss, backward, clip_grad_norm, Adam, the non-finite check)."]
+            f"(forward, loss, backward, clip_grad_norm, Adam, the non-finite check); precision "
+            f"{args.precision}."]
     return step, {"model": model}, cupy.cuda.get_current_stream().synchronize, info, seconds
 
 
@@ -449,6 +454,11 @@ def main(argv=None):
     ap.add_argument("--text", default="In his defense.", help="tacotron2's sentence")
     ap.add_argument("--warmup", type=cli.nonnegative_int, default=3,
                     help="untraced steps first [3]")
+    ap.add_argument("--precision", default="fp32", choices=["fp32", "bf16"],
+                    help="the training jobs' --precision [fp32]")
+    ap.add_argument("--memory-format", default="contiguous",
+                    choices=["contiguous", "channels_last"],
+                    help="dcgan's --memory-format [contiguous]")
     ap.add_argument("--markdown", default=None, help="write the tables to this .md file")
     ap.add_argument("--csv", default=None, help="write every row to this .csv file")
     ap.add_argument("--rows", type=cli.nonnegative_int, default=None,
