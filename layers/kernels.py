@@ -143,6 +143,21 @@ def adam_multi(table, n, total, like, lr, beta1, beta2, eps, weight_decay):
     )(table, np.int32(n), A(lr), A(beta1), A(beta2), A(eps), A(weight_decay), like, size=total)
 
 
+def adam_master(p, g, master, m, v, step, lr, beta1, beta2, eps, weight_decay):
+    """Adam on the float32 master of a half-precision parameter p, in one pass per element:
+    the master re-synced from p where p no longer equals it rounded (as sync_master), updated
+    from g in float32 by _ADAM_ELEMENT (m and v float32), then rounded into p -- what
+    optim.Optimizer's master weights do around kernels.adam in four launches."""
+    f = np.float32
+    elementwise(
+        "cudnnlite_adam_master",
+        "T g, raw int64 step, float32 lr, float32 beta1, float32 beta2, float32 eps, float32 wd",
+        "T q, float32 p, float32 m, float32 v",
+        "typedef float A;\n        if ((T)p != q) p = (float)q;\n        {\n        typedef float T;"
+        + _ADAM_ELEMENT + "        }\n        q = (T)p;",
+    )(g, step, f(lr), f(beta1), f(beta2), f(eps), f(weight_decay), p, master, m, v)
+
+
 def sync_master(master, p):
     """master = p where master rounded to p's dtype differs from p (optim.Optimizer's master
     weights: a weight loaded into the model replaces its stale master), in one pass."""

@@ -29,6 +29,7 @@ class Optimizer:
     one elementwise pass, no host sync, so a captured step does it too. Subclasses implementing
     `step` themselves, rather than `_update`, do without master weights."""
     defaults = {}
+    fused_masters = False    # the subclass updates GPU masters itself (one kernel: Adam)
 
     def __init__(self, params, master_weights=False, **hyper):
         self.master_weights = bool(master_weights)
@@ -67,8 +68,10 @@ class Optimizer:
                     st = self.state.setdefault(id(p), {})
                     if "master_param" not in st:
                         st["master_param"] = p.data.astype(np.float32)
-                    else:
+                    elif not (self.fused_masters and is_gpu(p.data)):
                         _sync_master(st["master_param"], p.data)
+                    if self.fused_masters and is_gpu(p.data):
+                        continue                # sync, update and rounding in one kernel
                     swapped.append((p, p.data, p.grad))
                     p.data, p.grad = st["master_param"], Tensor(p.grad.data.astype(np.float32))
         try:
@@ -174,8 +177,10 @@ class Adam(Optimizer):
     foreach=True (default: layers.optim.FOREACH) updates all float32 / float64 parameters of a
     group that live on a GPU in one launch per dtype, through a table of their pointers
     (layers.kernels.adam_multi) -- the same arithmetic as the per-parameter kernel, element for
-    element; other parameters take the per-parameter path."""
+    element; other parameters take the per-parameter path. With master_weights, a half-precision
+    GPU parameter is updated through its float32 master by one kernel (kernels.adam_master)."""
     defaults = dict(lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, foreach=None)
+    fused_masters = True
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0,
                  foreach=None, master_weights=False):
@@ -189,10 +194,19 @@ class Adam(Optimizer):
         for group, p in self._params_with_grad():
             st = self.state.setdefault(id(p), {})
             xp = xp_of(p.data)
+            master = st.get("master_param") if self.master_weights and is_half(p.dtype) \
+                else None                   # (set: a GPU parameter's master, not swapped in)
             if "step" not in st:            # (a master weight may be there already)
+                like = p.data if master is None else master
                 st.update(step=xp.zeros((), dtype=np.int64) if is_gpu(p.data) else 0,
-                          exp_avg=xp.zeros_like(p.data), exp_avg_sq=xp.zeros_like(p.data))
+                          exp_avg=xp.zeros_like(like), exp_avg_sq=xp.zeros_like(like))
             b1, b2 = group["betas"]
+            if master is not None:
+                st["step"] += 1
+                kernels.adam_master(p.data, p.grad.data, master, st["exp_avg"],
+                                    st["exp_avg_sq"], st["step"], group["lr"], b1, b2,
+                                    group["eps"], group["weight_decay"])
+                continue
             if is_gpu(p.data):
                 foreach = FOREACH if group["foreach"] is None else group["foreach"]
                 arrays = (p.data, p.grad.data, st["exp_avg"], st["exp_avg_sq"], st["step"])

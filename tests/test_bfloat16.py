@@ -207,27 +207,39 @@ def test_master_weights_keep_updates_bfloat16_would_round_away():
             np.testing.assert_array_equal(p.numpy(), master.astype(BF16))
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("opt_name", ["Adam", "SGD"])
-def test_master_weights_follow_torch_float32_on_the_master(opt_name):
+def test_master_weights_follow_torch_float32_on_the_master(opt_name, device):
     """The master follows torch's optimizer on a float32 parameter given the bfloat16 gradients
-    cast to float32; the bfloat16 parameter is the master rounded."""
+    cast to float32; the bfloat16 parameter is the master rounded. (On the GPU, Adam does it in
+    one kernel, kernels.adam_master; weights are then loaded into the model, which the next step
+    must start from.)"""
     rng = np.random.default_rng(11)
     w0 = _values(rng, (3, 5))
     make = {"Adam": (lambda ps: L.optim.Adam(ps, lr=1e-2, weight_decay=0.1, master_weights=True),
                      lambda ps: torch.optim.Adam(ps, lr=1e-2, weight_decay=0.1)),
             "SGD": (lambda ps: L.optim.SGD(ps, lr=1e-2, momentum=0.9, master_weights=True),
                     lambda ps: torch.optim.SGD(ps, lr=1e-2, momentum=0.9))}[opt_name]
-    p = nn.Parameter(L.tensor(w0.copy()))
+    p = nn.Parameter(L.tensor(w0.copy(), device=device))
     tp = torch.nn.Parameter(torch.tensor(w0.astype(np.float32)))
     opt, topt = make[0]([p]), make[1]([tp])
-    for _ in range(6):
+    host = lambda a: L.backend.to_device(a, "cpu")      # noqa: E731
+    for k in range(6):
+        if k == 4:                                      # new weights, loaded into both
+            w = _values(rng, (3, 5))
+            p.data[...] = L.backend.to_device(w, device)
+            with torch.no_grad():
+                tp.copy_(torch.tensor(w.astype(np.float32)))
         g = _values(rng, (3, 5))
-        p.grad, tp.grad = L.tensor(g), torch.tensor(g.astype(np.float32))
+        p.grad, tp.grad = L.tensor(g, device=device), torch.tensor(g.astype(np.float32))
         opt.step()
         topt.step()
-        np.testing.assert_allclose(opt.state[id(p)]["master_param"], tp.detach().numpy(),
-                                   rtol=2e-6, atol=1e-7)
-        np.testing.assert_array_equal(p.numpy(), tp.detach().numpy().astype(BF16))
+        master = host(opt.state[id(p)]["master_param"])
+        assert master.dtype == np.float32 and host(opt.state[id(p)]["exp_avg" if opt_name ==
+                                                   "Adam" else "momentum_buffer"]).dtype == \
+            np.float32
+        np.testing.assert_allclose(master, tp.detach().numpy(), rtol=2e-6, atol=1e-7)
+        np.testing.assert_array_equal(p.numpy(), master.astype(BF16))
         assert p.grad.dtype == BF16             # the gradient is the caller's again
 
 

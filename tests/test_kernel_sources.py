@@ -95,6 +95,8 @@ def _harvest(monkeypatch, dtype):
     kernels.adam(x, x, x, x, Stand("int64"), 1e-3, 0.9, 0.999, 1e-8, 0.0)
     kernels.adam_multi(Stand("int64"), 2, 16, x, 1e-3, 0.9, 0.999, 1e-8, 0.0)
     kernels.sync_master(Stand("float32"), x)
+    kernels.adam_master(x, x, Stand("float32"), Stand("float32"), Stand("float32"),
+                        Stand("int64"), 1e-3, 0.9, 0.999, 1e-8, 0.0)
     if dtype in ("float32", "float64"):          # the foreach norm's dtypes
         kernels.multi_sumsq(Stand("int64"), 2, 16, x)
         kernels.multi_scale(Stand("int64"), 2, 16, x, Stand(dtype), 1.0)
@@ -186,7 +188,7 @@ def test_every_kernel_compiles_for(dtype, monkeypatch, tmp_path):
     names = {k.args[1] if k.kind == "raw" else k.args[3 if k.kind == "elementwise" else 6]
              for k in harvest}
     for expected in ("leaky_relu_fwd", "bce_bwd", "cudnnlite_softmax_fwd", "cudnnlite_relu_fwd",
-                     "cudnnlite_sync_master", "cudnnlite_dropout",
+                     "cudnnlite_sync_master", "cudnnlite_adam_master", "cudnnlite_dropout",
                      "cudnnlite_first_nonfinite_multi", "cudnnlite_normal", "lstm_cell_bwd"):
         assert expected in names, (expected, sorted(names))
     make = {"elementwise": _elementwise_source, "reduction": _reduction_source,
