@@ -1,5 +1,6 @@
 """Where data lives: NumPy arrays on the CPU, CuPy arrays on a GPU. Devices are 'cpu' or an int."""
 import collections
+import sys
 
 import numpy as np
 
@@ -55,9 +56,9 @@ def from_foreign(a):
     cannot take directly) or a CuPy array (a CUDA tensor, sharing its memory); anything else
     as it is. (torch.Tensor's class has __cuda_array_interface__, so is_gpu alone would take a
     CPU tensor for a device array.)"""
-    if type(a).__module__.split(".")[0] != "torch" or not hasattr(a, "detach"):
+    torch = sys.modules.get("torch")         # (not imported: no torch tensor can exist)
+    if torch is None or not isinstance(a, torch.Tensor):
         return a
-    import torch
     t = a.detach()
     if t.is_cuda:
         return cupy().from_dlpack(t)
@@ -86,13 +87,30 @@ def is_channels_last(a):
 
 
 def to_channels_last(a):
-    """A copy of 4-d `a` (N, C, H, W) stored channels-last; `a` itself when it is already."""
+    """A copy of 4-d `a` (N, C, H, W) stored channels-last, on a's device; `a` itself when it
+    is already."""
     if is_channels_last(a):
         return a
     N, C, H, W = a.shape
-    out = xp_of(a).empty((N, H, W, C), dtype=a.dtype).transpose(0, 3, 1, 2)
-    out[...] = a
+    with _on_device_of(a):
+        out = xp_of(a).empty((N, H, W, C), dtype=a.dtype).transpose(0, 3, 1, 2)
+        out[...] = a
     return out
+
+
+def to_contiguous(a):
+    """A C-ordered copy of `a` on its device, or `a` when it is C-ordered and not channels-last
+    (a channels-last array with C = 1 or H = W = 1 counts as C-contiguous to NumPy and CuPy,
+    but its strides still say channels-last)."""
+    if a.flags.c_contiguous and not is_channels_last(a):
+        return a
+    with _on_device_of(a):
+        return xp_of(a).array(a, order="C", copy=True)
+
+
+def _on_device_of(a):
+    import contextlib
+    return cupy().cuda.Device(a.device.id) if is_gpu(a) else contextlib.nullcontext()
 
 
 def xp_of(a):

@@ -281,14 +281,14 @@ def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, layo
     if activation not in (None, "relu", "tanh", "sigmoid"):
         raise ValueError(f"conv2d: activation must be None, 'relu', 'tanh' or 'sigmoid', got "
                          f"{activation!r}")
-    if layout == "NCHW" and _channels_last(x, weight):
-        return _nchw(conv2d(_nhwc(x), _nhwc(weight), bias, stride, padding, dilation, groups,
-                            "NHWC", activation))
     C = x.shape[-1] if layout == "NHWC" else x.shape[1]
     Cg = weight.shape[-1] if layout == "NHWC" else weight.shape[1]
     if C != Cg * groups or weight.shape[0] % groups:
         raise ValueError(f"conv2d: input has {C} channels (shape {x.shape}) but weight "
                          f"{weight.shape} with groups={groups} expects {Cg * groups}")
+    if layout == "NCHW" and _channels_last(x, weight):       # (checked in the caller's shapes)
+        return _nchw(conv2d(_nhwc(x), _nhwc(weight), bias, stride, padding, dilation, groups,
+                            "NHWC", activation))
     return _conv.Conv2d.apply(x, weight, bias, stride=pair(stride), pad=pair(padding),
                               dilation=pair(dilation), groups=groups, layout=layout,
                               activation=activation)
@@ -309,9 +309,6 @@ def conv_transpose2d(x, weight, bias=None, stride=1, padding=0, output_padding=0
                      dilation=1, layout="NCHW"):
     """PyTorch's conv_transpose2d: weight (Cin, Cout/groups, R, S)."""
     _check_conv("conv_transpose2d", x, weight, 4)
-    if layout == "NCHW" and _channels_last(x, weight):
-        return _nchw(conv_transpose2d(_nhwc(x), _nhwc(weight), bias, stride, padding,
-                                      output_padding, groups, dilation, "NHWC"))
     stride, padding, output_padding, dilation = (pair(v) for v in
                                                  (stride, padding, output_padding, dilation))
     C = x.shape[-1] if layout == "NHWC" else x.shape[1]
@@ -328,6 +325,9 @@ def conv_transpose2d(x, weight, bias=None, stride=1, padding=0, output_padding=0
     if min(size) < 1:
         raise ValueError(f"conv_transpose2d: output size {size} is not positive (input {x.shape}, "
                          f"weight {weight.shape}, padding {padding})")
+    if layout == "NCHW" and _channels_last(x, weight):       # (checked in the caller's shapes)
+        return _nchw(conv_transpose2d(_nhwc(x), _nhwc(weight), bias, stride, padding,
+                                      output_padding, groups, dilation, "NHWC"))
     return _conv.ConvTranspose2d.apply(x, weight, bias, stride=stride, dilation=dilation,
                                        groups=groups, begin=padding, size=tuple(size),
                                        layout=layout)
@@ -382,7 +382,8 @@ def _checkpair(name, a, b):
                          f"{tuple(b.shape)} differ")
     if isinstance(b, Tensor) and is_floating(a.dtype) and is_floating(b.dtype) and \
             a.dtype != b.dtype:
-        common = np.result_type(a.dtype, b.dtype)
+        common = np.dtype(np.float32) if a.dtype.itemsize == b.dtype.itemsize == 2 else \
+            np.result_type(a.dtype, b.dtype)           # (float16 with bfloat16: float32)
         return a.astype(common), b.astype(common)
     return a, _operand(b, a)
 

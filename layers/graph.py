@@ -45,7 +45,7 @@ class CapturedStep:
     def key(self, arrays, inputs, host=None):
         """Everything that decides which kernels, arguments and addresses a capture holds."""
         from cudnnlite import blas, conv
-        parts = [tuple((a.shape, a.dtype.str, a.device.id) for a in arrays),
+        parts = [tuple((a.shape, a.strides, a.dtype.str, a.device.id) for a in arrays),
                  tuple(getattr(i, "requires_grad", False) for i in inputs), is_grad_enabled(),
                  conv.settings, blas.settings, tuple(sorted((host or {}).items()))]
         for m in self.modules:
@@ -110,7 +110,7 @@ class CapturedStep:
         cp = cupy()
         pool = cp.cuda.MemoryPool()       # the graph's buffers live here, and only here
         with cp.cuda.using_allocator(pool.malloc), cudnnlite.capture_scope() as kept:
-            static = [a.copy() for a in arrays]
+            static = [a.copy(order="K") for a in arrays]     # (layouts kept: channels-last)
             wrapped = [Tensor(s, requires_grad=i.requires_grad) if isinstance(i, Tensor) else s
                        for s, i in zip(static, inputs)]
             self.stream.synchronize()

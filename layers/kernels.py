@@ -13,20 +13,23 @@ def elementwise(name, in_params, out_params, body, preamble=""):
 
 
 def leaky_relu(x, slope):
-    # the slope in float for half data (0.2 is 0.2002 in bfloat16), as the NumPy path has it
-    return elementwise("leaky_relu_fwd", "T x, S slope", "T y",
-                       "y = x > (T)0 ? x : (T)(x * slope)")(x, _scalar(x, slope), _like(x))
+    # the slope in float for half data (0.2 is 0.2002 in bfloat16), as the NumPy path has it;
+    # its type is spelled out: CuPy infers a placeholder only from arrays, never from a scalar
+    s = _scalar_type(x)
+    return elementwise(f"leaky_relu_fwd_{s}", f"T x, {s} slope", "T y",
+                       "y = x > (T)0 ? x : (T)(x * slope)")(x, np.dtype(s).type(slope), _like(x))
 
 
 def leaky_relu_grad(x, gy, slope):
-    return elementwise("leaky_relu_bwd", "T x, T gy, S slope", "T gx",
-                       "gx = x > (T)0 ? gy : (T)(gy * slope)")(x, gy, _scalar(x, slope),
+    s = _scalar_type(x)
+    return elementwise(f"leaky_relu_bwd_{s}", f"T x, T gy, {s} slope", "T gx",
+                       "gx = x > (T)0 ? gy : (T)(gy * slope)")(x, gy, np.dtype(s).type(slope),
                                                                _like(x))
 
 
-def _scalar(x, value):
-    """A kernel's scalar for x's data: float32 for half data, else x's dtype."""
-    return (np.float32 if x.dtype.itemsize == 2 else x.dtype.type)(value)
+def _scalar_type(x):
+    """The dtype name of a kernel's scalar for x's data: float32 for half data, else x's."""
+    return "float32" if x.dtype.itemsize == 2 else x.dtype.name
 
 
 def _like(x):

@@ -6,7 +6,7 @@ from collections import OrderedDict
 import numpy as np
 
 from .backend import (from_foreign, is_floating, is_gpu, parse_device, to_channels_last,
-                      to_device, xp_of)
+                      to_contiguous, to_device)
 from .finite import active as _finite
 from .trace import active as _trace
 from .tensor import Tensor
@@ -169,7 +169,7 @@ class Module:
                     a.data = to_device(a.data, device)
                 if memory_format is not None and a.data.ndim == 4:
                     a.data = to_channels_last(a.data) if memory_format == "channels_last" \
-                        else xp_of(a.data).ascontiguousarray(a.data)
+                        else to_contiguous(a.data)
         return self
 
     def to_dtype(self, dtype):

@@ -77,8 +77,9 @@ class DeviceGenerator:
     def dropout(self, x, p):
         """(x * mask, mask) with mask = 1/(1-p) with probability 1-p, else 0; the mask in float32
         for half-precision x (as the NumPy path computes it: 1/(1-p) is not rounded to 8 bits)."""
-        S = accumulation_dtype(x.dtype).type
-        y, m = self._dropout(x, self.state, np.float32(p), S(1 / (1 - p)))
+        S = accumulation_dtype(x.dtype)           # (the outputs given: CuPy infers S from m)
+        y, m = self._dropout(x, self.state, np.float32(p), S.type(1 / (1 - p)),
+                             cupy().empty_like(x), cupy().empty(x.shape, S))
         self._next(x.size)
         return y, m
 

@@ -9,7 +9,7 @@ from collections import OrderedDict
 
 import numpy as np
 
-from .backend import bfloat16, is_gpu
+from .backend import bfloat16, from_foreign, is_gpu
 
 
 def _arrays(state_dict):
@@ -19,6 +19,7 @@ def _arrays(state_dict):
             raise TypeError(f"save: {k!r} is a {type(v).__name__}, not an array; save takes a "
                             f"flat {{name: array}} dict such as Module.state_dict() (an "
                             f"optimizer's nested state dict: see train.common.save_checkpoint)")
+        v = from_foreign(v)                 # a PyTorch tensor (bfloat16, CUDA, Parameter)
         v = v.numpy() if hasattr(v, "numpy") and not isinstance(v, np.ndarray) else v
         v = v.get() if is_gpu(v) else np.asarray(v)
         out[k] = v.astype(np.float32) if v.dtype == bfloat16 else v

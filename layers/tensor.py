@@ -379,7 +379,8 @@ def _backward_one(fn, grads, pending, deferred):
 
 def _accumulate(leaf, g):
     if leaf.grad is None:
-        leaf.grad = Tensor(g.copy())     # g may be shared (x + x hands gy to both inputs)
+        leaf.grad = Tensor(g.copy(order="K"))    # g may be shared (x + x hands gy to both
+        #                                          inputs); order K keeps a channels-last layout
     else:
         leaf.grad.data += g
 

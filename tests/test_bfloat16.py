@@ -379,6 +379,22 @@ def test_a_torch_bfloat16_state_dict_loads_and_torch_tensors_are_taken_as_they_a
         [[0, 1, 2], [3, 4, 5]]
     assert L.tensor(torch.ones(2)).dtype == np.float32
 
+    class Sub(torch.Tensor):                    # a subclass from outside the torch package
+        pass
+    assert L.tensor(torch.ones(3).as_subclass(Sub)).device == "cpu"
+
+
+def test_torch_tensors_save_as_the_arrays_they_hold(tmp_path):
+    L.save({"w": torch.ones(2, dtype=torch.bfloat16), "p": torch.nn.Parameter(torch.ones(2))},
+           tmp_path / "t.npz")
+    back = L.load(tmp_path / "t.npz")
+    assert back["w"].dtype == np.float32 and back["p"].tolist() == [1.0, 1.0]
+
+
+def test_a_loss_of_float16_and_bfloat16_is_float32():
+    y = F.mse_loss(L.tensor(np.ones(3, np.float16)), L.tensor(np.zeros(3, BF16)))
+    assert y.dtype == np.float32 and y.item() == 1.0
+
 
 @pytest.mark.parametrize("loss", ["mse_loss", "l1_loss", "binary_cross_entropy",
                                   "binary_cross_entropy_with_logits"])

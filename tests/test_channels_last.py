@@ -56,6 +56,8 @@ def test_channels_last_equals_the_ordinary_layout(name, which, device):
     ref, ref_grads = _run(fn, shapes, device, which=())
     y, grads = _run(fn, shapes, device, which=which)
     assert is_channels_last(y.data)                 # the result is stored channels-last too
+    for i in which:                                 # and so is a channels-last leaf's gradient
+        assert is_channels_last(grads[i].data), i
     np.testing.assert_allclose(y.numpy(), ref.numpy(), rtol=1e-10, atol=1e-12)
     for g, r in zip(grads, ref_grads):
         np.testing.assert_allclose(g.numpy(), r.numpy(), rtol=1e-10, atol=1e-12)
@@ -84,7 +86,10 @@ def test_module_to_channels_last_matches_torch_strides_and_keeps_state_dict_shap
             assert tuple(s // v.itemsize for s in v.strides) == tv.stride(), k
         np.testing.assert_array_equal(v, before[k])
     m.to(memory_format="contiguous")
-    assert all(v.flags.c_contiguous for v in m.state_dict().values())
+    assert all(v.flags.c_contiguous and not is_channels_last(v) for v in m.state_dict().values())
+    thin = nn.Sequential(nn.Conv2d(1, 4, 3), nn.Conv2d(4, 8, 1))     # C = 1, and H = W = 1:
+    thin.to(memory_format="channels_last").to(memory_format="contiguous")   # NumPy calls both
+    assert not any(is_channels_last(p.data) for p in thin.parameters())     # C-contiguous
     with pytest.raises(ValueError, match="memory_format must be"):
         m.to(memory_format="nhwc")
 
@@ -120,7 +125,8 @@ def test_dcgan_steps_in_channels_last_equal_the_ordinary_ones(device):
             if v1.ndim == 4 and v1.shape[1] > 1:
                 assert is_channels_last(v1), k
             np.testing.assert_allclose(L.backend.to_device(v1, "cpu"),
-                                       L.backend.to_device(v0, "cpu"), rtol=tol, atol=tol, err_msg=k)
+                                       L.backend.to_device(v0, "cpu"), rtol=tol, atol=tol,
+                                       err_msg=k)
 
 
 def test_channels_last_operands_reach_cudnn_as_an_nhwc_problem():

@@ -22,9 +22,10 @@ from layers import random as lrandom
 from layers.ops import rnn as ops_rnn
 
 cupy = pytest.importorskip("cupy")
+REAL_ELEMENTWISE = cupy.ElementwiseKernel
 NVCC = shutil.which("nvcc") or next((p for p in ("/usr/local/cuda/bin/nvcc",) if os.path.exists(p)),
                                     None)
-pytestmark = pytest.mark.skipif(NVCC is None, reason="no nvcc on this machine")
+NEEDS_NVCC = pytest.mark.skipif(NVCC is None, reason="no nvcc on this machine")
 
 C_TYPES = {"float16": "float16", "bfloat16": "bfloat16", "float32": "float", "float64": "double",
            "int8": "signed char", "uint8": "unsigned char", "int32": "int", "uint32": "unsigned int",
@@ -57,12 +58,14 @@ class Stand:
 
 class Recorder:
     def __init__(self, kind, *args, **kwargs):
-        self.kind, self.args, self.kwargs = kind, args, kwargs
+        self.kind, self.args, self.kwargs, self.calls = kind, args, kwargs, []
         HARVEST.append(self)
 
     def __call__(self, *args, **kwargs):
+        self.calls.append(args)
         outs = len(_params(self.args[1])) if self.kind == "elementwise" else 1
-        return tuple(Stand() for _ in range(outs)) if outs > 1 else Stand()
+        dtype = next((a.dtype for a in args if isinstance(a, Stand)), "float32")
+        return tuple(Stand(dtype) for _ in range(outs)) if outs > 1 else Stand(dtype)
 
 
 HARVEST = []
@@ -78,8 +81,11 @@ def _harvest(monkeypatch, dtype):
     for name, kind in (("ElementwiseKernel", "elementwise"), ("ReductionKernel", "reduction"),
                        ("RawKernel", "raw")):
         monkeypatch.setattr(cupy, name, lambda *a, _k=kind, **kw: Recorder(_k, *a, **kw))
-    for name in ("array", "empty", "empty_like", "zeros_like", "broadcast_to"):
-        monkeypatch.setattr(cupy, name, lambda *a, **k: Stand(dtype))
+    like = lambda a, *_, **k: Stand(a.dtype if isinstance(a, Stand) else dtype)   # noqa: E731
+    made = lambda _, dt=None, **k: Stand(k.get("dtype", dt) or dtype)            # noqa: E731
+    for name, fake in (("array", made), ("empty", made), ("empty_like", like),
+                       ("zeros_like", like), ("broadcast_to", like)):
+        monkeypatch.setattr(cupy, name, fake)
     monkeypatch.setattr(kernels, "_blocks_for", lambda device_id: 4)
     monkeypatch.setattr(ops_rnn, "mm", lambda *a, **k: Stand(dtype))
     x = Stand(dtype)
@@ -103,7 +109,9 @@ def _harvest(monkeypatch, dtype):
     finite._flag_kernel()
     finite._multi_flag_kernel()
     gen = lrandom.DeviceGenerator(0)
-    assert gen is not None
+    gen.dropout(x, 0.1)
+    gen.uniform((4, 4), dtype)
+    gen.normal((4, 4), dtype)
     cell = ops_rnn.LSTMCell()
     cell.gpu = True
     cell.forward(x, x, x, x, x)
@@ -183,10 +191,31 @@ def _raw_source(k, dtype, uid):
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "bfloat16"])
+def test_every_elementwise_kernel_can_resolve_its_types(dtype, monkeypatch):
+    """CuPy infers a type placeholder (T, S) from the arrays of a call only, never from a scalar
+    (a 'T x, S slope' kernel called with a float for slope fails with KeyError: 'S'): each kernel,
+    built by CuPy and given the dtypes of the call the layers made, resolves every placeholder."""
+    harvest = _harvest(monkeypatch, dtype)
+    checked = 0
+    for k in harvest:
+        if k.kind != "elementwise":
+            continue
+        kernel = REAL_ELEMENTWISE(*k.args, **k.kwargs)
+        for args in k.calls:
+            types = [a.dtype.type if isinstance(a, Stand) else None for a in args]
+            ins, outs = types[:kernel.nin], types[kernel.nin:]
+            kernel._decide_params_type(tuple(ins), tuple(outs))    # raises on an unknown one
+            checked += 1
+    assert checked >= 15
+
+
+@NEEDS_NVCC
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "bfloat16"])
 def test_every_kernel_compiles_for(dtype, monkeypatch, tmp_path):
     harvest = _harvest(monkeypatch, dtype)
     names = {k.args[1] if k.kind == "raw" else k.args[3 if k.kind == "elementwise" else 6]
              for k in harvest}
+    names |= {n.rsplit("_", 1)[0] for n in names}       # (names keyed by a scalar's type)
     for expected in ("leaky_relu_fwd", "bce_bwd", "cudnnlite_softmax_fwd", "cudnnlite_relu_fwd",
                      "cudnnlite_sync_master", "cudnnlite_adam_master", "cudnnlite_dropout",
                      "cudnnlite_first_nonfinite_multi", "cudnnlite_normal", "lstm_cell_bwd"):
