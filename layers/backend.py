@@ -98,6 +98,12 @@ def to_channels_last(a):
     return out
 
 
+def is_dense(a):
+    """C-ordered or channels-last: every element of `a` in a.size consecutive items, so a kernel
+    that treats it as a flat buffer (the multi-tensor ones) reaches each element once."""
+    return a.flags.c_contiguous or is_channels_last(a)
+
+
 def to_contiguous(a):
     """A C-ordered copy of `a` on its device, or `a` when it is C-ordered and not channels-last
     (a channels-last array with C = 1 or H = W = 1 counts as C-contiguous to NumPy and CuPy,

@@ -18,7 +18,7 @@ import threading
 import numpy as np
 
 from . import kernels
-from .backend import device_table, is_floating, is_gpu, to_device
+from .backend import device_table, is_dense, is_floating, is_gpu, to_device
 from .tensor import Tensor
 
 NONE = np.iinfo(np.int64).max       # `first` when nothing was non-finite
@@ -104,7 +104,7 @@ class FiniteCheck:
         from .optim import FOREACH
         if FOREACH and len(grads) > 1 and is_gpu(grads[0]) and \
                 grads[0].dtype in (np.float32, np.float64) and \
-                all(g.dtype == grads[0].dtype and g.flags.c_contiguous and
+                all(g.dtype == grads[0].dtype and is_dense(g) and
                     g.device.id == grads[0].device.id for g in grads):
             # one launch over a table of the gradients: event k0 + j for gradient j, the
             # smallest non-finite one kept (atomicMin: events only grow in time)

@@ -10,8 +10,8 @@ import math
 import numpy as np
 
 from . import kernels
-from .backend import (accumulation_dtype, device_table, is_floating, is_gpu, is_half, stack,
-                      to_device, xp_of)
+from .backend import (accumulation_dtype, device_table, is_dense, is_floating, is_gpu, is_half,
+                      stack, to_device, xp_of)
 from .tensor import Tensor, no_grad
 from .trace import active as _trace
 
@@ -253,14 +253,15 @@ class Adam(Optimizer):
 
 
 def _batchable(arrays):
-    """p, g, m, v, step fit the multi-tensor Adam: float32 / float64 arrays of one dtype, size
-    and device, C-contiguous, and a device int64 step counter (else the per-tensor kernel, which
-    checks its arguments, takes them)."""
+    """p, g, m, v, step fit the multi-tensor Adam: float32 / float64 arrays of one dtype, size,
+    device and dense layout (C-ordered, or all four channels-last: the kernel pairs their k-th
+    items), and a device int64 step counter (else the per-tensor kernel, which checks its
+    arguments, takes them)."""
     p, step = arrays[0], arrays[4]
     return p.dtype in (np.float32, np.float64) and is_gpu(step) and step.dtype == np.int64 \
-        and step.size == 1 and all(a.dtype == p.dtype and a.size == p.size and
-                                   a.flags.c_contiguous and a.device.id == p.device.id
-                                   for a in arrays[:4])
+        and step.size == 1 and is_dense(p) and \
+        all(a.dtype == p.dtype and a.size == p.size and a.strides == p.strides and
+            a.device.id == p.device.id for a in arrays[:4])
 
 
 class SGD(Optimizer):
@@ -307,7 +308,7 @@ def clip_grad_norm_(parameters, max_norm, norm_type=2.0, foreach=None):
     A = accumulation_dtype(grads[0].dtype)      # float16 squares overflow: sum in float32
     if (FOREACH if foreach is None else foreach) and norm_type == 2 and is_gpu(grads[0]) and \
             grads[0].dtype in (np.float32, np.float64) and \
-            all(g.dtype == grads[0].dtype and g.flags.c_contiguous and
+            all(g.dtype == grads[0].dtype and is_dense(g) and
                 g.device.id == grads[0].device.id for g in grads) and \
             len({g.data.ptr for g in grads}) == len(grads):       # (one gradient twice: below)
         rows, n = kernels.pointer_rows(grads)
