@@ -196,7 +196,9 @@ class Tensor:
     def __repr__(self):
         grad = ", requires_grad=True" if self.requires_grad else ""
         where = "" if self.device == "cpu" else f", device={self.device}"
-        return f"Tensor({np.array2string(self.numpy(), precision=4, threshold=20)}{where}{grad})"
+        kind = "" if self.dtype in (np.float32, np.int64, np.bool_) else f", dtype={self.dtype}"
+        return (f"Tensor({np.array2string(self.numpy(), precision=4, threshold=20)}{kind}{where}"
+                f"{grad})")
 
     def numpy(self):
         """The values as a NumPy array (a device-to-host copy for GPU data)."""
