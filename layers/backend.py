@@ -39,6 +39,20 @@ except ImportError:                     # pragma: no cover - ml_dtypes is a depe
     bfloat16 = None
 
 
+def floating_dtype_or_none(x):
+    """x as a floating NumPy dtype when it names one (np.float32, 'bfloat16',
+    ml_dtypes.bfloat16), else None (a device such as 'cpu', 0 or 'cuda:1')."""
+    if isinstance(x, (int, np.integer)) or (isinstance(x, str) and
+                                           (x in ("cpu", "cuda") or x.startswith("cuda:")
+                                            or x.isdigit())):
+        return None
+    try:
+        dtype = np.dtype(x)
+    except TypeError:
+        return None
+    return dtype if is_floating(dtype) else None
+
+
 def is_floating(dtype):
     """float16 / bfloat16 / float32 / float64 (bfloat16 is a NumPy 'V'-kind extension dtype)."""
     dtype = np.dtype(dtype)

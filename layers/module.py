@@ -5,8 +5,8 @@ from collections import OrderedDict
 
 import numpy as np
 
-from .backend import (from_foreign, is_floating, is_gpu, parse_device, to_channels_last,
-                      to_contiguous, to_device)
+from .backend import (bfloat16, floating_dtype_or_none, from_foreign, is_floating, is_gpu,
+                      parse_device, to_channels_last, to_contiguous, to_device)
 from .finite import active as _finite
 from .trace import active as _trace
 from .tensor import Tensor
@@ -150,8 +150,9 @@ class Module:
     def eval(self):
         return self.train(False)
 
-    def to(self, device=None, memory_format=None):
-        """Move every parameter, gradient and buffer to `device` in place; memory_format
+    def to(self, device=None, dtype=None, memory_format=None):
+        """Move every parameter, gradient and buffer to `device` in place (a floating dtype in
+        its place, or `dtype`, is to_dtype's, as torch's module.to(torch.bfloat16)); memory_format
         'channels_last' stores every 4-d one (N, C, H, W) as (N, H, W, C), PyTorch's
         channels_last: the convolutions and batch norms they feed then run cuDNN's NHWC kernels
         (do this before making the optimizer or capturing a step: the arrays are new);
@@ -159,6 +160,10 @@ class Module:
         if memory_format not in (None, "channels_last", "contiguous"):
             raise ValueError(f"to: memory_format must be 'channels_last' or 'contiguous', got "
                              f"{memory_format!r}")
+        if device is not None and floating_dtype_or_none(device) is not None:
+            device, dtype = None, device
+        if dtype is not None:
+            self.to_dtype(dtype)
         if device is not None:
             device = parse_device(device)
         for _, t in self._state_items():
@@ -193,6 +198,12 @@ class Module:
 
     def float(self):
         return self.to_dtype(np.float32)
+
+    def half(self):
+        return self.to_dtype(np.float16)
+
+    def bfloat16(self):
+        return self.to_dtype(bfloat16)
 
     def zero_grad(self, set_to_none=True):
         for p in self.parameters():

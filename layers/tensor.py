@@ -9,8 +9,8 @@ import threading
 
 import numpy as np
 
-from .backend import (concatenate, device_of, from_foreign, is_floating, is_gpu, is_half,
-                      parse_device, to_device, xp_of, xp_of_gpu)
+from .backend import (concatenate, device_of, floating_dtype_or_none, from_foreign, is_floating,
+                      is_gpu, is_half, parse_device, to_device, xp_of, xp_of_gpu)
 from .trace import active as _trace
 
 
@@ -212,8 +212,25 @@ class Tensor:
     def tolist(self):
         return self.numpy().tolist()
 
-    def to(self, device):
-        """A copy on `device` ('cpu', 'cuda', 'cuda:1', an int), or self if already there."""
+    def to(self, device=None, dtype=None):
+        """A copy on `device` ('cpu', 'cuda', 'cuda:1', an int), or self if already there; a
+        floating dtype in its place, or `dtype`, casts as astype does (torch's x.to(dtype))."""
+        if device is not None and floating_dtype_or_none(device) is not None:
+            device, dtype = None, device
+        t = self if dtype is None else self.astype(dtype)
+        return t if device is None else t._to_device(device)
+
+    def float(self):
+        return self.astype(np.float32)
+
+    def bfloat16(self):
+        from .backend import bfloat16
+        return self.astype(bfloat16)
+
+    def half(self):
+        return self.astype(np.float16)
+
+    def _to_device(self, device):
         data = to_device(self.data, device)
         if data is self.data:
             return self

@@ -427,3 +427,20 @@ def test_save_keeps_bfloat16_exactly_as_float32_and_refuses_nested_dicts(tmp_pat
     opt = L.optim.Adam(m.parameters(), master_weights=True)
     with pytest.raises(TypeError, match="'state' is a dict, not an array"):
         L.save(opt.state_dict(), tmp_path / "o.npz")
+
+
+def test_pytorch_spellings_of_a_cast():
+    """module.to(torch.bfloat16)-style casts: to(dtype), to(dtype=...), .bfloat16(), .half()
+    (batch norm keeps float32 throughout, as to_dtype); a device stays a device."""
+    net = nn.Sequential(nn.Linear(3, 2), nn.BatchNorm1d(2))
+    for cast in (lambda m: m.to(BF16), lambda m: m.to(dtype="bfloat16"), lambda m: m.bfloat16()):
+        sd = cast(nn.Sequential(nn.Linear(3, 2), nn.BatchNorm1d(2))).state_dict()
+        assert sd["0.weight"].dtype == BF16 and sd["1.weight"].dtype == np.float32
+    assert net.half().state_dict()["0.bias"].dtype == np.float16
+    assert net.to("cpu") is net and net.state_dict()["0.bias"].dtype == np.float16
+    x = L.tensor(np.ones(3), requires_grad=True)
+    y = x.to(BF16)
+    assert y.dtype == BF16 and x.bfloat16().dtype == BF16 and y.float().dtype == np.float32
+    assert x.to("cpu") is x and x.half().dtype == np.float16
+    y.float().sum().backward()                     # the cast is differentiable
+    assert x.grad.dtype == np.float64 and x.grad.numpy().tolist() == [1.0, 1.0, 1.0]

@@ -284,6 +284,9 @@ class Tacotron2(nn.Module):
         can be captured in a CUDA graph for any lengths of a shape) and the encoder LSTM takes
         its Tensor-lengths path: the same outputs."""
         mels = mels if isinstance(mels, L.Tensor) else L.tensor(mels, device=self.device)
+        dtype = self.embedding.weight.dtype
+        if mels.dtype != dtype:       # float32 targets, teacher-forcing a bfloat16 model (no grad)
+            mels = L.Tensor(mels.data.astype(dtype))
         if not isinstance(text_lengths, L.Tensor):
             text_lengths = [int(n) for n in np.asarray(_host(text_lengths))]
         embedded = F.transpose(self.embedding(_data(text)), 0, 2, 1)           # (B, E, L)
@@ -350,8 +353,10 @@ def loss_parts(outputs, mel_target, gate_target):
 
 
 def targets(model, mel_padded, gate_padded):
-    """The batch's mel and gate targets as Tensors on the model's device, in its dtype."""
-    dtype = model.embedding.weight.dtype
+    """The batch's mel and gate targets as Tensors on the model's device, in its dtype -- float32
+    for a bfloat16 model: the targets are not rounded, and the losses (which promote the model's
+    bfloat16 outputs, as torch does) are float32."""
+    dtype = L.backend.accumulation_dtype(model.embedding.weight.dtype)
     return tuple(L.tensor(L.backend.to_device(a, model.device).astype(dtype, copy=False))
                  for a in (mel_padded, gate_padded))
 
