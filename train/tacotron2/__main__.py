@@ -238,6 +238,9 @@ def report(model, val_batches, epoch, step, args, vlog):
         save_alignment_png(tag + "_inference_alignment.png", align,
                            f"{sentence!r}, epoch {epoch}" + ("" if fired else " (gate never fired)"))
         audio.save_wav(tag + ".wav", wav)
+        if len(wav) == 0:
+            print(f"note: epoch {epoch}'s {os.path.basename(tag)}.wav is empty: the gate fired "
+                  f"after {mel.shape[1]} frame(s) -- the model may need more training")
     return parts
 
 
@@ -341,7 +344,8 @@ def train(argv):
             cli.fail(f"--epochs {args.epochs}: the checkpoint {args.resume} has finished epoch "
                      f"{epoch}; expected more epochs")
         cli.check_max_steps(args.max_steps, step, args.resume)
-        print(f"resumed from {args.resume}: epoch {epoch}, item {position}, step {step}")
+        print(f"resumed from {args.resume}: epoch {epoch + 1}, item {position} of its order, "
+              f"step {step}")
 
     os.makedirs(args.outf, exist_ok=True)
     log = LossLog(os.path.join(args.outf, "losses.csv"),
