@@ -109,7 +109,8 @@ class Function:
                 trace.close()
         if half is not None:
             out = _round_to(out, half)
-        elif fn.gpu and fn.upcast_half and is_half(first.data.dtype):
+        elif fn.gpu and first.data.dtype.itemsize == 2 and fn.upcast_half and \
+                is_half(first.data.dtype):               # (float32 data: one attribute test)
             out = _keep_half(out, first.data.dtype, inputs)
         if not isinstance(out, tuple):
             y = Tensor(out, requires_grad=needs)
