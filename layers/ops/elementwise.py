@@ -6,7 +6,7 @@ relu / sigmoid / tanh take cuDNN's activation kernels on the GPU, leaky_relu a f
 import numpy as np
 
 from .. import kernels
-from ..backend import accumulation_dtype, is_channels_last
+from ..backend import accumulation_dtype, is_channels_last, is_half
 from ..tensor import Function
 
 
@@ -122,12 +122,22 @@ class Log(Function):
 
 class _CudnnActivation(Function):
     """y = f(x) with cuDNN's activation forward/backward on the GPU. A channels-last x is run as
-    its packed NHWC view (elementwise, the order does not matter) and y is channels-last too."""
+    its packed NHWC view (elementwise, the order does not matter) and y is channels-last too.
+    Half-precision data takes this project's CuPy kernels instead (float math, one rounding, the
+    gradient from y), whose every dtype CI compiles: cuDNN's legacy activations are not checked
+    with bfloat16 here."""
     mode = None
+    name = None                # the CuPy kernels' name for the activation
     nhwc = False
+    kernel = False
 
     def forward_gpu(self, x):
         from cudnnlite import activation, boundary
+        self.kernel = is_half(x.dtype)
+        if self.kernel:
+            y = kernels.activation(self.name, x)
+            self.saved = None, y
+            return y
         self.nhwc = is_channels_last(x)
         if self.nhwc:
             x = x.transpose(0, 2, 3, 1)
@@ -138,6 +148,8 @@ class _CudnnActivation(Function):
 
     def backward(self, gy):
         x, y = self.saved
+        if self.gpu and self.kernel:
+            return kernels.activation_grad(self.name, y, gy)
         if self.gpu:
             from cudnnlite import activation
             if self.nhwc:
@@ -149,6 +161,7 @@ class _CudnnActivation(Function):
 
 class ReLU(_CudnnActivation):
     mode = 1  # CUDNN_ACTIVATION_RELU
+    name = "relu"
 
     def forward_cpu(self, x):
         y = np.maximum(x, 0)
@@ -161,6 +174,7 @@ class ReLU(_CudnnActivation):
 
 class Sigmoid(_CudnnActivation):
     mode = 0  # CUDNN_ACTIVATION_SIGMOID
+    name = "sigmoid"
 
     def forward_cpu(self, x):
         # exp of a non-positive number only: no overflow for large |x|
@@ -175,6 +189,7 @@ class Sigmoid(_CudnnActivation):
 
 class Tanh(_CudnnActivation):
     mode = 2  # CUDNN_ACTIVATION_TANH
+    name = "tanh"
 
     def forward_cpu(self, x):
         y = np.tanh(x)
