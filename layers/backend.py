@@ -112,6 +112,16 @@ def to_channels_last(a):
     return out
 
 
+def empty_like(a):
+    """An uninitialised array like `a`, stored as `a` is (a channels-last `a` with C = 1 or
+    H = W = 1 keeps its exact channels-last strides, which NumPy's and CuPy's empty_like drop)."""
+    if not is_channels_last(a):
+        return xp_of(a).empty_like(a)
+    N, C, H, W = a.shape
+    with _on_device_of(a):
+        return xp_of(a).empty((N, H, W, C), dtype=a.dtype).transpose(0, 3, 1, 2)
+
+
 def is_dense(a):
     """C-ordered or channels-last: every element of `a` in a.size consecutive items, so a kernel
     that treats it as a flat buffer (the multi-tensor ones) reaches each element once."""

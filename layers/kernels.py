@@ -4,7 +4,7 @@ import functools
 
 import numpy as np
 
-from .backend import cupy
+from .backend import cupy, empty_like
 
 
 @functools.lru_cache(maxsize=None)
@@ -35,7 +35,7 @@ def _scalar_type(x):
 def _like(x):
     """The output of an elementwise kernel on x, stored as x is (CuPy's kernels make C-ordered
     outputs; this keeps a channels-last x's layout, so the next convolution reads it in place)."""
-    return cupy().empty_like(x)
+    return empty_like(x)
 
 
 # The clamps below are comparisons, not max(): CUDA's max / fmax drop a NaN (fmax(NaN, -100) is

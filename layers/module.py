@@ -163,6 +163,9 @@ class Module:
         if device is not None and floating_dtype_or_none(device) is not None:
             device, dtype = None, device
         if dtype is not None:
+            if floating_dtype_or_none(dtype) is None:
+                raise TypeError(f"to: dtype must be a floating dtype (float16, bfloat16, "
+                                f"float32, float64), got {dtype!r}")
             self.to_dtype(dtype)
         if device is not None:
             device = parse_device(device)

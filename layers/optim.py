@@ -10,8 +10,8 @@ import math
 import numpy as np
 
 from . import kernels
-from .backend import (accumulation_dtype, device_table, is_dense, is_floating, is_gpu, is_half,
-                      stack, to_device, xp_of)
+from .backend import (accumulation_dtype, device_table, is_channels_last, is_dense,
+                      is_floating, is_gpu, is_half, stack, to_device, xp_of)
 from .tensor import Tensor, no_grad
 from .trace import active as _trace
 
@@ -258,10 +258,13 @@ def _batchable(arrays):
     items), and a device int64 step counter (else the per-tensor kernel, which checks its
     arguments, takes them)."""
     p, step = arrays[0], arrays[4]
+    four = arrays[:4]
     return p.dtype in (np.float32, np.float64) and is_gpu(step) and step.dtype == np.int64 \
-        and step.size == 1 and is_dense(p) and \
-        all(a.dtype == p.dtype and a.size == p.size and a.strides == p.strides and
-            a.device.id == p.device.id for a in arrays[:4])
+        and step.size == 1 and \
+        all(a.dtype == p.dtype and a.shape == p.shape and a.device.id == p.device.id
+            for a in four) and \
+        (all(a.flags.c_contiguous for a in four) or     # (C = 1 channels-last counts as C too)
+         (is_channels_last(p) and all(a.strides == p.strides for a in four)))
 
 
 class SGD(Optimizer):

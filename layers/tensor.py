@@ -110,7 +110,7 @@ class Function:
         if half is not None:
             out = _round_to(out, half)
         elif fn.gpu and first.data.dtype.itemsize == 2 and fn.upcast_half and \
-                is_half(first.data.dtype):               # (float32 data: one attribute test)
+                is_half(first.data.dtype):               # (float32 data: stops at the itemsize)
             out = _keep_half(out, first.data.dtype, inputs)
         if not isinstance(out, tuple):
             y = Tensor(out, requires_grad=needs)
@@ -198,7 +198,10 @@ class Tensor:
         grad = ", requires_grad=True" if self.requires_grad else ""
         where = "" if self.device == "cpu" else f", device={self.device}"
         kind = "" if self.dtype in (np.float32, np.int64, np.bool_) else f", dtype={self.dtype}"
-        return (f"Tensor({np.array2string(self.numpy(), precision=4, threshold=20)}{kind}{where}"
+        values = self.numpy()
+        if is_half(values.dtype):               # (NumPy prints bfloat16 1.0 as "1")
+            values = values.astype(np.float32)
+        return (f"Tensor({np.array2string(values, precision=4, threshold=20)}{kind}{where}"
                 f"{grad})")
 
     def numpy(self):
@@ -215,8 +218,11 @@ class Tensor:
 
     def to(self, device=None, dtype=None):
         """A copy on `device` ('cpu', 'cuda', 'cuda:1', an int), or self if already there; a
-        floating dtype in its place, or `dtype`, casts as astype does (torch's x.to(dtype))."""
-        if device is not None and floating_dtype_or_none(device) is not None:
+        floating dtype in its place, or `dtype`, casts as astype does (torch's x.to(dtype)); a
+        Tensor in its place gives its dtype and device."""
+        if isinstance(device, Tensor):              # torch's x.to(other): its dtype and device
+            device, dtype = device.device, device.dtype
+        elif device is not None and floating_dtype_or_none(device) is not None:
             device, dtype = None, device
         t = self if dtype is None else self.astype(dtype)
         return t if device is None else t._to_device(device)

@@ -444,3 +444,11 @@ def test_pytorch_spellings_of_a_cast():
     assert x.to("cpu") is x and x.half().dtype == np.float16
     y.float().sum().backward()                     # the cast is differentiable
     assert x.grad.dtype == np.float64 and x.grad.numpy().tolist() == [1.0, 1.0, 1.0]
+
+
+def test_a_cast_to_a_non_floating_dtype_is_refused_and_to_a_tensor_takes_its_dtype():
+    with pytest.raises(TypeError, match="dtype must be a floating dtype"):
+        nn.Linear(3, 2).to(dtype=np.int64)
+    x = L.tensor(np.ones(3))
+    assert x.to(L.tensor(np.zeros(2, BF16))).dtype == BF16
+    assert "dtype=bfloat16" in repr(x.bfloat16()) and "1." in repr(x.bfloat16())

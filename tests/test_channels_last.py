@@ -146,3 +146,22 @@ def test_channels_last_operands_reach_cudnn_as_an_nhwc_problem():
     assert plan.x.setup()[1:3] == ((2, 6, 9, 9), (486, 1, 54, 6))    # N, C, H, W; NHWC strides
     assert plan.w.setup()[:2] == (cl.DataType.FLOAT, cl.TensorFormat.NHWC)
     conv.clear_cache()
+
+
+def test_which_parameters_the_multi_tensor_adam_takes():
+    """The pointer-table Adam pairs the k-th stored element of p, g, m and v: all C-ordered (a
+    channels-last array with C = 1 counts, NumPy and CuPy call it C-contiguous), or all four
+    channels-last with one set of strides. Anything else takes the per-tensor kernel."""
+    from fake_device import FakeDeviceArray as Dev
+    from layers.backend import channels_last_strides
+    from layers.optim import _batchable
+    step = Dev((), "int64")
+
+    def cl(shape):
+        return Dev(shape, strides=channels_last_strides(shape, 4))
+    assert _batchable((cl((64, 1, 4, 4)), cl((64, 1, 4, 4)), Dev((64, 1, 4, 4)),
+                       Dev((64, 1, 4, 4)), step))
+    assert _batchable((cl((8, 3, 4, 4)),) * 4 + (step,))
+    assert not _batchable((cl((8, 3, 4, 4)), Dev((8, 3, 4, 4)), Dev((8, 3, 4, 4)),
+                           Dev((8, 3, 4, 4)), step))
+    assert not _batchable((Dev((8, 3, 4, 4)),) * 3 + (Dev((8, 3, 4, 4), "float64"), step))

@@ -87,6 +87,7 @@ def _harvest(monkeypatch, dtype):
                        ("zeros_like", like), ("broadcast_to", like)):
         monkeypatch.setattr(cupy, name, fake)
     monkeypatch.setattr(kernels, "_blocks_for", lambda device_id: 4)
+    monkeypatch.setattr(kernels, "empty_like", like)
     monkeypatch.setattr(ops_rnn, "mm", lambda *a, **k: Stand(dtype))
     x = Stand(dtype)
     kernels.leaky_relu(x, 0.2)

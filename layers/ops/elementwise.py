@@ -1,7 +1,8 @@
 """Elementwise ops with NumPy broadcasting: arithmetic, exp/log, activations, clamp, dropout.
 
 Most are written once for both paths through `self.xp` (NumPy or CuPy run the same expression);
-relu / sigmoid / tanh take cuDNN's activation kernels on the GPU, leaky_relu a fused CuPy kernel.
+relu / sigmoid / tanh take cuDNN's activation kernels on the GPU (half-precision data: CuPy
+kernels), leaky_relu a fused CuPy kernel.
 """
 import numpy as np
 

@@ -238,9 +238,12 @@ def report(model, val_batches, epoch, step, args, vlog):
         save_alignment_png(tag + "_inference_alignment.png", align,
                            f"{sentence!r}, epoch {epoch}" + ("" if fired else " (gate never fired)"))
         audio.save_wav(tag + ".wav", wav)
-        if len(wav) == 0:
-            print(f"note: epoch {epoch}'s {os.path.basename(tag)}.wav is empty: the gate fired "
-                  f"after {mel.shape[1]} frame(s) -- the model may need more training")
+        if not fired or not np.any(wav):
+            what = "the gate never fired" if not fired else \
+                f"the gate fired after {mel.shape[1]} frame(s)"
+            print(f"note: epoch {epoch}'s {os.path.basename(tag)}.wav: {what}"
+                  f"{'' if np.any(wav) else ', so it holds no sound'} -- the model may need "
+                  f"more training")
     return parts
 
 
