@@ -165,3 +165,20 @@ def test_which_parameters_the_multi_tensor_adam_takes():
     assert not _batchable((cl((8, 3, 4, 4)), Dev((8, 3, 4, 4)), Dev((8, 3, 4, 4)),
                            Dev((8, 3, 4, 4)), step))
     assert not _batchable((Dev((8, 3, 4, 4)),) * 3 + (Dev((8, 3, 4, 4), "float64"), step))
+
+
+def test_channels_last_batch_norm_reaches_cudnn_as_nhwc():
+    """No GPU needed: a channels-last batch norm's x descriptor, made on the way to cudnnCreate,
+    is the (N, C, H, W) tensor with NHWC strides -- the packed NHWC view, not a copy."""
+    import cudnnlite as cl
+    from cudnnlite import descriptors
+    from fake_device import FakeDeviceArray as Dev
+    from layers.backend import channels_last_strides
+    descriptors._tensor_cache.clear()
+    x = Dev((4, 6, 5, 5), strides=channels_last_strides((4, 6, 5, 5), 4))
+    params = [L.Tensor(Dev((6,), ptr=(1 << 24) + 4096 * i)) for i in range(4)]
+    with pytest.raises(cl.NotInitialized, match="cudnnCreate"):
+        F.batch_norm(L.Tensor(x), params[0], params[1], params[2], params[3], training=True)
+    setups = [d.setup() for d in descriptors._tensor_cache.values()]
+    assert (cl.DataType.FLOAT, (4, 6, 5, 5), (150, 1, 30, 6)) in setups
+    descriptors._tensor_cache.clear()
