@@ -222,6 +222,20 @@ def test_resume_with_another_batch_size(tmp_path, trained, mnist):
                 words=("--batch-size 4", "trained with batch size 6"))
 
 
+def test_resume_with_a_new_learning_rate_applies_it_and_says_so(tmp_path, trained, mnist):
+    import json
+    out = tmp_path / "lr"
+    r = run("train.dcgan", *SMALL, "--dataset", "mnist", "--dataroot", str(mnist), "--epochs",
+            "1", "--resume", str(trained / "checkpoint.npz"), "--lr", "0.001", "--beta1", "0.7",
+            "--outf", str(out))
+    assert r.returncode == 0, r.stderr
+    assert "--lr 0.001 replaces the value in" in r.stdout and "--beta1 0.7" in r.stdout
+    meta = json.loads(str(L.load(out / "checkpoint.npz")["meta"]))
+    for opt in ("optG", "optD"):
+        assert meta["optimizers"][opt][0]["lr"] == 0.001
+        assert meta["optimizers"][opt][0]["betas"] == [0.7, 0.999]
+
+
 def test_resume_with_another_precision(tmp_path, trained, mnist):
     dcgan_fails(tmp_path, "--dataset", "mnist", "--dataroot", str(mnist), "--precision", "bf16",
                 "--resume", str(trained / "checkpoint.npz"),

@@ -187,6 +187,24 @@ def load_weights(module, path):
     _load_state(module, arrays)
 
 
+def override_hyper(optimizers, resume, **given):
+    """After a resume restored the optimizers' hyper-parameters from the checkpoint, the ones
+    the command line gave explicitly (name=value, None: not given) replace them in every group,
+    as NVIDIA's train.py applies its learning rate to a resumed optimizer; says so, since the
+    run then no longer equals an uninterrupted one."""
+    for name, value in given.items():
+        if value is None:
+            continue
+        for opt in optimizers.values():
+            for g in opt.param_groups:
+                if name == "beta1":
+                    g["betas"] = (value, g["betas"][1])
+                else:
+                    g[name] = value
+        print(f"note: --{name.replace('_', '-')} {value} replaces the value in {resume} (from "
+              f"here on the run differs from an uninterrupted one)")
+
+
 PRECISIONS = ("fp32", "bf16")
 
 

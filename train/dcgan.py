@@ -22,8 +22,8 @@ from layers.finite import FiniteCheck
 
 from . import cli, data
 from .common import (PRECISIONS, CheckpointError, DeviceStats, LossLog, checkpoint_meta,
-                     first_non_finite, load_checkpoint, load_weights, resume_point,
-                     save_checkpoint, save_image_grid, set_precision)
+                     first_non_finite, load_checkpoint, load_weights, override_hyper,
+                     resume_point, save_checkpoint, save_image_grid, set_precision)
 
 
 class Generator(nn.Module):
@@ -227,8 +227,11 @@ def parse_args(argv=None):
     p.add_argument("--ngf", type=cli.positive_int, default=None, help="generator width [64]")
     p.add_argument("--ndf", type=cli.positive_int, default=None, help="discriminator width [64]")
     p.add_argument("--epochs", type=cli.positive_int, default=25)
-    p.add_argument("--lr", type=cli.positive_float, default=2e-4)
-    p.add_argument("--beta1", type=float, default=0.5)
+    p.add_argument("--lr", type=cli.positive_float, default=None,
+                   help="Adam's learning rate [2e-4; given with --resume, it replaces the "
+                        "checkpoint's]")
+    p.add_argument("--beta1", type=float, default=None,
+                   help="Adam's beta1 [0.5; as --lr with --resume]")
     p.add_argument("--netG", default="", help="generator weights (.npz) to start from")
     p.add_argument("--netD", default="", help="discriminator weights (.npz) to start from")
     p.add_argument("--resume", default="", help="a checkpoint.npz to continue exactly")
@@ -254,7 +257,7 @@ def parse_args(argv=None):
     if args.image_size != 64:
         cli.fail(f"--image-size {args.image_size}: expected 64 (the DCGAN architecture is built "
                  f"for 64x64 images)")
-    if not 0 <= args.beta1 < 1:
+    if args.beta1 is not None and not 0 <= args.beta1 < 1:
         cli.fail(f"--beta1 {args.beta1}: expected a number in [0, 1)")
     if args.resume and (args.netG or args.netD):
         cli.fail(f"--resume {args.resume}: restores both models' weights; expected no "
@@ -305,7 +308,8 @@ def main(argv=None):
     netG.to(device), netD.to(device)
     dtype = set_precision((netG, netD), args.precision)
     netG.to(memory_format=args.memory_format), netD.to(memory_format=args.memory_format)
-    optG, optD = make_optimizers(netG, netD, args.lr, args.beta1,
+    optG, optD = make_optimizers(netG, netD, args.lr or 2e-4,
+                                 0.5 if args.beta1 is None else args.beta1,
                                  master_weights=args.precision != "fp32")
     fixed_noise = L.Tensor(np.random.default_rng(args.seed + 1).standard_normal(
         (64, args.nz, 1, 1)).astype(dtype)).to(device)
@@ -325,6 +329,7 @@ def main(argv=None):
                      f"{start_epoch} epochs; expected more epochs than that")
         print(f"resumed from {args.resume}: epoch {start_epoch + 1}, image {position} of its "
               f"order, step {step}")
+        override_hyper(optimizers, args.resume, lr=args.lr, beta1=args.beta1)
     else:
         order = batches.order()
     try:

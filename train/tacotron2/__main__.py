@@ -22,8 +22,8 @@ from layers.finite import FiniteCheck
 
 from .. import cli
 from ..common import (PRECISIONS, CheckpointError, DeviceStats, LossLog, checkpoint_meta,
-                      first_non_finite, load_checkpoint, meta_of, pyplot, read_arrays,
-                      resume_point, save_checkpoint, set_precision)
+                      first_non_finite, load_checkpoint, meta_of, override_hyper, pyplot,
+                      read_arrays, resume_point, save_checkpoint, set_precision)
 from . import audio, data
 from .hparams import HParams
 from .model import STATS, Tacotron2, loss_parts, make_optimizer, make_step, targets
@@ -92,7 +92,8 @@ def train_parser():
     p.add_argument("--batch-size", type=cli.positive_int, default=None,
                    help="[64; a resumed run keeps its checkpoint's]")
     p.add_argument("--lr", type=cli.positive_float, default=None,
-                   help="Adam's learning rate [1e-3]")
+                   help="Adam's learning rate [1e-3; given with --resume, it replaces the "
+                        "checkpoint's]")
     p.add_argument("--seed", type=int, default=1234)
     p.add_argument("--val-ratio", type=float, default=0.05,
                    help="share of the data held out for validation [0.05]")
@@ -349,6 +350,7 @@ def train(argv):
         cli.check_max_steps(args.max_steps, step, args.resume)
         print(f"resumed from {args.resume}: epoch {epoch + 1}, item {position} of its order, "
               f"step {step}")
+        override_hyper(optimizers, args.resume, lr=args.lr)
 
     os.makedirs(args.outf, exist_ok=True)
     log = LossLog(os.path.join(args.outf, "losses.csv"),
