@@ -1,5 +1,6 @@
 """Where data lives: NumPy arrays on the CPU, CuPy arrays on a GPU. Devices are 'cpu' or an int."""
 import collections
+import contextlib
 import sys
 
 import numpy as np
@@ -105,18 +106,19 @@ def to_channels_last(a):
     is already."""
     if is_channels_last(a):
         return a
-    N, C, H, W = a.shape
-    with _on_device_of(a):
-        out = xp_of(a).empty((N, H, W, C), dtype=a.dtype).transpose(0, 3, 1, 2)
-        out[...] = a
+    out = _empty_channels_last(a)
+    out[...] = a
     return out
 
 
 def empty_like(a):
     """An uninitialised array like `a`, stored as `a` is (a channels-last `a` with C = 1 or
     H = W = 1 keeps its exact channels-last strides, which NumPy's and CuPy's empty_like drop)."""
-    if not is_channels_last(a):
-        return xp_of(a).empty_like(a)
+    return _empty_channels_last(a) if is_channels_last(a) else xp_of(a).empty_like(a)
+
+
+def _empty_channels_last(a):
+    """An uninitialised (N, C, H, W) array shaped as 4-d `a`, stored channels-last on a's device."""
     N, C, H, W = a.shape
     with _on_device_of(a):
         return xp_of(a).empty((N, H, W, C), dtype=a.dtype).transpose(0, 3, 1, 2)
@@ -139,7 +141,6 @@ def to_contiguous(a):
 
 
 def _on_device_of(a):
-    import contextlib
     return cupy().cuda.Device(a.device.id) if is_gpu(a) else contextlib.nullcontext()
 
 

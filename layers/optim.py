@@ -66,12 +66,13 @@ class Optimizer:
                         continue
                     seen.add(id(p))
                     st = self.state.setdefault(id(p), {})
+                    fused = self.fused_masters and is_gpu(p.data)
                     if "master_param" not in st:
                         st["master_param"] = p.data.astype(np.float32)
-                    elif not (self.fused_masters and is_gpu(p.data)):
+                    elif not fused:
                         _sync_master(st["master_param"], p.data)
-                    if self.fused_masters and is_gpu(p.data):
-                        continue                # sync, update and rounding in one kernel
+                    if fused:
+                        continue            # sync, update and rounding in one kernel (_update)
                     swapped.append((p, p.data, p.grad))
                     p.data, p.grad = st["master_param"], Tensor(p.grad.data.astype(np.float32))
         try:

@@ -157,20 +157,25 @@ def test_dcgan_names_the_layer_and_step_and_exits_1(tmp_path):
     assert not (outf / "checkpoint.npz").exists()
 
 
+def _poison_dcgan_step(monkeypatch, bad):
+    """train.dcgan's step number `bad` (from 1) runs with a NaN in netD.main[2]'s weight."""
+    steps, real_step = [], dcgan.train_step_device
+
+    def poisoned(netG, netD, *rest):
+        steps.append(len(steps) + 1)
+        if len(steps) == bad:
+            netD.main[2].weight.data[0, 0, 0, 0] = np.nan
+        return real_step(netG, netD, *rest)
+    monkeypatch.setattr(dcgan, "train_step_device", poisoned)
+
+
 def test_dcgan_keeps_the_last_good_checkpoint(tmp_path, monkeypatch, capsys):
     """Step 3 (the first of epoch 2) gets a NaN weight: the epoch-1 checkpoint stays as it was."""
     write_idx(str(tmp_path / "train-images-idx3-ubyte"),
               np.random.default_rng(0).integers(0, 256, (12, 28, 28), dtype=np.uint8))
     args = [*SMALL, "--dataset", "mnist", "--dataroot", str(tmp_path), "--epochs", "3"]
     assert dcgan.main([*args, "--epochs", "1", "--outf", str(tmp_path / "good")]) == 0
-    steps, real_step = [], dcgan.train_step_device
-
-    def poisoned(netG, netD, *rest):
-        steps.append(len(steps) + 1)
-        if len(steps) == 3:
-            netD.main[2].weight.data[0, 0, 0, 0] = np.nan
-        return real_step(netG, netD, *rest)
-    monkeypatch.setattr(dcgan, "train_step_device", poisoned)
+    _poison_dcgan_step(monkeypatch, 3)
     capsys.readouterr()
     assert dcgan.main([*args, "--outf", str(tmp_path / "bad")]) == 1
     assert capsys.readouterr().err.startswith(
@@ -188,14 +193,7 @@ def test_dcgan_logs_the_finite_steps_read_back_with_the_bad_one(tmp_path, monkey
     the bad step are still logged, the bad one is not."""
     write_idx(str(tmp_path / "train-images-idx3-ubyte"),
               np.random.default_rng(0).integers(0, 256, (12, 28, 28), dtype=np.uint8))
-    steps, real_step = [], dcgan.train_step_device
-
-    def poisoned(netG, netD, *rest):
-        steps.append(len(steps) + 1)
-        if len(steps) == 2:
-            netD.main[2].weight.data[0, 0, 0, 0] = np.nan
-        return real_step(netG, netD, *rest)
-    monkeypatch.setattr(dcgan, "train_step_device", poisoned)
+    _poison_dcgan_step(monkeypatch, 2)
     out = tmp_path / "out"
     assert dcgan.main([*SMALL, "--dataset", "mnist", "--dataroot", str(tmp_path), "--outf",
                        str(out), "--log-every", "10"]) == 1
