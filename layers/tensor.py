@@ -9,8 +9,8 @@ import threading
 
 import numpy as np
 
-from .backend import (concatenate, device_of, floating_dtype_or_none, from_foreign, is_floating,
-                      is_gpu, is_half, parse_device, to_device, xp_of, xp_of_gpu)
+from .backend import (bfloat16, concatenate, device_of, floating_dtype_or_none, from_foreign,
+                      is_floating, is_gpu, is_half, parse_device, to_device, xp_of, xp_of_gpu)
 from .trace import active as _trace
 
 
@@ -231,7 +231,6 @@ class Tensor:
         return self.astype(np.float32)
 
     def bfloat16(self):
-        from .backend import bfloat16
         return self.astype(bfloat16)
 
     def half(self):
