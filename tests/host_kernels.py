@@ -1,0 +1,373 @@
+"""CuPy's kernels run on the host, so their arithmetic is checked in CI with no GPU.
+
+`HOST` stands in for the cupy module: its ElementwiseKernel, ReductionKernel and RawKernel take
+the same CUDA C the layers give CuPy, compile it with the host C++ compiler (a prelude maps
+CUDA's qualifiers and math functions, and CuPy's float16 / bfloat16 types, onto host C++) and
+run it on NumPy arrays with CuPy's calling conventions:
+
+- ElementwiseKernel: type placeholders resolved by CuPy itself (`_decide_params_type`), non-raw
+  arguments broadcast, scalars by value, `raw` arguments as flat pointers (they must be
+  C-contiguous, as the layers make them), `i` the element index, `size=` for kernels with no
+  non-raw array; outputs allocated when not given (and written back when given non-contiguous).
+- ReductionKernel: map, reduce and post-map per output element over `axis`, in order.
+- RawKernel: each block of the grid run by ONE thread (blockDim.x = 1, __syncthreads a no-op):
+  exact for kernels whose result does not depend on the block size -- the layers' raw kernel
+  strides by blockDim and reduces its block in shared memory, which with one thread is a copy.
+
+The rest of the module (empty, empty_like, broadcast_to, ...) is NumPy returning HostArray, an
+ndarray with CuPy's `.data.ptr`, `.device.id` and `.get()`, so tables of device pointers
+(multi-tensor kernels) hold host pointers the host kernels can follow.
+
+Not a CUDA emulator: warp-level behaviour, real thread interleaving and CUDA's exact math
+library are out of reach; half-precision math here converts to float, computes and rounds, as
+CuPy's float16 / bfloat16 classes do."""
+import ctypes
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+from types import SimpleNamespace
+
+import numpy as np
+
+CXX = shutil.which("g++") or shutil.which("c++")
+
+_C_NAMES = {"float16": "float16", "bfloat16": "bfloat16", "float32": "float", "float64": "double",
+            "int8": "signed char", "uint8": "unsigned char", "int16": "short",
+            "uint16": "unsigned short", "int32": "int", "uint32": "unsigned int",
+            "int64": "long long", "uint64": "unsigned long long", "bool": "bool"}
+
+PRELUDE = r"""
+#include <cmath>
+#include <math.h>
+#include <cstdint>
+#include <cstddef>
+#include <cstring>
+#define __device__
+#define __host__
+#define __global__
+#define __forceinline__ inline
+#define __shared__ static
+#define __syncthreads() ((void)0)
+struct host_dim3 { unsigned int x, y, z; };
+static host_dim3 threadIdx = {0, 0, 0}, blockIdx = {0, 0, 0}, blockDim = {1, 1, 1},
+                 gridDim = {1, 1, 1};
+extern "C" void host_set_block(unsigned int b, unsigned int grid) {
+    blockIdx.x = b; gridDim.x = grid; threadIdx.x = 0; blockDim.x = 1;
+}
+
+// CuPy's half types: stored in 16 bits, converted to float for arithmetic, rounded (to nearest
+// even) when a float is stored back -- as cupy/float16.cuh and cupy/bfloat16.cuh behave
+typedef _Float16 float16;
+struct bfloat16 {
+    uint16_t bits;
+    bfloat16() = default;
+    bfloat16(float f) {
+        uint32_t u; std::memcpy(&u, &f, 4);
+        if ((u & 0x7fffffffu) > 0x7f800000u) { bits = (uint16_t)((u >> 16) | 0x40u); return; }
+        u += 0x7fffu + ((u >> 16) & 1u);
+        bits = (uint16_t)(u >> 16);
+    }
+    bfloat16(double d) : bfloat16((float)d) {}
+    bfloat16(int i) : bfloat16((float)i) {}
+    bfloat16(long long i) : bfloat16((float)i) {}
+    bfloat16(float16 h) : bfloat16((float)h) {}
+    operator float() const { uint32_t u = (uint32_t)bits << 16; float f; std::memcpy(&f, &u, 4); return f; }
+};
+#define HALF_MATH(T) \
+    inline T exp(T x) { return (T)::expf((float)x); } \
+    inline T log(T x) { return (T)::logf((float)x); } \
+    inline T log1p(T x) { return (T)::log1pf((float)x); } \
+    inline T tanh(T x) { return (T)::tanhf((float)x); } \
+    inline T sqrt(T x) { return (T)::sqrtf((float)x); } \
+    inline bool isfinite(T x) { return std::isfinite((float)x); } \
+    inline bool isnan(T x) { return std::isnan((float)x); }
+HALF_MATH(float16)
+HALF_MATH(bfloat16)
+using std::isfinite;
+using std::isnan;
+inline float cospif(float x) { return (float)std::cos(M_PI * (double)x); }
+inline double cospi(double x) { return std::cos(M_PI * x); }
+inline unsigned long long atomicMin(unsigned long long* a, unsigned long long v) {
+    unsigned long long old = *a; if (v < old) *a = v; return old;
+}
+inline unsigned long long atomicAdd(unsigned long long* a, unsigned long long v) {
+    unsigned long long old = *a; *a += v; return old;
+}
+inline float atomicAdd(float* a, float v) { float old = *a; *a += v; return old; }
+inline double atomicAdd(double* a, double v) { double old = *a; *a += v; return old; }
+"""
+
+_BUILD = None
+_LIBS = {}
+
+
+def _compile(source):
+    """A ctypes library of `source` (prelude prepended), cached by its text."""
+    global _BUILD
+    key = hashlib.sha1(source.encode()).hexdigest()[:16]
+    if key not in _LIBS:
+        if CXX is None:
+            raise RuntimeError("no host C++ compiler (g++ / c++) to run CuPy kernels on the host")
+        _BUILD = _BUILD or tempfile.mkdtemp(prefix="host_kernels_")
+        src, lib = os.path.join(_BUILD, f"{key}.cpp"), os.path.join(_BUILD, f"{key}.so")
+        with open(src, "w") as f:
+            f.write(PRELUDE + source)
+        r = subprocess.run([CXX, "-std=c++17", "-O1", "-shared", "-fPIC", "-w", src, "-o", lib],
+                           capture_output=True, text=True)
+        if r.returncode:
+            raise RuntimeError(f"host compile of a CuPy kernel failed:\n{r.stderr[-4000:]}\n"
+                               f"--- source ---\n{source}")
+        _LIBS[key] = ctypes.CDLL(lib)
+    return _LIBS[key]
+
+
+class HostArray(np.ndarray):
+    """An ndarray with the attributes of a CuPy array the layers read."""
+
+    @property
+    def data(self):
+        return SimpleNamespace(ptr=self.ctypes.data)
+
+    @property
+    def device(self):
+        return SimpleNamespace(id=0)
+
+    @property
+    def __cuda_array_interface__(self):       # so layers.backend.is_gpu takes it for a device array
+        return {"shape": self.shape, "typestr": self.dtype.str, "version": 3,
+                "data": (self.ctypes.data, False), "strides": self.strides}
+
+    def get(self):
+        return np.array(self)
+
+
+def host(a):
+    return np.asarray(a).view(HostArray)
+
+
+def _c_name(dtype):
+    return _C_NAMES[np.dtype(dtype).name]
+
+
+def _pointer(a):
+    return ctypes.c_void_p(np.asarray(a).ctypes.data)
+
+
+def _scalar_pointer(value, dtype, keep):
+    """A pointer to `value` stored as `dtype` (scalars go by pointer: ctypes has no half types)."""
+    cell = np.array([value], dtype=dtype)
+    keep.append(cell)
+    return _pointer(cell)
+
+
+def _typedefs(pairs):
+    return "".join(f"typedef {_c_name(t)} {name};\n" for name, t in pairs)
+
+
+class ElementwiseKernel:
+    def __init__(self, in_params, out_params, operation, name="kernel", preamble="", **_):
+        import cupy
+        self._cupy = cupy.ElementwiseKernel(in_params, out_params, operation, name,
+                                            preamble=preamble)
+        self.params = [p for p in self._cupy.params if p.name != "_ind"]
+        self.nin, self.nout = self._cupy.nin, self._cupy.nout
+        self.operation, self.name, self.preamble = operation, name, preamble
+
+    def __call__(self, *args, size=None, **_):
+        args = list(args)
+        if len(args) not in (self.nin, self.nin + self.nout):
+            raise TypeError(f"{self.name}: {len(args)} arguments for {self.nin} inputs and "
+                            f"{self.nout} outputs")
+        ins, outs = args[:self.nin], args[self.nin:]
+
+        def kind(a):
+            return np.asarray(a).dtype.type
+
+        in_types = tuple(kind(a) for a in ins)
+        out_types = tuple(kind(a) for a in outs)
+        in_t, out_t, type_map = self._cupy._decide_params_type(in_types, out_types)
+        types = dict(type_map._pairs)
+
+        def resolved(p):
+            return np.dtype(p.dtype if p.dtype is not None else types[p.ctype])
+
+        arrays = [a for a, p in zip(args, self.params) if not p.raw and isinstance(a, np.ndarray)
+                  and a.ndim > 0]
+        if size is None:
+            if not arrays:
+                raise ValueError(f"{self.name}: no non-raw array and no size")
+            shape = np.broadcast_shapes(*(a.shape for a in arrays))
+            size = int(np.prod(shape))
+        else:
+            shape = (size,)
+        if not outs:
+            outs = [host(np.empty(shape, resolved(p))) for p in self.params[self.nin:]]
+        keep, call, decls, binds, writeback = [], [], [], [], []
+        for k, (a, p) in enumerate(zip(list(ins) + list(outs), self.params)):
+            t = resolved(p)
+            c = p.ctype if p.ctype in types else _c_name(t)
+            is_in = k < self.nin
+            if p.raw:
+                a = np.asarray(a)
+                if a.ndim and not a.flags.c_contiguous:
+                    raise ValueError(f"{self.name}: raw argument {p.name} is not C-contiguous")
+                decls.append(f"{c}* {p.name}")
+                call.append(_pointer(a))
+            elif not isinstance(a, np.ndarray):
+                decls.append(f"const {c}* _s_{p.name}")
+                binds.append(f"const {c} {p.name} = *_s_{p.name};")
+                call.append(_scalar_pointer(a, t, keep))
+            elif is_in:
+                flat = np.ascontiguousarray(np.broadcast_to(a, shape), dtype=t)
+                keep.append(flat)
+                decls.append(f"const {c}* _in_{p.name}")
+                binds.append(f"const {c} {p.name} = _in_{p.name}[i];")
+                call.append(_pointer(flat))
+            else:
+                if a.shape != tuple(shape) and a.size != size:
+                    raise ValueError(f"{self.name}: output {p.name} has shape {a.shape}, the "
+                                     f"call's is {tuple(shape)}")
+                buf = a if a.flags.c_contiguous else np.ascontiguousarray(a)
+                if buf is not a:
+                    writeback.append((a, buf))
+                decls.append(f"{c}* _out_{p.name}")
+                binds.append(f"{c}& {p.name} = _out_{p.name}[i];")
+                call.append(_pointer(buf))
+        source = (f"namespace {{\n{_typedefs(sorted(types.items()))}{self.preamble}\n}}\n"
+                  f"extern \"C\" void run({', '.join(decls + ['long long _n'])}) {{\n"
+                  f"  struct {{ long long n; long long size() const {{ return n; }} }} _ind = {{_n}};\n"
+                  f"  for (long long _j = 0; _j < _n; ++_j) {{\n"
+                  f"    const ptrdiff_t i = _j;\n    {' '.join(binds)}\n"
+                  f"    {self.operation};\n  }}\n}}\n")
+        _compile(source).run(*call, ctypes.c_longlong(size))
+        for a, buf in writeback:
+            a[...] = buf
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+
+class ReductionKernel:
+    def __init__(self, in_params, out_params, map_expr, reduce_expr, post_map_expr, identity,
+                 name="reduce_kernel", reduce_type=None, preamble="", **_):
+        import cupy
+        self._cupy = cupy.ReductionKernel(in_params, out_params, map_expr, reduce_expr,
+                                          post_map_expr, identity, name, reduce_type,
+                                          preamble=preamble)
+        self.map_expr, self.reduce_expr, self.post_map_expr = map_expr, reduce_expr, post_map_expr
+        self.identity, self.name, self.preamble = identity, name, preamble
+
+    def __call__(self, *args, out=None, axis=None, keepdims=False, **_):
+        ins = [np.asarray(a) for a in args]
+        shape = np.broadcast_shapes(*(a.shape for a in ins))
+        ndim = len(shape)
+        axes = tuple(range(ndim)) if axis is None else \
+            tuple(sorted(a % ndim for a in (axis if isinstance(axis, tuple) else (axis,))))
+        kept = [d for d in range(ndim) if d not in axes]
+        O = int(np.prod([shape[d] for d in kept]))
+        R = int(np.prod([shape[d] for d in axes]))
+        types = {}
+        for a, p in zip(ins, self._cupy.in_params):
+            if p.dtype is None:
+                types.setdefault(p.ctype, a.dtype)
+        (po,) = self._cupy.out_params
+        out_dtype = np.dtype(po.dtype if po.dtype is not None else
+                             (out.dtype if out is not None else types[po.ctype]))
+        if po.dtype is None:
+            types.setdefault(po.ctype, out_dtype)
+        reduce_c = self._cupy.reduce_type
+        keep, call, decls, binds = [], [], [], []
+        for a, p in zip(ins, self._cupy.in_params):
+            t = np.dtype(p.dtype) if p.dtype is not None else types[p.ctype]
+            moved = np.moveaxis(np.broadcast_to(a, shape), axes, tuple(range(ndim - len(axes), ndim)))
+            flat = np.ascontiguousarray(moved, dtype=t).reshape(O, R)
+            keep.append(flat)
+            c = p.ctype if p.ctype in types else _c_name(t)
+            decls.append(f"const {c}* _in_{p.name}")
+            binds.append(f"const {c} {p.name} = _in_{p.name}[_o * _R + _r];")
+            call.append(_pointer(flat))
+        result = np.empty(O, out_dtype)
+        c_out = po.ctype if po.ctype in types else _c_name(out_dtype)
+        source = (f"namespace {{\n{_typedefs(sorted(types.items()))}{self.preamble}\n"
+                  f"typedef {reduce_c} _type_reduce;\n"
+                  f"inline _type_reduce _reduce(const _type_reduce& a, const _type_reduce& b) "
+                  f"{{ return ({self.reduce_expr}); }}\n}}\n"
+                  f"extern \"C\" void run({', '.join(decls)}, {c_out}* _out, long long _O, "
+                  f"long long _R) {{\n"
+                  f"  for (long long _o = 0; _o < _O; ++_o) {{\n"
+                  f"    _type_reduce _acc = (_type_reduce)({self.identity});\n"
+                  f"    for (long long _r = 0; _r < _R; ++_r) {{\n"
+                  f"      {' '.join(binds)}\n"
+                  f"      _acc = _reduce(_acc, (_type_reduce)({self.map_expr}));\n    }}\n"
+                  f"    {{ _type_reduce a = _acc; {c_out}& {po.name} = _out[_o]; "
+                  f"{self.post_map_expr}; }}\n  }}\n}}\n")
+        _compile(source).run(*call, _pointer(result), ctypes.c_longlong(O), ctypes.c_longlong(R))
+        out_shape = tuple(1 if d in axes else shape[d] for d in range(ndim)) if keepdims else \
+            tuple(shape[d] for d in kept)
+        result = result.reshape(out_shape)
+        if out is not None:
+            out[...] = result
+            return out
+        return host(result)
+
+
+class RawKernel:
+    def __init__(self, code, name, **_):
+        self.code, self.name = code, name
+
+    def __call__(self, grid, block, args, **_):
+        lib = _compile(self.code)
+        fn = getattr(lib, self.name)
+        keep, call = [], []
+        for a in args:
+            if isinstance(a, np.ndarray) and a.ndim:
+                call.append(_pointer(a))
+            else:
+                cell = np.array([a], np.asarray(a).dtype)
+                keep.append(cell)
+                call.append({4: ctypes.c_int32, 8: ctypes.c_int64}[cell.itemsize](int(a))
+                            if cell.dtype.kind in "iu" else
+                            {4: ctypes.c_float, 8: ctypes.c_double}[cell.itemsize](float(a)))
+        n = int(np.prod(grid)) if isinstance(grid, tuple) else int(grid)
+        for b in range(n):
+            lib.host_set_block(ctypes.c_uint(b), ctypes.c_uint(n))
+            fn(*call)
+
+
+def _wrap(fn):
+    def made(*args, **kwargs):
+        r = fn(*args, **kwargs)
+        return host(r) if isinstance(r, np.ndarray) else r
+    return made
+
+
+class _Device:
+    def __init__(self, id=0):
+        self.id = id
+        self.attributes = {"MultiProcessorCount": 2}
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+class _HostCupy:
+    """The cupy module as the layers use it, on the host."""
+    ElementwiseKernel = ElementwiseKernel
+    ReductionKernel = ReductionKernel
+    RawKernel = RawKernel
+    ndarray = HostArray
+    cuda = SimpleNamespace(Device=_Device, runtime=SimpleNamespace(getDevice=lambda: 0))
+
+    def __getattr__(self, name):
+        attr = getattr(np, name)
+        return _wrap(attr) if callable(attr) and not isinstance(attr, type) else attr
+
+    @staticmethod
+    def asnumpy(a):
+        return np.array(a)
+
+
+HOST = _HostCupy()

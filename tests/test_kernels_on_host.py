@@ -1,0 +1,337 @@
+"""The GPU path's CuPy kernels, run on the host (tests/host_kernels.py), against PyTorch CPU.
+
+Each test drives the layers' own GPU code -- the op's GPU branch, the optimizer's per-parameter /
+multi-tensor / master-weight kernels, the device random generator, the non-finite check -- with
+"device" arrays that are host memory and kernels compiled for the host from the very CUDA C the
+GPU gets. So a wrong formula, a missed term, a swapped gate or a bad table walk in a kernel fails
+here, in CI with no GPU. (What this cannot see -- CUDA's math library, races, launch limits --
+stays with the `-m gpu` tests.)"""
+import numpy as np
+import pytest
+import torch
+
+import layers as L
+from layers import backend, finite, kernels, optim
+from layers import functional as F
+from layers import random as lrandom
+from layers.ops import rnn as ops_rnn
+
+from host_kernels import CXX, HOST, HostArray, host
+
+pytest.importorskip("cupy")        # HOST resolves kernel types with CuPy's own code
+pytestmark = pytest.mark.skipif(CXX is None, reason="no host C++ compiler")
+
+DTYPES = ["float32", "float64", "float16", "bfloat16"]
+
+
+def _host_mm(a, b, bias=None, out=None):
+    y = np.asarray(a) @ np.asarray(b)
+    if bias is not None:
+        y = y + np.asarray(bias)
+    if out is not None:
+        out[...] = np.asarray(out) + y
+        return out
+    return host(y)
+
+
+@pytest.fixture
+def on_host(monkeypatch):
+    """The layers' GPU path with HOST as the cupy module."""
+    def clear():
+        kernels.elementwise.cache_clear()
+        kernels.reduction.cache_clear()
+        kernels._sumsq_kernel.cache_clear()
+        kernels._blocks_for.cache_clear()
+        ops_rnn._kernel.__dict__.pop("cache", None)
+    clear()
+    monkeypatch.setattr(backend, "_cupy", HOST)
+    table = lambda rows: host(np.asarray(rows, np.int64).ravel())      # noqa: E731
+    monkeypatch.setattr(optim, "device_table", table)
+    monkeypatch.setattr(finite, "device_table", table)
+    monkeypatch.setattr(ops_rnn, "mm", _host_mm)
+    monkeypatch.setattr(lrandom, "_devices", {})
+    yield
+    clear()
+
+
+def _dt(name):
+    return backend.bfloat16 if name == "bfloat16" else np.dtype(name)
+
+
+def _tol(dtype):
+    """(rtol, atol): the dtype's rounding of the result, plus float32 arithmetic for half data."""
+    return {"float64": (1e-12, 1e-12), "float32": (2e-6, 1e-6), "float16": (2e-3, 1e-3),
+            "bfloat16": (1.6e-2, 8e-3)}[dtype]
+
+
+def _close(ours, ref, dtype, scale=1.0):
+    rtol, atol = _tol(dtype)
+    np.testing.assert_allclose(np.asarray(ours, np.float64), np.asarray(ref, np.float64),
+                               rtol=rtol * scale, atol=atol * scale)
+
+
+def _data(shape, dtype, seed=0, low=-2.0, high=2.0):
+    x = np.random.default_rng(seed).uniform(low, high, shape)
+    return host(x.astype(_dt(dtype)))
+
+
+def _torch(a):
+    return torch.from_numpy(np.asarray(a, np.float64))
+
+
+def test_host_arrays_take_the_gpu_path(on_host):
+    x = _data((3, 4), "float32")
+    assert backend.is_gpu(x) and backend.xp_of(x) is HOST
+    assert isinstance(HOST.empty_like(x), HostArray)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_leaky_relu_forward_backward(on_host, dtype):
+    x = _data((4, 5, 3, 3), dtype, seed=1)
+    gy = _data(x.shape, dtype, seed=2)
+    t = _torch(x).requires_grad_()
+    ref = torch.nn.functional.leaky_relu(t, 0.2)
+    ref.backward(_torch(gy))
+    _close(kernels.leaky_relu(x, 0.2), ref.detach(), dtype)
+    _close(kernels.leaky_relu_grad(x, gy, 0.2), t.grad, dtype)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_bce_forward_backward_with_torch_clamps(on_host, dtype):
+    p = _data((64,), dtype, seed=3, low=0.01, high=0.99)
+    p[:3] = [0.0, 1.0, 0.5]
+    t = host(np.where(np.arange(64) % 2 == 0, 1.0, 0.0).astype(dtype))
+    t[:2] = [1.0, 0.0]                 # log(0) terms: torch clamps them at -100
+    gy = _data((64,), dtype, seed=4)
+    tp = _torch(p).requires_grad_()
+    ref = torch.nn.functional.binary_cross_entropy(tp, _torch(t), reduction="none")
+    ref.backward(_torch(gy))
+    _close(kernels.bce(p, t), ref.detach(), dtype)
+    ok = slice(2, None)                # torch's gradient at p = 0 / 1 divides by its eps too
+    _close(np.asarray(kernels.bce_grad(p, t, gy))[ok], tp.grad[ok], dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("name", ["relu", "tanh", "sigmoid"])
+def test_activations_and_their_gradients_from_the_output(on_host, name, dtype):
+    x = _data((6, 7), dtype, seed=5, low=-4, high=4)
+    x[0, 0] = np.nan
+    gy = _data(x.shape, dtype, seed=6)
+    t = _torch(x).requires_grad_()
+    ref = getattr(torch, name)(t)
+    ref.backward(_torch(gy))
+    y = kernels.activation(name, x)
+    np.testing.assert_array_equal(np.isnan(np.asarray(y, np.float64)), np.isnan(ref.detach().numpy()))
+    _close(np.asarray(y)[1:], ref.detach()[1:], dtype)
+    # the gradient from the (rounded) output: compare with torch's on that output
+    y64 = _torch(np.asarray(y, np.float64))
+    dref = {"relu": (y64 > 0) * _torch(gy), "tanh": _torch(gy) * (1 - y64 ** 2),
+            "sigmoid": _torch(gy) * y64 * (1 - y64)}[name]
+    _close(np.asarray(kernels.activation_grad(name, y, gy))[1:], dref[1:], dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("axis", [-1, 1])
+def test_softmax_and_its_gradient(on_host, dtype, axis):
+    a = _data((3, 9, 5), dtype, seed=7, low=-6, high=6)
+    g = _data(a.shape, dtype, seed=8)
+    t = _torch(a).requires_grad_()
+    ref = torch.softmax(t, dim=axis)
+    ref.backward(_torch(g))
+    y = kernels.softmax(a, axis)
+    _close(y, ref.detach(), dtype)
+    _close(kernels.softmax_grad(y, g, axis), t.grad, dtype, scale=4)
+
+
+def _torch_adam(values, grads, steps, **hyper):
+    ps = [torch.tensor(np.asarray(v, np.float64), requires_grad=True) for v in values]
+    opt = torch.optim.Adam(ps, **hyper)
+    for k in range(steps):
+        for p, g in zip(ps, grads):
+            p.grad = torch.tensor(np.asarray(g[k], np.float64))
+        opt.step()
+    return [p.detach().numpy() for p in ps]
+
+
+def _params_and_grads(shapes, dtype, steps, seed=10):
+    rng = np.random.default_rng(seed)
+    values = [rng.standard_normal(s).astype(dtype) for s in shapes]
+    grads = [[rng.standard_normal(s).astype(dtype) for _ in range(steps)] for s in shapes]
+    return values, grads
+
+
+@pytest.mark.parametrize("foreach", [False, True])
+@pytest.mark.parametrize("weight_decay", [0.0, 0.01])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_adam_per_parameter_and_multi_tensor_kernels_follow_torch(on_host, foreach, weight_decay,
+                                                                  dtype):
+    shapes, steps = [(5, 3), (7,), (2, 2, 3)], 4
+    values, grads = _params_and_grads(shapes, dtype, steps)
+    params = [L.Tensor(host(v.copy()), requires_grad=True) for v in values]
+    opt = optim.Adam(params, lr=1e-2, weight_decay=weight_decay, foreach=foreach)
+    for k in range(steps):
+        for p, g in zip(params, grads):
+            p.grad = L.Tensor(host(g[k].copy()))
+        opt.step()
+    ref = _torch_adam(values, grads, steps, lr=1e-2, weight_decay=weight_decay)
+    for p, r in zip(params, ref):
+        assert isinstance(p.data, HostArray)
+        _close(p.data, r, dtype, scale=10)         # 4 steps of float arithmetic
+    st = opt.state[id(params[1])]
+    assert int(np.asarray(st["step"]).reshape(-1)[0]) == steps
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_adam_master_weights_kernel_updates_the_float32_master(on_host, dtype):
+    shapes, steps = [(6, 4), (9,)], 3
+    values, grads = _params_and_grads(shapes, np.float32, steps, seed=11)
+    half = [v.astype(_dt(dtype)) for v in values]
+    params = [L.Tensor(host(h.copy()), requires_grad=True) for h in half]
+    opt = optim.Adam(params, lr=1e-2, master_weights=True)
+    for k in range(steps):
+        for p, g in zip(params, grads):
+            p.grad = L.Tensor(host(g[k].astype(_dt(dtype))))
+        opt.step()
+    # torch: float32 Adam from the half start on the half gradients (as float32), then rounded
+    ref = _torch_adam([h.astype(np.float32) for h in half],
+                      [[g.astype(_dt(dtype)).astype(np.float32) for g in gs] for gs in grads],
+                      steps, lr=1e-2)
+    for p, r in zip(params, ref):
+        master = opt.state[id(p)]["master_param"]
+        np.testing.assert_allclose(np.asarray(master, np.float64), r, rtol=1e-5, atol=1e-6)
+        np.testing.assert_array_equal(np.asarray(p.data), np.asarray(master).astype(_dt(dtype)))
+    # a weight loaded into the model mid-run replaces its stale master before the next update
+    loaded = np.full(shapes[1], 0.5, np.float32).astype(_dt(dtype))
+    params[1].data[...] = loaded
+    for p, g in zip(params, grads):
+        p.grad = L.Tensor(host(np.zeros(p.shape, _dt(dtype))))
+    opt.step()
+    master = np.asarray(opt.state[id(params[1])]["master_param"])
+    assert np.all(np.abs(master - 0.5) < 0.05), master     # moved from 0.5, not from the old one
+
+
+def test_sgd_master_weights_resync_a_loaded_weight(on_host):
+    """SGD keeps float32 masters of bfloat16 weights; kernels.sync_master puts a weight written
+    into the model since the last step into its master (elsewhere the master keeps its bits)."""
+    rng = np.random.default_rng(15)
+    start = rng.standard_normal(50).astype(np.float32)
+    grads = [rng.standard_normal(50).astype(backend.bfloat16) for _ in range(3)]
+    p = L.Tensor(host(start.astype(backend.bfloat16)), requires_grad=True)
+    opt = optim.SGD([p], lr=0.01, momentum=0.9, master_weights=True)
+    t = torch.tensor(start.astype(backend.bfloat16).astype(np.float64), requires_grad=True)
+    ref = torch.optim.SGD([t], lr=0.01, momentum=0.9)
+    for k, g in enumerate(grads):
+        if k == 2:      # a weight loaded into the model: element 7 only
+            p.data[7] = 3.0
+            with torch.no_grad():
+                t[7] = 3.0
+        p.grad = L.Tensor(host(g.copy()))
+        t.grad = torch.tensor(g.astype(np.float64))
+        opt.step()
+        ref.step()
+    master = np.asarray(opt.state[id(p)]["master_param"], np.float64)
+    np.testing.assert_allclose(master, t.detach().numpy(), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("max_norm", [1.5, 1e3])          # clipped, and left as they are
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_multi_tensor_clip_grad_norm_follows_torch(on_host, dtype, max_norm):
+    rng = np.random.default_rng(12)
+    shapes = [(300,), (17, 5), (3, 3, 3)]
+    grads = [rng.standard_normal(s).astype(dtype) for s in shapes]
+    params = [L.Tensor(host(np.zeros(s, dtype)), requires_grad=True) for s in shapes]
+    for p, g in zip(params, grads):
+        p.grad = L.Tensor(host(g.copy()))
+    norm = optim.clip_grad_norm_(params, max_norm, foreach=True)
+    tp = [torch.zeros(s, dtype=torch.float64, requires_grad=True) for s in shapes]
+    for t, g in zip(tp, grads):
+        t.grad = torch.tensor(g.astype(np.float64))
+    ref = torch.nn.utils.clip_grad_norm_(tp, max_norm)
+    _close(np.asarray(norm.data), ref.numpy(), dtype)
+    for p, t in zip(params, tp):
+        _close(p.grad.data, t.grad, dtype)
+
+
+@pytest.mark.parametrize("foreach", [False, True])
+def test_non_finite_check_names_the_first_bad_gradient(on_host, monkeypatch, foreach):
+    """Gradients are checked last parameter first (see FiniteCheck.gradients): per tensor, or by
+    one multi-tensor launch whose atomicMin keeps the smallest event."""
+    monkeypatch.setattr(optim, "FOREACH", foreach)
+    model = L.Sequential(L.nn.Linear(3, 40), L.nn.Linear(40, 5))
+    for p in model.parameters():
+        p.data = host(p.data)
+    check = finite.FiniteCheck({"m": model})
+    opt = optim.SGD(list(model.parameters()), lr=0.1)
+    for bad in ([], ["0.weight"], ["0.weight", "1.bias"], ["1.weight", "0.bias"]):
+        with check:
+            for name, p in model.named_parameters():
+                g = np.ones(p.shape, np.float32)
+                if name in bad:
+                    g.reshape(-1)[g.size // 2] = np.inf if "weight" in name else np.nan
+                p.grad = L.Tensor(host(g))
+            check.gradients(opt)
+        order = [n for n, _ in model.named_parameters()][::-1]
+        expected = min(bad, key=order.index, default=None)
+        assert check.first() == (None if expected is None else f"gradient of m.{expected}"), bad
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "bfloat16"])
+def test_device_generator_draws_uniform_normal_and_dropout(on_host, dtype):
+    gen = lrandom.DeviceGenerator(1234)
+    n = 200_000
+    u = np.asarray(gen.uniform((n,), _dt(dtype)), np.float64)
+    assert u.min() >= 0 and u.max() <= 1
+    assert abs(u.mean() - 0.5) < 4 * np.sqrt(1 / 12 / n)
+    z = np.asarray(gen.normal((n,), _dt(dtype)), np.float64)
+    assert abs(z.mean()) < 4 / np.sqrt(n) and abs(z.std() - 1) < 0.01
+    assert abs(np.mean(z > 1.0) - 0.158655) < 0.005          # the normal's tail, not only moments
+    x = host(np.ones(n, _dt(dtype)))
+    y, m = gen.dropout(x, 0.3)
+    kept = np.asarray(m, np.float64) > 0
+    assert abs(kept.mean() - 0.7) < 0.005
+    np.testing.assert_allclose(np.asarray(y, np.float64)[kept], 1 / 0.7, rtol=_tol(dtype)[0])
+    # a fresh generator with the same seed draws the same numbers; the offset moves on
+    again = lrandom.DeviceGenerator(1234)
+    np.testing.assert_array_equal(np.asarray(again.uniform((n,), _dt(dtype))),
+                                  np.asarray(u).astype(_dt(dtype)))
+    assert not np.array_equal(np.asarray(again.uniform((8,), "float32")), u[:8].astype(np.float32))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_lstm_cell_kernels_follow_torch(on_host, dtype):
+    B, I, H = 3, 4, 5
+    rng = np.random.default_rng(13)
+    ref = torch.nn.LSTMCell(I, H).double()
+    x, h, c = (rng.standard_normal(s) for s in ((B, I), (B, H), (B, H)))
+    gh, gc = rng.standard_normal((B, H)), rng.standard_normal((B, H))
+    tx, th, tc = (torch.tensor(a, requires_grad=True) for a in (x, h, c))
+    h1, c1 = ref(tx, (th, tc))
+    (h1 * torch.tensor(gh)).sum().add((c1 * torch.tensor(gc)).sum()).backward()
+
+    W = {k: v.detach().numpy().astype(dtype) for k, v in ref.named_parameters()}
+    cell = ops_rnn.LSTMCell()
+    cell.gpu = True
+    hn, cn = cell.forward(*(host(a.astype(dtype)) for a in (x, h, c)),
+                          host(W["weight_ih"]), host(W["weight_hh"]), host(W["bias_ih"]),
+                          host(W["bias_hh"]))
+    _close(hn, h1.detach(), dtype, scale=4)
+    _close(cn, c1.detach(), dtype, scale=4)
+    cell.needs_input_grad = (True, True, True, False, False, False, False)
+    dx, dh, dc = cell.backward(host(gh.astype(dtype)), host(gc.astype(dtype)))[:3]
+    _close(dx, tx.grad, dtype, scale=8)
+    _close(dh, th.grad, dtype, scale=8)
+    _close(dc, tc.grad, dtype, scale=8)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_ops_gpu_branches_softmax_and_leaky_relu_through_autograd(on_host, dtype):
+    """The functional ops dispatch to their GPU branch for these arrays (kernels on the host)."""
+    a = _data((4, 6), dtype, seed=14)
+    x = L.Tensor(a, requires_grad=True)
+    y = F.leaky_relu(F.softmax(x, axis=-1), 0.2)
+    assert isinstance(y.data, HostArray)
+    y.sum().backward()
+    t = _torch(a).requires_grad_()
+    torch.nn.functional.leaky_relu(torch.softmax(t, -1), 0.2).sum().backward()
+    _close(y.data, torch.nn.functional.leaky_relu(torch.softmax(_torch(a), -1), 0.2), dtype)
+    _close(x.grad.data, t.grad, dtype, scale=4)
