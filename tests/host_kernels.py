@@ -99,26 +99,39 @@ inline float atomicAdd(float* a, float v) { float old = *a; *a += v; return old;
 inline double atomicAdd(double* a, double v) { double old = *a; *a += v; return old; }
 """
 
-_BUILD = None
 _LIBS = {}
+
+
+def _build_dir():
+    """Compiled kernels are kept across runs (keyed by their source), so a rerun compiles
+    nothing: $CUDNNLITE_HOST_KERNELS, else ~/.cache/cudnnlite/host_kernels."""
+    d = os.environ.get("CUDNNLITE_HOST_KERNELS") or \
+        os.path.join(os.path.expanduser("~"), ".cache", "cudnnlite", "host_kernels")
+    os.makedirs(d, exist_ok=True)
+    return d
 
 
 def _compile(source):
     """A ctypes library of `source` (prelude prepended), cached by its text."""
-    global _BUILD
-    key = hashlib.sha1(source.encode()).hexdigest()[:16]
+    key = hashlib.sha1((PRELUDE + source).encode()).hexdigest()[:20]
     if key not in _LIBS:
         if CXX is None:
             raise RuntimeError("no host C++ compiler (g++ / c++) to run CuPy kernels on the host")
-        _BUILD = _BUILD or tempfile.mkdtemp(prefix="host_kernels_")
-        src, lib = os.path.join(_BUILD, f"{key}.cpp"), os.path.join(_BUILD, f"{key}.so")
-        with open(src, "w") as f:
-            f.write(PRELUDE + source)
-        r = subprocess.run([CXX, "-std=c++17", "-O1", "-shared", "-fPIC", "-w", src, "-o", lib],
-                           capture_output=True, text=True)
-        if r.returncode:
-            raise RuntimeError(f"host compile of a CuPy kernel failed:\n{r.stderr[-4000:]}\n"
-                               f"--- source ---\n{source}")
+        lib = os.path.join(_build_dir(), f"{key}.so")
+        if not os.path.exists(lib):
+            work = tempfile.mkdtemp(prefix="host_kernel_")
+            try:
+                src, tmp = os.path.join(work, "k.cpp"), os.path.join(work, "k.so")
+                with open(src, "w") as f:
+                    f.write(PRELUDE + source)
+                r = subprocess.run([CXX, "-std=c++17", "-O1", "-shared", "-fPIC", "-w", src,
+                                    "-o", tmp], capture_output=True, text=True)
+                if r.returncode:
+                    raise RuntimeError(f"host compile of a CuPy kernel failed:\n"
+                                       f"{r.stderr[-4000:]}\n--- source ---\n{source}")
+                os.replace(tmp, lib)        # atomic: a concurrent run sees all of it or none
+            finally:
+                shutil.rmtree(work, ignore_errors=True)
         _LIBS[key] = ctypes.CDLL(lib)
     return _LIBS[key]
 
