@@ -375,8 +375,8 @@ class _HostCupy:
     cuda = SimpleNamespace(Device=_Device, runtime=SimpleNamespace(getDevice=lambda: 0))
 
     def __getattr__(self, name):
-        attr = getattr(np, name)
-        return _wrap(attr) if callable(attr) and not isinstance(attr, type) else attr
+        attr = getattr(np, name)     # (ufuncs as they are: they keep HostArray, and have .at)
+        return _wrap(attr) if callable(attr) and not isinstance(attr, (type, np.ufunc)) else attr
 
     @staticmethod
     def asnumpy(a):

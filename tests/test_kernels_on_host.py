@@ -335,3 +335,25 @@ def test_ops_gpu_branches_softmax_and_leaky_relu_through_autograd(on_host, dtype
     torch.nn.functional.leaky_relu(torch.softmax(t, -1), 0.2).sum().backward()
     _close(y.data, torch.nn.functional.leaky_relu(torch.softmax(_torch(a), -1), 0.2), dtype)
     _close(x.grad.data, t.grad, dtype, scale=4)
+
+
+@pytest.mark.parametrize("gpu", [False, True])
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_scattered_gradients_add_up_in_float32(on_host, gpu, dtype):
+    """An embedding row (or an element picked by an index array) used 300 times gets gradient
+    300 from 300 ones -- bfloat16 additions would stop at 256 (256 + 1 rounds back to 256) -- on
+    the NumPy path and on the GPU path alike; and torch's gradient for mixed indices."""
+    wrap = host if gpu else np.asarray
+    W = L.Tensor(wrap(np.zeros((5, 3), _dt(dtype))), requires_grad=True)
+    idx = np.array([2] * 300 + [0, 4, 4], np.int64)
+    F.embedding(L.Tensor(wrap(idx)), W).sum().backward()
+    expected = np.zeros((5, 3))
+    np.add.at(expected, idx, 1.0)
+    np.testing.assert_array_equal(np.asarray(W.grad.data, np.float64), expected)
+    assert W.grad.dtype == W.dtype
+    x = L.Tensor(wrap(np.zeros(7, _dt(dtype))), requires_grad=True)
+    pick = np.array([3] * 300 + [1, 6], np.int64)
+    x[wrap(pick)].sum().backward()
+    expected = np.zeros(7)
+    np.add.at(expected, pick, 1.0)
+    np.testing.assert_array_equal(np.asarray(x.grad.data, np.float64), expected)

@@ -2,7 +2,7 @@
 embedding lookup."""
 import numpy as np
 
-from ..backend import concatenate, cupy, stack
+from ..backend import accumulation_dtype, concatenate, cupy, is_half, stack
 from ..tensor import Function
 
 
@@ -100,6 +100,19 @@ def _index_array(index, gpu):
     return tuple(out) if isinstance(index, tuple) else out[0]
 
 
+def _sum_dtype(dtype):
+    """What a scattered gradient adds up in: float32 for float16 / bfloat16 (a row picked many
+    times would round at every addition; and CuPy's scatter_add takes no bfloat16), else dtype.
+    The engine hands it on in the input's own dtype."""
+    return accumulation_dtype(dtype) if is_half(dtype) else dtype
+
+
+def _scatter_add(xp, out, index, values):
+    """out[index] += values, adding where an index repeats (numpy / cupy add.at); out returned."""
+    xp.add.at(out, index, values.astype(out.dtype, copy=False))
+    return out
+
+
 class GetItem(Function):
     """y = x[index] for basic (slices, ints, None, ...) and advanced (integer/bool arrays)
     indexing; the gradient scatters back, adding where an element was picked twice."""
@@ -111,13 +124,7 @@ class GetItem(Function):
 
     def backward(self, gy):
         xp = self.xp
-        gx = xp.zeros(self.shape, dtype=self.dtype)
-        if self.gpu:
-            import cupyx
-            cupyx.scatter_add(gx, self.index, gy)
-        else:
-            np.add.at(gx, self.index, gy)
-        return gx
+        return _scatter_add(xp, xp.zeros(self.shape, dtype=_sum_dtype(self.dtype)), self.index, gy)
 
 
 class ReversePadded(Function):
@@ -160,13 +167,8 @@ class Embedding(Function):
     def backward(self, gy):
         idx = self.saved
         xp = self.xp
-        gW = xp.zeros(self.w_shape, dtype=gy.dtype)
-        flat_idx, flat_gy = idx.reshape(-1), gy.reshape(-1, self.w_shape[1])
-        if self.gpu:
-            import cupyx
-            cupyx.scatter_add(gW, flat_idx, flat_gy)
-        else:
-            np.add.at(gW, flat_idx, flat_gy)
+        gW = _scatter_add(xp, xp.zeros(self.w_shape, dtype=_sum_dtype(gy.dtype)), idx.reshape(-1),
+                          gy.reshape(-1, self.w_shape[1]))
         if self.padding_idx is not None:
             gW[self.padding_idx] = 0
         return gW, None
