@@ -144,9 +144,12 @@ _PLAIN = (bool, int, float, str, type(None))
 
 
 def _settings(module):
-    """A module's own plain settings (numbers, strings, flags, tuples of them) as a tuple."""
+    """A module's own plain settings (numbers, strings, flags, tuples of them) as a tuple. None
+    is left out: an attribute set to None and one never set are the same to the kernels (a
+    change to or from a value still changes the tuple), and per-call state a forward or an
+    inference leaves behind as None (Tacotron 2's decoder mask) must not change the key."""
     return tuple((k, v) for k, v in vars(module).items()
-                 if not k.startswith("_") and k != "training"
+                 if not k.startswith("_") and k != "training" and v is not None
                  and (isinstance(v, _PLAIN)
                       or isinstance(v, tuple) and all(isinstance(i, _PLAIN) for i in v)))
 

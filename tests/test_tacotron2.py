@@ -166,6 +166,29 @@ def test_gate_reports_whether_it_fired():
     assert not m.gate_fired and mel.shape[2] == 7
 
 
+def test_inference_between_steps_leaves_the_captured_step_key_alone():
+    """A captured training step is keyed on every module's plain settings (layers.graph): the
+    report's inference between steps must not change them (it left `gate_fired` and the decoder's
+    `mask = None` behind, so every report cost each batch shape two eager steps and a capture)."""
+    from layers.graph import _settings
+    m, _ = pair()
+    opt = make_optimizer(m)
+    batch = ref.make_batch(HP, 3, [6, 6, 4], [7, 9, 8], seed=11)
+
+    def settings():
+        return [(type(sub).__name__, sub.training, _settings(sub)) for sub in m.modules()]
+
+    train_step(m, opt, batch)
+    before = settings()
+    m.eval()
+    with L.no_grad():
+        m.inference(np.array([[3, 4, 5]]), max_steps=4)
+    m.train()
+    assert settings() == before
+    train_step(m, opt, batch)
+    assert settings() == before
+
+
 def test_dropout_switch_and_prenet_dropout_at_inference():
     """NVIDIA's prenet dropout stays on in eval mode; set_dropout(model, False) turns every
     dropout off."""

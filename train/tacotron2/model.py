@@ -309,9 +309,16 @@ class Tacotron2(nn.Module):
         max_steps, max_decoder_steps by default). stop_on_gate=False runs exactly max_steps."""
         embedded = F.transpose(self.embedding(_data(text)), 0, 2, 1)
         memory = self.encoder(embedded)
-        mel, gate, alignments, self.gate_fired = self.decoder.inference(
+        mel, gate, alignments, self._gate_fired = self.decoder.inference(
             memory, max_steps or self.decoder.max_decoder_steps, stop_on_gate)
         return mel, mel + self.postnet(mel), gate, alignments
+
+    @property
+    def gate_fired(self):
+        """Whether the gate stopped the last inference (None before any). Kept private: a
+        plain public attribute is a module setting, part of a captured step's key
+        (layers.graph), and an inference result must not make the next step recapture."""
+        return getattr(self, "_gate_fired", None)
 
     @property
     def device(self):
