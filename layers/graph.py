@@ -10,7 +10,11 @@ A graph replays fixed kernels, fixed scalar arguments and fixed addresses, so:
   module's train / eval flag and plain settings (numbers, strings, flags such as a dropout
   switch), the address, dtype and shape of every parameter and buffer, every optimizer's
   hyper-parameters (lr, betas, ...) and the addresses of its state. A call whose key is new is
-  warmed up and captured anew (the last `max_graphs` graphs are kept).
+  warmed up and captured anew. The most recently used graphs are kept: at most `max_graphs`,
+  and while more than one is kept, at most `max_bytes` of memory in their pools (default: half
+  the device's memory) -- each graph's pool holds its step's peak of intermediates, so a
+  variable-shape workload (Tacotron 2: one graph per batch shape) would otherwise fill the
+  device with graphs.
 - host values the step reads -- Python numbers, sequence lengths -- are baked into the graph as
   they were at capture: pass them as keyword arguments, `step(x, lengths=(5, 3))` (hashable
   values: they join the key and reach fn as keywords), or as device inputs.
@@ -35,8 +39,9 @@ class CapturedStep:
 
     MAX_SEEN = 1024      # keys remembered for their warm-up count (variable-length workloads)
 
-    def __init__(self, fn, *, modules=(), optimizers=(), warmup=1, max_graphs=8):
-        self.fn, self.warmup, self.max_graphs = fn, warmup, max_graphs
+    def __init__(self, fn, *, modules=(), optimizers=(), warmup=1, max_graphs=8,
+                 max_bytes="auto"):
+        self.fn, self.warmup, self.max_graphs, self.max_bytes = fn, warmup, max_graphs, max_bytes
         self.modules, self.optimizers = tuple(modules), tuple(optimizers)
         self.stream = cupy().cuda.Stream(non_blocking=True)
         self._graphs = OrderedDict()   # key -> (graph, static inputs, outputs, what it keeps)
@@ -83,8 +88,8 @@ class CapturedStep:
                     entry = self._capture(arrays, inputs, host)
                     self._graphs[key] = entry
                     self._seen.clear()        # warm-up counts of keys passed through (no state yet)
-                    if len(self._graphs) > self.max_graphs:
-                        self._graphs.popitem(last=False)
+                    evict(self._graphs, self.max_graphs, self._byte_budget(arrays[0]),
+                          lambda e: e[3][0].total_bytes())
             else:
                 self._graphs.move_to_end(key)
             if entry is not None:
@@ -94,6 +99,12 @@ class CapturedStep:
                 graph.launch(self.stream)
         caller.wait_event(self.stream.record())
         return out
+
+    def _byte_budget(self, like):
+        if self.max_bytes != "auto":
+            return self.max_bytes
+        with cupy().cuda.Device(like.device.id) as device:
+            return device.mem_info[1] // 2
 
     def _owned(self):
         """The long-lived arrays a capture reads and writes: parameters, buffers, optimizer state,
@@ -131,6 +142,16 @@ class CapturedStep:
                     f"layers' matmul and linear use cudnnlite.blas, which captures)") from e
             graph = self.stream.end_capture()
         return graph, static, out, (pool, kept, self._owned())
+
+
+def evict(graphs, max_graphs, max_bytes, size):
+    """Drop the least recently used entries of `graphs` (an OrderedDict, oldest first) while
+    there are more than max_graphs, or while they hold more than max_bytes (None: no limit) in
+    all -- never the newest one. size(entry) -> its bytes. A dropped graph frees its pool when
+    the last reference to it goes."""
+    while len(graphs) > 1 and (len(graphs) > max_graphs or max_bytes is not None and
+                               sum(size(e) for e in graphs.values()) > max_bytes):
+        graphs.popitem(last=False)
 
 
 def _address(a):

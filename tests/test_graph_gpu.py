@@ -148,3 +148,19 @@ def test_join_helpers_match_numpy_on_the_device_eagerly_and_in_capture():
     graph.launch(s)
     s.synchronize()
     np.testing.assert_array_equal(out.get(), np.stack(host, -1))
+
+
+def test_a_byte_budget_keeps_only_the_graphs_that_fit():
+    """Two shapes captured under a budget smaller than both pools: the older graph is dropped
+    (its pool freed), the newer replays; the older shape is captured again when it comes back."""
+    lin = nn.Linear(64, 64)
+    lin.to(0)
+    step = L.graph.CapturedStep(lambda x: lin(x).data, warmup=0, max_bytes=1)
+    a = L.tensor(np.ones((32, 64), np.float32), device=0)
+    b = L.tensor(np.ones((16, 64), np.float32), device=0)
+    expect_a, expect_b = lin(a).data.get(), lin(b).data.get()
+    np.testing.assert_allclose(step(a).get(), expect_a, rtol=1e-6)
+    np.testing.assert_allclose(step(b).get(), expect_b, rtol=1e-6)
+    assert len(step._graphs) == 1
+    np.testing.assert_allclose(step(a).get(), expect_a, rtol=1e-6)
+    assert len(step._graphs) == 1

@@ -410,8 +410,9 @@ def make_step(model, optimizer, cuda_graph=False, finite=None, max_graphs=8):
     shapes (B, characters, frames): the lengths go in as device Tensors (the encoder LSTM's
     Tensor-lengths path, masks computed on the device), so one graph serves every batch of a
     shape whatever its lengths. The first batch of a shape runs eagerly, the next is captured,
-    later ones replay it; the last max_graphs shapes keep their graphs (pad batches to a few
-    shapes, data.Batches' pad_multiple, so they repeat)."""
+    later ones replay it; the most recently used shapes keep their graphs, at most max_graphs and
+    half the device's memory (pad batches to a few shapes, data.Batches' pad_multiple, so they
+    repeat)."""
     if model.device == "cpu" or not cuda_graph:
         return lambda batch: train_step_device(model, optimizer, batch, finite)
 
