@@ -319,3 +319,54 @@ def test_captured_training_steps_equal_eager_ones():
     for (k, a), b in zip(eager.state_dict().items(), graph.state_dict().values()):
         np.testing.assert_allclose(np.asarray(b), np.asarray(a), rtol=1e-9, atol=1e-12,
                                    err_msg=k)
+
+
+def _torch_guided_attention(att, n_chars, n_frames, sigma):
+    """ESPnet's GuidedAttentionLoss, written out: the mean over the valid (frame, character)
+    cells of att * (1 - exp(-(n/N - t/T)^2 / (2 sigma^2)))."""
+    B, T, Lc = att.shape
+    w = torch.zeros(B, T, Lc, dtype=torch.float64)
+    valid = torch.zeros(B, T, Lc, dtype=torch.bool)
+    for b in range(B):
+        t = torch.arange(n_frames[b], dtype=torch.float64)[:, None] / n_frames[b]
+        n = torch.arange(n_chars[b], dtype=torch.float64)[None, :] / n_chars[b]
+        w[b, :n_frames[b], :n_chars[b]] = 1 - torch.exp(-(n - t) ** 2 / (2 * sigma ** 2))
+        valid[b, :n_frames[b], :n_chars[b]] = True
+    return (att * w)[valid].mean()
+
+
+@pytest.mark.parametrize("device_lengths", [False, True])
+def test_guided_attention_loss_and_its_gradient(device_lengths):
+    from train.tacotron2.model import guided_attention_loss
+    rng = np.random.default_rng(12)
+    a = rng.uniform(0, 1, (3, 11, 7))
+    n_chars, n_frames = [7, 4, 5], [11, 9, 6]
+    att = L.Tensor(a.astype(np.float32), requires_grad=True)
+    lengths = (L.Tensor(np.array(n_chars)), L.Tensor(np.array(n_frames))) if device_lengths \
+        else (n_chars, n_frames)
+    loss = guided_attention_loss(att, *lengths, 0.3)
+    loss.backward()
+    t = torch.tensor(a, requires_grad=True)
+    ref_loss = _torch_guided_attention(t, n_chars, n_frames, 0.3)
+    ref_loss.backward()
+    assert loss.dtype == np.float32
+    assert abs(float(loss.numpy()) - ref_loss.item()) < 1e-6 * ref_loss.item()
+    np.testing.assert_allclose(att.grad.numpy(), t.grad.numpy(), rtol=1e-5, atol=1e-9)
+
+
+def test_guided_attention_prefers_the_diagonal_and_joins_the_step():
+    from train.tacotron2.model import guided_attention_loss
+    T, Lc = 12, 12
+    diagonal, anti = np.eye(T, Lc)[None], np.eye(T, Lc)[::-1][None]
+    cost = [float(guided_attention_loss(L.Tensor(a.astype(np.float32)), [Lc], [T], 0.2).numpy())
+            for a in (diagonal, anti)]
+    t = np.arange(T)
+    anti_cost = np.sum(1 - np.exp(-((T - 1 - t) / Lc - t / T) ** 2 / (2 * 0.2 ** 2))) / (T * Lc)
+    assert cost[0] == 0 and abs(cost[1] - anti_cost) < 1e-6 and anti_cost > 0.05
+    hp = HP.replace(guided_attention_sigma=0.2, guided_attention_weight=2.0)
+    m, _ = pair(hp, np.float32)
+    batch = ref.make_batch(hp, 3, [6, 6, 4], [7, 9, 8], seed=13)
+    r = train_step(m, make_optimizer(m), batch)
+    assert set(r) == {"loss", "mel", "postnet", "gate", "grad_norm", "attention"}
+    assert r["attention"] > 0
+    assert abs(r["loss"] - (r["mel"] + r["postnet"] + r["gate"] + r["attention"])) < 1e-5 * r["loss"]

@@ -26,7 +26,7 @@ from ..common import (PRECISIONS, CheckpointError, DeviceStats, LossLog, checkpo
                       read_arrays, resume_point, save_checkpoint, set_precision)
 from . import audio, data
 from .hparams import HParams
-from .model import STATS, Tacotron2, loss_parts, make_optimizer, make_step, targets
+from .model import Tacotron2, loss_parts, make_optimizer, make_step, stat_names, targets
 
 FIXED_SENTENCE = "In his defense."      # the seed's sentence: spoken at every report
 
@@ -354,7 +354,7 @@ def train(argv):
 
     os.makedirs(args.outf, exist_ok=True)
     log = LossLog(os.path.join(args.outf, "losses.csv"),
-                  ["step", "epoch"] + list(STATS) + ["frames_per_s"])
+                  ["step", "epoch"] + list(stat_names(hp)) + ["frames_per_s"])
     vlog = LossLog(os.path.join(args.outf, "validation.csv"),
                    ["step", "epoch", "loss", "mel", "postnet", "gate"])
     ckpt = os.path.join(args.outf, "checkpoint.npz")
@@ -374,12 +374,12 @@ def train(argv):
     from tqdm import tqdm
     order = batches.order_for_epoch() if order is None else order
     run_step = make_step(model, opt, cuda_graph=args.cuda_graph, finite=finite)
-    stats = DeviceStats(STATS, args.log_every, finite, start_step=step)
+    stats = DeviceStats(stat_names(hp), args.log_every, finite, start_step=step)
 
     def record(rows, epoch_, bar):
         """Log read-back rows; False (after logging the finite ones before it and saying where)
         when one is not finite."""
-        bad = first_non_finite(rows, STATS)
+        bad = first_non_finite(rows, stat_names(hp))
         for row in rows if bad is None else rows[:rows.index(bad[0])]:
             log.write(dict(row, epoch=epoch_ + 1, frames_per_s=round(row["rate"], 1)))
         if bad is not None:

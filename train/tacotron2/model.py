@@ -359,6 +359,30 @@ def loss_parts(outputs, mel_target, gate_target):
     return dict(loss=parts["mel"] + parts["postnet"] + parts["gate"], **parts)
 
 
+def guided_attention_loss(alignments, text_lengths, mel_lengths, sigma):
+    """Tachibana et al. (2017)'s guided attention loss: the mean, over every item's real frames t
+    < T_b and characters n < N_b, of A[b, t, n] * (1 - exp(-(n / N_b - t / T_b)^2 / (2 sigma^2)))
+    -- attention far from the diagonal costs, on it nearly nothing. alignments (B, T, L) Tensor;
+    lengths (B,) on the host or the alignments' device (device arrays: nothing read back)."""
+    device = alignments.device
+    xp = np if device == "cpu" else L.backend.cupy()
+    B, T, Lc = alignments.shape
+    n_chars = _ints_on(text_lengths, device).astype(np.float32).reshape(B, 1, 1)
+    n_frames = _ints_on(mel_lengths, device).astype(np.float32).reshape(B, 1, 1)
+    t = xp.arange(T, dtype=np.float32).reshape(1, T, 1)
+    n = xp.arange(Lc, dtype=np.float32).reshape(1, 1, Lc)
+    valid = (t < n_frames) & (n < n_chars)
+    w = 1 - xp.exp(-(n / n_chars - t / n_frames) ** 2 / np.float32(2 * sigma ** 2))
+    w = xp.where(valid, w, np.float32(0)) / valid.sum().astype(np.float32)
+    return (alignments.astype(np.float32) * L.Tensor(w)).sum()
+
+
+def stat_names(hparams):
+    """What a training step reports, in order: STATS, and 'attention' (the guided attention
+    loss, already in 'loss') when hparams turn it on."""
+    return STATS + (("attention",) if hparams.guided_attention_sigma > 0 else ())
+
+
 def targets(model, mel_padded, gate_padded):
     """The batch's mel and gate targets as Tensors on the model's device, in its dtype -- float32
     for a bfloat16 model: the targets are not rounded, and the losses (which promote the model's
@@ -391,13 +415,19 @@ def train_step_device(model, optimizer, batch, finite=None):
         model.zero_grad()
         outputs = model(L.backend.to_device(text, device), text_lengths, mels, mel_lengths)
         parts = loss_parts(outputs, mels, gates)
+        hp = model.hparams
+        if hp.guided_attention_sigma > 0:
+            parts["attention"] = hp.guided_attention_weight * guided_attention_loss(
+                outputs[3], text_lengths, mel_lengths, hp.guided_attention_sigma)
+            parts["loss"] = parts["loss"] + parts["attention"]
         parts["loss"].backward()
         if finite is not None:
             finite.gradients(optimizer)
         grad_norm = L.optim.clip_grad_norm_(model.parameters(), model.hparams.grad_clip_thresh)
         optimizer.step()
-    return xp.stack([parts[k].data.astype(grad_norm.dtype) for k in ("loss", "mel", "postnet",
-                                                                     "gate")] + [grad_norm.data])
+    names = stat_names(model.hparams)
+    return xp.stack([parts[k].data.astype(grad_norm.dtype) if k != "grad_norm" else
+                     grad_norm.data for k in names])
 
 
 STATS = ("loss", "mel", "postnet", "gate", "grad_norm")
@@ -435,6 +465,7 @@ def make_step(model, optimizer, cuda_graph=False, finite=None, max_graphs=8):
 
 def train_step(model, optimizer, batch, finite=None):
     """train_step_device, read back: {'loss', 'mel', 'postnet', 'gate', 'grad_norm'} as floats
-    (grad_norm before clipping). One host sync."""
+    (grad_norm before clipping; and 'attention' with the guided attention loss). One host
+    sync."""
     values = _host(train_step_device(model, optimizer, batch, finite))
-    return dict(zip(STATS, (float(v) for v in values)))
+    return dict(zip(stat_names(model.hparams), (float(v) for v in values)))
