@@ -54,15 +54,17 @@ def _losses(path):
             for r in csv.DictReader(open(path))]
 
 
-@pytest.mark.parametrize("precision", ["fp32", "bf16"])
-def test_stop_mid_epoch_and_resume_equals_the_straight_run(corpus, tmp_path, precision):
+@pytest.mark.parametrize("precision,hparams", [("fp32", TINY), ("bf16", TINY),
+                                               ("fp32", TINY + ",guided_attention_sigma=0.3")])
+def test_stop_mid_epoch_and_resume_equals_the_straight_run(corpus, tmp_path, precision, hparams):
     """(bf16: the resumed run takes the checkpoint's precision and float32 master weights; the
-    epoch reports -- PNGs, WAV -- come from bfloat16 outputs.)"""
+    epoch reports -- PNGs, WAV -- come from bfloat16 outputs. With the guided attention loss the
+    resumed run keeps it -- it is an hparam -- and both log its 'attention' column.)"""
     straight, split = tmp_path / "straight", tmp_path / "split"
-    assert train(corpus, straight, "--epochs", "2", "--hparams", TINY,
+    assert train(corpus, straight, "--epochs", "2", "--hparams", hparams,
                  "--precision", precision).returncode == 0
     # losses read back 3 steps at a time: the windows straddle the stop, every step is logged
-    r = train(corpus, split, "--epochs", "2", "--hparams", TINY, "--max-steps", "3",
+    r = train(corpus, split, "--epochs", "2", "--hparams", hparams, "--max-steps", "3",
               "--log-every", "3", "--precision", precision)
     assert r.returncode == 0, r.stderr
     assert L.load(split / "checkpoint.npz")["order"].size == 4      # stopped inside epoch 2
@@ -74,6 +76,8 @@ def test_stop_mid_epoch_and_resume_equals_the_straight_run(corpus, tmp_path, pre
     for k in a:
         np.testing.assert_array_equal(a[k], b[k], err_msg=k)
     assert _losses(straight / "losses.csv") == _losses(split / "losses.csv")
+    guided = ("attention" in _losses(split / "losses.csv")[0])
+    assert guided == ("guided_attention" in hparams)
     assert any(k.endswith("/master_param") for k in a) == (precision == "bf16")
     assert (split / "epoch_0002.wav").stat().st_size > 0
 
