@@ -180,8 +180,22 @@ def to_device(a, device):
     cp = cupy()
     if is_gpu(a) and a.device.id == device:
         return a
-    with cp.cuda.Device(device):
-        return cp.asarray(a)
+    try:
+        with cp.cuda.Device(device):
+            return cp.asarray(a)
+    except cp.cuda.runtime.CUDARuntimeError as e:
+        if _usable_devices(cp) > device:
+            raise
+        raise RuntimeError(f"device {device}: no such CUDA device here "
+                           f"({str(e).splitlines()[0]}); use 'cpu' for the NumPy path") from None
+
+
+def _usable_devices(cp):
+    """How many CUDA devices the runtime answers for (0 when it cannot even count them)."""
+    try:
+        return cp.cuda.runtime.getDeviceCount()
+    except cp.cuda.runtime.CUDARuntimeError:
+        return 0
 
 
 def concatenate(arrays, axis=0):

@@ -91,3 +91,17 @@ def test_unknown_device_string():
 def test_module_attribute_error_names_the_class():
     with pytest.raises(AttributeError, match="'Linear' object has no attribute 'wieght'"):
         nn.Linear(2, 3).wieght
+
+
+def test_a_gpu_index_with_no_such_device_is_one_clear_error():
+    """Module.to(0) / tensor(device=0) where no CUDA device answers: a RuntimeError naming the
+    device and saying how to stay on the CPU, not CuPy's traceback."""
+    import cupy
+    try:
+        count = cupy.cuda.runtime.getDeviceCount()
+    except cupy.cuda.runtime.CUDARuntimeError:
+        count = 0
+    m = L.nn.Linear(2, 2)
+    with pytest.raises(RuntimeError, match=rf"^device {count}: no such CUDA device here \(.*\); "
+                                           r"use 'cpu' for the NumPy path$"):
+        m.to(count)
