@@ -136,6 +136,15 @@ def test_overfit_runs_on_one_spoken_sentence(tmp_path):
     assert r.returncode == 0, r.stderr
     assert "3 training / 1 validation" in r.stdout
     assert (tmp_path / "o" / "epoch_0002.wav").exists()
+    # the checkpoint keeps the sentence: a resume continues the overfit run without repeating it
+    ckpt = str(tmp_path / "o" / "checkpoint.npz")
+    r = run("--device", "cpu", "--resume", ckpt, "--outf", str(tmp_path / "o"), "--epochs", "3",
+            "--every", "3", "--gl-iters", "3")
+    assert r.returncode == 0, r.stderr
+    assert "3 training / 1 validation" in r.stdout
+    r = run("--device", "cpu", "--resume", ckpt, "--overfit", "Something else.", "--outf",
+            str(tmp_path / "o"), "--epochs", "4")
+    assert r.returncode == 2 and "was trained with --overfit In his defense." in r.stderr
 
 
 @pytest.mark.parametrize("args,pattern", [
@@ -195,3 +204,18 @@ def test_a_missing_tts_package_is_one_error_line_naming_the_extra(monkeypatch, c
         err = capsys.readouterr().err
         assert err.strip() == ("error: Tacotron 2 needs the tts extra (missing: unidecode): "
                                "pip install -e '.[tts]'")
+
+
+def test_resume_takes_its_own_hparams_again_and_names_a_changed_one(corpus, tmp_path):
+    out = tmp_path / "out"
+    assert train(corpus, out, "--epochs", "1", "--hparams", TINY, "--max-steps", "1"
+                 ).returncode == 0
+    ckpt = str(out / "checkpoint.npz")
+    r = train(corpus, out, "--epochs", "1", "--resume", ckpt, "--hparams", TINY,
+              "--max-steps", "2")
+    assert r.returncode == 0, r.stderr
+    r = train(corpus, out, "--epochs", "1", "--resume", ckpt, "--hparams", "decoder_rnn_dim=32")
+    assert r.returncode == 2
+    assert r.stderr.strip().splitlines() == [
+        "error: --hparams decoder_rnn_dim=32: the checkpoint was trained with decoder_rnn_dim=24, "
+        "which a resumed run keeps"]

@@ -296,8 +296,6 @@ def train(argv):
     if args.overfit is not None and args.dataroot:
         cli.fail(f"--overfit {args.overfit!r}: trains on espeak-ng's speech of the sentence; "
                  f"expected no --dataroot with it")
-    if args.resume and args.hparams:
-        cli.fail(f"--hparams {args.hparams}: a resumed run keeps its checkpoint's hparams")
     if os.path.exists(args.outf) and not os.path.isdir(args.outf):
         cli.fail(f"--outf {args.outf}: exists and is not a folder")
     device = cli.use_device(args.device)
@@ -308,12 +306,24 @@ def train(argv):
     if args.resume:
         try:
             resume_meta = checkpoint_meta(args.resume)
-            hp = checkpoint_hparams(resume_meta)
+            saved = checkpoint_hparams(resume_meta)
         except CheckpointError as e:
             cli.fail(f"--resume {args.resume}: {e}; expected the checkpoint.npz of a "
                      f"train.tacotron2 run")
+        # a resumed run keeps its checkpoint's hparams: repeating them is fine, changing one is not
+        for name in (kv.split("=", 1)[0].strip() for kv in (args.hparams or "").split(",")
+                     if kv.strip()):
+            if getattr(hp, name) != getattr(saved, name):
+                cli.fail(f"--hparams {name}={getattr(hp, name)}: the checkpoint was trained with "
+                         f"{name}={getattr(saved, name)}, which a resumed run keeps")
+        hp = saved
     args.batch_size = cli.batch_size(args.batch_size, 64, resume_meta, args.resume)
     args.precision = cli.precision(args.precision, resume_meta, args.resume)
+    if resume_meta is not None and resume_meta.get("overfit") is not None and args.dataroot:
+        cli.fail(f"--dataroot {args.dataroot}: the checkpoint {args.resume} is an --overfit "
+                 f"{resume_meta['overfit']!r} run, which a resumed run continues")
+    args.overfit = cli.saved_setting("--overfit", "--overfit", "overfit", args.overfit, None,
+                                     resume_meta, args.resume)
     if args.lr is not None:
         hp = hp.replace(learning_rate=args.lr)
     L.manual_seed(args.seed)
@@ -367,7 +377,7 @@ def train(argv):
         save_checkpoint(ckpt, modules, optimizers,
                         {"epoch": epoch_, "position": position_, "step": step,
                          "batch_size": args.batch_size, "pad_multiple": list(args.pad_multiple),
-                         "precision": args.precision,
+                         "precision": args.precision, "overfit": args.overfit,
                          "hparams": dataclasses.asdict(hp)}, rng,
                         {"order": order_})
 
