@@ -436,8 +436,8 @@ def train(argv):
             # named by the epoch the last step belongs to, as losses.csv numbers it
             shown = epoch if position == 0 else epoch + 1
             parts = report(model, val_batches, shown, step, args, vlog)
-            log.plot(os.path.join(args.outf, "loss_curve.png"), ["loss", "mel", "postnet", "gate"],
-                     log_y=True)
+            log.plot(os.path.join(args.outf, "loss_curve.png"),
+                     [k for k in stat_names(hp) if k != "grad_norm"], log_y=True)
             print(f"[epoch {shown}, step {step}] validation loss {parts['loss']:.4f} "
                   f"(mel {parts['mel']:.4f}, postnet {parts['postnet']:.4f}, gate "
                   f"{parts['gate']:.4f})")
