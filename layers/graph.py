@@ -88,7 +88,7 @@ class CapturedStep:
                     entry = self._capture(arrays, inputs, host)
                     self._graphs[key] = entry
                     self._seen.clear()        # warm-up counts of keys passed through (no state yet)
-                    evict(self._graphs, self.max_graphs, self._byte_budget(arrays[0]),
+                    evict(self._graphs, self.max_graphs, self._byte_budget(),
                           lambda e: e[3][0].total_bytes())
             else:
                 self._graphs.move_to_end(key)
@@ -100,11 +100,12 @@ class CapturedStep:
         caller.wait_event(self.stream.record())
         return out
 
-    def _byte_budget(self, like):
+    def _byte_budget(self):
+        """max_bytes, or half the memory of the device the step runs on (the current one: a
+        step may have no inputs)."""
         if self.max_bytes != "auto":
             return self.max_bytes
-        with cupy().cuda.Device(like.device.id) as device:
-            return device.mem_info[1] // 2
+        return cupy().cuda.Device().mem_info[1] // 2
 
     def _owned(self):
         """The long-lived arrays a capture reads and writes: parameters, buffers, optimizer state,

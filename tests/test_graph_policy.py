@@ -31,3 +31,68 @@ def test_within_both_limits_nothing_is_dropped():
     g = _graphs(1, 2, 3)
     evict(g, 3, 6, lambda size: size)
     assert list(g) == ["shape0", "shape1", "shape2"]
+
+
+class _Stream:
+    def wait_event(self, event):
+        pass
+
+    def record(self):
+        return None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+class _Graph:
+    def __init__(self):
+        self.launches = 0
+
+    def launch(self, stream):
+        self.launches += 1
+
+
+class _Pool:
+    def __init__(self, size):
+        self.size = size
+
+    def total_bytes(self):
+        return self.size
+
+
+class _Step(__import__("layers").graph.CapturedStep):
+    """CapturedStep's own bookkeeping (warm-up, keys, eviction, replay), with the capture itself
+    stood in for: fn runs once 'into' a graph whose pool holds `pool_bytes`."""
+    pool_bytes = 10
+
+    def _capture(self, arrays, inputs, host):
+        return _Graph(), [], self.fn(*inputs, **host), (_Pool(self.pool_bytes), None, None)
+
+
+def _fake_cupy(monkeypatch):
+    from types import SimpleNamespace
+    from layers import graph
+    fake = SimpleNamespace(cuda=SimpleNamespace(Stream=lambda non_blocking: _Stream(),
+                                                get_current_stream=_Stream))
+    monkeypatch.setattr(graph, "cupy", lambda: fake)
+
+
+def test_a_step_with_no_inputs_warms_up_captures_and_replays(monkeypatch):
+    _fake_cupy(monkeypatch)
+    calls = []
+    step = _Step(lambda: calls.append(1) or "out", max_bytes=100)
+    assert [step(), step(), step(), step()] == ["out"] * 4
+    assert len(calls) == 2                        # the warm-up, then the capture
+    (graph, *_), = step._graphs.values()
+    assert graph.launches == 3                    # call 2 (a capture runs nothing), 3 and 4
+
+
+def test_graphs_over_the_byte_budget_are_dropped_oldest_first(monkeypatch):
+    _fake_cupy(monkeypatch)
+    step = _Step(lambda shape: shape, warmup=0, max_bytes=25)     # 10 bytes a graph
+    for shape in (1, 2, 3):
+        step(shape=shape)
+    assert [dict(key[5])["shape"] for key in step._graphs] == [2, 3]
