@@ -5,14 +5,16 @@ the same CUDA C the layers give CuPy, compile it with the host C++ compiler (a p
 CUDA's qualifiers and math functions, and CuPy's float16 / bfloat16 types, onto host C++) and
 run it on NumPy arrays with CuPy's calling conventions:
 
-- ElementwiseKernel: type placeholders resolved by CuPy itself (`_decide_params_type`), non-raw
+- ElementwiseKernel: type placeholders resolved by CuPy itself (`_decide_params_type`, from
+  the arrays only: a scalar fixes no placeholder, as in CuPy), non-raw
   arguments broadcast, scalars by value, `raw` arguments as flat pointers (they must be
   C-contiguous, as the layers make them), `i` the element index, `size=` for kernels with no
   non-raw array; outputs allocated when not given (and written back when given non-contiguous).
 - ReductionKernel: map, reduce and post-map per output element over `axis`, in order.
-- RawKernel: each block of the grid run by ONE thread (blockDim.x = 1, __syncthreads a no-op):
-  exact for kernels whose result does not depend on the block size -- the layers' raw kernel
-  strides by blockDim and reduces its block in shared memory, which with one thread is a copy.
+- RawKernel: the blocks of the grid one after another, each with its blockDim.x threads run
+  as real threads (threadIdx thread-local, __shared__ arrays shared by the block's threads,
+  __syncthreads a barrier of them), so a block-level reduction, a stride that forgets
+  blockDim or a missing barrier computes here what it would on a GPU.
 
 The rest of the module (empty, empty_like, broadcast_to, ...) is NumPy returning HostArray, an
 ndarray with CuPy's `.data.ptr`, `.device.id` and `.get()`, so tables of device pointers
@@ -27,6 +29,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import threading
 from types import SimpleNamespace
 
 import numpy as np
@@ -49,13 +52,21 @@ PRELUDE = r"""
 #define __global__
 #define __forceinline__ inline
 #define __shared__ static
-#define __syncthreads() ((void)0)
+#include <pthread.h>
+// a block's threads are real threads: thread-local threadIdx, a barrier for __syncthreads
+static pthread_barrier_t host_barrier;
+static bool host_barrier_made = false;
+#define __syncthreads() pthread_barrier_wait(&host_barrier)
 struct host_dim3 { unsigned int x, y, z; };
-static host_dim3 threadIdx = {0, 0, 0}, blockIdx = {0, 0, 0}, blockDim = {1, 1, 1},
-                 gridDim = {1, 1, 1};
-extern "C" void host_set_block(unsigned int b, unsigned int grid) {
-    blockIdx.x = b; gridDim.x = grid; threadIdx.x = 0; blockDim.x = 1;
+static thread_local host_dim3 threadIdx = {0, 0, 0};
+static host_dim3 blockIdx = {0, 0, 0}, blockDim = {1, 1, 1}, gridDim = {1, 1, 1};
+extern "C" void host_set_block(unsigned int b, unsigned int grid, unsigned int threads) {
+    blockIdx.x = b; gridDim.x = grid; blockDim.x = threads;
+    if (host_barrier_made) pthread_barrier_destroy(&host_barrier);
+    pthread_barrier_init(&host_barrier, 0, threads);
+    host_barrier_made = true;
 }
+extern "C" void host_set_thread(unsigned int t) { threadIdx.x = t; }
 
 // CuPy's half types: stored in 16 bits, converted to float for arithmetic, rounded (to nearest
 // even) when a float is stored back -- as cupy/float16.cuh and cupy/bfloat16.cuh behave
@@ -124,7 +135,7 @@ def _compile(source):
                 src, tmp = os.path.join(work, "k.cpp"), os.path.join(work, "k.so")
                 with open(src, "w") as f:
                     f.write(PRELUDE + source)
-                r = subprocess.run([CXX, "-std=c++17", "-O1", "-shared", "-fPIC", "-w", src,
+                r = subprocess.run([CXX, "-std=c++17", "-pthread", "-O1", "-shared", "-fPIC", "-w", src,
                                     "-o", tmp], capture_output=True, text=True)
                 if r.returncode:
                     raise RuntimeError(f"host compile of a CuPy kernel failed:\n"
@@ -198,7 +209,7 @@ class ElementwiseKernel:
         def kind(a):
             return np.asarray(a).dtype.type
 
-        in_types = tuple(kind(a) for a in ins)
+        in_types = tuple(kind(a) if isinstance(a, np.ndarray) else None for a in ins)
         out_types = tuple(kind(a) for a in outs)
         in_t, out_t, type_map = self._cupy._decide_params_type(in_types, out_types)
         types = dict(type_map._pairs)
@@ -271,6 +282,12 @@ class ReductionKernel:
         self.identity, self.name, self.preamble = identity, name, preamble
 
     def __call__(self, *args, out=None, axis=None, keepdims=False, **_):
+        types = {}          # placeholders from the array arguments, which must agree (as CuPy)
+        for a, p in zip(args, self._cupy.in_params):
+            if p.dtype is None and isinstance(a, np.ndarray):
+                if types.setdefault(p.ctype, a.dtype) != a.dtype:
+                    raise TypeError(f"{self.name}: type is mismatched: {p.name} is {a.dtype}, "
+                                    f"{p.ctype} is {types[p.ctype]}")
         ins = [np.asarray(a) for a in args]
         shape = np.broadcast_shapes(*(a.shape for a in ins))
         ndim = len(shape)
@@ -279,10 +296,6 @@ class ReductionKernel:
         kept = [d for d in range(ndim) if d not in axes]
         O = int(np.prod([shape[d] for d in kept]))
         R = int(np.prod([shape[d] for d in axes]))
-        types = {}
-        for a, p in zip(ins, self._cupy.in_params):
-            if p.dtype is None:
-                types.setdefault(p.ctype, a.dtype)
         (po,) = self._cupy.out_params
         out_dtype = np.dtype(po.dtype if po.dtype is not None else
                              (out.dtype if out is not None else types[po.ctype]))
@@ -342,9 +355,23 @@ class RawKernel:
                             if cell.dtype.kind in "iu" else
                             {4: ctypes.c_float, 8: ctypes.c_double}[cell.itemsize](float(a)))
         n = int(np.prod(grid)) if isinstance(grid, tuple) else int(grid)
+        threads = int(np.prod(block)) if isinstance(block, tuple) else int(block)
+
+        def thread(t):
+            lib.host_set_thread(ctypes.c_uint(t))
+            fn(*call)               # (ctypes lets go of the GIL: the block's threads interleave)
+
         for b in range(n):
-            lib.host_set_block(ctypes.c_uint(b), ctypes.c_uint(n))
-            fn(*call)
+            lib.host_set_block(ctypes.c_uint(b), ctypes.c_uint(n), ctypes.c_uint(threads))
+            running = [threading.Thread(target=thread, args=(t,), daemon=True)
+                       for t in range(threads)]
+            for t in running:
+                t.start()
+            for t in running:
+                t.join(timeout=60)
+            if any(t.is_alive() for t in running):
+                raise RuntimeError(f"{self.name}: block {b} did not finish in 60 s -- a "
+                                   f"__syncthreads() that not every thread of the block reaches?")
 
 
 def _wrap(fn):
