@@ -1,4 +1,5 @@
-"""The `gpu` marker: such tests skip, with one line saying why, when no CUDA device is visible."""
+"""The `gpu` marker: such tests skip, with one line saying why, when no CUDA device is visible.
+The `on_host` fixture: the layers' GPU path run on the host (tests/host_kernels.py)."""
 import pytest
 
 
@@ -24,3 +25,11 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture
+def on_host(monkeypatch):
+    """The layers' GPU path with tests/host_kernels.HOST as the cupy module: CuPy's kernels
+    compiled for the host, the other CuPy routines NumPy's."""
+    import host_kernels
+    yield from host_kernels.install(monkeypatch)

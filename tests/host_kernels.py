@@ -7,8 +7,8 @@ run it on NumPy arrays with CuPy's calling conventions:
 
 - ElementwiseKernel: type placeholders resolved by CuPy itself (`_decide_params_type`, from
   the arrays only: a scalar fixes no placeholder, as in CuPy), non-raw
-  arguments broadcast, scalars by value, `raw` arguments as flat pointers (they must be
-  C-contiguous, as the layers make them), `i` the element index, `size=` for kernels with no
+  arguments broadcast, scalars by value, `raw` arguments indexed in C order through their
+  strides (CuPy's CArray), `i` the element index, `size=` for kernels with no
   non-raw array; outputs allocated when not given (and written back when given non-contiguous).
 - ReductionKernel: map, reduce and post-map per output element over `axis`, in order.
 - RawKernel: the blocks of the grid one after another, each with its blockDim.x threads run
@@ -67,6 +67,20 @@ extern "C" void host_set_block(unsigned int b, unsigned int grid, unsigned int t
     host_barrier_made = true;
 }
 extern "C" void host_set_thread(unsigned int t) { threadIdx.x = t; }
+
+// a `raw` argument: element i is the i-th in C order of its shape, read through its strides
+template <typename T> struct host_raw {
+    T* p; int ndim; const long long* layout;     // layout: shape[ndim], then byte strides[ndim]
+    T& operator[](ptrdiff_t i) const {
+        long long off = 0;
+        for (int d = ndim - 1; d >= 0; --d) {
+            const long long n = layout[d];
+            off += (i % n) * layout[ndim + d];
+            i /= n;
+        }
+        return *reinterpret_cast<T*>(reinterpret_cast<char*>(p) + off);
+    }
+};
 
 // CuPy's half types: stored in 16 bits, converted to float for arithmetic, rounded (to nearest
 // even) when a float is stored back -- as cupy/float16.cuh and cupy/bfloat16.cuh behave
@@ -147,6 +161,17 @@ def _compile(source):
     return _LIBS[key]
 
 
+_CUPY = []
+
+
+def _real_cupy():
+    """The cupy module itself (kept: install_cudnn puts HOST in its place for cudnnlite)."""
+    if not _CUPY:
+        import cupy
+        _CUPY.append(cupy)
+    return _CUPY[0]
+
+
 class HostArray(np.ndarray):
     """An ndarray with the attributes of a CuPy array the layers read."""
 
@@ -192,8 +217,7 @@ def _typedefs(pairs):
 
 class ElementwiseKernel:
     def __init__(self, in_params, out_params, operation, name="kernel", preamble="", **_):
-        import cupy
-        self._cupy = cupy.ElementwiseKernel(in_params, out_params, operation, name,
+        self._cupy = _real_cupy().ElementwiseKernel(in_params, out_params, operation, name,
                                             preamble=preamble)
         self.params = [p for p in self._cupy.params if p.name != "_ind"]
         self.nin, self.nout = self._cupy.nin, self._cupy.nout
@@ -228,17 +252,18 @@ class ElementwiseKernel:
             shape = (size,)
         if not outs:
             outs = [host(np.empty(shape, resolved(p))) for p in self.params[self.nin:]]
-        keep, call, decls, binds, writeback = [], [], [], [], []
+        keep, call, decls, binds, writeback, head = [], [], [], [], [], []
         for k, (a, p) in enumerate(zip(list(ins) + list(outs), self.params)):
             t = resolved(p)
             c = p.ctype if p.ctype in types else _c_name(t)
             is_in = k < self.nin
-            if p.raw:
+            if p.raw:               # indexed in C order through its strides, as CuPy's CArray
                 a = np.asarray(a)
-                if a.ndim and not a.flags.c_contiguous:
-                    raise ValueError(f"{self.name}: raw argument {p.name} is not C-contiguous")
-                decls.append(f"{c}* {p.name}")
-                call.append(_pointer(a))
+                layout = np.array(a.shape + a.strides, np.int64)
+                keep.append(layout)
+                decls += [f"{c}* _r_{p.name}", f"const long long* _l_{p.name}"]
+                head.append(f"host_raw<{c}> {p.name}{{_r_{p.name}, {a.ndim}, _l_{p.name}}};")
+                call += [_pointer(a), _pointer(layout)]
             elif not isinstance(a, np.ndarray):
                 decls.append(f"const {c}* _s_{p.name}")
                 binds.append(f"const {c} {p.name} = *_s_{p.name};")
@@ -262,6 +287,7 @@ class ElementwiseKernel:
         source = (f"namespace {{\n{_typedefs(sorted(types.items()))}{self.preamble}\n}}\n"
                   f"extern \"C\" void run({', '.join(decls + ['long long _n'])}) {{\n"
                   f"  struct {{ long long n; long long size() const {{ return n; }} }} _ind = {{_n}};\n"
+                  f"  {' '.join(head)}\n"
                   f"  for (long long _j = 0; _j < _n; ++_j) {{\n"
                   f"    const ptrdiff_t i = _j;\n    {' '.join(binds)}\n"
                   f"    {self.operation};\n  }}\n}}\n")
@@ -274,8 +300,7 @@ class ElementwiseKernel:
 class ReductionKernel:
     def __init__(self, in_params, out_params, map_expr, reduce_expr, post_map_expr, identity,
                  name="reduce_kernel", reduce_type=None, preamble="", **_):
-        import cupy
-        self._cupy = cupy.ReductionKernel(in_params, out_params, map_expr, reduce_expr,
+        self._cupy = _real_cupy().ReductionKernel(in_params, out_params, map_expr, reduce_expr,
                                           post_map_expr, identity, name, reduce_type,
                                           preamble=preamble)
         self.map_expr, self.reduce_expr, self.post_map_expr = map_expr, reduce_expr, post_map_expr
@@ -411,3 +436,178 @@ class _HostCupy:
 
 
 HOST = _HostCupy()
+
+
+def _host_mm(a, b, bias=None, out=None):
+    """layers.ops.linalg.mm on host "device" arrays (cuBLASLt has no host stand-in here)."""
+    y = np.asarray(a) @ np.asarray(b)
+    if bias is not None:
+        y = y + np.asarray(bias)
+    if out is not None:
+        out[...] = np.asarray(out) + y
+        return out
+    return host(y)
+
+
+def install(monkeypatch):
+    """Point the layers' GPU path at HOST (a generator: yields once installed, clears the
+    kernel caches after): layers.backend's cupy, the device pointer tables, the LSTM cell's
+    products; fresh device random generators."""
+    from layers import backend, finite, kernels, optim
+    from layers import random as lrandom
+    from layers.ops import rnn as ops_rnn
+
+    def clear():
+        kernels.elementwise.cache_clear()
+        kernels.reduction.cache_clear()
+        kernels._sumsq_kernel.cache_clear()
+        kernels._blocks_for.cache_clear()
+        ops_rnn._kernel.__dict__.pop("cache", None)
+    clear()
+    monkeypatch.setattr(backend, "_cupy", HOST)
+    table = lambda rows: host(np.asarray(rows, np.int64).ravel())      # noqa: E731
+    monkeypatch.setattr(optim, "device_table", table)
+    monkeypatch.setattr(finite, "device_table", table)
+    monkeypatch.setattr(ops_rnn, "mm", _host_mm)
+    monkeypatch.setattr(lrandom, "_devices", {})
+    yield
+    clear()
+
+
+# ---- cuDNN's batch norm and activations on the host --------------------------------------------
+# The cudnnlite functions run as they are -- boundary checks, packing, descriptors, output
+# allocation -- up to the C call; the call is answered here from what cuDNN itself reports of
+# each descriptor (cudnnGetTensorNdDescriptor / cudnnGetActivationDescriptor, which work with no
+# GPU) and the memory each pointer names. So a wrong dims / strides / dtype in a descriptor, or a
+# pointer to the wrong array, gives a wrong result here as it would on a GPU.
+
+_NP_OF = {0: np.float32, 1: np.float64, 2: np.float16, 9: None}     # cudnnDataType_t
+
+
+def _np_dtype(data_type):
+    if int(data_type) == 9:
+        from layers.backend import bfloat16
+        return np.dtype(bfloat16)
+    return np.dtype(_NP_OF[int(data_type)])
+
+
+def _at(ptr, desc):
+    """The array a tensor descriptor says lives at device pointer `ptr` (host memory here)."""
+    data_type, dims, strides = desc.setup()
+    dtype = _np_dtype(data_type)
+    extent = 1 + sum((d - 1) * s for d, s in zip(dims, strides))
+    raw = (ctypes.c_char * (extent * dtype.itemsize)).from_address(int(ptr))
+    flat = np.frombuffer(raw, dtype=dtype)
+    return np.lib.stride_tricks.as_strided(flat, dims, [s * dtype.itemsize for s in strides])
+
+
+def _param(ptr, desc):
+    """A batch-norm parameter / statistic array (C values) at `ptr`, flat."""
+    return _at(ptr, desc).reshape(-1)
+
+
+def _value(scalar_ref):
+    return scalar_ref._obj.value
+
+
+def _bn_forward_training(h, mode, alpha, beta, xdesc, x, ydesc, y, bdesc, gamma, bias, factor,
+                         run_mean, run_var, eps, save_mean, save_invstd):
+    assert int(mode) == 1, "host stand-in: spatial batch norm only"
+    xa, ya = _at(x, xdesc).astype(np.float64), _at(y, ydesc)
+    axes = (0,) + tuple(range(2, xa.ndim))
+    shape = [1, xa.shape[1]] + [1] * (xa.ndim - 2)
+    mean, var = xa.mean(axis=axes), xa.var(axis=axes)
+    invstd = 1 / np.sqrt(var + eps)
+    g, b = _param(gamma, bdesc), _param(bias, bdesc)
+    out = (xa - mean.reshape(shape)) * (invstd * g).reshape(shape) + b.reshape(shape)
+    ya[...] = (_value(alpha) * out + (_value(beta) * ya if _value(beta) else 0)).astype(ya.dtype)
+    n = xa.size // xa.shape[1]
+    if run_mean:
+        rm, rv = _param(run_mean, bdesc), _param(run_var, bdesc)
+        rm[...] = (1 - factor) * rm + factor * mean
+        rv[...] = (1 - factor) * rv + factor * var * n / (n - 1)
+    if save_mean:
+        _param(save_mean, bdesc)[...] = mean
+        _param(save_invstd, bdesc)[...] = invstd
+
+
+def _bn_forward_inference(h, mode, alpha, beta, xdesc, x, ydesc, y, bdesc, gamma, bias, mean,
+                          var, eps):
+    xa, ya = _at(x, xdesc).astype(np.float64), _at(y, ydesc)
+    shape = [1, xa.shape[1]] + [1] * (xa.ndim - 2)
+    scale = _param(gamma, bdesc) / np.sqrt(_param(var, bdesc) + eps)
+    out = (xa - _param(mean, bdesc).reshape(shape)) * scale.reshape(shape) + \
+        _param(bias, bdesc).reshape(shape)
+    ya[...] = out.astype(ya.dtype)
+
+
+def _bn_backward(h, mode, alpha_d, beta_d, alpha_p, beta_p, xdesc, x, dydesc, dy, dxdesc, dx,
+                 bdesc, gamma, dgamma, dbeta, eps, save_mean, save_invstd):
+    xa, gy = _at(x, xdesc).astype(np.float64), _at(dy, dydesc).astype(np.float64)
+    axes = (0,) + tuple(range(2, xa.ndim))
+    shape = [1, xa.shape[1]] + [1] * (xa.ndim - 2)
+    mean, invstd = _param(save_mean, bdesc), _param(save_invstd, bdesc)
+    xhat = (xa - mean.reshape(shape)) * invstd.reshape(shape)
+    gb, gg = gy.sum(axis=axes), (gy * xhat).sum(axis=axes)
+    n = xa.size // xa.shape[1]
+    scale = (_param(gamma, bdesc) * invstd).reshape(shape)
+    gx = scale / n * (n * gy - gb.reshape(shape) - xhat * gg.reshape(shape))
+    out = _at(dx, dxdesc)
+    out[...] = gx.astype(out.dtype)
+    _param(dgamma, bdesc)[...] = gg
+    _param(dbeta, bdesc)[...] = gb
+
+
+_ACT = {0: (lambda x: 1 / (1 + np.exp(-x)), lambda x, y: y * (1 - y)),
+        1: (lambda x: np.maximum(x, 0), lambda x, y: (x > 0).astype(np.float64)),
+        2: (np.tanh, lambda x, y: 1 - y * y)}
+
+
+def _act_forward(h, adesc, alpha, xdesc, x, beta, ydesc, y):
+    f, _ = _ACT[int(adesc.setup()[0])]
+    ya = _at(y, ydesc)
+    ya[...] = (_value(alpha) * f(_at(x, xdesc).astype(np.float64))).astype(ya.dtype)
+
+
+def _act_backward(h, adesc, alpha, ydesc, y, dydesc, dy, xdesc, x, beta, dxdesc, dx):
+    _, df = _ACT[int(adesc.setup()[0])]
+    xa, ya = _at(x, xdesc).astype(np.float64), _at(y, ydesc).astype(np.float64)
+    out = _at(dx, dxdesc)
+    out[...] = (_value(alpha) * df(xa, ya) * _at(dy, dydesc)).astype(out.dtype)
+
+
+def _convolution_on_device(numpy_conv):
+    """A layers.ops.conv function that, given host "device" arrays, computes as cuDNN does --
+    float32 accumulation for half data, one rounding -- with the NumPy reference and keeps the
+    result on the "device" (the layers' conv functions take their NumPy path for any ndarray,
+    HostArray included, so they never reach cudnnlite.conv here)."""
+    def conv(*args, **kwargs):
+        arrays = [a for a in args if isinstance(a, np.ndarray)]
+        if not any(isinstance(a, HostArray) for a in arrays):
+            return numpy_conv(*args, **kwargs)
+        dtype = arrays[0].dtype
+        half = dtype.itemsize == 2
+        args = [np.asarray(a).astype(np.float32) if half and isinstance(a, np.ndarray)
+                else (np.asarray(a) if isinstance(a, np.ndarray) else a) for a in args]
+        return host(numpy_conv(*args, **kwargs).astype(dtype, copy=False))
+    return conv
+
+
+def install_cudnn(monkeypatch):
+    """cuDNN's batch norm and activation calls answered on the host (see above), a cudnnlite
+    handle that is only a device id, and convolutions by the NumPy reference kept on the
+    "device" (_convolution_on_device)."""
+    import sys
+    from cudnnlite import api, boundary
+    from layers.ops import conv
+    _real_cupy()
+    monkeypatch.setitem(sys.modules, "cupy", HOST)     # cudnnlite's own `import cupy` (outputs)
+    for name in ("conv_forward", "conv_backward_data", "conv_backward_filter"):
+        monkeypatch.setattr(conv, name, _convolution_on_device(getattr(conv, name)))
+    monkeypatch.setattr(boundary, "get_handle", lambda: SimpleNamespace(device_id=0))
+    for name, fn in (("cudnnBatchNormalizationForwardTraining", _bn_forward_training),
+                     ("cudnnBatchNormalizationForwardInference", _bn_forward_inference),
+                     ("cudnnBatchNormalizationBackward", _bn_backward),
+                     ("cudnnActivationForward", _act_forward),
+                     ("cudnnActivationBackward", _act_backward)):
+        monkeypatch.setattr(api, name, fn)

@@ -24,36 +24,6 @@ pytestmark = pytest.mark.skipif(CXX is None, reason="no host C++ compiler")
 DTYPES = ["float32", "float64", "float16", "bfloat16"]
 
 
-def _host_mm(a, b, bias=None, out=None):
-    y = np.asarray(a) @ np.asarray(b)
-    if bias is not None:
-        y = y + np.asarray(bias)
-    if out is not None:
-        out[...] = np.asarray(out) + y
-        return out
-    return host(y)
-
-
-@pytest.fixture
-def on_host(monkeypatch):
-    """The layers' GPU path with HOST as the cupy module."""
-    def clear():
-        kernels.elementwise.cache_clear()
-        kernels.reduction.cache_clear()
-        kernels._sumsq_kernel.cache_clear()
-        kernels._blocks_for.cache_clear()
-        ops_rnn._kernel.__dict__.pop("cache", None)
-    clear()
-    monkeypatch.setattr(backend, "_cupy", HOST)
-    table = lambda rows: host(np.asarray(rows, np.int64).ravel())      # noqa: E731
-    monkeypatch.setattr(optim, "device_table", table)
-    monkeypatch.setattr(finite, "device_table", table)
-    monkeypatch.setattr(ops_rnn, "mm", _host_mm)
-    monkeypatch.setattr(lrandom, "_devices", {})
-    yield
-    clear()
-
-
 def _dt(name):
     return backend.bfloat16 if name == "bfloat16" else np.dtype(name)
 
