@@ -439,14 +439,17 @@ HOST = _HostCupy()
 
 
 def _host_mm(a, b, bias=None, out=None):
-    """layers.ops.linalg.mm on host "device" arrays (cuBLASLt has no host stand-in here)."""
-    y = np.asarray(a) @ np.asarray(b)
+    """layers.ops.linalg.mm on host arrays, "device" ones included, in cuBLASLt's manner: the
+    product of half data in float32, rounded once to a's dtype (out += it with `out`)."""
+    if isinstance(a, HostArray):
+        return _host_matmul(a, b, out, bias=bias, beta=0.0 if out is None else 1.0)
+    y = a @ b
     if bias is not None:
-        y = y + np.asarray(bias)
-    if out is not None:
-        out[...] = np.asarray(out) + y
-        return out
-    return host(y)
+        y = y + bias
+    if out is None:
+        return y
+    out += y
+    return out
 
 
 def install(monkeypatch):
@@ -593,13 +596,28 @@ def _convolution_on_device(numpy_conv):
     return conv
 
 
+def _host_matmul(a, b, out=None, *, bias=None, alpha=1.0, beta=0.0, dtype=None):
+    """cudnnlite.blas.matmul's contract (out = alpha * a @ b + beta * out + bias; half data
+    multiplied in float32, rounded once) computed by NumPy on host "device" arrays."""
+    half = a.dtype.itemsize == 2
+    f = (lambda x: np.asarray(x).astype(np.float32)) if half else np.asarray   # noqa: E731
+    y = alpha * (f(a) @ f(b))
+    if bias is not None:
+        y = y + f(bias)
+    if out is None:
+        return host(y.astype(a.dtype))
+    out[...] = (y + beta * f(out) if beta else y).astype(out.dtype)
+    return out
+
+
 def install_cudnn(monkeypatch):
     """cuDNN's batch norm and activation calls answered on the host (see above), a cudnnlite
-    handle that is only a device id, and convolutions by the NumPy reference kept on the
-    "device" (_convolution_on_device)."""
+    handle that is only a device id, convolutions by the NumPy reference kept on the "device"
+    (_convolution_on_device), and cuBLASLt's products by NumPy (_host_matmul)."""
     import sys
-    from cudnnlite import api, boundary
+    from cudnnlite import api, blas, boundary
     from layers.ops import conv
+    monkeypatch.setattr(blas, "matmul", _host_matmul)
     _real_cupy()
     monkeypatch.setitem(sys.modules, "cupy", HOST)     # cudnnlite's own `import cupy` (outputs)
     for name in ("conv_forward", "conv_backward_data", "conv_backward_filter"):

@@ -85,3 +85,51 @@ def test_dcgan_steps_on_the_gpu_path_equal_the_numpy_path(on_host, monkeypatch, 
         for k in ref:
             scale = max(np.abs(ref[k]).max(), 1e-6)
             np.testing.assert_allclose(ours[k], ref[k], rtol=0, atol=tol * scale, err_msg=k)
+
+
+class _Decoder(L.Module):
+    """Tacotron 2's decoder pattern in small: an LSTMCell and a Linear run once a frame (their
+    weight gradients deferred to one GEMM each at the end of backward, accumulated with beta 1),
+    the frames stacked, softmax and leaky ReLU between."""
+
+    def __init__(self):
+        super().__init__()
+        self.cell = L.nn.LSTMCell(6, 8)
+        self.out = L.nn.Linear(8, 6)
+
+    def forward(self, x, frames):
+        state, ys = None, []
+        for _ in range(frames):
+            h, c = self.cell(x, state)
+            state = (h, c)
+            x = L.F.leaky_relu(L.F.softmax(self.out(h), axis=-1), 0.2)
+            ys.append(x)
+        return L.F.stack(ys, 1)
+
+
+@pytest.mark.parametrize("dtype,tol", [("float32", 1e-5), ("bfloat16", 0.05)])
+def test_a_recurrent_decoder_on_the_gpu_path_equals_the_numpy_path(on_host, monkeypatch, dtype,
+                                                                   tol):
+    """Two backward passes without zero_grad: the deferred GEMMs add into existing gradients."""
+    install_cudnn(monkeypatch)
+    rng = np.random.default_rng(9)
+    x = rng.standard_normal((4, 6)).astype(np.float32)
+    w = rng.standard_normal((4, 7, 6)).astype(np.float32)
+    results = []
+    for device in ("cpu", 0):
+        L.manual_seed(4)
+        m = _Decoder().to(device)
+        if dtype != "float32":
+            m.to(backend.bfloat16)
+        xt = L.tensor(x, device=device)
+        xt = L.Tensor(xt.data.astype(next(m.parameters()).dtype))
+        for _ in range(2):
+            y = m(xt, 7)
+            (y.astype(np.float32) * L.tensor(w, device=device)).sum().backward()
+        results.append({n: np.array(p.grad.data, np.float64) for n, p in m.named_parameters()})
+        if device == 0:
+            assert isinstance(next(m.parameters()).grad.data, HostArray)
+    ref, ours = results
+    for k in ref:
+        scale = max(np.abs(ref[k]).max(), 1e-6)
+        np.testing.assert_allclose(ours[k], ref[k], rtol=0, atol=tol * scale, err_msg=k)
