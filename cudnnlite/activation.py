@@ -5,15 +5,18 @@ from ._cache import LRU
 from .boundary import (ALIGNMENT, check_out, check_shape, common_dtype, handle, is_packed, output,
                        packed, scalar)
 from .descriptors import ActivationDescriptor, TensorDescriptor
-from .enums import ActivationMode
+from .enums import ActivationMode, NanPropagation
 from .errors import BadParam, BadParamShapeMismatch
 
 _activations = LRU(64)
 
 
 def _activation(mode, coef):
+    """The activation descriptor of (mode, coef), NaN propagating: relu(NaN) is NaN, as torch's
+    and the graph API's pointwise ops have it (cuDNN's default, NOT_PROPAGATE_NAN, would make a
+    NaN input 0 and hide it from the non-finite checks after the layer)."""
     key = (ActivationMode(mode), float(coef))
-    return _activations.get(key, lambda: ActivationDescriptor(*key))
+    return _activations.get(key, lambda: ActivationDescriptor(*key, NanPropagation.PROPAGATE_NAN))
 
 
 def _as4d(a):
