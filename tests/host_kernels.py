@@ -23,6 +23,7 @@ ndarray with CuPy's `.data.ptr`, `.device.id` and `.get()`, so tables of device 
 Not a CUDA emulator: warp-level behaviour, real thread interleaving and CUDA's exact math
 library are out of reach; half-precision math here converts to float, computes and rounds, as
 CuPy's float16 / bfloat16 classes do."""
+import collections
 import ctypes
 import hashlib
 import os
@@ -125,6 +126,7 @@ inline double atomicAdd(double* a, double v) { double old = *a; *a += v; return 
 """
 
 _LIBS = {}
+CALLS = collections.Counter()   # launches of each host kernel and calls of each cuDNN stand-in
 
 
 def _build_dir():
@@ -292,6 +294,7 @@ class ElementwiseKernel:
                   f"    const ptrdiff_t i = _j;\n    {' '.join(binds)}\n"
                   f"    {self.operation};\n  }}\n}}\n")
         _compile(source).run(*call, ctypes.c_longlong(size))
+        CALLS[self.name] += 1
         for a, buf in writeback:
             a[...] = buf
         return outs[0] if len(outs) == 1 else tuple(outs)
@@ -513,17 +516,25 @@ def _value(scalar_ref):
     return scalar_ref._obj.value
 
 
+def _blend(out, alpha, beta, result):
+    """out = alpha * result + beta * out (cuDNN's scaling; beta 0 never reads out), rounded
+    once to out's dtype."""
+    a, b = _value(alpha), _value(beta)
+    out[...] = (a * result + (b * out.astype(np.float64) if b else 0)).astype(out.dtype)
+
+
 def _bn_forward_training(h, mode, alpha, beta, xdesc, x, ydesc, y, bdesc, gamma, bias, factor,
                          run_mean, run_var, eps, save_mean, save_invstd):
+    CALLS["cudnnBatchNormalizationForwardTraining"] += 1
     assert int(mode) == 1, "host stand-in: spatial batch norm only"
-    xa, ya = _at(x, xdesc).astype(np.float64), _at(y, ydesc)
+    xa = _at(x, xdesc).astype(np.float64)
     axes = (0,) + tuple(range(2, xa.ndim))
     shape = [1, xa.shape[1]] + [1] * (xa.ndim - 2)
     mean, var = xa.mean(axis=axes), xa.var(axis=axes)
     invstd = 1 / np.sqrt(var + eps)
     g, b = _param(gamma, bdesc), _param(bias, bdesc)
-    out = (xa - mean.reshape(shape)) * (invstd * g).reshape(shape) + b.reshape(shape)
-    ya[...] = (_value(alpha) * out + (_value(beta) * ya if _value(beta) else 0)).astype(ya.dtype)
+    _blend(_at(y, ydesc), alpha, beta,
+           (xa - mean.reshape(shape)) * (invstd * g).reshape(shape) + b.reshape(shape))
     n = xa.size // xa.shape[1]
     if run_mean:
         rm, rv = _param(run_mean, bdesc), _param(run_var, bdesc)
@@ -536,16 +547,20 @@ def _bn_forward_training(h, mode, alpha, beta, xdesc, x, ydesc, y, bdesc, gamma,
 
 def _bn_forward_inference(h, mode, alpha, beta, xdesc, x, ydesc, y, bdesc, gamma, bias, mean,
                           var, eps):
-    xa, ya = _at(x, xdesc).astype(np.float64), _at(y, ydesc)
+    CALLS["cudnnBatchNormalizationForwardInference"] += 1
+    assert int(mode) == 1, "host stand-in: spatial batch norm only"
+    xa = _at(x, xdesc).astype(np.float64)
     shape = [1, xa.shape[1]] + [1] * (xa.ndim - 2)
     scale = _param(gamma, bdesc) / np.sqrt(_param(var, bdesc) + eps)
-    out = (xa - _param(mean, bdesc).reshape(shape)) * scale.reshape(shape) + \
-        _param(bias, bdesc).reshape(shape)
-    ya[...] = out.astype(ya.dtype)
+    _blend(_at(y, ydesc), alpha, beta,
+           (xa - _param(mean, bdesc).reshape(shape)) * scale.reshape(shape)
+           + _param(bias, bdesc).reshape(shape))
 
 
 def _bn_backward(h, mode, alpha_d, beta_d, alpha_p, beta_p, xdesc, x, dydesc, dy, dxdesc, dx,
                  bdesc, gamma, dgamma, dbeta, eps, save_mean, save_invstd):
+    CALLS["cudnnBatchNormalizationBackward"] += 1
+    assert int(mode) == 1, "host stand-in: spatial batch norm only"
     xa, gy = _at(x, xdesc).astype(np.float64), _at(dy, dydesc).astype(np.float64)
     axes = (0,) + tuple(range(2, xa.ndim))
     shape = [1, xa.shape[1]] + [1] * (xa.ndim - 2)
@@ -554,29 +569,34 @@ def _bn_backward(h, mode, alpha_d, beta_d, alpha_p, beta_p, xdesc, x, dydesc, dy
     gb, gg = gy.sum(axis=axes), (gy * xhat).sum(axis=axes)
     n = xa.size // xa.shape[1]
     scale = (_param(gamma, bdesc) * invstd).reshape(shape)
-    gx = scale / n * (n * gy - gb.reshape(shape) - xhat * gg.reshape(shape))
-    out = _at(dx, dxdesc)
-    out[...] = gx.astype(out.dtype)
-    _param(dgamma, bdesc)[...] = gg
-    _param(dbeta, bdesc)[...] = gb
+    _blend(_at(dx, dxdesc), alpha_d, beta_d,
+           scale / n * (n * gy - gb.reshape(shape) - xhat * gg.reshape(shape)))
+    _blend(_param(dgamma, bdesc), alpha_p, beta_p, gg)
+    _blend(_param(dbeta, bdesc), alpha_p, beta_p, gb)
 
 
-_ACT = {0: (lambda x: 1 / (1 + np.exp(-x)), lambda x, y: y * (1 - y)),
-        1: (lambda x: np.maximum(x, 0), lambda x, y: (x > 0).astype(np.float64)),
-        2: (np.tanh, lambda x, y: 1 - y * y)}
+def _relu(x, propagate):
+    y = np.maximum(x, 0)                       # NaN stays NaN
+    return y if propagate else np.where(np.isnan(x), 0.0, y)
+
+
+_ACT = {0: (lambda x, p: 1 / (1 + np.exp(-x)), lambda x, y: y * (1 - y)),
+        1: (_relu, lambda x, y: (x > 0).astype(np.float64)),
+        2: (lambda x, p: np.tanh(x), lambda x, y: 1 - y * y)}
 
 
 def _act_forward(h, adesc, alpha, xdesc, x, beta, ydesc, y):
-    f, _ = _ACT[int(adesc.setup()[0])]
-    ya = _at(y, ydesc)
-    ya[...] = (_value(alpha) * f(_at(x, xdesc).astype(np.float64))).astype(ya.dtype)
+    CALLS["cudnnActivationForward"] += 1
+    mode, nan, _ = adesc.setup()
+    f, _ = _ACT[int(mode)]
+    _blend(_at(y, ydesc), alpha, beta, f(_at(x, xdesc).astype(np.float64), int(nan) == 1))
 
 
 def _act_backward(h, adesc, alpha, ydesc, y, dydesc, dy, xdesc, x, beta, dxdesc, dx):
+    CALLS["cudnnActivationBackward"] += 1
     _, df = _ACT[int(adesc.setup()[0])]
     xa, ya = _at(x, xdesc).astype(np.float64), _at(y, ydesc).astype(np.float64)
-    out = _at(dx, dxdesc)
-    out[...] = (_value(alpha) * df(xa, ya) * _at(dy, dydesc)).astype(out.dtype)
+    _blend(_at(dx, dxdesc), alpha, beta, df(xa, ya) * _at(dy, dydesc))
 
 
 def _convolution_on_device(numpy_conv):
@@ -589,6 +609,10 @@ def _convolution_on_device(numpy_conv):
         if not any(isinstance(a, HostArray) for a in arrays):
             return numpy_conv(*args, **kwargs)
         dtype = arrays[0].dtype
+        assert all(a.dtype == dtype for a in arrays), \
+            f"{numpy_conv.__name__}: mixed dtypes {[a.dtype.name for a in arrays]} (cudnnlite " \
+            f"refuses them)"
+        CALLS[numpy_conv.__name__] += 1
         half = dtype.itemsize == 2
         args = [np.asarray(a).astype(np.float32) if half and isinstance(a, np.ndarray)
                 else (np.asarray(a) if isinstance(a, np.ndarray) else a) for a in args]
@@ -599,6 +623,11 @@ def _convolution_on_device(numpy_conv):
 def _host_matmul(a, b, out=None, *, bias=None, alpha=1.0, beta=0.0, dtype=None):
     """cudnnlite.blas.matmul's contract (out = alpha * a @ b + beta * out + bias; half data
     multiplied in float32, rounded once) computed by NumPy on host "device" arrays."""
+    CALLS["cublasLtMatmul"] += 1
+    # the arguments cudnnlite.blas.matmul refuses, refused here too
+    assert a.dtype == b.dtype and (bias is None or bias.dtype == a.dtype), (a.dtype, b.dtype)
+    assert out is not None or beta == 0, "beta != 0 needs out"
+    assert out is None or (out.dtype == a.dtype and out.flags.c_contiguous), out
     half = a.dtype.itemsize == 2
     f = (lambda x: np.asarray(x).astype(np.float32)) if half else np.asarray   # noqa: E731
     y = alpha * (f(a) @ f(b))
