@@ -12,35 +12,50 @@ from ..backend import cupy
 from ..tensor import Deferred, Function
 from .linalg import mm
 
+# F: the type the cell computes in -- float for float16 / bfloat16 / float32 data, double for
+# float64 -- so gates and the new cell state are rounded to T only where they are stored (as
+# torch's fused cell, and as the NumPy path, which computes half data in float32)
 _CELL_FWD = r"""
     const long long b = i / H, j = i % H, row = b * 4 * H;
-    T gi = 1 / (1 + exp(-A[row + j]));
-    T gf = 1 / (1 + exp(-A[row + H + j]));
-    T gg = tanh(A[row + 2 * H + j]);
-    T go = 1 / (1 + exp(-A[row + 3 * H + j]));
-    c_new = gf * c + gi * gg;
-    tc = tanh(c_new);
-    h_new = go * tc;
-    G[row + j] = gi; G[row + H + j] = gf; G[row + 2 * H + j] = gg; G[row + 3 * H + j] = go;
+    F gi = 1 / (1 + exp(-(F)A[row + j]));
+    F gf = 1 / (1 + exp(-(F)A[row + H + j]));
+    F gg = tanh((F)A[row + 2 * H + j]);
+    F go = 1 / (1 + exp(-(F)A[row + 3 * H + j]));
+    F cn = gf * (F)c + gi * gg;
+    F tcn = tanh(cn);
+    c_new = (T)cn;
+    tc = (T)tcn;
+    h_new = (T)(go * tcn);
+    G[row + j] = (T)gi; G[row + H + j] = (T)gf; G[row + 2 * H + j] = (T)gg;
+    G[row + 3 * H + j] = (T)go;
 """
 
 _CELL_BWD = r"""
     const long long b = i / H, j = i % H, row = b * 4 * H;
-    T gi = G[row + j], gf = G[row + H + j], gg = G[row + 2 * H + j], go = G[row + 3 * H + j];
-    T dct = dc + dh * go * (1 - tc * tc);
-    dA[row + j] = dct * gg * gi * (1 - gi);
-    dA[row + H + j] = dct * c * gf * (1 - gf);
-    dA[row + 2 * H + j] = dct * gi * (1 - gg * gg);
-    dA[row + 3 * H + j] = dh * tc * go * (1 - go);
-    dc_prev = dct * gf;
+    F gi = (F)G[row + j], gf = (F)G[row + H + j], gg = (F)G[row + 2 * H + j],
+      go = (F)G[row + 3 * H + j], t = (F)tc, h_ = (F)dh;
+    F dct = (F)dc + h_ * go * (1 - t * t);
+    dA[row + j] = (T)(dct * gg * gi * (1 - gi));
+    dA[row + H + j] = (T)(dct * (F)c * gf * (1 - gf));
+    dA[row + 2 * H + j] = (T)(dct * gi * (1 - gg * gg));
+    dA[row + 3 * H + j] = (T)(h_ * t * go * (1 - go));
+    dc_prev = (T)(dct * gf);
 """
 
 
-def _kernel(name, in_params, out_params, body):
+def _compute_type(dtype):
+    return "double" if dtype == np.float64 else "float"
+
+
+def _kernel(name, in_params, out_params, body, dtype):
+    """The cell's kernel for data of `dtype` (its compute type F fixed in the source)."""
+    F = _compute_type(dtype)
+    key = f"{name}_{F}"
     cache = _kernel.__dict__.setdefault("cache", {})
-    if name not in cache:
-        cache[name] = cupy().ElementwiseKernel(in_params, out_params, body, name)
-    return cache[name]
+    if key not in cache:
+        cache[key] = cupy().ElementwiseKernel(in_params, out_params, body, key,
+                                              preamble=f"typedef {F} F;")
+    return cache[key]
 
 
 def _sigmoid(a):
@@ -59,7 +74,8 @@ class LSTMCell(Function):
             cp = cupy()
             G = cp.empty_like(A)
             h_new, c_new, tc, _ = _kernel("lstm_cell_fwd", "raw T A, T c, int64 H",
-                                       "T h_new, T c_new, T tc, raw T G", _CELL_FWD)(
+                                          "T h_new, T c_new, T tc, raw T G", _CELL_FWD,
+                                          A.dtype)(
                 A, c, np.int64(H), cp.empty_like(c), cp.empty_like(c), cp.empty_like(c), G)
         else:
             gi, gf, go = (_sigmoid(A[:, k * H:(k + 1) * H]) for k in (0, 1, 3))
@@ -80,7 +96,7 @@ class LSTMCell(Function):
         if self.gpu:
             dA = xp.empty_like(G)
             _, dc_prev = _kernel("lstm_cell_bwd", "raw T G, T tc, T c, T dh, T dc, int64 H",
-                                 "raw T dA, T dc_prev", _CELL_BWD)(
+                                 "raw T dA, T dc_prev", _CELL_BWD, G.dtype)(
                 G, tc, c, dh, dc, np.int64(H), dA, xp.empty_like(c))
         else:
             gi, gf, gg, go = (G[:, k * H:(k + 1) * H] for k in range(4))
