@@ -11,7 +11,7 @@ import numpy as np
 
 from . import functional as F
 from . import init
-from .backend import cupy, is_gpu, xp_of
+from .backend import cupy, is_gpu, to_device, xp_of
 from .module import Module, Parameter
 from .ops import rnn as _rnn
 from .tensor import Tensor
@@ -225,8 +225,8 @@ class LSTM(Module):
         masks = None
         if lengths is not None and min(lengths) < T:
             steps = np.arange(T)[:, None] < np.asarray(lengths)[None, :]      # (T, B)
-            masks = [(Tensor(m[:, None].astype(x.dtype)), Tensor(1 - m[:, None].astype(x.dtype)))
-                     for m in steps]
+            masks = [(Tensor(to_device(m[:, None].astype(x.dtype), x.device)),
+                      Tensor(to_device(1 - m[:, None].astype(x.dtype), x.device))) for m in steps]
         h0s = F.unstack(h0, 0) if h0 is not None else None
         c0s = F.unstack(c0, 0) if c0 is not None else None
         zero = _zeros(x, (B, self.hidden_size))
