@@ -427,7 +427,8 @@ class _HostCupy:
     ReductionKernel = ReductionKernel
     RawKernel = RawKernel
     ndarray = HostArray
-    cuda = SimpleNamespace(Device=_Device, runtime=SimpleNamespace(getDevice=lambda: 0))
+    cuda = SimpleNamespace(Device=_Device, runtime=SimpleNamespace(getDevice=lambda: 0),
+                           get_current_stream=lambda: SimpleNamespace(is_capturing=lambda: False))
 
     def __getattr__(self, name):
         attr = getattr(np, name)     # (ufuncs as they are: they keep HostArray, and have .at)
@@ -575,6 +576,13 @@ def _bn_backward(h, mode, alpha_d, beta_d, alpha_p, beta_p, xdesc, x, dydesc, dy
     _blend(_param(dbeta, bdesc), alpha_p, beta_p, gb)
 
 
+def _conv_backward_bias(h, alpha, dydesc, dy, beta, dbdesc, db):
+    CALLS["cudnnConvolutionBackwardBias"] += 1
+    g = _at(dy, dydesc).astype(np.float64)
+    _blend(_at(db, dbdesc), alpha, beta,
+           g.sum(axis=(0,) + tuple(range(2, g.ndim))).reshape(_at(db, dbdesc).shape))
+
+
 def _relu(x, propagate):
     y = np.maximum(x, 0)                       # NaN stays NaN
     return y if propagate else np.where(np.isnan(x), 0.0, y)
@@ -655,6 +663,7 @@ def install_cudnn(monkeypatch):
     for name, fn in (("cudnnBatchNormalizationForwardTraining", _bn_forward_training),
                      ("cudnnBatchNormalizationForwardInference", _bn_forward_inference),
                      ("cudnnBatchNormalizationBackward", _bn_backward),
+                     ("cudnnConvolutionBackwardBias", _conv_backward_bias),
                      ("cudnnActivationForward", _act_forward),
                      ("cudnnActivationBackward", _act_backward)):
         monkeypatch.setattr(api, name, fn)
