@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 import layers as L
-from layers import backend, optim
+from layers import backend
+from layers import rnn as rnn_module
 from train import dcgan
 
 from host_kernels import CXX, HostArray, install_cudnn
@@ -263,3 +264,54 @@ def test_a_tacotron2_step_on_the_gpu_path_equals_the_numpy_path(on_host, monkeyp
             continue
         scale = max(np.abs(ref_grads[k]).max(), 1e-6)
         np.testing.assert_allclose(grads[k], ref_grads[k], rtol=0, atol=tol * scale, err_msg=k)
+
+
+def _one_direction_by_cells(self, x, h, c, w):
+    """LSTM._one_direction with cuDNN's RNN stood in for by LSTMCell steps on the "device"."""
+    zero = rnn_module._zeros(x, (x.shape[1], self.hidden_size))
+    h, c = (zero if h is None else h), (zero if c is None else c)
+    ys = []
+    for xt in L.F.unstack(x, 0):
+        h, c = rnn_module.lstm_cell(xt, h, c, *(list(w) + [None] * (4 - len(w))))
+        ys.append(h)
+    return L.F.stack(ys, 0)
+
+
+def test_a_tacotron2_step_with_device_lengths_equals_the_packed_numpy_step(on_host, monkeypatch):
+    """The step a captured Tacotron 2 runs: lengths as device Tensors (nothing read back) -- the
+    encoder's reverse direction over each sequence reversed within its length, masks made on
+    the device -- equals the NumPy path's packed-sequence step with host lengths."""
+    from train.tacotron2 import HParams, Tacotron2, make_optimizer, set_dropout
+    from train.tacotron2.model import _ints_on, targets, train_step_device
+    from tools import tacotron2_torch as ref_model
+    install_cudnn(monkeypatch)
+    monkeypatch.setattr(rnn_module.LSTM, "_one_direction", _one_direction_by_cells)
+    hp = HParams.small()
+    batch = ref_model.make_batch(hp, 3, [9, 7, 4], [12, 9, 11], seed=4)
+    text, text_lengths, mels, gates, mel_lengths = batch
+    results = []
+    for device in ("cpu", 0):
+        L.manual_seed(2)
+        m = Tacotron2(hp).to(device)
+        set_dropout(m, False)
+        opt = make_optimizer(m)
+        if device == "cpu":
+            stats = train_step_device(m, opt, batch)
+        else:
+            mt, gt = targets(m, mels, gates)
+            stats = train_step_device(m, opt, (
+                _ints_on(text, device), L.Tensor(_ints_on(text_lengths, device)), mt.data,
+                gt.data, L.Tensor(_ints_on(mel_lengths, device))))
+            assert isinstance(stats, HostArray)
+        results.append((np.array(stats, np.float64),
+                        {n: np.array(p.grad.data, np.float64) for n, p in m.named_parameters()
+                         if p.grad is not None}))
+    (ref_stats, ref_grads), (stats, grads) = results
+    np.testing.assert_allclose(stats, ref_stats, rtol=1e-4)
+    overall = max(np.abs(g).max() for g in ref_grads.values())
+    for k in ref_grads:
+        if k.endswith(".0.conv.bias") and "convolutions" in k:     # exactly 0 (see above)
+            assert np.abs(grads[k]).max() < 1e-6 * overall, k
+            continue
+        scale = max(np.abs(ref_grads[k]).max(), 1e-6)
+        np.testing.assert_allclose(grads[k], ref_grads[k], rtol=0, atol=1e-4 * scale, err_msg=k)
