@@ -607,24 +607,82 @@ def _act_backward(h, adesc, alpha, ydesc, y, dydesc, dy, xdesc, x, beta, dxdesc,
     _blend(_at(dx, dxdesc), alpha, beta, df(xa, ya) * _at(dy, dydesc))
 
 
-def _convolution_on_device(numpy_conv):
-    """A layers.ops.conv function that, given host "device" arrays, computes as cuDNN does --
-    float32 accumulation for half data, one rounding -- with the NumPy reference and keeps the
-    result on the "device" (the layers' conv functions take their NumPy path for any ndarray,
-    HostArray included, so they never reach cudnnlite.conv here)."""
+def _filter_at(ptr, wdesc):
+    """The (K, C/groups, R, S) filter a filter descriptor says lives at `ptr` (its format NCHW
+    or NHWC: packed in that order)."""
+    data_type, fmt, dims = wdesc.setup()
+    dtype = _np_dtype(data_type)
+    count = int(np.prod(dims))
+    flat = np.frombuffer((ctypes.c_char * (count * dtype.itemsize)).from_address(int(ptr)),
+                         dtype=dtype)
+    if int(fmt) == 1:                  # CUDNN_TENSOR_NHWC: (K, R, S, C) in memory
+        K, C = dims[0], dims[1]
+        return flat.reshape((K,) + tuple(dims[2:]) + (C,)).transpose(0, 3, 1, 2)
+    return flat.reshape(dims)
+
+
+def _geometry(convdesc):
+    pad, stride, dilation, mode, _, groups, _ = convdesc.setup()
+    assert int(mode) == 1, "host stand-in: cross-correlation only (cudnnlite's mode)"
+    return dict(stride=tuple(stride), pad=tuple(pad), dilation=tuple(dilation), groups=groups)
+
+
+def _conv_reference():
+    """The NumPy convolutions of layers.ops.conv (NCHW), as imported before any patch."""
+    from layers.ops import conv
+    return _REFERENCE.setdefault("conv", (conv.conv_forward, conv.conv_backward_data,
+                                          conv.conv_backward_filter))
+
+
+_REFERENCE = {}
+
+
+def _conv_forward(h, alpha, xdesc, x, wdesc, w, convdesc, algo, ws, ws_size, beta, ydesc, y):
+    CALLS["cudnnConvolutionForward"] += 1
+    g = _geometry(convdesc)
+    fwd, _, _ = _conv_reference()
+    r = fwd(_at(x, xdesc).astype(np.float64), _filter_at(w, wdesc).astype(np.float64),
+            g["stride"], g["pad"], g["dilation"], g["groups"])
+    _blend(_at(y, ydesc), alpha, beta, r)
+
+
+def _conv_backward_data(h, alpha, wdesc, w, dydesc, dy, convdesc, algo, ws, ws_size, beta,
+                        dxdesc, dx):
+    CALLS["cudnnConvolutionBackwardData"] += 1
+    g = _geometry(convdesc)
+    _, bwd_data, _ = _conv_reference()
+    out = _at(dx, dxdesc)
+    r = bwd_data(_filter_at(w, wdesc).astype(np.float64), _at(dy, dydesc).astype(np.float64),
+                 out.shape, g["stride"], g["pad"], g["dilation"], g["groups"])
+    _blend(out, alpha, beta, r)
+
+
+def _conv_backward_filter(h, alpha, xdesc, x, dydesc, dy, convdesc, algo, ws, ws_size, beta,
+                          dwdesc, dw):
+    CALLS["cudnnConvolutionBackwardFilter"] += 1
+    g = _geometry(convdesc)
+    _, _, bwd_filter = _conv_reference()
+    out = _filter_at(dw, dwdesc)                      # a view of dw's memory, in (K, C, R, S)
+    r = bwd_filter(_at(x, xdesc).astype(np.float64), _at(dy, dydesc).astype(np.float64),
+                   out.shape, g["stride"], g["pad"], g["dilation"], g["groups"])
+    _blend(out, alpha, beta, r)
+
+
+def _to_cudnnlite(name):
+    """A layers.ops.conv function that sends host "device" arrays to cudnnlite.conv, as it sends
+    CuPy arrays (it takes its NumPy path for any ndarray, HostArray included)."""
+    reference = getattr(__import__("layers.ops.conv", fromlist=["x"]), name)
+
     def conv(*args, **kwargs):
-        arrays = [a for a in args if isinstance(a, np.ndarray)]
-        if not any(isinstance(a, HostArray) for a in arrays):
-            return numpy_conv(*args, **kwargs)
-        dtype = arrays[0].dtype
-        assert all(a.dtype == dtype for a in arrays), \
-            f"{numpy_conv.__name__}: mixed dtypes {[a.dtype.name for a in arrays]} (cudnnlite " \
-            f"refuses them)"
-        CALLS[numpy_conv.__name__] += 1
-        half = dtype.itemsize == 2
-        args = [np.asarray(a).astype(np.float32) if half and isinstance(a, np.ndarray)
-                else (np.asarray(a) if isinstance(a, np.ndarray) else a) for a in args]
-        return host(numpy_conv(*args, **kwargs).astype(dtype, copy=False))
+        if not any(isinstance(a, HostArray) for a in args):
+            return reference(*args, **kwargs)
+        from cudnnlite import conv as cconv
+        n = 2 if name == "conv_forward" else 3         # (x, W) or (W / x, gy, shape)
+        stride, pad, dilation, groups, *layout = args[n:]
+        call = {"conv_forward": cconv.forward, "conv_backward_data": cconv.backward_data,
+                "conv_backward_filter": cconv.backward_filter}[name]
+        return call(*args[:n], stride=stride, pad=pad, dilation=dilation, groups=groups,
+                    layout=kwargs.get("layout", layout[0] if layout else "NCHW"))
     return conv
 
 
@@ -648,22 +706,32 @@ def _host_matmul(a, b, out=None, *, bias=None, alpha=1.0, beta=0.0, dtype=None):
 
 
 def install_cudnn(monkeypatch):
-    """cuDNN's batch norm and activation calls answered on the host (see above), a cudnnlite
-    handle that is only a device id, convolutions by the NumPy reference kept on the "device"
-    (_convolution_on_device), and cuBLASLt's products by NumPy (_host_matmul)."""
+    """cuDNN's convolution, batch-norm and activation calls answered on the host (see above),
+    the layers' convolutions sent to cudnnlite.conv for host "device" arrays (_to_cudnnlite),
+    algorithm 0 with no workspace in place of cuDNN's heuristics, a cudnnlite handle that is
+    only a device id, and cuBLASLt's products by NumPy (_host_matmul)."""
     import sys
     from cudnnlite import api, blas, boundary
+    from cudnnlite import conv as cconv
     from layers.ops import conv
     monkeypatch.setattr(blas, "matmul", _host_matmul)
     _real_cupy()
+    _conv_reference()
     monkeypatch.setitem(sys.modules, "cupy", HOST)     # cudnnlite's own `import cupy` (outputs)
     for name in ("conv_forward", "conv_backward_data", "conv_backward_filter"):
-        monkeypatch.setattr(conv, name, _convolution_on_device(getattr(conv, name)))
-    monkeypatch.setattr(boundary, "get_handle", lambda: SimpleNamespace(device_id=0))
+        monkeypatch.setattr(conv, name, _to_cudnnlite(name))
+    # no heuristics to ask: algorithm 0, no workspace (the host answer ignores both)
+    monkeypatch.setattr(cconv, "_choose", lambda plan, d, handle, a, b, c, algo: cconv.Choice(
+        0, cconv.requested_math(plan.dt), 0))
+    monkeypatch.setattr(boundary, "get_handle",
+                        lambda: SimpleNamespace(device_id=0, workspace=lambda size: 0))
     for name, fn in (("cudnnBatchNormalizationForwardTraining", _bn_forward_training),
                      ("cudnnBatchNormalizationForwardInference", _bn_forward_inference),
                      ("cudnnBatchNormalizationBackward", _bn_backward),
                      ("cudnnConvolutionBackwardBias", _conv_backward_bias),
+                     ("cudnnConvolutionForward", _conv_forward),
+                     ("cudnnConvolutionBackwardData", _conv_backward_data),
+                     ("cudnnConvolutionBackwardFilter", _conv_backward_filter),
                      ("cudnnActivationForward", _act_forward),
                      ("cudnnActivationBackward", _act_backward)):
         monkeypatch.setattr(api, name, fn)

@@ -1,12 +1,15 @@
-"""A DCGAN training step through the layers' GPU path, run on the host, equals the NumPy path's.
+"""Training steps through the layers' GPU path, run on the host, equal the NumPy path's (DCGAN,
+a recurrent decoder, Tacotron 2).
 
 The models live on "device 0" as tests/host_kernels.py's host arrays: every op takes its GPU
 branch -- channels-last routing, half-precision rules, the CuPy kernels (compiled for the
-host), cudnnlite's boundary checks, descriptors and allocations for batch norm and activations,
-whose cuDNN calls are answered on the host from the descriptors cuDNN reports, Adam's fused and
-multi-tensor kernels, the device random generator's noise -- while convolutions, which take
-their NumPy path on host arrays, are the reference's. The same step on the CPU path is the
-reference: a wrong layout, dtype, descriptor or pointer in a GPU branch shows as a difference."""
+host), cudnnlite's boundary checks, descriptors, algorithm plans and allocations for
+convolutions (transposed ones as backward-data), batch norm and activations, whose cuDNN calls
+are answered on the host from the descriptors cuDNN reports and the memory the pointers name,
+Adam's fused and multi-tensor kernels, the device random generator's noise. What stands in:
+cuBLASLt (NumPy with blas.matmul's contract) and cuDNN's RNN (the reference LSTM's cell
+steps). The same step on the CPU path is the reference: a wrong layout, dtype, descriptor or
+pointer in a GPU branch shows as a difference."""
 import numpy as np
 import pytest
 
@@ -110,7 +113,9 @@ def test_dcgan_steps_on_the_gpu_path_equal_the_numpy_path(on_host, monkeypatch, 
     ours = _run(0, dtype, memory_format, foreach, steps)
     # the GPU branches ran: cuDNN's batch norm (both directions and inference), the activations
     # (cuDNN's for float32, the CuPy kernels for bfloat16), LeakyReLU's and Adam's kernels
-    for call in ("cudnnBatchNormalizationForwardTraining", "cudnnBatchNormalizationBackward",
+    for call in ("cudnnConvolutionForward", "cudnnConvolutionBackwardData",
+                 "cudnnConvolutionBackwardFilter",
+                 "cudnnBatchNormalizationForwardTraining", "cudnnBatchNormalizationBackward",
                  "cudnnBatchNormalizationForwardInference", "leaky_relu_fwd_float32",
                  "leaky_relu_bwd_float32", "bce_fwd"):
         assert CALLS[call] > 0, (call, CALLS)
