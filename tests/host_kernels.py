@@ -37,10 +37,11 @@ import numpy as np
 
 CXX = shutil.which("g++") or shutil.which("c++")
 
-_C_NAMES = {"float16": "float16", "bfloat16": "bfloat16", "float32": "float", "float64": "double",
-            "int8": "signed char", "uint8": "unsigned char", "int16": "short",
-            "uint16": "unsigned short", "int32": "int", "uint32": "unsigned int",
-            "int64": "long long", "uint64": "unsigned long long", "bool": "bool"}
+# a NumPy dtype's name -> the C type CuPy's kernel sources call it (test_kernel_sources too)
+C_NAMES = {"float16": "float16", "bfloat16": "bfloat16", "float32": "float", "float64": "double",
+           "int8": "signed char", "uint8": "unsigned char", "int16": "short",
+           "uint16": "unsigned short", "int32": "int", "uint32": "unsigned int",
+           "int64": "long long", "uint64": "unsigned long long", "bool": "bool"}
 
 PRELUDE = r"""
 #include <cmath>
@@ -199,7 +200,7 @@ def host(a):
 
 
 def _c_name(dtype):
-    return _C_NAMES[np.dtype(dtype).name]
+    return C_NAMES[np.dtype(dtype).name]
 
 
 def _pointer(a):

@@ -21,15 +21,13 @@ from layers import finite, kernels
 from layers import random as lrandom
 from layers.ops import rnn as ops_rnn
 
+from host_kernels import C_NAMES
+
 cupy = pytest.importorskip("cupy")
 REAL_ELEMENTWISE = cupy.ElementwiseKernel
 NVCC = shutil.which("nvcc") or next((p for p in ("/usr/local/cuda/bin/nvcc",) if os.path.exists(p)),
                                     None)
 NEEDS_NVCC = pytest.mark.skipif(NVCC is None, reason="no nvcc on this machine")
-
-C_TYPES = {"float16": "float16", "bfloat16": "bfloat16", "float32": "float", "float64": "double",
-           "int8": "signed char", "uint8": "unsigned char", "int32": "int", "uint32": "unsigned int",
-           "int64": "long long", "uint64": "unsigned long long", "bool": "bool"}
 
 
 class Stand:
@@ -132,8 +130,8 @@ def _params(spec):
 
 
 def _ctype(t, dtype, placeholders):
-    if t in C_TYPES:
-        return C_TYPES[t]
+    if t in C_NAMES:
+        return C_NAMES[t]
     placeholders.add(t)
     return t
 
@@ -141,7 +139,7 @@ def _ctype(t, dtype, placeholders):
 def _placeholder_types(placeholders, dtype):
     """T is the dtype under test; any other placeholder (a sum or update type) float / double."""
     acc = "double" if dtype == "float64" else "float"
-    return "".join(f"typedef {C_TYPES[dtype] if p == 'T' else acc} {p};\n"
+    return "".join(f"typedef {C_NAMES[dtype] if p == 'T' else acc} {p};\n"
                    for p in sorted(placeholders))
 
 

@@ -2,7 +2,7 @@
 embedding lookup."""
 import numpy as np
 
-from ..backend import accumulation_dtype, concatenate, cupy, is_half, stack
+from ..backend import accumulation_dtype, concatenate, cupy, stack
 from ..tensor import Function
 
 
@@ -100,15 +100,11 @@ def _index_array(index, gpu):
     return tuple(out) if isinstance(index, tuple) else out[0]
 
 
-def _sum_dtype(dtype):
-    """What a scattered gradient adds up in: float32 for float16 / bfloat16 (a row picked many
-    times would round at every addition; and CuPy's scatter_add takes no bfloat16), else dtype.
-    The engine hands it on in the input's own dtype."""
-    return accumulation_dtype(dtype) if is_half(dtype) else dtype
-
-
 def _scatter_add(xp, out, index, values):
-    """out[index] += values, adding where an index repeats (numpy / cupy add.at); out returned."""
+    """out[index] += values, adding where an index repeats (numpy / cupy add.at); out returned.
+    Callers make `out` in the accumulation dtype: float32 for float16 / bfloat16 gradients (a
+    row picked many times would round at every addition; and CuPy's add.at takes no bfloat16);
+    the engine hands the gradient on in the input's own dtype."""
     xp.add.at(out, index, values.astype(out.dtype, copy=False))
     return out
 
@@ -124,7 +120,7 @@ class GetItem(Function):
 
     def backward(self, gy):
         xp = self.xp
-        return _scatter_add(xp, xp.zeros(self.shape, dtype=_sum_dtype(self.dtype)), self.index, gy)
+        return _scatter_add(xp, xp.zeros(self.shape, dtype=accumulation_dtype(self.dtype)), self.index, gy)
 
 
 class ReversePadded(Function):
@@ -167,7 +163,7 @@ class Embedding(Function):
     def backward(self, gy):
         idx = self.saved
         xp = self.xp
-        gW = _scatter_add(xp, xp.zeros(self.w_shape, dtype=_sum_dtype(gy.dtype)), idx.reshape(-1),
+        gW = _scatter_add(xp, xp.zeros(self.w_shape, dtype=accumulation_dtype(gy.dtype)), idx.reshape(-1),
                           gy.reshape(-1, self.w_shape[1]))
         if self.padding_idx is not None:
             gW[self.padding_idx] = 0
