@@ -169,14 +169,21 @@ class LSTM(Module):
 
     def _one_direction(self, x, h, c, w):
         """(T, B, H) outputs of one unidirectional layer over the whole of x (T, B, I), from
-        states h, c (B, H) or zeros; w = W_ih, W_hh[, b_ih, b_hh]."""
+        states h, c (B, H) or zeros; w = W_ih, W_hh[, b_ih, b_hh]. cuDNN's RNN on a device,
+        LSTMCell steps on the CPU."""
         if x.device != "cpu":
-            state = [None if s is None else F.reshape(s, 1, *s.shape) for s in (h, c)]
-            rnn = self._descriptor(x.dtype, input_size=x.shape[2], num_layers=1,
-                                   bidirectional=False)
-            y, _, _ = _rnn.CudnnLSTM.apply(x, *state, *w, rnn=rnn, lengths=None,
-                                           batch_first=False, training=self.training)
-            return y
+            return self._one_direction_cudnn(x, h, c, w)
+        return self._one_direction_cells(x, h, c, w)
+
+    def _one_direction_cudnn(self, x, h, c, w):
+        state = [None if s is None else F.reshape(s, 1, *s.shape) for s in (h, c)]
+        rnn = self._descriptor(x.dtype, input_size=x.shape[2], num_layers=1,
+                               bidirectional=False)
+        y, _, _ = _rnn.CudnnLSTM.apply(x, *state, *w, rnn=rnn, lengths=None,
+                                       batch_first=False, training=self.training)
+        return y
+
+    def _one_direction_cells(self, x, h, c, w):
         zero = _zeros(x, (x.shape[1], self.hidden_size))
         h = zero if h is None else h
         c = zero if c is None else c

@@ -7,19 +7,13 @@ import pytest
 import torch
 
 import layers as L
-from reference import rel_err
+from reference import before_batch_norm, rel_err
 from tools import tacotron2_torch as ref
 from train.tacotron2 import HParams, Tacotron2, make_optimizer, set_dropout, train_step
 
 HP = HParams.small()
 TOL = {np.float64: (1e-9, 1e-9), np.float32: (1e-5, 1e-4)}      # (outputs, gradients)
 EPS = {np.float64: 1e-16, np.float32: 1e-7}
-
-
-def before_batch_norm(name):
-    """The conv biases each followed by a training-mode batch norm: their gradient is exactly 0
-    (the norm subtracts the channel mean), so both engines hold rounding noise there."""
-    return name.endswith(".0.conv.bias") and "convolutions" in name
 
 
 def assert_gradients_match(grads, dtype, train, tol):
