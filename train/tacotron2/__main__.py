@@ -311,11 +311,11 @@ def train(argv):
             cli.fail(f"--resume {args.resume}: {e}; expected the checkpoint.npz of a "
                      f"train.tacotron2 run")
         # a resumed run keeps its checkpoint's hparams: repeating them is fine, changing one is not
-        for name in (kv.split("=", 1)[0].strip() for kv in (args.hparams or "").split(",")
-                     if kv.strip()):
-            if getattr(hp, name) != getattr(saved, name):
-                cli.fail(f"--hparams {name}={getattr(hp, name)}: the checkpoint was trained with "
-                         f"{name}={getattr(saved, name)}, which a resumed run keeps")
+        given = hparams_from(args.hparams, base=saved)
+        for f in dataclasses.fields(saved):
+            if getattr(given, f.name) != getattr(saved, f.name):
+                cli.fail(f"--hparams {f.name}={getattr(given, f.name)}: the checkpoint was trained "
+                         f"with {f.name}={getattr(saved, f.name)}, which a resumed run keeps")
         hp = saved
     args.batch_size = cli.batch_size(args.batch_size, 64, resume_meta, args.resume)
     args.precision = cli.precision(args.precision, resume_meta, args.resume)
