@@ -176,18 +176,33 @@ def to_device(a, device):
     """Copy (if needed) array `a` to `device`."""
     device = parse_device(device)
     if device == "cpu":
-        return a.get() if is_gpu(a) else a
+        return _keeping_layout(a, lambda b: b.get()) if is_gpu(a) else a
     cp = cupy()
     if is_gpu(a) and a.device.id == device:
         return a
     try:
         with cp.cuda.Device(device):
-            return cp.asarray(a)
+            return _keeping_layout(a, cp.asarray)
     except cp.cuda.runtime.CUDARuntimeError as e:
         if _usable_devices(cp) > device:
             raise
         raise RuntimeError(f"device {device}: no such CUDA device here "
                            f"({str(e).splitlines()[0]}); use 'cpu' for the NumPy path") from None
+
+
+def _keeping_layout(a, copy):
+    """copy(a) -- a transfer, which CuPy makes C-ordered -- stored in a's order of axes, as
+    torch's .to() keeps a tensor's layout: channels-last stays channels-last (even with C = 1,
+    see channels_last_strides), a transposed array stays transposed."""
+    if is_channels_last(a):
+        return copy(a.transpose(0, 2, 3, 1)).transpose(0, 3, 1, 2)
+    order = sorted(range(a.ndim), key=lambda i: -abs(a.strides[i]))   # outermost axis first
+    if a.flags.c_contiguous or order == list(range(a.ndim)):
+        return copy(a)
+    back = [0] * a.ndim
+    for i, axis in enumerate(order):
+        back[axis] = i
+    return copy(a.transpose(order)).transpose(back)
 
 
 def _usable_devices(cp):
@@ -283,7 +298,10 @@ def _upload_table(rows):
     np.frombuffer(pinned, np.int64, host.size)[:] = host
     table = cp.empty(host.size, np.int64)
     stream = cp.cuda.get_current_stream()
-    table.data.copy_from_host_async(pinned.ptr, host.nbytes, stream)
+    # (the runtime's own cudaMemcpyAsync: CuPy's copy_from_host_async refuses a capturing
+    # stream, though CUDA captures a copy from pinned memory as a memcpy node)
+    cp.cuda.runtime.memcpyAsync(table.data.ptr, pinned.ptr, host.nbytes,
+                                cp.cuda.runtime.memcpyHostToDevice, stream.ptr)
     if stream.is_capturing():
         return table, pinned
     while _INFLIGHT and _INFLIGHT[0][0].done:

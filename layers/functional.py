@@ -257,6 +257,13 @@ def _channels_last(*tensors):
     return any(isinstance(t, Tensor) and is_channels_last(t.data) for t in tensors)
 
 
+def _nhwc_conv(x, weight):
+    """A convolution runs channels-last (above) -- except float64 on the GPU: cuDNN has no
+    float64 NHWC convolution engine (checked on the H100), so it runs as NCHW on the same views
+    (their strides stated in the descriptors), and its result is stored NCHW."""
+    return _channels_last(x, weight) and not (is_gpu(x.data) and x.data.dtype == np.float64)
+
+
 def _nhwc(t):
     return t if t is None else transpose(t, 0, 2, 3, 1)
 
@@ -286,7 +293,7 @@ def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, layo
     if C != Cg * groups or weight.shape[0] % groups:
         raise ValueError(f"conv2d: input has {C} channels (shape {x.shape}) but weight "
                          f"{weight.shape} with groups={groups} expects {Cg * groups}")
-    if layout == "NCHW" and _channels_last(x, weight):       # (checked in the caller's shapes)
+    if layout == "NCHW" and _nhwc_conv(x, weight):       # (checked in the caller's shapes)
         return _nchw(conv2d(_nhwc(x), _nhwc(weight), bias, stride, padding, dilation, groups,
                             "NHWC", activation))
     return _conv.Conv2d.apply(x, weight, bias, stride=pair(stride), pad=pair(padding),
@@ -325,7 +332,7 @@ def conv_transpose2d(x, weight, bias=None, stride=1, padding=0, output_padding=0
     if min(size) < 1:
         raise ValueError(f"conv_transpose2d: output size {size} is not positive (input {x.shape}, "
                          f"weight {weight.shape}, padding {padding})")
-    if layout == "NCHW" and _channels_last(x, weight):       # (checked in the caller's shapes)
+    if layout == "NCHW" and _nhwc_conv(x, weight):       # (checked in the caller's shapes)
         return _nchw(conv_transpose2d(_nhwc(x), _nhwc(weight), bias, stride, padding,
                                       output_padding, groups, dilation, "NHWC"))
     return _conv.ConvTranspose2d.apply(x, weight, bias, stride=stride, dilation=dilation,

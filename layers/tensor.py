@@ -205,8 +205,9 @@ class Tensor:
                 f"{grad})")
 
     def numpy(self):
-        """The values as a NumPy array (a device-to-host copy for GPU data)."""
-        return self.data.get() if is_gpu(self.data) else self.data
+        """The values as a NumPy array (a device-to-host copy for GPU data, stored as the data
+        is: channels-last stays channels-last, as torch's .cpu().numpy())."""
+        return to_device(self.data, "cpu")
 
     def item(self):
         if self.size != 1:

@@ -192,7 +192,7 @@ class HostArray(np.ndarray):
                 "data": (self.ctypes.data, False), "strides": self.strides}
 
     def get(self):
-        return np.array(self)
+        return np.array(self, order="C")          # CuPy's .get(): C-ordered, whatever the strides
 
 
 def host(a):
@@ -437,7 +437,16 @@ class _HostCupy:
 
     @staticmethod
     def asnumpy(a):
-        return np.array(a)
+        return np.array(a, order="C")
+
+    @staticmethod
+    def asarray(a, dtype=None):
+        """CuPy's: a device array as it is; a host array copied C-ordered (F-ordered if it is),
+        so a channels-last NumPy array arrives C-ordered, as cupy.asarray makes it."""
+        if isinstance(a, HostArray) and (dtype is None or a.dtype == np.dtype(dtype)):
+            return a
+        a = np.asarray(a, dtype=dtype)
+        return host(np.array(a, order="F" if a.flags.f_contiguous and a.ndim > 1 else "C"))
 
 
 HOST = _HostCupy()
@@ -518,10 +527,15 @@ def _value(scalar_ref):
     return scalar_ref._obj.value
 
 
-def _blend(out, alpha, beta, result):
+def _blend(out, alpha, beta, result, rounds_first=False):
     """out = alpha * result + beta * out (cuDNN's scaling; beta 0 never reads out), rounded
-    once to out's dtype."""
+    once to out's dtype -- or, rounds_first, with alpha * result rounded to a half-precision
+    out's dtype before beta * out is added: what cuDNN's bfloat16 convolutions gave on the H100
+    (2026-11-22; the bias then adds a second rounding, as on the GPU)."""
     a, b = _value(alpha), _value(beta)
+    if rounds_first and b and out.dtype.itemsize == 2:
+        result = (a * result).astype(out.dtype).astype(np.float64)
+        a = 1.0
     out[...] = (a * result + (b * out.astype(np.float64) if b else 0)).astype(out.dtype)
 
 
@@ -644,7 +658,7 @@ def _conv_forward(h, alpha, xdesc, x, wdesc, w, convdesc, algo, ws, ws_size, bet
     fwd, _, _ = _conv_reference()
     r = fwd(_at(x, xdesc).astype(np.float64), _filter_at(w, wdesc).astype(np.float64),
             g["stride"], g["pad"], g["dilation"], g["groups"])
-    _blend(_at(y, ydesc), alpha, beta, r)
+    _blend(_at(y, ydesc), alpha, beta, r, rounds_first=True)
 
 
 def _conv_backward_data(h, alpha, wdesc, w, dydesc, dy, convdesc, algo, ws, ws_size, beta,
@@ -655,7 +669,7 @@ def _conv_backward_data(h, alpha, wdesc, w, dydesc, dy, convdesc, algo, ws, ws_s
     out = _at(dx, dxdesc)
     r = bwd_data(_filter_at(w, wdesc).astype(np.float64), _at(dy, dydesc).astype(np.float64),
                  out.shape, g["stride"], g["pad"], g["dilation"], g["groups"])
-    _blend(out, alpha, beta, r)
+    _blend(out, alpha, beta, r, rounds_first=True)
 
 
 def _conv_backward_filter(h, alpha, xdesc, x, dydesc, dy, convdesc, algo, ws, ws_size, beta,
@@ -666,7 +680,7 @@ def _conv_backward_filter(h, alpha, xdesc, x, dydesc, dy, convdesc, algo, ws, ws
     out = _filter_at(dw, dwdesc)                      # a view of dw's memory, in (K, C, R, S)
     r = bwd_filter(_at(x, xdesc).astype(np.float64), _at(dy, dydesc).astype(np.float64),
                    out.shape, g["stride"], g["pad"], g["dilation"], g["groups"])
-    _blend(out, alpha, beta, r)
+    _blend(out, alpha, beta, r, rounds_first=True)
 
 
 def _to_cudnnlite(name):
@@ -724,6 +738,11 @@ def install_cudnn(monkeypatch):
     # no heuristics to ask: algorithm 0, no workspace (the host answer ignores both)
     monkeypatch.setattr(cconv, "_choose", lambda plan, d, handle, a, b, c, algo: cconv.Choice(
         0, cconv.requested_math(plan.dt), 0))
+    # no graph-API engine on the host (finalizing a backend descriptor needs libcuda): the
+    # layers' fused conv + bias + activation falls back to its three calls, as where none fuses
+    def no_fusion(*args, **kwargs):
+        raise cconv.NotSupported("cudnnBackendFinalize", {}, "no fusion engine on the host")
+    monkeypatch.setattr(cconv, "forward_fused", no_fusion)
     monkeypatch.setattr(boundary, "get_handle",
                         lambda: SimpleNamespace(device_id=0, workspace=lambda size: 0))
     for name, fn in (("cudnnBatchNormalizationForwardTraining", _bn_forward_training),

@@ -253,8 +253,14 @@ def test_device_tables_made_in_a_capture_are_the_graphs_own():
     s = cupy.cuda.Stream(non_blocking=True)
     with s:
         s.begin_capture()
-        captured = device_table([(789, 0)])
-        again = device_table([(789, 0)])
-        s.end_capture()
+        try:
+            captured = device_table([(789, 0)])
+            again = device_table([(789, 0)])
+        finally:                        # (a capture left open breaks every later test's work)
+            graph = s.end_capture()
+        captured[...] = -1
+        graph.launch(s)                 # the replay's copy fills the table
+        s.synchronize()
     assert captured is not again
+    np.testing.assert_array_equal(captured.get(), [789, 0])
     np.testing.assert_array_equal(eager.get(), [123, 0, 456, 7])
