@@ -294,6 +294,19 @@ def activation(name, x):
     return elementwise(f"cudnnlite_{name}_fwd", "T x", "T y", _ACT_FWD[name])(x, _like(x))
 
 
+_ACT_BWD_FROM_X = {"relu": "gx = x <= (T)0 ? (T)0 : gy",              # (a NaN x passes gy)
+                   "sigmoid": "A s = (A)1 / ((A)1 + exp(-(A)x)); gx = (T)((A)gy * s * ((A)1 - s))",
+                   "tanh": "A t = tanh((A)x); gx = (T)((A)gy * ((A)1 - t * t))"}
+
+
+def activation_grad_from_x(name, x, gy):
+    """The activation's gradient from its input x, in float (A) for half data and rounded once:
+    a half-precision output would lose the sigmoid's and tanh's gradient near saturation."""
+    a = "double" if x.dtype == np.float64 else "float"
+    return elementwise(f"cudnnlite_{name}_grad_from_x_{a}", "T x, T gy", "T gx",
+                       _ACT_BWD_FROM_X[name], preamble=f"typedef {a} A;")(x, gy, _like(x))
+
+
 def activation_grad(name, y, gy):
     """The activation's gradient from its output y (no input kept: the seed's fusion-friendly
     form)."""

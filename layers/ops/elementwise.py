@@ -66,6 +66,8 @@ class Div(Function):
 
     def backward(self, gy):
         a, b = self.saved
+        if self.gpu:           # half data: -gy * a / (b * b) in float, rounded once (at the end)
+            gy = gy.astype(accumulation_dtype(gy.dtype), copy=False)
         ga = unbroadcast(gy / b, shape_of(a)) if self.needs_input_grad[0] else None
         gb = unbroadcast(-gy * a / (b * b), shape_of(b)) if self.needs_input_grad[1] else None
         return ga, gb
@@ -124,9 +126,10 @@ class Log(Function):
 class _CudnnActivation(Function):
     """y = f(x) with cuDNN's activation forward/backward on the GPU. A channels-last x is run as
     its packed NHWC view (elementwise, the order does not matter) and y is channels-last too.
-    Half-precision data takes this project's CuPy kernels instead (float math, one rounding, the
-    gradient from y), whose every dtype CI compiles: cuDNN's legacy activations are not checked
-    with bfloat16 here."""
+    Half-precision data takes this project's CuPy kernels instead (float math, one rounding),
+    whose every dtype CI compiles: cuDNN's legacy activations are not checked with bfloat16
+    here. Their gradient is taken from x: from a y rounded to bfloat16, tanh's 1 - y^2 near
+    |y| = 1 would keep only the rounding (the NumPy path keeps y in float32)."""
     mode = None
     name = None                # the CuPy kernels' name for the activation
     nhwc = False
@@ -136,9 +139,8 @@ class _CudnnActivation(Function):
         from cudnnlite import activation, boundary
         self.kernel = is_half(x.dtype)
         if self.kernel:
-            y = kernels.activation(self.name, x)
-            self.saved = None, y
-            return y
+            self.saved = x, None
+            return kernels.activation(self.name, x)
         self.nhwc = is_channels_last(x)
         if self.nhwc:
             x = x.transpose(0, 2, 3, 1)
@@ -150,7 +152,7 @@ class _CudnnActivation(Function):
     def backward(self, gy):
         x, y = self.saved
         if self.gpu and self.kernel:
-            return kernels.activation_grad(self.name, y, gy)
+            return kernels.activation_grad_from_x(self.name, x, gy)
         if self.gpu:
             from cudnnlite import activation
             if self.nhwc:

@@ -57,8 +57,8 @@ class Softmax(Function):
         else:
             e = xp.exp(a - a.max(axis=self.axis, keepdims=True))
             y = e / e.sum(axis=self.axis, keepdims=True)
-        self.saved = y = y.astype(x.dtype, copy=False)
-        return y
+        self.saved = y        # (in float for half data: backward from a rounded y would err)
+        return y.astype(x.dtype, copy=False)
 
     def backward(self, gy):
         y = self.saved
@@ -75,8 +75,8 @@ class LogSoftmax(Function):
         a = x.astype(accumulation_dtype(x.dtype), copy=False)
         shifted = a - a.max(axis=self.axis, keepdims=True)
         y = shifted - xp.log(xp.exp(shifted).sum(axis=self.axis, keepdims=True))
-        self.saved = y = y.astype(x.dtype, copy=False)
-        return y
+        self.saved = y        # (in float for half data, as Softmax)
+        return y.astype(x.dtype, copy=False)
 
     def backward(self, gy):
         acc = accumulation_dtype(gy.dtype)
