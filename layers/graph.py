@@ -25,6 +25,7 @@ State that changes between replays is updated in place by this engine (Optimizer
 manual_seed, Module.load_state_dict), so a replay after it computes what an eager call would.
 Host syncs and allocations of unpredictable size must stay out of the step.
 """
+import gc
 from collections import OrderedDict
 
 from .backend import cupy, is_gpu
@@ -85,7 +86,7 @@ class CapturedStep:
                         self._seen.popitem(last=False)
                     out = self.fn(*inputs, **host)
                 else:
-                    entry = self._capture(arrays, inputs, host)
+                    entry = self._capture_with_room(arrays, inputs, host)
                     self._graphs[key] = entry
                     self._seen.clear()        # warm-up counts of keys passed through (no state yet)
                     evict(self._graphs, self.max_graphs, self._byte_budget(),
@@ -116,6 +117,20 @@ class CapturedStep:
                   if is_gpu(v)]
         owned.append(random.device_generator().state)
         return owned
+
+    def _capture_with_room(self, arrays, inputs, host):
+        """_capture; if the device runs out of memory during it, drop the other graphs (their
+        pools) and the blocks CuPy's default pool keeps cached from eager steps -- memory the
+        new graph's own pool cannot use -- and capture once more."""
+        try:
+            return self._capture(arrays, inputs, host)
+        except RuntimeError as e:
+            if type(e.__cause__).__name__ != "OutOfMemoryError":
+                raise
+        self._graphs.clear()
+        gc.collect()
+        cupy().get_default_memory_pool().free_all_blocks()
+        return self._capture(arrays, inputs, host)
 
     def _capture(self, arrays, inputs, host):
         import cudnnlite

@@ -75,9 +75,13 @@ class _Step(__import__("layers").graph.CapturedStep):
 def _fake_cupy(monkeypatch):
     from types import SimpleNamespace
     from layers import graph
+    freed = []
     fake = SimpleNamespace(cuda=SimpleNamespace(Stream=lambda non_blocking: _Stream(),
-                                                get_current_stream=_Stream))
+                                                get_current_stream=_Stream),
+                           get_default_memory_pool=lambda: SimpleNamespace(
+                               free_all_blocks=lambda: freed.append(1)))
     monkeypatch.setattr(graph, "cupy", lambda: fake)
+    return freed
 
 
 def test_a_step_with_no_inputs_warms_up_captures_and_replays(monkeypatch):
@@ -96,3 +100,40 @@ def test_graphs_over_the_byte_budget_are_dropped_oldest_first(monkeypatch):
     for shape in (1, 2, 3):
         step(shape=shape)
     assert [dict(key[5])["shape"] for key in step._graphs] == [2, 3]
+
+
+class OutOfMemoryError(Exception):
+    """(named as CuPy's, which is what CapturedStep looks for)"""
+
+
+def test_a_capture_that_runs_out_of_memory_drops_the_other_graphs_and_retries(monkeypatch):
+    freed = _fake_cupy(monkeypatch)
+
+    class Step(_Step):
+        fail = 0
+
+        def _capture(self, arrays, inputs, host):
+            if self.fail:
+                self.fail -= 1
+                raise RuntimeError("CapturedStep: ...") from OutOfMemoryError("out of memory")
+            return super()._capture(arrays, inputs, host)
+
+    step = Step(lambda shape: shape, warmup=0, max_bytes=100)
+    step(shape=1), step(shape=2)
+    step.fail = 1
+    assert step(shape=3) == 3
+    assert [dict(key[5])["shape"] for key in step._graphs] == [3] and freed == [1]
+    step.fail = 2                                  # out of memory with the room made: an error
+    try:
+        step(shape=4)
+    except RuntimeError as e:
+        assert type(e.__cause__) is OutOfMemoryError
+    else:
+        raise AssertionError("no error")
+    step.fail = 0
+    try:                                           # any other failure is not retried
+        Step(lambda: 1 / 0, warmup=0)()
+    except ZeroDivisionError:
+        pass
+    else:
+        raise AssertionError("no error")
