@@ -194,6 +194,8 @@ def _keeping_layout(a, copy):
     """copy(a) -- a transfer, which CuPy makes C-ordered -- stored in a's order of axes, as
     torch's .to() keeps a tensor's layout: channels-last stays channels-last (even with C = 1,
     see channels_last_strides), a transposed array stays transposed."""
+    if not hasattr(a, "strides"):                 # (a list, a number: as CuPy takes them)
+        return copy(a)
     if is_channels_last(a):
         return copy(a.transpose(0, 2, 3, 1)).transpose(0, 3, 1, 2)
     order = sorted(range(a.ndim), key=lambda i: -abs(a.strides[i]))   # outermost axis first

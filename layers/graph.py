@@ -124,10 +124,11 @@ class CapturedStep:
         new graph's own pool cannot use -- and capture once more."""
         try:
             return self._capture(arrays, inputs, host)
-        except RuntimeError as e:
-            if type(e.__cause__).__name__ != "OutOfMemoryError":
+        except (RuntimeError, MemoryError) as e:        # (CuPy's OutOfMemoryError is one)
+            if "OutOfMemoryError" not in (type(e).__name__, type(e.__cause__).__name__):
                 raise
-        self._graphs.clear()
+        while len(self._graphs) > 1:      # the most recent stays: its outputs may be in use
+            self._graphs.popitem(last=False)
         gc.collect()
         cupy().get_default_memory_pool().free_all_blocks()
         return self._capture(arrays, inputs, host)

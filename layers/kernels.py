@@ -294,9 +294,11 @@ def activation(name, x):
     return elementwise(f"cudnnlite_{name}_fwd", "T x", "T y", _ACT_FWD[name])(x, _like(x))
 
 
+# s (1 - s) = e / (1 + e)^2 with e = exp(-|x|), and 1 - tanh^2 = 1 / cosh^2: no cancellation
+# near saturation (s (1 - s) in float loses the gradient's digits for |x| > ~10)
 _ACT_BWD_FROM_X = {"relu": "gx = x <= (T)0 ? (T)0 : gy",              # (a NaN x passes gy)
-                   "sigmoid": "A s = (A)1 / ((A)1 + exp(-(A)x)); gx = (T)((A)gy * s * ((A)1 - s))",
-                   "tanh": "A t = tanh((A)x); gx = (T)((A)gy * ((A)1 - t * t))"}
+                   "sigmoid": "A e = exp(-fabs((A)x)); gx = (T)((A)gy * e / (((A)1 + e) * ((A)1 + e)))",
+                   "tanh": "A c = cosh((A)x); gx = (T)((A)gy / (c * c))"}
 
 
 def activation_grad_from_x(name, x, gy):

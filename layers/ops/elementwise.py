@@ -67,7 +67,8 @@ class Div(Function):
     def backward(self, gy):
         a, b = self.saved
         if self.gpu:           # half data: -gy * a / (b * b) in float, rounded once (at the end)
-            gy = gy.astype(accumulation_dtype(gy.dtype), copy=False)
+            acc = accumulation_dtype(gy.dtype)
+            gy, a, b = (v.astype(acc, copy=False) for v in (gy, a, b))
         ga = unbroadcast(gy / b, shape_of(a)) if self.needs_input_grad[0] else None
         gb = unbroadcast(-gy * a / (b * b), shape_of(b)) if self.needs_input_grad[1] else None
         return ga, gb
