@@ -19,6 +19,7 @@ stores both engines' models channels-last (cuDNN's NHWC kernels; PyTorch's
 model.to(memory_format=torch.channels_last)).
 """
 import statistics
+import sys
 
 from tools.timing import kernels_and_busy_ms, ms_per_call
 from train import cli
@@ -71,8 +72,19 @@ def pytorch(device, batch, variant, precision="fp32", memory_format="contiguous"
     torch.cuda.current_stream().wait_stream(side)
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
-        step()
-    return graph.replay, torch.cuda.synchronize
+        stats = step()
+
+    def replay():
+        # The graph holds its private pool (intermediates, gradients, `stats`) but no reference
+        # to the models, the optimizers' state or `real`, whose memory it reads and writes at
+        # every replay: `replay.owned` keeps them for as long as the graph.
+        # (Returning graph.replay alone let them be collected and their blocks reused by the
+        # other rows: the likely cause of BCELoss's device-side assert in the H100 run of
+        # 2026-11-22.)
+        graph.replay()
+        return stats
+    replay.owned = (G, D, oG, oD, real)
+    return replay, torch.cuda.synchronize
 
 
 def main():
@@ -137,12 +149,25 @@ def main():
             kernels, busy = kernels_and_busy_ms(step, sync)
         print(f"{name:<36} {med:8.2f} {args.batch_size / med * 1e3:8.0f} {kernels:8d} "
               f"{busy:12.2f}   " + " ".join(f"{t:.2f}" for t in times[name]))
+    bad = [name for name, (step, sync, api) in runs.items() if not finite_statistics(step, sync)]
     for name in times:                    # against PyTorch eager in the same precision
         base = "pytorch eager" + (" bf16" if " bf16" in name else "")
         if name != base:
             print(f"speed-up of {name} over {base}: "
                   f"{statistics.median(times[base]) / statistics.median(times[name]):.2f}x")
-    return 0
+    for name in bad:
+        print(f"error: {name}: the last step's errD, errG, D(x), D(G(z)) are not all finite -- "
+              f"its time is not that of a training step", file=sys.stderr)
+    return 1 if bad else 0
+
+
+def finite_statistics(step, sync):
+    """One more step; are its five statistics (errD, errG, D(x), D(G(z)) x 2) finite?"""
+    import numpy as np
+    out = step()
+    sync()
+    values = out.float().cpu().numpy() if hasattr(out, "cpu") else out.get()
+    return bool(np.isfinite(values).all())
 
 
 if __name__ == "__main__":
