@@ -175,6 +175,24 @@ def test_bad_arguments_are_one_line_and_write_nothing(tmp_path, args, pattern):
     assert not outf.exists()
 
 
+@pytest.mark.parametrize("device, given, saved, captured", [
+    ("cpu", None, None, False),                 # the NumPy path has no graphs
+    (0, None, None, True),                      # a new GPU run: captured, padded 16,64
+    (0, (8, 32), None, True),
+    (0, (1, 1), None, False),                   # NVIDIA's padding asked for: too many shapes
+    (0, None, (1, 1), False),                   # ... or kept from the checkpoint resumed
+    (0, None, (16, 64), True),
+])
+def test_the_step_is_captured_by_default_on_a_gpu(device, given, saved, captured):
+    from train.tacotron2.__main__ import captures_by_default
+    assert captures_by_default(device, given, saved) is captured
+
+
+def test_no_cuda_graph_is_accepted_on_the_cpu(corpus, tmp_path):
+    assert train(corpus, tmp_path / "t", "--epochs", "1", "--hparams", TINY, "--max-steps", "1",
+                 "--no-cuda-graph").returncode == 0
+
+
 def test_outf_that_is_a_file_is_left_alone(tmp_path):
     f = tmp_path / "file"
     f.write_text("keep me")
