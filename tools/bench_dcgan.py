@@ -11,6 +11,7 @@ per step and GPU-busy time.
                                            [--conv-api legacy|graph|both]
                                            [--precision fp32|bf16|both]
                                            [--memory-format contiguous|channels_last]
+                                           [--foreach off|on|both]
 
 --precision bf16 times this engine in train.dcgan --precision bf16 (bfloat16 models, batch norm
 float32, float32 master weights) and PyTorch with its models in bfloat16 (model.to(bfloat16):
@@ -18,10 +19,11 @@ no master weights -- a speed reference, not the same arithmetic). --memory-forma
 stores both engines' models channels-last (cuDNN's NHWC kernels; PyTorch's
 model.to(memory_format=torch.channels_last)).
 """
+import itertools
 import statistics
 import sys
 
-from tools.timing import kernels_and_busy_ms, ms_per_call
+from tools.timing import kernels_and_busy_ms, ms_per_call, with_foreach
 from train import cli
 
 
@@ -107,6 +109,9 @@ def main():
     ap.add_argument("--precision", default="fp32", choices=["fp32", "bf16", "both"],
                     help="fp32; bf16: this engine's train.dcgan --precision bf16 (float32 master "
                          "weights) and PyTorch's models in bfloat16; or both [fp32]")
+    ap.add_argument("--foreach", default="off", choices=["off", "on", "both"],
+                    help="this engine's multi-tensor Adam and one-launch non-finite check "
+                         "(layers.optim.FOREACH), off, on, or rows of both [off]")
     ap.add_argument("--memory-format", default="contiguous",
                     choices=["contiguous", "channels_last"],
                     help="both engines' models stored so (channels_last: NHWC kernels) "
@@ -119,16 +124,19 @@ def main():
     conv.configure(algo_mode=args.algo, allow_tf32=True)
     apis = ["legacy", "graph"] if args.conv_api == "both" else [args.conv_api]
     precisions = ["fp32", "bf16"] if args.precision == "both" else [args.precision]
+    foreachs = {"off": [False], "on": [True], "both": [False, True]}[args.foreach]
     runs = {}                                        # name -> (step, sync, conv api)
     for precision in precisions:
         tag = "" if precision == "fp32" else " bf16"
         for api in apis:
             with conv.using(api=api):
-                for captured in (False, True):
+                for captured, foreach in itertools.product((False, True), foreachs):
                     name = (f"cudnnlite {'captured' if captured else 'eager'}{tag}"
-                            f"{' (graph API)' if api == 'graph' else ''}")
-                    runs[name] = ours(args.device, args.batch_size, captured, precision,
-                                      args.memory_format) + (api,)
+                            f"{' (graph API)' if api == 'graph' else ''}"
+                            f"{' foreach' if foreach else ''}")
+                    step, sync = ours(args.device, args.batch_size, captured, precision,
+                                      args.memory_format)
+                    runs[name] = (with_foreach(foreach, step), sync, api)
         for variant, label in (("eager", "eager"), ("fused", "eager, fused Adam"),
                                ("captured", "captured")):
             runs[f"pytorch {label}{tag}"] = pytorch(args.device, args.batch_size, variant,
@@ -141,13 +149,13 @@ def main():
     gpu = cupy.cuda.runtime.getDeviceProperties(args.device)["name"].decode()
     print(f"DCGAN train step, batch {args.batch_size}, TF32 convolutions, {args.memory_format}, "
           f"{gpu}")
-    print(f"{'engine':<36} {'ms/step':>8} {'img/s':>8} {'kernels':>8} {'GPU busy ms':>12}"
+    print(f"{'engine':<44} {'ms/step':>8} {'img/s':>8} {'kernels':>8} {'GPU busy ms':>12}"
           f"   runs (ms/step)")
     for name, (step, sync, api) in runs.items():
         med = statistics.median(times[name])
         with conv.using(api=api or "legacy"):
             kernels, busy = kernels_and_busy_ms(step, sync)
-        print(f"{name:<36} {med:8.2f} {args.batch_size / med * 1e3:8.0f} {kernels:8d} "
+        print(f"{name:<44} {med:8.2f} {args.batch_size / med * 1e3:8.0f} {kernels:8d} "
               f"{busy:12.2f}   " + " ".join(f"{t:.2f}" for t in times[name]))
     bad = [name for name, (step, sync, api) in runs.items() if not finite_statistics(step, sync)]
     for name in times:                    # against PyTorch eager in the same precision

@@ -4,7 +4,7 @@ torchaudio's Tacotron 2 (eager), side by side in one run on one GPU: ms/step, me
 torch.profiler's CUPTI trace, which sees every kernel of the process -- kernels per step and
 GPU-busy time.
 
-    python -m tools.bench_tacotron2 --device 0 [--steps 10] [--batch-size 64]
+    python -m tools.bench_tacotron2 --device 0 [--steps 10] [--batch-size 64] [--foreach off|on|both]
 
 Both take the same weights (torchaudio's mapped from ours in state_dict order) and the same
 batch; convolutions may use TF32 on both (PyTorch's default), matmuls do not (neither's default).
@@ -12,7 +12,7 @@ mask_padding is off on both: torchaudio fills padded frames in place, which auto
 """
 import statistics
 
-from tools.timing import kernels_and_busy_ms, ms_per_call
+from tools.timing import kernels_and_busy_ms, ms_per_call, with_foreach
 from train import cli
 
 
@@ -92,6 +92,9 @@ def main():
     ap.add_argument("--steps", type=cli.positive_int, default=10)
     ap.add_argument("--warmup", type=cli.nonnegative_int, default=3)
     ap.add_argument("--repeats", type=cli.positive_int, default=3)
+    ap.add_argument("--foreach", default="off", choices=["off", "on", "both"],
+                    help="this engine's multi-tensor Adam, gradient clip and non-finite check "
+                         "(layers.optim.FOREACH), off, on, or rows of both [off]")
     args = ap.parse_args()
     cli.use_device(args.device, gpu_only="this tool times the GPU path against torchaudio's")
     import cupy
@@ -102,13 +105,14 @@ def main():
     torch.backends.cudnn.allow_tf32 = True
     hp = HParams(mask_padding=False)
     batch = batch_of(hp, args.batch_size, args.chars, args.frames)
-    mine, model, mine_sync = ours(hp, batch, args.device)
-    captured, _, captured_sync = ours(hp, batch, args.device, cuda_graph=True)
-    theirs, theirs_sync = torchaudio_step(hp, batch, args.device,
-                                          [v for v in model.state_dict().values()])
-    runs = {"cudnnlite eager": (mine, mine_sync),
-            "cudnnlite captured": (captured, captured_sync),
-            "torchaudio eager": (theirs, theirs_sync)}
+    runs, weights = {}, None
+    for foreach in {"off": [False], "on": [True], "both": [False, True]}[args.foreach]:
+        for mode in ("eager", "captured"):
+            step, model, sync = ours(hp, batch, args.device, cuda_graph=mode == "captured")
+            weights = weights or [v for v in model.state_dict().values()]
+            runs[f"cudnnlite {mode}{' foreach' if foreach else ''}"] = \
+                (with_foreach(foreach, step), sync)
+    runs["torchaudio eager"] = torchaudio_step(hp, batch, args.device, weights)
     times = {name: [] for name in runs}
     for _ in range(args.repeats):                   # interleaved, so drift hits both alike
         for name, (step, sync) in runs.items():
@@ -117,17 +121,17 @@ def main():
     name = cupy.cuda.runtime.getDeviceProperties(args.device)["name"].decode()
     print(f"Tacotron 2 train step, batch {args.batch_size}, {args.chars} characters, "
           f"{args.frames} frames, {name}")
-    print(f"{'engine':<18} {'ms/step':>8} {'mel frames/s':>13} {'kernels':>8} {'GPU busy ms':>12}"
+    print(f"{'engine':<27} {'ms/step':>8} {'mel frames/s':>13} {'kernels':>8} {'GPU busy ms':>12}"
           f"   runs (ms/step)")
     for name, (step, sync) in runs.items():
         med = statistics.median(times[name])
         kernels, busy = kernels_and_busy_ms(step, sync)
-        print(f"{name:<18} {med:8.1f} {frames / med * 1e3:13.0f} {kernels:8d} {busy:12.1f}   "
+        print(f"{name:<27} {med:8.1f} {frames / med * 1e3:13.0f} {kernels:8d} {busy:12.1f}   "
               + " ".join(f"{t:.1f}" for t in times[name]))
-    for mode in ("eager", "captured"):
-        ratio = statistics.median(times["torchaudio eager"]) / statistics.median(
-            times[f"cudnnlite {mode}"])
-        print(f"speed-up of cudnnlite {mode} over torchaudio eager: {ratio:.2f}x")
+    for name in runs:
+        if name.startswith("cudnnlite"):
+            ratio = statistics.median(times["torchaudio eager"]) / statistics.median(times[name])
+            print(f"speed-up of {name} over torchaudio eager: {ratio:.2f}x")
     return 0
 
 

@@ -25,3 +25,19 @@ def kernels_and_busy_ms(step, sync):
     events = [e for e in prof.events() if e.device_type.name == "CUDA"]
     kernels = [e for e in events if not e.name.lower().startswith(("memcpy", "memset"))]
     return len(kernels), sum(e.device_time_total for e in events) / 1e3
+
+
+def with_foreach(flag, step):
+    """step, run with layers.optim.FOREACH = flag (Adam's multi-tensor update, the one-launch
+    gradient clip and non-finite check) and the previous value restored: a benchmark row's own
+    setting, whatever the rows around it use. A captured step keeps the setting it was captured
+    with."""
+    from layers import optim
+
+    def run():
+        saved, optim.FOREACH = optim.FOREACH, flag
+        try:
+            return step()
+        finally:
+            optim.FOREACH = saved
+    return run
