@@ -4,13 +4,18 @@ torchaudio's Tacotron 2 (eager), side by side in one run on one GPU: ms/step, me
 torch.profiler's CUPTI trace, which sees every kernel of the process -- kernels per step and
 GPU-busy time.
 
-    python -m tools.bench_tacotron2 --device 0 [--steps 10] [--batch-size 64] [--foreach off|on|both]
+    python -m tools.bench_tacotron2 --device 0 [--steps 10] [--batch-size 64]
+                                    [--precision fp32|bf16|both] [--allow-tf32]
+                                    [--foreach off|on|both]
 
 Both take the same weights (torchaudio's mapped from ours in state_dict order) and the same
 batch; convolutions may use TF32 on both (PyTorch's default), matmuls do not (neither's default).
 mask_padding is off on both: torchaudio fills padded frames in place, which autograd refuses.
 """
+import itertools
 import statistics
+
+import numpy as np
 
 from tools.timing import kernels_and_busy_ms, ms_per_call, with_foreach
 from train import cli
@@ -21,15 +26,18 @@ def batch_of(hp, batch_size, chars, frames):
     return make_batch(hp, batch_size, chars, frames, seed=0)
 
 
-def ours(hp, batch, device, cuda_graph=False):
+def ours(hp, batch, device, cuda_graph=False, precision="fp32"):
     """A step function of this engine (eager, or captured: train.tacotron2.make_step with
-    cuda_graph, one CUDA graph for this batch's lengths after one eager call) and its sync."""
+    cuda_graph, one CUDA graph for this batch's lengths after one eager call), in
+    train.tacotron2's --precision, and its sync."""
     import cupy
     import layers as L
+    from train.common import set_precision
     from train.tacotron2 import Tacotron2, make_optimizer, make_step
     L.manual_seed(0)
     model = Tacotron2(hp).to(device)
-    opt = make_optimizer(model)
+    set_precision([model], precision)
+    opt = make_optimizer(model, master_weights=precision != "fp32")
     text, text_lengths, mels, gates, mel_lengths = batch       # lengths stay on the host
     dev_batch = (L.backend.to_device(text, device), text_lengths, L.backend.to_device(mels, device),
                  L.backend.to_device(gates, device), mel_lengths)
@@ -92,6 +100,14 @@ def main():
     ap.add_argument("--steps", type=cli.positive_int, default=10)
     ap.add_argument("--warmup", type=cli.nonnegative_int, default=3)
     ap.add_argument("--repeats", type=cli.positive_int, default=3)
+    ap.add_argument("--precision", default="fp32", choices=["fp32", "bf16", "both"],
+                    help="this engine in train.tacotron2's --precision (bf16: bfloat16 model, "
+                         "float32 master weights), or rows of both; torchaudio stays float32 "
+                         "[fp32]")
+    ap.add_argument("--allow-tf32", action="store_true",
+                    help="float32 matmuls on TF32 tensor cores on both engines "
+                         "(cudnnlite.blas.configure(allow_tf32=True), "
+                         "torch.backends.cuda.matmul.allow_tf32) [off: both engines' default]")
     ap.add_argument("--foreach", default="off", choices=["off", "on", "both"],
                     help="this engine's multi-tensor Adam, gradient clip and non-finite check "
                          "(layers.optim.FOREACH), off, on, or rows of both [off]")
@@ -99,19 +115,27 @@ def main():
     cli.use_device(args.device, gpu_only="this tool times the GPU path against torchaudio's")
     import cupy
     import torch
-    from cudnnlite import conv
+
+    import layers as L
+    from cudnnlite import blas, conv
     from train.tacotron2 import HParams
     conv.configure(allow_tf32=True)
     torch.backends.cudnn.allow_tf32 = True
+    blas.configure(allow_tf32=args.allow_tf32)
+    torch.backends.cuda.matmul.allow_tf32 = args.allow_tf32
     hp = HParams(mask_padding=False)
     batch = batch_of(hp, args.batch_size, args.chars, args.frames)
     runs, weights = {}, None
-    for foreach in {"off": [False], "on": [True], "both": [False, True]}[args.foreach]:
-        for mode in ("eager", "captured"):
-            step, model, sync = ours(hp, batch, args.device, cuda_graph=mode == "captured")
-            weights = weights or [v for v in model.state_dict().values()]
-            runs[f"cudnnlite {mode}{' foreach' if foreach else ''}"] = \
-                (with_foreach(foreach, step), sync)
+    precisions = ["fp32", "bf16"] if args.precision == "both" else [args.precision]
+    foreachs = {"off": [False], "on": [True], "both": [False, True]}[args.foreach]
+    for precision, foreach, mode in itertools.product(precisions, foreachs,
+                                                      ("eager", "captured")):
+        step, model, sync = ours(hp, batch, args.device, mode == "captured", precision)
+        if weights is None:
+            weights = [L.backend.to_device(v, "cpu").astype(np.float32)
+                       for v in model.state_dict().values()]
+        runs[f"cudnnlite {mode}{'' if precision == 'fp32' else ' ' + precision}"
+             f"{' foreach' if foreach else ''}"] = (with_foreach(foreach, step), sync)
     runs["torchaudio eager"] = torchaudio_step(hp, batch, args.device, weights)
     times = {name: [] for name in runs}
     for _ in range(args.repeats):                   # interleaved, so drift hits both alike
@@ -120,13 +144,13 @@ def main():
     frames = args.batch_size * args.frames
     name = cupy.cuda.runtime.getDeviceProperties(args.device)["name"].decode()
     print(f"Tacotron 2 train step, batch {args.batch_size}, {args.chars} characters, "
-          f"{args.frames} frames, {name}")
-    print(f"{'engine':<27} {'ms/step':>8} {'mel frames/s':>13} {'kernels':>8} {'GPU busy ms':>12}"
+          f"{args.frames} frames, {name}; matmuls {'TF32' if args.allow_tf32 else 'float32'}")
+    print(f"{'engine':<32} {'ms/step':>8} {'mel frames/s':>13} {'kernels':>8} {'GPU busy ms':>12}"
           f"   runs (ms/step)")
     for name, (step, sync) in runs.items():
         med = statistics.median(times[name])
         kernels, busy = kernels_and_busy_ms(step, sync)
-        print(f"{name:<27} {med:8.1f} {frames / med * 1e3:13.0f} {kernels:8d} {busy:12.1f}   "
+        print(f"{name:<32} {med:8.1f} {frames / med * 1e3:13.0f} {kernels:8d} {busy:12.1f}   "
               + " ".join(f"{t:.1f}" for t in times[name]))
     for name in runs:
         if name.startswith("cudnnlite"):
