@@ -92,7 +92,7 @@ def torchaudio_step(hp, batch, device, weights):
 
 
 def main():
-    ap = cli.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = cli.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     ap.add_argument("--device", type=cli.device, default=0, help="GPU index [0]")
     ap.add_argument("--batch-size", type=cli.positive_int, default=64)
     ap.add_argument("--chars", type=cli.positive_int, default=15, help="text length [15]")
