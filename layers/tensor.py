@@ -370,7 +370,7 @@ class Deferred:
 
     def value(self):
         from .ops.linalg import mm
-        return self.a.sum(axis=0) if self.b is None else mm(self.a.T, self.b)
+        return _column_sums(self.a) if self.b is None else mm(self.a.T, self.b)
 
 
 def _backward_one(fn, grads, pending, deferred):
@@ -421,6 +421,13 @@ def _stack(arrays, stacked):
     return stacked[key]
 
 
+def _column_sums(a):
+    """A bias's gradient: a's column sums, accumulated in float32 for half data and rounded once
+    (a bfloat16 accumulator rounds at every addition: 8 rows already cost ~1 %)."""
+    from .backend import accumulation_dtype
+    return a.sum(axis=0, dtype=accumulation_dtype(a.dtype)).astype(a.dtype, copy=False)
+
+
 def _accumulate_deferred(leaf, parts, stacked):
     """Add the sum of a leaf's Deferred gradients (all of one kind) into its .grad: the a's (and
     b's) stacked by rows, then one column sum or one product -- on the GPU accumulated straight
@@ -429,7 +436,7 @@ def _accumulate_deferred(leaf, parts, stacked):
     a = _stack([p.a for p in parts], stacked)
     grad = None if leaf.grad is None else leaf.grad.data
     if parts[0].b is None:
-        g = a.sum(axis=0)
+        g = _column_sums(a)
     else:
         b = _stack([p.b for p in parts], stacked)
         if grad is not None and is_gpu(grad) and grad.dtype == a.dtype and \

@@ -37,7 +37,9 @@ def _values(rng, shape, kind="normal"):
     a = {"normal": lambda: rng.standard_normal(shape),
          "positive": lambda: rng.uniform(0.2, 2.0, shape),
          "unit": lambda: rng.uniform(0.05, 0.95, shape),
-         "target": lambda: rng.uniform(0, 1, shape)}[kind]()
+         "target": lambda: rng.uniform(0, 1, shape),
+         # |x| in [8, 20]: the sigmoid's and tanh's gradients from x, near saturation
+         "saturating": lambda: rng.uniform(8, 20, shape) * rng.choice([-1, 1], shape)}[kind]()
     return a.astype(BF16)
 
 
@@ -47,12 +49,16 @@ CASES = {
     "mul": (F.mul, torch.mul, [(3, 4), (3, 1)]),
     "mul_float": (lambda x: x * 0.3, lambda x: x * 0.3, [(5, 7)]),
     "div": (F.div, torch.div, [(3, 4), ((3, 4), "positive")]),
+    "div_float": (lambda x: x / 0.3, lambda x: x / 0.3, [(5, 7)]),
+    "rdiv_float": (lambda x: 0.7 / x, lambda x: 0.7 / x, [((5, 7), "positive")]),
     "exp": (F.exp, torch.exp, [(3, 4)]),
     "log": (F.log, torch.log, [((3, 4), "positive")]),
     "pow": (lambda x: F.pow(x, 3), lambda x: x ** 3, [(3, 4)]),
     "relu": (F.relu, torch.relu, [(3, 4)]),
     "sigmoid": (F.sigmoid, torch.sigmoid, [(3, 4)]),
     "tanh": (F.tanh, torch.tanh, [(3, 4)]),
+    "sigmoid_saturating": (F.sigmoid, torch.sigmoid, [((3, 4), "saturating")]),
+    "tanh_saturating": (F.tanh, torch.tanh, [((3, 4), "saturating")]),
     "leaky_relu": (lambda x: F.leaky_relu(x, 0.2), lambda x: tF.leaky_relu(x, 0.2), [(3, 4)]),
     "clamp": (lambda x: F.clamp(x, -0.5, 0.7), lambda x: x.clamp(-0.5, 0.7), [(3, 4)]),
     "matmul": (F.matmul, torch.matmul, [(6, 300), (300, 5)]),

@@ -67,8 +67,9 @@ class Div(Function):
     def backward(self, gy):
         a, b = self.saved
         if self.gpu:           # half data: -gy * a / (b * b) in float, rounded once (at the end)
-            acc = accumulation_dtype(gy.dtype)
-            gy, a, b = (v.astype(acc, copy=False) for v in (gy, a, b))
+            acc = accumulation_dtype(gy.dtype)      # (a Python number operand stays as it is)
+            gy, a, b = (v.astype(acc, copy=False) if hasattr(v, "astype") else v
+                        for v in (gy, a, b))
         ga = unbroadcast(gy / b, shape_of(a)) if self.needs_input_grad[0] else None
         gb = unbroadcast(-gy * a / (b * b), shape_of(b)) if self.needs_input_grad[1] else None
         return ga, gb
@@ -129,8 +130,9 @@ class _CudnnActivation(Function):
     its packed NHWC view (elementwise, the order does not matter) and y is channels-last too.
     Half-precision data takes this project's CuPy kernels instead (float math, one rounding),
     whose every dtype CI compiles: cuDNN's legacy activations are not checked with bfloat16
-    here. Their gradient is taken from x: from a y rounded to bfloat16, tanh's 1 - y^2 near
-    |y| = 1 would keep only the rounding (the NumPy path keeps y in float32)."""
+    here. Their gradient is taken from x, on both paths: from a y rounded to bfloat16 (or even
+    kept in float32), tanh's 1 - y^2 and the sigmoid's y (1 - y) near saturation would keep
+    only the rounding. float32 / float64 data take torch's formulas, from y."""
     mode = None
     name = None                # the CuPy kernels' name for the activation
     nhwc = False
@@ -188,7 +190,10 @@ class Sigmoid(_CudnnActivation):
         return y
 
     def grad_cpu(self, x, y, gy):
-        return gy * y * (1 - y)
+        if self.half is not None:       # half data, as the GPU path: from x, no cancellation
+            e = np.exp(-np.abs(x))
+            return gy * e / ((1 + e) * (1 + e))
+        return gy * y * (1 - y)         # (float32 / float64: torch's formula, from y)
 
 
 class Tanh(_CudnnActivation):
@@ -201,6 +206,9 @@ class Tanh(_CudnnActivation):
         return y
 
     def grad_cpu(self, x, y, gy):
+        if self.half is not None:       # half data, as the GPU path: 1 / cosh^2 from x,
+            e = np.exp(-2 * np.abs(x))  # as 4 e / (1 + e)^2 (no overflow for large |x|)
+            return gy * 4 * e / ((1 + e) * (1 + e))
         return gy * (1 - y * y)
 
 
