@@ -2,6 +2,7 @@
 paths share live here, so a misuse gets the same clear error on the CPU and the GPU."""
 import numpy as np
 
+from .ops import attention as _att
 from .ops import conv as _conv
 from .ops import elementwise as _ew
 from .ops import linalg as _la
@@ -129,6 +130,29 @@ def dropout(x, p=0.5, training=True):
     if p == 1:
         return x * 0.0
     return _ew.Dropout.apply(x, p=p)
+
+
+def additive_attention(query, location, processed_memory, v, memory, mask=None):
+    """Additive attention after its projections (layers.ops.attention): weights = softmax over
+    t of v . tanh(query + location + processed_memory) (-inf where mask is True), context =
+    weights . memory. query (B, A), location and processed_memory (B, L, A), v (1, A) (a
+    Linear(A, 1)'s weight), memory (B, L, E), mask (B, L) bool or None -> (context (B, E),
+    weights (B, L)). One kernel each way on the GPU."""
+    B, L, A = processed_memory.shape
+    shapes = {"query": (query.shape, (B, A)), "location": (location.shape, (B, L, A)),
+              "v": (v.shape, (1, A)), "memory": (memory.shape[:2], (B, L))}
+    if mask is not None:
+        shapes["mask"] = (mask.shape, (B, L))
+    bad = {k: got for k, (got, want) in shapes.items() if tuple(got) != want}
+    if processed_memory.ndim != 3 or memory.ndim != 3 or bad:
+        raise ValueError(f"additive_attention: processed_memory {processed_memory.shape} (B, L, "
+                         f"A) needs query (B, A), location (B, L, A), v (1, A), memory (B, L, E) "
+                         f"and mask (B, L); got " + ", ".join(f"{k} {v_.shape}" for k, v_ in (
+                             ("query", query), ("location", location), ("v", v),
+                             ("memory", memory)) + ((("mask", mask),) if mask is not None
+                                                    else ())))
+    _check_float("additive_attention", query, location, processed_memory, v, memory)
+    return _att.AdditiveAttention.apply(query, location, processed_memory, v, memory, mask)
 
 
 def softmax(x, axis=-1): return _red.Softmax.apply(x, axis=axis)

@@ -371,6 +371,7 @@ class RawKernel:
         self.code, self.name = code, name
 
     def __call__(self, grid, block, args, **_):
+        CALLS[self.name] += 1
         lib = _compile(self.code)
         fn = getattr(lib, self.name)
         keep, call = [], []
@@ -472,9 +473,11 @@ def install(monkeypatch):
     products; fresh device random generators."""
     from layers import backend, finite, kernels, optim
     from layers import random as lrandom
+    from layers.ops import attention as ops_attention
     from layers.ops import rnn as ops_rnn
 
     def clear():
+        ops_attention._kernel.cache_clear()
         kernels.elementwise.cache_clear()
         kernels.reduction.cache_clear()
         kernels._sumsq_kernel.cache_clear()

@@ -19,6 +19,7 @@ import pytest
 
 from layers import finite, kernels
 from layers import random as lrandom
+from layers.ops import attention as ops_attention
 from layers.ops import rnn as ops_rnn
 
 from host_kernels import C_NAMES
@@ -111,6 +112,9 @@ def _harvest(monkeypatch, dtype):
     gen.dropout(x, 0.1)
     gen.uniform((4, 4), dtype)
     gen.normal((4, 4), dtype)
+    ops_attention._kernel.cache_clear()
+    for direction in ("fwd", "bwd"):
+        ops_attention._kernel(direction, "double" if dtype == "float64" else "float")
     cell = ops_rnn.LSTMCell()
     cell.gpu = True
     cell.forward(x, x, x, x, x)
@@ -217,7 +221,8 @@ def test_every_kernel_compiles_for(dtype, monkeypatch, tmp_path):
     names |= {n.rsplit("_", 1)[0] for n in names}       # (names keyed by a scalar's type)
     for expected in ("leaky_relu_fwd", "bce_bwd", "cudnnlite_softmax_fwd", "cudnnlite_relu_fwd",
                      "cudnnlite_sync_master", "cudnnlite_adam_master", "cudnnlite_dropout",
-                     "cudnnlite_first_nonfinite_multi", "cudnnlite_normal", "lstm_cell_bwd"):
+                     "cudnnlite_first_nonfinite_multi", "cudnnlite_normal", "lstm_cell_bwd",
+                     "cudnnlite_additive_attention_fwd", "cudnnlite_additive_attention_bwd"):
         assert expected in names, (expected, sorted(names))
     make = {"elementwise": _elementwise_source, "reduction": _reduction_source,
             "raw": _raw_source}

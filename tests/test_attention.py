@@ -1,0 +1,132 @@
+"""F.additive_attention (layers.ops.attention): Tacotron 2's attention after its projections as
+one op, against PyTorch float64 composing NVIDIA's get_alignment_energies, masked_fill, softmax
+and bmm -- on the NumPy path, and on the GPU path's own kernels run on the host
+(tests/host_kernels.py), with lengths past one block of threads."""
+import numpy as np
+import pytest
+import torch
+
+import layers as L
+from layers import functional as F
+from layers.ops import attention
+
+from host_kernels import CALLS, install_cudnn
+
+
+def _case(B, Lc, A, E, masked, seed=0):
+    rng = np.random.default_rng(seed)
+    q, loc, pm = (rng.standard_normal(s) * 0.7 for s in ((B, A), (B, Lc, A), (B, Lc, A)))
+    v, memory = rng.standard_normal((1, A)), rng.standard_normal((B, Lc, E))
+    lengths = rng.integers(1, Lc + 1, B)
+    lengths[0] = Lc
+    mask = np.arange(Lc)[None, :] >= lengths[:, None] if masked else None
+    g_ctx, g_w = rng.standard_normal((B, E)), rng.standard_normal((B, Lc))
+    return (q, loc, pm, v, memory), mask, (g_ctx, g_w)
+
+
+def _torch(inputs, mask, grads):
+    """NVIDIA's Attention.forward after the projections, float64, and its input gradients."""
+    q, loc, pm, v, memory = (torch.tensor(a, requires_grad=True) for a in inputs)
+    energies = (torch.tanh(q[:, None, :] + loc + pm) @ v.T).squeeze(-1)
+    if mask is not None:
+        energies = energies.masked_fill(torch.tensor(mask), -float("inf"))
+    w = torch.softmax(energies, dim=1)
+    ctx = torch.bmm(w.unsqueeze(1), memory).squeeze(1)
+    (ctx * torch.tensor(grads[0])).sum().add((w * torch.tensor(grads[1])).sum()).backward()
+    return [ctx.detach().numpy(), w.detach().numpy()], \
+        [t.grad.numpy() for t in (q, loc, pm, v, memory)]
+
+
+def _ours(inputs, mask, grads, dtype, device):
+    ts = [L.tensor(a.astype(dtype), requires_grad=True, device=device) for a in inputs]
+    m = None if mask is None else L.backend.to_device(mask, device)
+    ctx, w = F.additive_attention(*ts, mask=m)
+    out = [np.asarray(L.backend.to_device(t.data, "cpu"), np.float64) for t in (ctx, w)]
+    loss = F.sum(ctx * L.tensor(grads[0].astype(dtype), device=device)) + \
+        F.sum(w * L.tensor(grads[1].astype(dtype), device=device))
+    loss.backward()
+    return out, [np.asarray(L.backend.to_device(t.grad.data, "cpu"), np.float64) for t in ts]
+
+
+def _close(got, want, rtol):
+    for g, r in zip(got, want):
+        np.testing.assert_allclose(g, r, rtol=rtol, atol=rtol * np.abs(r).max())
+
+
+CASES = [dict(B=3, Lc=7, A=5, E=6, masked=True), dict(B=2, Lc=9, A=4, E=3, masked=False),
+         # lengths, attention and memory sizes past the kernel's 128 threads (its strided loops)
+         dict(B=2, Lc=150, A=131, E=140, masked=True)]
+
+
+@pytest.mark.parametrize("case", CASES, ids=["masked", "unmasked", "long"])
+@pytest.mark.parametrize("where", ["numpy", "gpu path on the host"])
+@pytest.mark.parametrize("dtype, rtol", [(np.float64, 1e-12), (np.float32, 2e-5)])
+def test_additive_attention_equals_torch_float64(case, where, dtype, rtol, request,
+                                                 monkeypatch):
+    inputs, mask, grads = _case(**case)
+    device = "cpu"
+    if where != "numpy":
+        request.getfixturevalue("on_host")
+        install_cudnn(monkeypatch)                  # (v's deferred gradient is a cuBLASLt GEMM)
+        device = 0
+        CALLS.clear()
+    out, gin = _ours(inputs, mask, grads, dtype, device)
+    if where != "numpy":
+        assert CALLS[f"cudnnlite_additive_attention_fwd_{'double' if dtype == np.float64 else 'float'}"] == 1
+    ref_out, ref_gin = _torch(inputs, mask, grads)
+    _close(out, ref_out, rtol)
+    _close(gin, ref_gin, rtol)
+    if mask is not None:                      # no weight, and no memory gradient, past a length
+        assert (out[1][mask] == 0).all() and (gin[4][mask] == 0).all()
+
+
+@pytest.mark.parametrize("where", ["numpy", "gpu path on the host"])
+def test_bfloat16_is_computed_in_float32_and_rounded_once(where, request):
+    """bfloat16 inputs: both outputs within half an ulp of bfloat16 (plus float32's error) of
+    the float64 result of the same rounded inputs, as the other ops' bfloat16 results."""
+    inputs, mask, grads = _case(2, 6, 8, 5, True, seed=4)
+    bf = L.backend.bfloat16
+    inputs = [a.astype(bf).astype(np.float64) for a in inputs]
+    device = "cpu"
+    if where != "numpy":
+        request.getfixturevalue("on_host")
+        device = 0
+    ts = [L.tensor(a.astype(bf), device=device) for a in inputs]
+    ctx, w = F.additive_attention(*ts, mask=None if mask is None else
+                                  L.backend.to_device(mask, device))
+    assert ctx.dtype == bf and w.dtype == bf
+    ref, _ = _torch(inputs, mask, grads)
+    for got, want in zip((ctx, w), ref):
+        got = np.asarray(L.backend.to_device(got.data, "cpu"), np.float64)
+        ulp = 2.0 ** (np.floor(np.log2(np.maximum(np.abs(want), 1e-30))) - 7)
+        assert (np.abs(got - want) <= 0.5 * ulp + 1e-6 * np.abs(want) + 1e-30).all()
+
+
+def test_v_gradient_is_deferred_to_one_product_over_every_use():
+    """Used once per decoder frame, v's gradient is summed by one product at the end of
+    backward (layers.tensor.Deferred), and equals the per-use sum."""
+    inputs, mask, grads = _case(2, 5, 4, 3, True, seed=2)
+    v = L.tensor(inputs[3], requires_grad=True)
+    total = 0
+    for k in range(3):                       # three "frames" sharing v
+        ts = [L.tensor(a * (k + 1), requires_grad=True) for a in inputs[:3]]
+        ctx, w = F.additive_attention(*ts, v, L.tensor(inputs[4]), mask=mask)
+        total = total + F.sum(ctx * L.tensor(grads[0])) + F.sum(w * L.tensor(grads[1]))
+    total.backward()
+    want = sum(_torch([a * (k + 1) for a in inputs[:3]] + list(inputs[3:]), mask, grads)[1][3]
+               for k in range(3))
+    np.testing.assert_allclose(v.grad.numpy(), want, rtol=1e-12)
+
+
+def test_bad_shapes_name_every_operand():
+    q, loc, pm, v, memory = (L.tensor(np.zeros(s, np.float32)) for s in
+                             ((2, 4), (2, 5, 4), (2, 5, 4), (4, 1), (2, 5, 3)))
+    with pytest.raises(ValueError, match=r"additive_attention: .*v \(4, 1\)"):
+        F.additive_attention(q, loc, pm, v, memory)
+    with pytest.raises(TypeError, match="additive_attention: inputs must share one floating"):
+        F.additive_attention(q, loc, pm, L.tensor(np.zeros((1, 4))), memory)
+
+
+def test_the_gpu_kernels_block_is_a_power_of_two():
+    """The kernels' shared-memory reductions halve the block: THREADS must be a power of two."""
+    assert attention.THREADS & (attention.THREADS - 1) == 0
