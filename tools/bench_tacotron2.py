@@ -14,6 +14,7 @@ mask_padding is off on both: torchaudio fills padded frames in place, which auto
 """
 import itertools
 import statistics
+import sys
 
 import numpy as np
 
@@ -27,11 +28,13 @@ def batch_of(hp, batch_size, chars, frames):
 
 
 def ours(hp, batch, device, cuda_graph=False, precision="fp32"):
-    """A step function of this engine (eager, or captured: train.tacotron2.make_step with
-    cuda_graph, one CUDA graph for this batch's lengths after one eager call), in
-    train.tacotron2's --precision, and its sync."""
+    """train.tacotron2's step (eager, or captured: make_step with cuda_graph, one CUDA graph for
+    this batch's shape after one eager call; the on-device non-finite check as train.tacotron2
+    makes it), in train.tacotron2's --precision: (step, model, sync). The step returns its
+    statistics on the device."""
     import cupy
     import layers as L
+    from layers.finite import FiniteCheck
     from train.common import set_precision
     from train.tacotron2 import Tacotron2, make_optimizer, make_step
     L.manual_seed(0)
@@ -41,7 +44,8 @@ def ours(hp, batch, device, cuda_graph=False, precision="fp32"):
     text, text_lengths, mels, gates, mel_lengths = batch       # lengths stay on the host
     dev_batch = (L.backend.to_device(text, device), text_lengths, L.backend.to_device(mels, device),
                  L.backend.to_device(gates, device), mel_lengths)
-    step = make_step(model, opt, cuda_graph=cuda_graph)
+    finite = FiniteCheck({"model": model}, every_call=False, keep_first=True)  # as train.tacotron2
+    step = make_step(model, opt, cuda_graph=cuda_graph, finite=finite)
     return lambda: step(dev_batch), model, cupy.cuda.get_current_stream().synchronize
 
 
@@ -152,11 +156,23 @@ def main():
         kernels, busy = kernels_and_busy_ms(step, sync)
         print(f"{name:<32} {med:8.1f} {frames / med * 1e3:13.0f} {kernels:8d} {busy:12.1f}   "
               + " ".join(f"{t:.1f}" for t in times[name]))
+    bad = [name for name, (step, sync) in runs.items()
+           if name.startswith("cudnnlite") and not finite_statistics(step, sync)]
     for name in runs:
         if name.startswith("cudnnlite"):
             ratio = statistics.median(times["torchaudio eager"]) / statistics.median(times[name])
             print(f"speed-up of {name} over torchaudio eager: {ratio:.2f}x")
-    return 0
+    for name in bad:
+        print(f"error: {name}: the last step's losses and gradient norm are not all finite -- "
+              f"its time is not that of a training step", file=sys.stderr)
+    return 1 if bad else 0
+
+
+def finite_statistics(step, sync):
+    """One more step; are its statistics (loss, its parts, the gradient norm) finite?"""
+    out = step()
+    sync()
+    return bool(np.isfinite(out.get()).all())
 
 
 if __name__ == "__main__":

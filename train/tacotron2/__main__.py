@@ -116,8 +116,8 @@ def train_parser():
     p.add_argument("--cuda-graph", action=argparse.BooleanOptionalAction, default=None,
                    help="GPU: capture the step in a CUDA graph per batch shape and replay it for "
                         "every later batch of that shape, whatever its lengths [on for a GPU "
-                        "device (H100: 48 against 491 ms a step eagerly), except when resuming a "
-                        "run whose batches were padded 1,1]")
+                        "device (H100: 48 against 491 ms a step eagerly), except for batches "
+                        "padded 1,1 (--pad-multiple 1,1, or a resumed run that padded so)]")
     p.add_argument("--pad-multiple", type=cli.positive_int_pair, default=None,
                    metavar="CHARS,FRAMES",
                    help="round each batch's padded text length and frame count up to these "
@@ -343,10 +343,12 @@ def train(argv):
     # a resumed run pads as the run it continues did (the losses are means over the padding)
     saved = tuple(resume_meta["pad_multiple"]) if resume_meta and "pad_multiple" in resume_meta \
         else None           # (checkpoints written before --pad-multiple existed do not say)
+    # ... and padded as NVIDIA's collate does, 1,1, unless told otherwise (--pad-multiple)
+    padded = saved or ((1, 1) if resume_meta is not None else None)
     if args.cuda_graph is None:
-        args.cuda_graph = captures_by_default(device, args.pad_multiple, saved)
+        args.cuda_graph = captures_by_default(device, args.pad_multiple, padded)
     if args.pad_multiple is None:
-        args.pad_multiple = saved or ((16, 64) if args.cuda_graph else (1, 1))
+        args.pad_multiple = padded or ((16, 64) if args.cuda_graph else (1, 1))
     elif saved is not None and args.pad_multiple != saved:
         cli.fail(f"--pad-multiple {','.join(map(str, args.pad_multiple))}: the checkpoint "
                  f"{args.resume} was trained with {','.join(map(str, saved))}; expected that "
