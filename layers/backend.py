@@ -193,13 +193,16 @@ def to_device(a, device):
 def _keeping_layout(a, copy):
     """copy(a) -- a transfer, which CuPy makes C-ordered -- stored in a's order of axes, as
     torch's .to() keeps a tensor's layout: channels-last stays channels-last (even with C = 1,
-    see channels_last_strides), a transposed array stays transposed."""
+    see channels_last_strides), a transposed array stays transposed; an array that is not a
+    permutation of a dense one (broadcast, strided slices) comes C-ordered, as torch's
+    preserve_format makes a tensor that is not dense and non-overlapping contiguous."""
     if not hasattr(a, "strides"):                 # (a list, a number: as CuPy takes them)
         return copy(a)
     if is_channels_last(a):
         return copy(a.transpose(0, 2, 3, 1)).transpose(0, 3, 1, 2)
     order = sorted(range(a.ndim), key=lambda i: -abs(a.strides[i]))   # outermost axis first
-    if a.flags.c_contiguous or order == list(range(a.ndim)):
+    if a.flags.c_contiguous or order == list(range(a.ndim)) or \
+            not a.transpose(order).flags.c_contiguous:
         return copy(a)
     back = [0] * a.ndim
     for i, axis in enumerate(order):

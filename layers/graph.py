@@ -136,9 +136,10 @@ class CapturedStep:
     def _capture(self, arrays, inputs, host):
         import cudnnlite
         cp = cupy()
-        pool = cp.cuda.MemoryPool()       # the graph's buffers live here, and only here
+        malloc, blocks = keeping_allocator(cp)
+        pool = cp.cuda.MemoryPool(malloc)  # the graph's buffers live here, and only here
         with cp.cuda.using_allocator(pool.malloc), cudnnlite.capture_scope() as kept:
-            static = [a.copy(order="K") for a in arrays]     # (layouts kept: channels-last)
+            static = [_copy(a) for a in arrays]      # (layouts kept: channels-last, C = 1 too)
             wrapped = [Tensor(s, requires_grad=i.requires_grad) if isinstance(i, Tensor) else s
                        for s, i in zip(static, inputs)]
             self.stream.synchronize()
@@ -158,7 +159,33 @@ class CapturedStep:
                     f"CUDA library through CuPy's own handles (cupy.linalg, CuPy's matmul; "
                     f"layers' matmul and linear use cudnnlite.blas, which captures)") from e
             graph = self.stream.end_capture()
-        return graph, static, out, (pool, kept, self._owned())
+        return graph, static, out, (pool, kept, self._owned(), blocks)
+
+
+def keeping_allocator(cp):
+    """(malloc, blocks): a raw allocator for a capture's memory pool that also keeps every block
+    it makes in `blocks`, for the graph to hold. CuPy's pool, when a cudaMalloc fails, frees its
+    cached free blocks and tries again -- during a capture (CuPy's relaxed mode tolerates the
+    cudaFree) those are blocks the kernels captured so far still address, so the graph would
+    replay into memory it no longer owns, or that a later block of its own now reuses. Kept
+    here, nothing the graph addresses goes back to the driver before the graph is dropped; the
+    retry fails instead, and CapturedStep makes room its own way (_capture_with_room)."""
+    blocks = []
+
+    def malloc(size):
+        mem = cp.cuda.Memory(size)            # cudaMalloc (CuPy's pool rounds the size up)
+        blocks.append(mem)
+        return cp.cuda.MemoryPointer(mem, 0)
+    return malloc, blocks
+
+
+def _copy(a):
+    """A copy of device array a stored as a is (backend.empty_like: a channels-last a with C = 1
+    stays channels-last, which a.copy(order='K') would make C-ordered)."""
+    from .backend import empty_like
+    out = empty_like(a)
+    out[...] = a
+    return out
 
 
 def evict(graphs, max_graphs, max_bytes, size):

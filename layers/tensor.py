@@ -405,8 +405,13 @@ def _backward_one(fn, grads, pending, deferred):
 
 def _accumulate(leaf, g):
     if leaf.grad is None:
-        leaf.grad = Tensor(g.copy(order="K"))    # g may be shared (x + x hands gy to both
-        #                                          inputs); order K keeps a channels-last layout
+        # a copy (g may be shared: x + x hands gy to both inputs) stored as the leaf is, as
+        # torch lays a .grad out like its parameter (empty_like: channels-last stays so, C = 1
+        # too, where g's own strides may fit both layouts)
+        from .backend import empty_like
+        grad = empty_like(leaf.data)
+        grad[...] = g
+        leaf.grad = Tensor(grad)
     else:
         leaf.grad.data += g
 

@@ -212,3 +212,24 @@ def test_channels_last_batch_norm_reaches_cudnn_as_nhwc():
     setups = [d.setup() for d in descriptors._tensor_cache.values()]
     assert (cl.DataType.FLOAT, (4, 6, 5, 5), (150, 1, 30, 6)) in setups
     descriptors._tensor_cache.clear()
+
+
+def test_a_transfer_keeps_a_dense_layout_and_makes_the_rest_c_ordered():
+    """layers.backend._keeping_layout with a C-ordering copy (what CuPy's transfers do): as
+    torch's preserve_format, a channels-last or transposed array keeps its layout, a broadcast
+    or strided view (not a permutation of a dense array) comes C-ordered."""
+    from layers.backend import _keeping_layout, is_channels_last
+    c_copy = lambda a: np.array(a, order="C")               # noqa: E731
+    x = np.arange(2 * 3 * 4 * 5, dtype=np.float32).reshape(2, 4, 5, 3).transpose(0, 3, 1, 2)
+    t = np.arange(12.0).reshape(3, 4).T
+    views = {"channels-last": x, "transposed": t, "broadcast": np.broadcast_to(np.arange(4.0), (3, 4)),
+             "strided": np.arange(24.0).reshape(4, 6)[:, ::2], "transposed strided": t[::2]}
+    for name, a in views.items():
+        b = _keeping_layout(a, c_copy)
+        np.testing.assert_array_equal(b, a, err_msg=name)
+        if name == "channels-last":
+            assert is_channels_last(b), name
+        elif name == "transposed":
+            assert b.strides == a.strides, name
+        else:
+            assert b.flags.c_contiguous, name

@@ -144,3 +144,35 @@ def test_a_capture_that_runs_out_of_memory_drops_the_other_graphs_and_retries(mo
         assert type(e.__cause__) is ValueError and other.tries == 1
     else:
         raise AssertionError("no error")
+
+
+def test_a_captures_pool_never_hands_its_blocks_back_while_the_graph_lives():
+    """CuPy's pool frees its cached blocks when a cudaMalloc fails and tries again; during a
+    capture those blocks are addressed by kernels already captured. The capture's allocator
+    keeps every block it made (in the graph's entry), so dropping them from the pool frees
+    nothing."""
+    import weakref
+    from types import SimpleNamespace
+    from layers.graph import keeping_allocator
+
+    class Memory:
+        def __init__(self, size):
+            self.size = size
+
+    cp = SimpleNamespace(cuda=SimpleNamespace(Memory=Memory, MemoryPointer=lambda mem, off: (mem, off)))
+    malloc, blocks = keeping_allocator(cp)
+    alive = [weakref.ref(malloc(n)[0]) for n in (512, 1024)]   # the pool's pointers dropped
+    assert [b.size for b in blocks] == [512, 1024] and all(r() is not None for r in alive)
+
+
+def test_static_inputs_and_first_gradients_keep_a_channels_last_layout_with_one_channel():
+    """(copy(order='K') makes a C = 1 channels-last array C-ordered: its strides fit both.)"""
+    import numpy as np
+    import layers as L
+    from layers.backend import is_channels_last
+    from layers.graph import _copy
+    conv = L.nn.Conv2d(1, 4, 3).to(memory_format="channels_last")
+    x = L.tensor(np.ones((2, 5, 5, 1), np.float32)).data.transpose(0, 3, 1, 2)
+    assert is_channels_last(x) and is_channels_last(_copy(x))
+    L.functional.sum(conv(L.Tensor(x))).backward()
+    assert is_channels_last(conv.weight.grad.data)
