@@ -55,13 +55,17 @@ class Concat(Function):
 
 
 class Stack(Function):
+    """The gradients of the stacked arrays are views of gy (no copy: Tacotron 2 stacks each
+    decoder frame's outputs, and a copy per frame was a kernel per frame); an op that needs a
+    dense operand copies it at its own boundary."""
+
     def forward(self, *xs):
         return stack(xs, axis=self.axis)
 
     def backward(self, gy):
-        n = gy.shape[self.axis]
-        return tuple(self.xp.take(gy, i, axis=self.axis) if need else None
-                     for i, need in zip(range(n), self.needs_input_grad))
+        axis = self.axis % gy.ndim
+        return tuple(gy[(slice(None),) * axis + (i,)] if need else None
+                     for i, need in enumerate(self.needs_input_grad))
 
 
 class Unstack(Function):
@@ -71,7 +75,8 @@ class Unstack(Function):
     def forward(self, x):
         self.shape, self.dtype = x.shape, x.dtype
         self.n_outputs = x.shape[self.axis]
-        return tuple(self.xp.take(x, i, axis=self.axis) for i in range(self.n_outputs))
+        axis = self.axis % x.ndim                    # views, as Stack's gradients
+        return tuple(x[(slice(None),) * axis + (i,)] for i in range(self.n_outputs))
 
     def backward(self, *gys):
         zeros = None
