@@ -47,6 +47,9 @@ CASES = {
     "transpose": (lambda x: x.transpose(2, 0, 1), [rnd(2, 3, 4)]),
     "concat": (lambda a, b: F.concat([a, b], axis=1), [rnd(2, 3), rnd(2, 5)]),
     "stack": (lambda a, b: F.stack([a, b], axis=1), [rnd(2, 3), rnd(2, 3)]),
+    "stack_neg_axis": (lambda a, b: F.stack([a, b], axis=-1) * 2.0, [rnd(2, 3), rnd(2, 3)]),
+    "unstack": (lambda x: F.stack(list(F.unstack(x, axis=1))[::-1], axis=0) * 1.5,
+                [rnd(2, 3, 4)]),
     "getitem_basic": (lambda x: x[1:, ::2, None], [rnd(3, 5)]),
     "getitem_advanced": (lambda x: x[np.array([0, 2, 0])], [rnd(3, 4)]),
     "pad": (lambda x: F.pad(x, (1, 2, 0, 1), value=0.5), [rnd(2, 3, 4)]),
@@ -113,3 +116,17 @@ def test_grad_accumulates_when_a_value_is_used_twice():
     np.testing.assert_allclose(x.grad.numpy(), 2 * np.array([1.0, 2, 3]) + 1)
     (x * 2.0).sum().backward()                        # a second backward adds to .grad
     np.testing.assert_allclose(x.grad.numpy(), 2 * np.array([1.0, 2, 3]) + 3)
+
+
+def test_unstack_and_stacks_gradients_are_views_not_copies():
+    """(Tacotron 2 runs them once per decoder frame: a copy each was a kernel each.)"""
+    x = L.tensor(np.arange(24.0).reshape(2, 3, 4), requires_grad=True)
+    parts = F.unstack(x, axis=1)
+    assert all(np.shares_memory(p.data, x.data) for p in parts)
+    gy = np.arange(24.0).reshape(2, 3, 4)
+    from layers.ops.shape import Stack
+    fn = Stack(axis=1)
+    fn.needs_input_grad = (True,) * 3
+    grads = fn.backward(gy)
+    assert all(np.shares_memory(g, gy) for g in grads)
+    np.testing.assert_array_equal(grads[1], gy[:, 1])
