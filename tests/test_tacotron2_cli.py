@@ -188,9 +188,13 @@ def test_the_step_is_captured_by_default_on_a_gpu(device, given, saved, captured
     assert captures_by_default(device, given, saved) is captured
 
 
-def test_no_cuda_graph_is_accepted_on_the_cpu(corpus, tmp_path):
-    assert train(corpus, tmp_path / "t", "--epochs", "1", "--hparams", TINY, "--max-steps", "1",
-                 "--no-cuda-graph").returncode == 0
+def test_no_cuda_graph_and_allow_tf32_are_accepted_and_said(corpus, tmp_path):
+    r = train(corpus, tmp_path / "t", "--epochs", "1", "--hparams", TINY, "--max-steps", "1",
+              "--no-cuda-graph")
+    assert r.returncode == 0 and "matmuls float32" in r.stdout, r.stderr
+    r = train(corpus, tmp_path / "u", "--epochs", "1", "--hparams", TINY, "--max-steps", "1",
+              "--allow-tf32")
+    assert r.returncode == 0 and "matmuls TF32" in r.stdout, r.stderr
 
 
 def test_outf_that_is_a_file_is_left_alone(tmp_path):

@@ -118,6 +118,11 @@ def train_parser():
                         "every later batch of that shape, whatever its lengths [on for a GPU "
                         "device (H100: 48 against 491 ms a step eagerly), except for batches "
                         "padded 1,1 (--pad-multiple 1,1, or a resumed run that padded so)]")
+    p.add_argument("--allow-tf32", action="store_true",
+                   help="float32 matmuls (Linear, the LSTM cells' products, the attention's) on "
+                        "TF32 tensor cores, as torch.backends.cuda.matmul.allow_tf32 = True "
+                        "[off, as PyTorch's default; convolutions use TF32 either way, as "
+                        "PyTorch's cuDNN default]")
     p.add_argument("--pad-multiple", type=cli.positive_int_pair, default=None,
                    metavar="CHARS,FRAMES",
                    help="round each batch's padded text length and frame count up to these "
@@ -385,8 +390,12 @@ def train(argv):
     ckpt = os.path.join(args.outf, "checkpoint.npz")
     finite = FiniteCheck({"model": model}, every_call=False,   # not once per decoder frame
                          keep_first=True)
+    if args.allow_tf32:
+        from cudnnlite import blas
+        blas.configure(allow_tf32=True)
     print(f"{len(train_set)} training / {len(val_set)} validation utterances, {len(batches)} "
-          f"batches of {args.batch_size} per epoch, device {device}, precision {args.precision}")
+          f"batches of {args.batch_size} per epoch, device {device}, precision {args.precision}"
+          f", matmuls {'TF32' if args.allow_tf32 else 'float32'}")
 
     def save(epoch_, position_, order_):
         save_checkpoint(ckpt, modules, optimizers,
