@@ -21,9 +21,9 @@ model.to(memory_format=torch.channels_last)).
 """
 import itertools
 import statistics
-import sys
 
-from tools.timing import kernels_and_busy_ms, ms_per_call, with_foreach
+from tools.timing import (finite_statistics, kernels_and_busy_ms, ms_per_call,
+                          report_non_finite, with_foreach)
 from train import cli
 
 
@@ -167,19 +167,7 @@ def main():
         if name != base:
             print(f"speed-up of {name} over {base}: "
                   f"{statistics.median(times[base]) / statistics.median(times[name]):.2f}x")
-    for name in bad:
-        print(f"error: {name}: the last step's errD, errG, D(x), D(G(z)) are not all finite -- "
-              f"its time is not that of a training step", file=sys.stderr)
-    return 1 if bad else 0
-
-
-def finite_statistics(step, sync):
-    """One more step; are its five statistics (errD, errG, D(x), D(G(z)) x 2) finite?"""
-    import numpy as np
-    out = step()
-    sync()
-    values = out.float().cpu().numpy() if hasattr(out, "cpu") else out.get()
-    return bool(np.isfinite(values).all())
+    return report_non_finite(bad, "errD, errG, D(x), D(G(z))")
 
 
 if __name__ == "__main__":

@@ -14,11 +14,11 @@ mask_padding is off on both: torchaudio fills padded frames in place, which auto
 """
 import itertools
 import statistics
-import sys
 
 import numpy as np
 
-from tools.timing import kernels_and_busy_ms, ms_per_call, with_foreach
+from tools.timing import (finite_statistics, kernels_and_busy_ms, ms_per_call,
+                          report_non_finite, with_foreach)
 from train import cli
 
 
@@ -162,17 +162,7 @@ def main():
         if name.startswith("cudnnlite"):
             ratio = statistics.median(times["torchaudio eager"]) / statistics.median(times[name])
             print(f"speed-up of {name} over torchaudio eager: {ratio:.2f}x")
-    for name in bad:
-        print(f"error: {name}: the last step's losses and gradient norm are not all finite -- "
-              f"its time is not that of a training step", file=sys.stderr)
-    return 1 if bad else 0
-
-
-def finite_statistics(step, sync):
-    """One more step; are its statistics (loss, its parts, the gradient norm) finite?"""
-    out = step()
-    sync()
-    return bool(np.isfinite(out.get()).all())
+    return report_non_finite(bad, "losses and gradient norm")
 
 
 if __name__ == "__main__":

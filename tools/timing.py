@@ -41,3 +41,23 @@ def with_foreach(flag, step):
         finally:
             optim.FOREACH = saved
     return run
+
+
+def finite_statistics(step, sync):
+    """One more call of step: are all the statistics it returns (a CuPy array or a torch
+    tensor on the device) finite? A benchmark row whose step has gone non-finite is not timing
+    a training step."""
+    import numpy as np
+    out = step()
+    sync()
+    values = out.float().cpu().numpy() if hasattr(out, "cpu") else out.get()
+    return bool(np.isfinite(values).all())
+
+
+def report_non_finite(names, what):
+    """Say, on stderr, which rows' `what` were not finite; the tool's exit status (1 if any)."""
+    import sys
+    for name in names:
+        print(f"error: {name}: the last step's {what} are not all finite -- its time is not "
+              f"that of a training step", file=sys.stderr)
+    return 1 if names else 0
