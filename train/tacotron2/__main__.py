@@ -46,7 +46,7 @@ def hparams_from(text, base=None):
         name = name.strip()
         if not eq or name not in fields:
             cli.fail(f"--hparams {text}: {item!r} is not name=value with a name of HParams "
-                     f"(e.g. decoder_rnn_dim=1024)")
+                     f"(e.g. decoder_rnn_dim=1024; the names: {', '.join(sorted(fields))})")
         kind = type(getattr(hp, name))
         try:
             if kind is bool:
@@ -58,7 +58,9 @@ def hparams_from(text, base=None):
             else:
                 changes[name] = kind(value)
         except ValueError:
-            cli.fail(f"--hparams {text}: {name}={value!r} is not a {kind.__name__}")
+            what = {int: "an integer", float: "a number", bool: "true or false"}.get(
+                kind, kind.__name__)
+            cli.fail(f"--hparams {text}: {name}={value!r}: expected {what}")
         v = changes[name]
         if kind is int and name != "seed" and v < 1:
             cli.fail(f"--hparams {text}: {name}={v}: expected a positive integer")
@@ -89,13 +91,13 @@ def train_parser():
                         "batch size: the seed's experiment")
     p.add_argument("--outf", default="out/tacotron2", help="folder for logs, PNGs, WAVs, "
                    "checkpoints [out/tacotron2]")
-    p.add_argument("--epochs", type=cli.positive_int, default=500)
+    p.add_argument("--epochs", type=cli.positive_int, default=500, help="[500]")
     p.add_argument("--batch-size", type=cli.positive_int, default=None,
                    help="[64; a resumed run keeps its checkpoint's]")
     p.add_argument("--lr", type=cli.positive_float, default=None,
                    help="Adam's learning rate [1e-3; given with --resume, it replaces the "
                         "checkpoint's]")
-    p.add_argument("--seed", type=int, default=1234)
+    p.add_argument("--seed", type=int, default=1234, help="[1234]")
     p.add_argument("--val-ratio", type=float, default=0.05,
                    help="share of the data held out for validation [0.05]")
     p.add_argument("--every", type=cli.positive_int, default=10,
@@ -147,7 +149,8 @@ def synth_parser():
     p.add_argument("--device", type=cli.device, default=0,
                    help="GPU index, or 'cpu' for the NumPy path [0]")
     p.add_argument("--outf", default="out/tacotron2/synthesized",
-                   help="folder for mel.png, alignment.png, speech.wav")
+                   help="folder for mel.png, alignment.png, speech.wav "
+                        "[out/tacotron2/synthesized]")
     p.add_argument("--max-decoder-steps", type=cli.positive_int, default=None,
                    help="[the checkpoint's max_decoder_steps]")
     p.add_argument("--gl-iters", type=cli.positive_int, default=60,
@@ -317,6 +320,9 @@ def train(argv):
     device = cli.use_device(args.device)
     if args.cuda_graph and device == "cpu":
         cli.fail("--cuda-graph: captures the step in a CUDA graph; expected a GPU --device")
+    if args.allow_tf32 and device == "cpu":
+        cli.fail("--allow-tf32: TF32 is a GPU's tensor-core format (the NumPy path computes in "
+                 "float32); expected a GPU --device")
     hp = hparams_from(args.hparams)
     resume_meta = None
     if args.resume:
