@@ -138,7 +138,12 @@ def additive_attention(query, location, processed_memory, v, memory, mask=None):
     weights . memory. query (B, A), location and processed_memory (B, L, A), v (1, A) (a
     Linear(A, 1)'s weight), memory (B, L, E), mask (B, L) bool or None -> (context (B, E),
     weights (B, L)). One kernel each way on the GPU."""
-    B, L, A = processed_memory.shape
+    B, L, A = processed_memory.shape if processed_memory.ndim == 3 else (None,) * 3
+    if mask is not None:
+        mask = _on_device_of(processed_memory, mask, "additive_attention")
+        if mask.dtype != bool:
+            raise TypeError(f"additive_attention: the mask must be boolean (True at padding), "
+                            f"got {mask.dtype}")
     shapes = {"query": (query.shape, (B, A)), "location": (location.shape, (B, L, A)),
               "v": (v.shape, (1, A)), "memory": (memory.shape[:2], (B, L))}
     if mask is not None:

@@ -114,6 +114,7 @@ HALF_MATH(float16)
 HALF_MATH(bfloat16)
 using std::isfinite;
 using std::isnan;
+inline float __uint_as_float(unsigned int u) { float f; std::memcpy(&f, &u, 4); return f; }
 inline float cospif(float x) { return (float)std::cos(M_PI * (double)x); }
 inline double cospi(double x) { return std::cos(M_PI * x); }
 inline unsigned long long atomicMin(unsigned long long* a, unsigned long long v) {

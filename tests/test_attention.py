@@ -72,7 +72,8 @@ def test_additive_attention_equals_torch_float64(case, where, dtype, rtol, reque
         CALLS.clear()
     out, gin = _ours(inputs, mask, grads, dtype, device)
     if where != "numpy":
-        assert CALLS[f"cudnnlite_additive_attention_fwd_{'double' if dtype == np.float64 else 'float'}"] == 1
+        F = "double" if dtype == np.float64 else "float"
+        assert CALLS[f"cudnnlite_additive_attention_fwd_{F}_{F}"] == 1
     ref_out, ref_gin = _torch(inputs, mask, grads)
     _close(out, ref_out, rtol)
     _close(gin, ref_gin, rtol)
@@ -130,3 +131,51 @@ def test_bad_shapes_name_every_operand():
 def test_the_gpu_kernels_block_is_a_power_of_two():
     """The kernels' shared-memory reductions halve the block: THREADS must be a power of two."""
     assert attention.THREADS & (attention.THREADS - 1) == 0
+
+
+@pytest.mark.parametrize("dtype", [np.float32, "bfloat16"])
+def test_memory_is_read_where_it_lies_and_not_copied_per_frame(on_host, monkeypatch, dtype):
+    """The encoder's output reaches the attention as a (time, batch) transposed view (the
+    device-lengths LSTM), bfloat16 under --precision bf16: the kernels read it through its
+    strides and storage type, and backward keeps the caller's array -- no (B, L, E) copy a
+    decoder frame. Results as with a dense float64 memory."""
+    install_cudnn(monkeypatch)
+    read = []
+    real = attention._device_memory
+    monkeypatch.setattr(attention, "_device_memory",
+                        lambda m, F_: read.append((m, real(m, F_))) or read[-1][1])
+    dtype = L.backend.bfloat16 if dtype == "bfloat16" else dtype
+    inputs, mask, grads = _case(3, 6, 5, 7, True, seed=5)
+    inputs = [a.astype(dtype).astype(np.float64) for a in inputs]       # exact in dtype
+    mem_t = L.backend.to_device(np.ascontiguousarray(inputs[4].transpose(1, 0, 2)).astype(dtype), 0)
+    memory = L.Tensor(mem_t.transpose(1, 0, 2), requires_grad=True)     # strides (E, B E, 1)
+    assert not memory.data.flags.c_contiguous
+    ts = [L.tensor(a.astype(dtype), requires_grad=True, device=0) for a in inputs[:4]]
+    ctx, w = F.additive_attention(*ts, memory, mask=mask)
+    assert ctx._ctx.saved[3] is memory.data
+    assert [given is got[0] for given, got in read] == [True]         # read in place, forward
+    (F.sum(ctx.astype(np.float32) * L.tensor(grads[0].astype(np.float32), device=0)) +
+     F.sum(w.astype(np.float32) * L.tensor(grads[1].astype(np.float32), device=0))).backward()
+    (ref_ctx, ref_w), ref_g = _torch(inputs, mask, grads)
+    tol = 2e-5 if dtype == np.float32 else 1e-2
+    _close([np.asarray(ctx.numpy(), np.float64), np.asarray(w.numpy(), np.float64)],
+           [ref_ctx, ref_w], tol)
+    _close([np.asarray(memory.grad.numpy(), np.float64)], [ref_g[4]], tol)
+    assert len(read) == 2 and read[1][1][0] is memory.data              # and backward
+
+
+def test_a_host_mask_moves_to_the_device_and_must_be_boolean(on_host, monkeypatch):
+    install_cudnn(monkeypatch)
+    inputs, mask, grads = _case(2, 5, 4, 3, True, seed=6)
+    ts = [L.tensor(a.astype(np.float32), device=0) for a in inputs]
+    ctx, w = F.additive_attention(*ts, mask=mask)            # a NumPy mask, device inputs
+    np.testing.assert_allclose(w.numpy(), _torch(inputs, mask, grads)[0][1], rtol=2e-5, atol=1e-7)
+    with pytest.raises(TypeError, match="additive_attention: the mask must be boolean"):
+        F.additive_attention(*ts, mask=mask.astype(np.float32))
+
+
+def test_a_processed_memory_that_is_not_3d_is_named():
+    q, loc, pm, v, memory = (L.tensor(np.zeros(s, np.float32)) for s in
+                             ((2, 4), (2, 5, 4), (10, 4), (1, 4), (2, 5, 3)))
+    with pytest.raises(ValueError, match=r"additive_attention: processed_memory \(10, 4\)"):
+        F.additive_attention(q, loc, pm, v, memory)

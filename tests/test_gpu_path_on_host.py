@@ -238,6 +238,7 @@ def test_a_tacotron2_step_on_the_gpu_path_equals_the_numpy_path(on_host, monkeyp
     norm (5 %; measured 3 %) and the direction of the whole gradient (cosine > 0.99; measured
     0.997 between the paths, 0.992 / 0.995 against float32)."""
     tol = 1e-4 if dtype == "float32" else 0.01
+    memory = "float" if dtype == "float32" else "unsigned_short"   # (bfloat16 read as its bits)
     from host_kernels import CALLS
     from layers import rnn
     from tools import tacotron2_torch as ref_model
@@ -260,8 +261,8 @@ def test_a_tacotron2_step_on_the_gpu_path_equals_the_numpy_path(on_host, monkeyp
                  if p.grad is not None}
         results.append((losses, grads))
     assert CALLS["lstm_cell_fwd_float"] and CALLS["cudnnBatchNormalizationForwardTraining"] and \
-        CALLS["cudnnlite_additive_attention_fwd_float"] and \
-        CALLS["cudnnlite_additive_attention_bwd_float"] and CALLS["cublasLtMatmul"], CALLS
+        CALLS[f"cudnnlite_additive_attention_fwd_float_{memory}"] and \
+        CALLS[f"cudnnlite_additive_attention_bwd_float_{memory}"] and CALLS["cublasLtMatmul"], CALLS
     (ref_losses, ref_grads), (losses, grads) = results
     for k in ref_losses:
         t = 0.05 if k == "grad_norm" and dtype != "float32" else tol

@@ -113,8 +113,11 @@ def _harvest(monkeypatch, dtype):
     gen.uniform((4, 4), dtype)
     gen.normal((4, 4), dtype)
     ops_attention._kernel.cache_clear()
-    for direction in ("fwd", "bwd"):
-        ops_attention._kernel(direction, "double" if dtype == "float64" else "float")
+    for direction in ("fwd", "bwd"):           # memory stored as the data, or bfloat16's bits
+        F = "double" if dtype == "float64" else "float"
+        ops_attention._kernel(direction, F, "float64" if dtype == "float64" else "float32")
+        if F == "float":
+            ops_attention._kernel(direction, F, "bfloat16")
     cell = ops_rnn.LSTMCell()
     cell.gpu = True
     cell.forward(x, x, x, x, x)
@@ -221,9 +224,10 @@ def test_every_kernel_compiles_for(dtype, monkeypatch, tmp_path):
     names |= {n.rsplit("_", 1)[0] for n in names}       # (names keyed by a scalar's type)
     for expected in ("leaky_relu_fwd", "bce_bwd", "cudnnlite_softmax_fwd", "cudnnlite_relu_fwd",
                      "cudnnlite_sync_master", "cudnnlite_adam_master", "cudnnlite_dropout",
-                     "cudnnlite_first_nonfinite_multi", "cudnnlite_normal", "lstm_cell_bwd",
-                     "cudnnlite_additive_attention_fwd", "cudnnlite_additive_attention_bwd"):
+                     "cudnnlite_first_nonfinite_multi", "cudnnlite_normal", "lstm_cell_bwd"):
         assert expected in names, (expected, sorted(names))
+    for direction in ("fwd", "bwd"):      # (named by compute and memory types)
+        assert any(n.startswith(f"cudnnlite_additive_attention_{direction}_") for n in names)
     make = {"elementwise": _elementwise_source, "reduction": _reduction_source,
             "raw": _raw_source}
     source = "#include <cassert>\n#include <cupy/carray.cuh>\n#include <cupy/float16.cuh>\n#include <cupy/bfloat16.cuh>\n" + \

@@ -56,9 +56,10 @@ __device__ F block_sum(F x, F* part) {
 """
 
 _FORWARD = _COMMON + r"""
-extern "C" __global__ void cudnnlite_additive_attention_fwd_%(F)s(
-        const F* q, const F* loc, const F* pm, const F* v, const F* mem, const bool* mask,
-        int has_mask, F neg_inf, long long L, long long A, long long E, F* h, F* w, F* ctx) {
+extern "C" __global__ void cudnnlite_additive_attention_fwd_%(NAME)s(
+        const F* q, const F* loc, const F* pm, const F* v, const M* mem, long long msb,
+        long long mst, const bool* mask, int has_mask, F neg_inf, long long L, long long A,
+        long long E, F* h, F* w, F* ctx) {
     __shared__ F part[%(THREADS)d];
     const long long b = blockIdx.x;
     const F* qb = q + b * A;
@@ -86,22 +87,24 @@ extern "C" __global__ void cudnnlite_additive_attention_fwd_%(F)s(
     __syncthreads();
     for (long long j = threadIdx.x; j < E; j += blockDim.x) {        // context, coalesced
         F c = 0;
-        for (long long t = 0; t < L; ++t) c += w[b * L + t] * mem[(b * L + t) * E + j];
+        for (long long t = 0; t < L; ++t) c += w[b * L + t] * LOAD_M(mem[b * msb + t * mst + j]);
         ctx[b * E + j] = c;
     }
 }
 """
 
 _BACKWARD = _COMMON + r"""
-extern "C" __global__ void cudnnlite_additive_attention_bwd_%(F)s(
-        const F* gctx, const F* gw, const F* w, const F* h, const F* v, const F* mem,
-        long long L, long long A, long long E, F* ge, F* gs, F* gq, F* gmem) {
+extern "C" __global__ void cudnnlite_additive_attention_bwd_%(NAME)s(
+        const F* gctx, const F* gw, const F* w, const F* h, const F* v, const M* mem,
+        long long msb, long long mst, long long L, long long A, long long E, F* ge, F* gs,
+        F* gq, F* gmem) {
     __shared__ F part[%(THREADS)d];
     const long long b = blockIdx.x;
     F d = 0;
     for (long long t = threadIdx.x; t < L; t += blockDim.x) {        // gw~, a thread per t
         F g = gw[b * L + t];
-        for (long long j = 0; j < E; ++j) g += gctx[b * E + j] * mem[(b * L + t) * E + j];
+        for (long long j = 0; j < E; ++j)
+            g += gctx[b * E + j] * LOAD_M(mem[b * msb + t * mst + j]);
         ge[b * L + t] = g;
         d += w[b * L + t] * g;
     }
@@ -128,11 +131,36 @@ extern "C" __global__ void cudnnlite_additive_attention_bwd_%(F)s(
 """
 
 
+# memory (the encoder's output, the same array every decoder frame) is read where it lies -- any
+# batch and time strides, in its own storage type -- so no frame copies it, nor keeps a copy for
+# backward: float / double, or bfloat16 as its 16 bits (the top half of a float)
+_MEMORY_TYPES = {"float32": ("float", "#define LOAD_M(x) ((F)(x))"),
+                 "float64": ("double", "#define LOAD_M(x) ((F)(x))"),
+                 "bfloat16": ("unsigned short",
+                              "#define LOAD_M(x) ((F)__uint_as_float(((unsigned int)(x)) << 16))")}
+
+
 @functools.lru_cache(maxsize=None)
-def _kernel(direction, F):
-    source = (_FORWARD if direction == "fwd" else _BACKWARD) % {"F": F, "THREADS": THREADS}
-    return cupy().RawKernel(f"typedef {F} F;\n" + source,
-                            f"cudnnlite_additive_attention_{direction}_{F}")
+def _kernel(direction, F, memory_dtype):
+    M, load = _MEMORY_TYPES[memory_dtype]
+    name = f"{F}_{M.replace(' ', '_')}"
+    source = (_FORWARD if direction == "fwd" else _BACKWARD) % {"NAME": name,
+                                                               "THREADS": THREADS}
+    return cupy().RawKernel(f"typedef {F} F;\ntypedef {M} M;\n{load}\n" + source,
+                            f"cudnnlite_additive_attention_{direction}_{name}")
+
+
+def _device_memory(memory, F):
+    """memory as the kernels read it: itself where its dtype is F's or bfloat16 (with F float)
+    and its elements are adjacent (any batch and time strides), else a dense copy in F; ->
+    (array, dtype name, batch stride, time stride) in elements."""
+    name = memory.dtype.name
+    if not ((memory.dtype == F or name == "bfloat16" and F == np.float32) and
+            memory.strides[2] == memory.itemsize and
+            all(s % memory.itemsize == 0 for s in memory.strides)):
+        memory = cupy().ascontiguousarray(memory, dtype=F)
+        name = memory.dtype.name
+    return memory, name, memory.strides[0] // memory.itemsize, memory.strides[1] // memory.itemsize
 
 
 class AdditiveAttention(Function):
@@ -144,17 +172,17 @@ class AdditiveAttention(Function):
     def forward(self, q, loc, pm, v, memory, mask=None):
         xp = self.xp
         T, F = q.dtype, accumulation_dtype(q.dtype)
-        q, loc, pm, v, memory = (xp.ascontiguousarray(a, dtype=F)
-                                 for a in (q, loc, pm, v, memory))
+        q, loc, pm, v = (xp.ascontiguousarray(a, dtype=F) for a in (q, loc, pm, v))
         B, L, A = loc.shape
+        E = memory.shape[2]
         if self.gpu:
             cp = cupy()
-            h, w = cp.empty((B, L, A), F), cp.empty((B, L), F)
-            ctx = cp.empty((B, memory.shape[2]), F)
-            m = w if mask is None else cp.ascontiguousarray(mask, dtype=np.bool_)
-            _kernel("fwd", _c_name(F))((B,), (THREADS,), (
-                q, loc, pm, v, memory, m, np.int32(mask is not None), F.type(-np.inf), np.int64(L),
-                np.int64(A), np.int64(memory.shape[2]), h, w, ctx))
+            h, w, ctx = cp.empty((B, L, A), F), cp.empty((B, L), F), cp.empty((B, E), F)
+            m = w if mask is None else cp.ascontiguousarray(mask)
+            mem, kind, msb, mst = _device_memory(memory, F)
+            _kernel("fwd", _c_name(F), kind)((B,), (THREADS,), (
+                q, loc, pm, v, mem, np.int64(msb), np.int64(mst), m, np.int32(mask is not None),
+                F.type(-np.inf), np.int64(L), np.int64(A), np.int64(E), h, w, ctx))
         else:
             h = np.tanh(q[:, None, :] + loc + pm)
             e = h @ v[0]
@@ -162,8 +190,8 @@ class AdditiveAttention(Function):
                 e = np.where(mask, -np.inf, e)
             x = np.exp(e - e.max(axis=1, keepdims=True))
             w = x / x.sum(axis=1, keepdims=True)
-            ctx = np.einsum("bt,bte->be", w, memory)
-        self.saved = h, w, v, memory
+            ctx = np.einsum("bt,bte->be", w, memory.astype(F, copy=False))
+        self.saved = h, w, v, memory          # (memory as given: the caller's array, no copy)
         return ctx.astype(T, copy=False), w.astype(T, copy=False)    # (half data: rounded once)
 
     def backward(self, gctx, gw):
@@ -178,11 +206,12 @@ class AdditiveAttention(Function):
             cp = cupy()
             ge, gs = cp.empty((B, L), F), cp.empty((B, L, A), F)
             gq, gmem = cp.empty((B, A), F), cp.empty((B, L, E), F)
-            _kernel("bwd", _c_name(F))((B,), (THREADS,), (
-                gctx, gw, w, h, v, memory, np.int64(L), np.int64(A), np.int64(E),
-                ge, gs, gq, gmem))
+            mem, kind, msb, mst = _device_memory(memory, F)
+            _kernel("bwd", _c_name(F), kind)((B,), (THREADS,), (
+                gctx, gw, w, h, v, mem, np.int64(msb), np.int64(mst), np.int64(L), np.int64(A),
+                np.int64(E), ge, gs, gq, gmem))
         else:
-            g = gw + np.einsum("be,bte->bt", gctx, memory)
+            g = gw + np.einsum("be,bte->bt", gctx, memory.astype(F, copy=False))
             ge = w * (g - (w * g).sum(axis=1, keepdims=True))
             gs = ge[:, :, None] * v[0] * (1 - h * h)
             gq = gs.sum(axis=1)
