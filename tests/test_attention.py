@@ -128,9 +128,12 @@ def test_bad_shapes_name_every_operand():
         F.additive_attention(q, loc, pm, L.tensor(np.zeros((1, 4))), memory)
 
 
-def test_the_gpu_kernels_block_is_a_power_of_two():
-    """The kernels' shared-memory reductions halve the block: THREADS must be a power of two."""
-    assert attention.THREADS & (attention.THREADS - 1) == 0
+def test_the_gpu_kernels_block_and_row_groups_are_powers_of_two():
+    """The kernels' shared-memory reductions halve the block and a row's group of threads, and
+    a block holds whole groups."""
+    for n in (attention.THREADS, attention.GROUP):
+        assert n & (n - 1) == 0
+    assert attention.THREADS % attention.GROUP == 0
 
 
 @pytest.mark.parametrize("dtype", [np.float32, "bfloat16"])

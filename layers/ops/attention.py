@@ -27,6 +27,7 @@ from ..backend import accumulation_dtype, cupy
 from ..tensor import Deferred, Function
 
 THREADS = 128          # one block per batch item; a power of two (the block reductions halve)
+GROUP = 32             # threads a row's dot product is split over (adjacent: coalesced reads)
 
 _COMMON = r"""
 // the block's reductions over t: a max and a sum, in shared memory (every thread calls them)
@@ -53,6 +54,26 @@ __device__ F block_sum(F x, F* part) {
     __syncthreads();
     return r;
 }
+// the dot products out[t] = row t of X . y for t < L, each over GROUP adjacent threads (their
+// reads of a row coalesced), blockDim / GROUP rows at a time, the GROUP partial sums of a row
+// added in shared memory; every thread calls it, and out[] is complete when it returns.
+// ROW(t, k) reads X's element k of row t, Y(k) y's; FINISH(t, dot) stores a row's result.
+#define ROWS_DOT(L, K, ROW, Y, FINISH)                                                 \
+    for (long long t0 = 0; t0 < (L); t0 += blockDim.x / %(GROUP)d) {                   \
+        const long long t = t0 + threadIdx.x / %(GROUP)d;                              \
+        const int lane = threadIdx.x %% %(GROUP)d;                                     \
+        F p = 0;                                                                       \
+        if (t < (L))                                                                   \
+            for (long long k = lane; k < (K); k += %(GROUP)d) p += ROW(t, k) * Y(k);   \
+        part[threadIdx.x] = p;                                                         \
+        __syncthreads();                                                               \
+        for (int s = %(GROUP)d / 2; s > 0; s >>= 1) {                                  \
+            if (lane < s) part[threadIdx.x] += part[threadIdx.x + s];                  \
+            __syncthreads();                                                           \
+        }                                                                              \
+        if (lane == 0 && t < (L)) FINISH(t, part[threadIdx.x]);                        \
+        __syncthreads();                                                               \
+    }
 """
 
 _FORWARD = _COMMON + r"""
@@ -67,14 +88,13 @@ extern "C" __global__ void cudnnlite_additive_attention_fwd_%(NAME)s(
     for (long long i = threadIdx.x; i < L * A; i += blockDim.x)      // h, coalesced
         h[la + i] = tanh(qb[i %% A] + loc[la + i] + pm[la + i]);
     __syncthreads();
+#define H_ROW(t, a) h[la + (t) * A + (a)]
+#define V(a) v[a]
+#define ENERGY(t, dot) w[b * L + (t)] = (has_mask && mask[b * L + (t)]) ? neg_inf : (dot)
+    ROWS_DOT(L, A, H_ROW, V, ENERGY)                                  // e = h . v
     F top = neg_inf;
-    for (long long t = threadIdx.x; t < L; t += blockDim.x) {        // e = h . v, a thread per t
-        F e = 0;
-        for (long long a = 0; a < A; ++a) e += h[la + t * A + a] * v[a];
-        if (has_mask && mask[b * L + t]) e = neg_inf;
-        w[b * L + t] = e;
-        if (e > top) top = e;
-    }
+    for (long long t = threadIdx.x; t < L; t += blockDim.x)
+        if (w[b * L + t] > top) top = w[b * L + t];
     top = block_max(top, part);
     F s = 0;
     for (long long t = threadIdx.x; t < L; t += blockDim.x) {
@@ -100,14 +120,12 @@ extern "C" __global__ void cudnnlite_additive_attention_bwd_%(NAME)s(
         F* gq, F* gmem) {
     __shared__ F part[%(THREADS)d];
     const long long b = blockIdx.x;
+#define MEM_ROW(t, j) LOAD_M(mem[b * msb + (t) * mst + (j)])
+#define GCTX(j) gctx[b * E + (j)]
+#define GW_TOTAL(t, dot) ge[b * L + (t)] = gw[b * L + (t)] + (dot)
+    ROWS_DOT(L, E, MEM_ROW, GCTX, GW_TOTAL)                           // gw~ = gw + memory . gctx
     F d = 0;
-    for (long long t = threadIdx.x; t < L; t += blockDim.x) {        // gw~, a thread per t
-        F g = gw[b * L + t];
-        for (long long j = 0; j < E; ++j)
-            g += gctx[b * E + j] * LOAD_M(mem[b * msb + t * mst + j]);
-        ge[b * L + t] = g;
-        d += w[b * L + t] * g;
-    }
+    for (long long t = threadIdx.x; t < L; t += blockDim.x) d += w[b * L + t] * ge[b * L + t];
     d = block_sum(d, part);
     for (long long t = threadIdx.x; t < L; t += blockDim.x)
         ge[b * L + t] = w[b * L + t] * (ge[b * L + t] - d);
@@ -144,7 +162,7 @@ _MEMORY_TYPES = {"float32": ("float", "#define LOAD_M(x) ((F)(x))"),
 def _kernel(direction, F, memory_dtype):
     M, load = _MEMORY_TYPES[memory_dtype]
     name = f"{F}_{M.replace(' ', '_')}"
-    source = (_FORWARD if direction == "fwd" else _BACKWARD) % {"NAME": name,
+    source = (_FORWARD if direction == "fwd" else _BACKWARD) % {"NAME": name, "GROUP": GROUP,
                                                                "THREADS": THREADS}
     return cupy().RawKernel(f"typedef {F} F;\ntypedef {M} M;\n{load}\n" + source,
                             f"cudnnlite_additive_attention_{direction}_{name}")
