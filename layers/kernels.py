@@ -38,6 +38,22 @@ def _like(x):
     return empty_like(x)
 
 
+def join2(a, b, axis):
+    """concatenate((a, b), axis) in one kernel (CuPy copies each array in with its own launch):
+    Tacotron 2 joins two arrays three times a decoder frame. a and b of one dtype, any strides
+    (read as raw arrays, element i in C order); the result C-ordered."""
+    axis %= a.ndim
+    n1, n2 = a.shape[axis], b.shape[axis]
+    post = int(np.prod(a.shape[axis + 1:], dtype=np.int64))
+    shape = a.shape[:axis] + (n1 + n2,) + a.shape[axis + 1:]
+    out = cupy().empty(shape, a.dtype)
+    return elementwise("cudnnlite_join2", "raw T a, raw T b, int64 n1, int64 n2, int64 post",
+                       "T y", """
+        const long long q = i % post, j = (i / post) % (n1 + n2), p = i / post / (n1 + n2);
+        y = j < n1 ? a[(p * n1 + j) * post + q] : b[(p * n2 + j - n1) * post + q];
+        """)(a, b, np.int64(n1), np.int64(n2), np.int64(post), out)
+
+
 # The clamps below are comparisons, not max(): CUDA's max / fmax drop a NaN (fmax(NaN, -100) is
 # -100), which would turn a NaN prediction into a finite loss; torch's clamp keeps the NaN.
 _CLAMP_BELOW = "template <typename T> __device__ T clamp_below(T x, T lo) { return x < lo ? lo : x; }"

@@ -94,6 +94,7 @@ def _harvest(monkeypatch, dtype):
     kernels.bce(x, x)
     kernels.bce_grad(x, x, x)
     kernels.softmax(x, -1)
+    kernels.join2(x, x, 1)
     kernels.softmax_grad(x, x, -1)
     for act in kernels._ACT_FWD:
         kernels.activation(act, x)
@@ -223,6 +224,7 @@ def test_every_kernel_compiles_for(dtype, monkeypatch, tmp_path):
              for k in harvest}
     names |= {n.rsplit("_", 1)[0] for n in names}       # (names keyed by a scalar's type)
     for expected in ("leaky_relu_fwd", "bce_bwd", "cudnnlite_softmax_fwd", "cudnnlite_relu_fwd",
+                     "cudnnlite_join2",
                      "cudnnlite_sync_master", "cudnnlite_adam_master", "cudnnlite_dropout",
                      "cudnnlite_first_nonfinite_multi", "cudnnlite_normal", "lstm_cell_bwd"):
         assert expected in names, (expected, sorted(names))

@@ -56,6 +56,35 @@ def test_host_arrays_take_the_gpu_path(on_host):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("axis", [0, 1, -1])
+def test_concat_of_two_is_one_kernel_and_exact(on_host, dtype, axis):
+    """F.concat of two device arrays (kernels.join2), one of them a strided view: torch.cat's
+    values exactly (a copy), and the gradient split back (views of gy)."""
+    from host_kernels import CALLS
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((3, 4, 5)).astype(_dt(dtype))
+    shape = list(a.shape)
+    shape[axis] += 2                                # (a different length along the axis)
+    b_full = rng.standard_normal([2 * n for n in shape]).astype(_dt(dtype))
+    view = tuple(slice(0, 2 * n, 2) for n in shape)
+    b = b_full[view]
+    ta = L.tensor(host(a), requires_grad=True)
+    tb = L.Tensor(host(b_full)[view], requires_grad=True)         # a strided "device" view
+    CALLS.clear()
+    y = F.concat([ta, tb], axis=axis)
+    assert CALLS["cudnnlite_join2"] == 1
+    ref = torch.cat([torch.tensor(a.astype(np.float64)), torch.tensor(b.astype(np.float64))], axis)
+    np.testing.assert_array_equal(np.asarray(y.data, np.float64), ref.numpy())
+    gy = rng.standard_normal(y.shape).astype(_dt(dtype))
+    y.backward(L.tensor(host(gy)))
+    n = a.shape[axis]
+    np.testing.assert_array_equal(np.asarray(ta.grad.data, np.float64),
+                                  np.take(gy, range(n), axis).astype(np.float64))
+    np.testing.assert_array_equal(np.asarray(tb.grad.data, np.float64),
+                                  np.take(gy, range(n, y.shape[axis]), axis).astype(np.float64))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
 def test_leaky_relu_forward_backward(on_host, dtype):
     x = _data((4, 5, 3, 3), dtype, seed=1)
     gy = _data(x.shape, dtype, seed=2)
