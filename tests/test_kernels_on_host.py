@@ -84,6 +84,19 @@ def test_concat_of_two_is_one_kernel_and_exact(on_host, dtype, axis):
                                   np.take(gy, range(n, y.shape[axis]), axis).astype(np.float64))
 
 
+@pytest.mark.parametrize("axis", [0, 1, 2, -1])
+def test_stack_of_two_is_one_kernel_and_exact(on_host, axis):
+    from host_kernels import CALLS
+    rng = np.random.default_rng(4)
+    a, b = rng.standard_normal((2, 3, 4, 5)).astype(np.float32)
+    ta, tb = L.tensor(host(a)), L.Tensor(host(np.ascontiguousarray(b.transpose(1, 0, 2)))
+                                         .transpose(1, 0, 2))       # (a transposed view)
+    CALLS.clear()
+    y = F.stack([ta, tb], axis=axis)
+    assert CALLS["cudnnlite_join2"] == 1
+    np.testing.assert_array_equal(y.data, np.stack([a, b], axis))
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_leaky_relu_forward_backward(on_host, dtype):
     x = _data((4, 5, 3, 3), dtype, seed=1)
