@@ -176,9 +176,10 @@ class Decoder(nn.Module):
         self.memory, self.mask = memory, mask
         self.processed_memory = self.attention_layer.memory_layer(memory)
 
-    def decode(self, prenet_out):
+    def decode(self, prenet_out, project=True):
         """One frame from the prenet output (B, prenet_dim) -> mel frame (B, M * r), gate energy
-        (B, 1), attention weights (B, L)."""
+        (B, 1), attention weights (B, L); project=False: (the projections' input (B,
+        decoder_rnn_dim + E), attention weights) -- teacher forcing projects every frame at once."""
         s = self.state
         on = self.training and self.dropout_on
         h, c = self.attention_rnn(F.concat([prenet_out, s["context"]], -1), s["attention"])
@@ -191,14 +192,16 @@ class Decoder(nn.Module):
         self.state = dict(attention=(h, c), decoder=(dh, dc), weights=weights,
                           weights_cum=s["weights_cum"] + weights, context=context)
         out = F.concat([dh, context], 1)
+        if not project:
+            return out, weights
         return self.linear_projection(out), self.gate_layer(out), weights
 
-    def _outputs(self, mels, gates, alignments):
-        """Per-frame lists -> mel (B, M, T), gate (B, T), alignments (B, T, L)."""
-        B = mels[0].shape[0]
-        mel = F.reshape(F.stack(mels, 1), B, -1, self.n_mel_channels)      # (B, T, M)
-        return (F.transpose(mel, 0, 2, 1), F.reshape(F.stack(gates, 1), B, -1),
-                F.stack(alignments, 1))
+    def _outputs(self, mel, gate, alignments):
+        """mel (B, T/r, M r), gate (B, T/r, 1), per-frame alignments -> mel (B, M, T), gate
+        (B, T/r), alignments (B, T/r, L)."""
+        B = mel.shape[0]
+        mel = F.reshape(mel, B, -1, self.n_mel_channels)                    # (B, T, M)
+        return (F.transpose(mel, 0, 2, 1), F.reshape(gate, B, -1), F.stack(alignments, 1))
 
     def forward(self, memory, decoder_inputs, mask):
         """Teacher forcing: frame t reads target frame t - 1 (a zero frame at t = 0).
@@ -212,13 +215,15 @@ class Decoder(nn.Module):
         prenet = self.prenet(F.concat([go, frames], 1))               # (B, T/r + 1, prenet)
         steps = F.unstack(prenet, 1)           # one op: its backward stacks the T gradients once
         self._start(memory, mask)
-        mels, gates, alignments = [], [], []
+        outs, alignments = [], []
         for t in range(T // r):
-            mel, gate, weights = self.decode(steps[t])
-            mels.append(mel)
-            gates.append(gate)
+            out, weights = self.decode(steps[t], project=False)
+            outs.append(out)
             alignments.append(weights)
-        return self._outputs(mels, gates, alignments)
+        # teacher-forced, the projections feed nothing back: one product each over every frame
+        # (B T/r rows) in place of two small ones a frame -- NVIDIA's values, fewer launches
+        out = F.stack(outs, 1)                          # (B, T/r, decoder_rnn_dim + E)
+        return self._outputs(self.linear_projection(out), self.gate_layer(out), alignments)
 
     def inference(self, memory, max_steps, stop_on_gate=True):
         """Greedy decoding from a zero frame, each predicted frame fed back; stops after the frame
@@ -238,7 +243,7 @@ class Decoder(nn.Module):
                 fired = True
                 break
             frame = mel
-        return (*self._outputs(mels, gates, alignments), fired)
+        return (*self._outputs(F.stack(mels, 1), F.stack(gates, 1), alignments), fired)
 
 
 def lengths_mask(lengths, size, device):
