@@ -138,26 +138,56 @@ def additive_attention(query, location, processed_memory, v, memory, mask=None):
     weights . memory. query (B, A), location and processed_memory (B, L, A), v (1, A) (a
     Linear(A, 1)'s weight), memory (B, L, E), mask (B, L) bool or None -> (context (B, E),
     weights (B, L)). One kernel each way on the GPU."""
-    B, L, A = processed_memory.shape if processed_memory.ndim == 3 else (None,) * 3
-    if mask is not None:
-        mask = _on_device_of(processed_memory, mask, "additive_attention")
-        if mask.dtype != bool:
-            raise TypeError(f"additive_attention: the mask must be boolean (True at padding), "
-                            f"got {mask.dtype}")
-    shapes = {"query": (query.shape, (B, A)), "location": (location.shape, (B, L, A)),
-              "v": (v.shape, (1, A)), "memory": (memory.shape[:2], (B, L))}
-    if mask is not None:
-        shapes["mask"] = (mask.shape, (B, L))
-    bad = {k: got for k, (got, want) in shapes.items() if tuple(got) != want}
-    if processed_memory.ndim != 3 or memory.ndim != 3 or bad:
-        raise ValueError(f"additive_attention: processed_memory {processed_memory.shape} (B, L, "
-                         f"A) needs query (B, A), location (B, L, A), v (1, A), memory (B, L, E) "
-                         f"and mask (B, L); got " + ", ".join(f"{k} {v_.shape}" for k, v_ in (
-                             ("query", query), ("location", location), ("v", v),
-                             ("memory", memory)) + ((("mask", mask),) if mask is not None
-                                                    else ())))
-    _check_float("additive_attention", query, location, processed_memory, v, memory)
+    mask = _attention_checks("additive_attention", query, processed_memory, v, memory, mask,
+                             {"location": (location, ("B", "L", "A"))})
     return _att.AdditiveAttention.apply(query, location, processed_memory, v, memory, mask)
+
+
+def location_attention(query, weights_prev, weights_cum, location_kernel, processed_memory, v,
+                       memory, mask=None):
+    """additive_attention with its location features computed in the op (one kernel each way
+    on the GPU): location[b, t] = location_kernel . the 'same'-padded windows of weights_prev
+    and weights_cum (B, L) around t; location_kernel (A, 2 K), K odd (row a: K taps on the
+    previous weights, then K on the cumulative ones) -- NVIDIA's location conv (F, 2, K) and
+    dense layer (A, F), both bias-free, composed: dense @ conv.reshape(F, 2 K)."""
+    K2 = location_kernel.shape[1] if location_kernel.ndim == 2 else None
+    if K2 is None or K2 % 4 != 2:
+        raise ValueError(f"location_attention: location_kernel {location_kernel.shape}: "
+                         f"expected (A, 2 K) with K odd ('same' padding)")
+    mask = _attention_checks("location_attention", query, processed_memory, v, memory, mask,
+                             {"weights_prev": (weights_prev, ("B", "L")),
+                              "weights_cum": (weights_cum, ("B", "L")),
+                              "location_kernel": (location_kernel, ("A", K2))})
+    return _att.LocationAttention.apply(query, weights_prev, weights_cum, location_kernel,
+                                        processed_memory, v, memory, mask)
+
+
+def _attention_checks(name, query, processed_memory, v, memory, mask, more):
+    """The shapes the attention ops take -- B, L, A from processed_memory (B, L, A) -- every
+    operand named in the error; one floating dtype; a mask moved to the device, boolean."""
+    dims = dict(zip("BLA", processed_memory.shape)) if processed_memory.ndim == 3 else {}
+    if mask is not None:
+        mask = _on_device_of(processed_memory, mask, name)
+        if mask.dtype != bool:
+            raise TypeError(f"{name}: the mask must be boolean (True at padding), got "
+                            f"{mask.dtype}")
+    want = {"query": (query, ("B", "A")), "v": (v, (1, "A")), "memory": (memory, ("B", "L", "E")),
+            **more}
+    if mask is not None:
+        want["mask"] = (mask, ("B", "L"))
+    dims["E"] = memory.shape[-1]
+
+    def fits(a, spec):
+        return len(a.shape) == len(spec) and all(
+            n == (dims.get(d) if isinstance(d, str) else d) for n, d in zip(a.shape, spec))
+    if not dims.get("A") or not all(fits(a, spec) for a, spec in want.values()):
+        raise ValueError(f"{name}: processed_memory {processed_memory.shape} (B, L, A) needs "
+                         + ", ".join(f"{k} ({', '.join(map(str, spec))})"
+                                     for k, (_, spec) in want.items())
+                         + "; got " + ", ".join(f"{k} {a.shape}" for k, (a, _) in want.items()))
+    _check_float(name, query, processed_memory, v, memory,
+                 *(a for a, _ in more.values()))
+    return mask
 
 
 def softmax(x, axis=-1): return _red.Softmax.apply(x, axis=axis)

@@ -182,3 +182,77 @@ def test_a_processed_memory_that_is_not_3d_is_named():
                              ((2, 4), (2, 5, 4), (10, 4), (1, 4), (2, 5, 3)))
     with pytest.raises(ValueError, match=r"additive_attention: processed_memory \(10, 4\)"):
         F.additive_attention(q, loc, pm, v, memory)
+
+
+# ---- F.location_attention: the location features computed in the op --------------------------
+
+def _location_case(B, Lc, A, E, K, Fn, seed=0):
+    rng = np.random.default_rng(seed)
+    (q, _, pm, v, memory), mask, grads = _case(B, Lc, A, E, True, seed)
+    xw = rng.uniform(0, 1, (B, Lc))
+    xc = xw + rng.uniform(0, 2, (B, Lc))
+    Wc, Wd = rng.standard_normal((Fn, 2, K)) * 0.3, rng.standard_normal((A, Fn)) * 0.3
+    return (q, xw, xc, Wc, Wd, pm, v, memory), mask, grads
+
+
+def _torch_location(inputs, mask, grads):
+    """NVIDIA's LocationLayer (conv1d, 'same' padding, then dense) and Attention, float64."""
+    q, xw, xc, Wc, Wd, pm, v, memory = (torch.tensor(a, requires_grad=True) for a in inputs)
+    K = Wc.shape[-1]
+    conv = torch.nn.functional.conv1d(torch.stack([xw, xc], 1), Wc, padding=(K - 1) // 2)
+    loc = conv.transpose(1, 2) @ Wd.T
+    energies = (torch.tanh(q[:, None, :] + loc + pm) @ v.T).squeeze(-1)
+    energies = energies.masked_fill(torch.tensor(mask), -float("inf"))
+    w = torch.softmax(energies, dim=1)
+    ctx = torch.bmm(w.unsqueeze(1), memory).squeeze(1)
+    ((ctx * torch.tensor(grads[0])).sum() + (w * torch.tensor(grads[1])).sum()).backward()
+    return [ctx.detach().numpy(), w.detach().numpy()], [t.grad.numpy() for t in
+                                                         (q, xw, xc, Wc, Wd, pm, v, memory)]
+
+
+LOCATION_CASES = [dict(B=3, Lc=7, A=5, E=6, K=3, Fn=4),
+                  dict(B=2, Lc=5, A=4, E=3, K=31, Fn=3),          # windows wider than the text
+                  dict(B=2, Lc=140, A=9, E=130, K=31, Fn=2)]      # past one block of threads
+
+
+@pytest.mark.parametrize("case", LOCATION_CASES, ids=["K3", "K31_short", "long"])
+@pytest.mark.parametrize("where", ["numpy", "gpu path on the host"])
+@pytest.mark.parametrize("dtype, rtol", [(np.float64, 1e-11), (np.float32, 5e-5)])
+def test_location_attention_equals_nvidias_location_layer_and_attention(case, where, dtype,
+                                                                         rtol, request,
+                                                                         monkeypatch):
+    """The composed kernel (dense @ conv, as train.tacotron2's LocationLayer.kernel() makes it)
+    and the whole op against torch's conv1d + dense + attention: outputs and the gradients of
+    query, both weights, the conv and dense weights, processed memory, v and memory."""
+    inputs, mask, grads = _location_case(**case)
+    device = "cpu"
+    if where != "numpy":
+        request.getfixturevalue("on_host")
+        install_cudnn(monkeypatch)
+        device = 0
+        CALLS.clear()
+    q, xw, xc, Wc, Wd, pm, v, memory = ts = [
+        L.tensor(a.astype(dtype), requires_grad=True, device=device) for a in inputs]
+    kernel = F.matmul(Wd, F.reshape(Wc, Wc.shape[0], -1))
+    ctx, w = F.location_attention(q, xw, xc, kernel, pm, v, memory,
+                                  mask=L.backend.to_device(mask, device))
+    (F.sum(ctx * L.tensor(grads[0].astype(dtype), device=device)) +
+     F.sum(w * L.tensor(grads[1].astype(dtype), device=device))).backward()
+    if where != "numpy":
+        Fc = "double" if dtype == np.float64 else "float"
+        assert CALLS[f"cudnnlite_location_attention_fwd_{Fc}_{Fc}"] == 1
+        assert CALLS[f"cudnnlite_location_attention_bwd_{Fc}_{Fc}"] == 1
+    ref_out, ref_g = _torch_location(inputs, mask, grads)
+    _close([np.asarray(L.backend.to_device(t.data, "cpu"), np.float64) for t in (ctx, w)],
+           ref_out, rtol)
+    _close([np.asarray(L.backend.to_device(t.grad.data, "cpu"), np.float64) for t in ts],
+           ref_g, rtol)
+
+
+def test_a_location_kernel_of_even_width_is_refused():
+    z = lambda *s: L.tensor(np.zeros(s, np.float32))          # noqa: E731
+    with pytest.raises(ValueError, match=r"location_attention: location_kernel \(4, 8\): "
+                                         r"expected \(A, 2 K\) with K odd"):
+        F.location_attention(z(2, 4), z(2, 5), z(2, 5), z(4, 8), z(2, 5, 4), z(1, 4), z(2, 5, 3))
+    with pytest.raises(ValueError, match=r"weights_cum \(2, 6\)"):
+        F.location_attention(z(2, 4), z(2, 5), z(2, 6), z(4, 6), z(2, 5, 4), z(1, 4), z(2, 5, 3))

@@ -261,8 +261,8 @@ def test_a_tacotron2_step_on_the_gpu_path_equals_the_numpy_path(on_host, monkeyp
                  if p.grad is not None}
         results.append((losses, grads))
     assert CALLS["lstm_cell_fwd_float"] and CALLS["cudnnBatchNormalizationForwardTraining"] and \
-        CALLS[f"cudnnlite_additive_attention_fwd_float_{memory}"] and \
-        CALLS[f"cudnnlite_additive_attention_bwd_float_{memory}"] and CALLS["cublasLtMatmul"], CALLS
+        CALLS[f"cudnnlite_location_attention_fwd_float_{memory}"] and \
+        CALLS[f"cudnnlite_location_attention_bwd_float_{memory}"] and CALLS["cublasLtMatmul"], CALLS
     (ref_losses, ref_grads), (losses, grads) = results
     for k in ref_losses:
         t = 0.05 if k == "grad_norm" and dtype != "float32" else tol

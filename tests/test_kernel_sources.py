@@ -119,6 +119,8 @@ def _harvest(monkeypatch, dtype):
         ops_attention._kernel(direction, F, "float64" if dtype == "float64" else "float32")
         if F == "float":
             ops_attention._kernel(direction, F, "bfloat16")
+        ops_attention._kernel(direction, F, "float64" if dtype == "float64" else "float32",
+                              True)               # (LocationAttention's)
     cell = ops_rnn.LSTMCell()
     cell.gpu = True
     cell.forward(x, x, x, x, x)
@@ -228,8 +230,9 @@ def test_every_kernel_compiles_for(dtype, monkeypatch, tmp_path):
                      "cudnnlite_sync_master", "cudnnlite_adam_master", "cudnnlite_dropout",
                      "cudnnlite_first_nonfinite_multi", "cudnnlite_normal", "lstm_cell_bwd"):
         assert expected in names, (expected, sorted(names))
-    for direction in ("fwd", "bwd"):      # (named by compute and memory types)
-        assert any(n.startswith(f"cudnnlite_additive_attention_{direction}_") for n in names)
+    for op in ("additive", "location"):   # (named by compute and memory types)
+        for direction in ("fwd", "bwd"):
+            assert any(n.startswith(f"cudnnlite_{op}_attention_{direction}_") for n in names)
     make = {"elementwise": _elementwise_source, "reduction": _reduction_source,
             "raw": _raw_source}
     source = "#include <cassert>\n#include <cupy/carray.cuh>\n#include <cupy/float16.cuh>\n#include <cupy/bfloat16.cuh>\n" + \

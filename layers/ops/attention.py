@@ -57,14 +57,14 @@ __device__ F block_sum(F x, F* part) {
 // the dot products out[t] = row t of X . y for t < L, each over GROUP adjacent threads (their
 // reads of a row coalesced), blockDim / GROUP rows at a time, the GROUP partial sums of a row
 // added in shared memory; every thread calls it, and out[] is complete when it returns.
-// ROW(t, k) reads X's element k of row t, Y(k) y's; FINISH(t, dot) stores a row's result.
-#define ROWS_DOT(L, K, ROW, Y, FINISH)                                                 \
+// TERM(t, k) is the k-th product of row t; FINISH(t, dot) stores a row's result.
+#define ROWS_DOT(L, K, TERM, FINISH)                                                   \
     for (long long t0 = 0; t0 < (L); t0 += blockDim.x / %(GROUP)d) {                   \
         const long long t = t0 + threadIdx.x / %(GROUP)d;                              \
         const int lane = threadIdx.x %% %(GROUP)d;                                     \
         F p = 0;                                                                       \
         if (t < (L))                                                                   \
-            for (long long k = lane; k < (K); k += %(GROUP)d) p += ROW(t, k) * Y(k);   \
+            for (long long k = lane; k < (K); k += %(GROUP)d) p += TERM(t, k);         \
         part[threadIdx.x] = p;                                                         \
         __syncthreads();                                                               \
         for (int s = %(GROUP)d / 2; s > 0; s >>= 1) {                                  \
@@ -77,21 +77,35 @@ __device__ F block_sum(F x, F* part) {
 """
 
 _FORWARD = _COMMON + r"""
-extern "C" __global__ void cudnnlite_additive_attention_fwd_%(NAME)s(
-        const F* q, const F* loc, const F* pm, const F* v, const M* mem, long long msb,
-        long long mst, const bool* mask, int has_mask, F neg_inf, long long L, long long A,
-        long long E, F* h, F* w, F* ctx) {
+extern "C" __global__ void cudnnlite_%(OP)s_fwd_%(NAME)s(
+        const F* q, const F* loc, const F* xw, const F* xc, const F* Wl, long long K,
+        const F* pm, const F* v, const M* mem, long long msb, long long mst, const bool* mask,
+        int has_mask, F neg_inf, long long L, long long A, long long E, F* h, F* w, F* ctx) {
+    // loc: (B, L, A), or (LOCATION) computed here: the location features of the previous
+    // and cumulative weights xw, xc (B, L) under the composed kernel Wl (A, 2 K), 'same'
+    // padding -- NVIDIA's location conv and dense layer, both bias-free, as one correlation
     __shared__ F part[%(THREADS)d];
     const long long b = blockIdx.x;
     const F* qb = q + b * A;
     const long long la = b * L * A;
-    for (long long i = threadIdx.x; i < L * A; i += blockDim.x)      // h, coalesced
-        h[la + i] = tanh(qb[i %% A] + loc[la + i] + pm[la + i]);
+    for (long long i = threadIdx.x; i < L * A; i += blockDim.x) {    // h, coalesced
+#ifdef LOCATION
+        const long long t = i / A, a = i %% A, P = (K - 1) / 2;
+        F l = 0;
+        for (long long k = 0; k < K; ++k) {
+            const long long s = t + k - P;
+            if (s >= 0 && s < L)
+                l += Wl[(a * 2) * K + k] * xw[b * L + s] + Wl[(a * 2 + 1) * K + k] * xc[b * L + s];
+        }
+#else
+        const F l = loc[la + i];
+#endif
+        h[la + i] = tanh(qb[i %% A] + l + pm[la + i]);
+    }
     __syncthreads();
-#define H_ROW(t, a) h[la + (t) * A + (a)]
-#define V(a) v[a]
+#define H_V(t, a) h[la + (t) * A + (a)] * v[a]
 #define ENERGY(t, dot) w[b * L + (t)] = (has_mask && mask[b * L + (t)]) ? neg_inf : (dot)
-    ROWS_DOT(L, A, H_ROW, V, ENERGY)                                  // e = h . v
+    ROWS_DOT(L, A, H_V, ENERGY)                                       // e = h . v
     F top = neg_inf;
     for (long long t = threadIdx.x; t < L; t += blockDim.x)
         if (w[b * L + t] > top) top = w[b * L + t];
@@ -114,16 +128,17 @@ extern "C" __global__ void cudnnlite_additive_attention_fwd_%(NAME)s(
 """
 
 _BACKWARD = _COMMON + r"""
-extern "C" __global__ void cudnnlite_additive_attention_bwd_%(NAME)s(
+extern "C" __global__ void cudnnlite_%(OP)s_bwd_%(NAME)s(
         const F* gctx, const F* gw, const F* w, const F* h, const F* v, const M* mem,
-        long long msb, long long mst, long long L, long long A, long long E, F* ge, F* gs,
-        F* gq, F* gmem) {
+        long long msb, long long mst, const F* xw, const F* xc, const F* Wl, long long K,
+        long long L, long long A, long long E, F* ge, F* gs, F* gq, F* gmem, F* gx, F* cols) {
+    // LOCATION: also gx (B, 2, L), the gradient of xw and xc, and cols (B, L, 2 K), the
+    // windows of xw and xc each position read (Wl's gradient is gs^T cols)
     __shared__ F part[%(THREADS)d];
     const long long b = blockIdx.x;
-#define MEM_ROW(t, j) LOAD_M(mem[b * msb + (t) * mst + (j)])
-#define GCTX(j) gctx[b * E + (j)]
+#define MEM_GCTX(t, j) LOAD_M(mem[b * msb + (t) * mst + (j)]) * gctx[b * E + (j)]
 #define GW_TOTAL(t, dot) ge[b * L + (t)] = gw[b * L + (t)] + (dot)
-    ROWS_DOT(L, E, MEM_ROW, GCTX, GW_TOTAL)                           // gw~ = gw + memory . gctx
+    ROWS_DOT(L, E, MEM_GCTX, GW_TOTAL)                                // gw~ = gw + memory . gctx
     F d = 0;
     for (long long t = threadIdx.x; t < L; t += blockDim.x) d += w[b * L + t] * ge[b * L + t];
     d = block_sum(d, part);
@@ -145,6 +160,20 @@ extern "C" __global__ void cudnnlite_additive_attention_bwd_%(NAME)s(
         }
         gq[b * A + a] = g;
     }
+#ifdef LOCATION
+    const long long P = (K - 1) / 2;
+    for (long long i = threadIdx.x; i < L * 2 * K; i += blockDim.x) {    // cols
+        const long long t = i / (2 * K), c = (i / K) %% 2, s = t + i %% K - P;
+        cols[b * L * 2 * K + i] = (s >= 0 && s < L) ? (c ? xc : xw)[b * L + s] : (F)0;
+    }
+    __syncthreads();                                                  // (gs complete)
+    // gx[c, s] = sum over k and a of gs[t = s - k + P, a] Wl[a, c, k], a row per (c, s)
+#define GS_WL(r, m) (((r) %% L) - (m) / A + P >= 0 && ((r) %% L) - (m) / A + P < L ?            \
+        gs[la + (((r) %% L) - (m) / A + P) * A + (m) %% A] * Wl[((m) %% A * 2 + (r) / L) * K + (m) / A] \
+        : (F)0)
+#define GX(r, dot) gx[b * 2 * L + (r)] = (dot)
+    ROWS_DOT(2 * L, K * A, GS_WL, GX)
+#endif
 }
 """
 
@@ -159,13 +188,17 @@ _MEMORY_TYPES = {"float32": ("float", "#define LOAD_M(x) ((F)(x))"),
 
 
 @functools.lru_cache(maxsize=None)
-def _kernel(direction, F, memory_dtype):
+def _kernel(direction, F, memory_dtype, location=False):
+    """The forward / backward kernel for compute type F and memory's storage; location: the
+    location features computed in the kernel (LocationAttention), else read (AdditiveAttention)."""
     M, load = _MEMORY_TYPES[memory_dtype]
     name = f"{F}_{M.replace(' ', '_')}"
-    source = (_FORWARD if direction == "fwd" else _BACKWARD) % {"NAME": name, "GROUP": GROUP,
-                                                               "THREADS": THREADS}
-    return cupy().RawKernel(f"typedef {F} F;\ntypedef {M} M;\n{load}\n" + source,
-                            f"cudnnlite_additive_attention_{direction}_{name}")
+    op = "location_attention" if location else "additive_attention"
+    source = (_FORWARD if direction == "fwd" else _BACKWARD) % {
+        "NAME": name, "OP": op, "GROUP": GROUP, "THREADS": THREADS}
+    defines = "#define LOCATION\n" if location else ""
+    return cupy().RawKernel(f"{defines}typedef {F} F;\ntypedef {M} M;\n{load}\n" + source,
+                            f"cudnnlite_{op}_{direction}_{name}")
 
 
 def _device_memory(memory, F):
@@ -186,22 +219,38 @@ class AdditiveAttention(Function):
     (B, L, E), mask (B, L) bool (True: padding) or None; outputs context (B, E), weights (B, L)."""
     n_outputs = 2
     upcast_half = False         # both paths compute half data in float32 themselves
+    location = False            # LocationAttention: loc computed from the weights, in the kernel
 
     def forward(self, q, loc, pm, v, memory, mask=None):
+        return self._forward(q, loc, None, pm, v, memory, mask)
+
+    def _forward(self, q, loc, xs, pm, v, memory, mask):
+        """xs: None, or (xw, xc, Wl) for the location features computed here (loc None)."""
         xp = self.xp
         T, F = q.dtype, accumulation_dtype(q.dtype)
-        q, loc, pm, v = (xp.ascontiguousarray(a, dtype=F) for a in (q, loc, pm, v))
-        B, L, A = loc.shape
+        q, pm, v = (xp.ascontiguousarray(a, dtype=F) for a in (q, pm, v))
+        if xs is not None:
+            xs = tuple(xp.ascontiguousarray(a, dtype=F) for a in xs)
+            xw, xc, Wl = xs
+            K = Wl.shape[1] // 2
+        else:
+            loc = xp.ascontiguousarray(loc, dtype=F)
+            xw = xc = Wl = loc                # (not read: the kernel reads loc)
+            K = 0
+        B, L, A = pm.shape
         E = memory.shape[2]
         if self.gpu:
             cp = cupy()
             h, w, ctx = cp.empty((B, L, A), F), cp.empty((B, L), F), cp.empty((B, E), F)
             m = w if mask is None else cp.ascontiguousarray(mask)
             mem, kind, msb, mst = _device_memory(memory, F)
-            _kernel("fwd", _c_name(F), kind)((B,), (THREADS,), (
-                q, loc, pm, v, mem, np.int64(msb), np.int64(mst), m, np.int32(mask is not None),
-                F.type(-np.inf), np.int64(L), np.int64(A), np.int64(E), h, w, ctx))
+            _kernel("fwd", _c_name(F), kind, self.location)((B,), (THREADS,), (
+                q, pm if xs is not None else loc, xw, xc, Wl, np.int64(K), pm, v, mem,
+                np.int64(msb), np.int64(mst), m, np.int32(mask is not None), F.type(-np.inf),
+                np.int64(L), np.int64(A), np.int64(E), h, w, ctx))
         else:
+            if xs is not None:
+                loc = _columns(xw, xc, K) @ Wl.T                            # (B, L, A)
             h = np.tanh(q[:, None, :] + loc + pm)
             e = h @ v[0]
             if mask is not None:
@@ -209,36 +258,93 @@ class AdditiveAttention(Function):
             x = np.exp(e - e.max(axis=1, keepdims=True))
             w = x / x.sum(axis=1, keepdims=True)
             ctx = np.einsum("bt,bte->be", w, memory.astype(F, copy=False))
-        self.saved = h, w, v, memory          # (memory as given: the caller's array, no copy)
+        self.saved = h, w, v, memory, xs      # (memory as given: the caller's array, no copy)
         return ctx.astype(T, copy=False), w.astype(T, copy=False)    # (half data: rounded once)
 
     def backward(self, gctx, gw):
-        h, w, v, memory = self.saved
+        gq, gs, gv, gmem, _ = self._backward(gctx, gw)
+        need = self.needs_input_grad
+        return (gq if need[0] else None, gs if need[1] else None, gs if need[2] else None,
+                gv if need[3] else None, gmem if need[4] else None, None)
+
+    def _backward(self, gctx, gw):
+        """-> (gq, gs, v's gradient (Deferred), gmemory, and for the location features:
+        None, or (gxw, gxc, Wl's gradient (Deferred)))."""
+        h, w, v, memory, xs = self.saved
         xp = self.xp
         F = h.dtype
         B, L, A = h.shape
         E = memory.shape[2]
         gctx = xp.zeros((B, E), F) if gctx is None else xp.ascontiguousarray(gctx, dtype=F)
         gw = xp.zeros((B, L), F) if gw is None else xp.ascontiguousarray(gw, dtype=F)
+        xw, xc, Wl = xs if xs is not None else (h, h, h)      # (not read without LOCATION)
+        K = Wl.shape[1] // 2 if xs is not None else 0
         if self.gpu:
             cp = cupy()
             ge, gs = cp.empty((B, L), F), cp.empty((B, L, A), F)
             gq, gmem = cp.empty((B, A), F), cp.empty((B, L, E), F)
+            gx = cp.empty((B, 2, L), F) if xs is not None else gs
+            cols = cp.empty((B, L, 2 * K), F) if xs is not None else gs
             mem, kind, msb, mst = _device_memory(memory, F)
-            _kernel("bwd", _c_name(F), kind)((B,), (THREADS,), (
-                gctx, gw, w, h, v, mem, np.int64(msb), np.int64(mst), np.int64(L), np.int64(A),
-                np.int64(E), ge, gs, gq, gmem))
+            _kernel("bwd", _c_name(F), kind, self.location)((B,), (THREADS,), (
+                gctx, gw, w, h, v, mem, np.int64(msb), np.int64(mst), xw, xc, Wl, np.int64(K),
+                np.int64(L), np.int64(A), np.int64(E), ge, gs, gq, gmem, gx, cols))
         else:
             g = gw + np.einsum("be,bte->bt", gctx, memory.astype(F, copy=False))
             ge = w * (g - (w * g).sum(axis=1, keepdims=True))
             gs = ge[:, :, None] * v[0] * (1 - h * h)
             gq = gs.sum(axis=1)
             gmem = w[:, :, None] * gctx[:, None, :]
+            if xs is not None:
+                cols = _columns(xw, xc, K)
+                gx = _columns_grad(gs @ Wl, L, K)
+        # v's (and Wl's) gradient, sums over b, t, is Deferred: one GEMM over every decoder frame
+        gv = Deferred(ge.reshape(B * L, 1), h.reshape(B * L, A))
+        if xs is None:
+            return gq, gs, gv, gmem, None
+        gWl = Deferred(gs.reshape(B * L, A), cols.reshape(B * L, 2 * K))
+        return gq, gs, gv, gmem, (gx[:, 0], gx[:, 1], gWl)
+
+
+class LocationAttention(AdditiveAttention):
+    """AdditiveAttention with the location features computed inside: inputs q (B, A), the
+    previous and cumulative attention weights xw, xc (B, L), the location kernel Wl (A, 2 K)
+    (row a: K taps on xw, then K on xc; NVIDIA's location conv composed with its dense layer,
+    both bias-free), pm, v, memory, mask; outputs context, weights. Wl's gradient is Deferred
+    (gs^T times the windows each position read)."""
+    location = True
+
+    def forward(self, q, xw, xc, Wl, pm, v, memory, mask=None):
+        return self._forward(q, None, (xw, xc, Wl), pm, v, memory, mask)
+
+    def backward(self, gctx, gw):
+        gq, gs, gv, gmem, (gxw, gxc, gWl) = self._backward(gctx, gw)
         need = self.needs_input_grad
-        # v's gradient, sum over b, t of ge h, is Deferred: one GEMM over every decoder frame
-        return (gq if need[0] else None, gs if need[1] else None, gs if need[2] else None,
-                Deferred(ge.reshape(B * L, 1), h.reshape(B * L, A)) if need[3] else None,
-                gmem if need[4] else None, None)
+        return (gq if need[0] else None, gxw if need[1] else None, gxc if need[2] else None,
+                gWl if need[3] else None, gs if need[4] else None, gv if need[5] else None,
+                gmem if need[6] else None, None)
+
+
+def _columns(xw, xc, K):
+    """(B, L, 2 K): for each position t the windows xw[t - P : t - P + K] and xc[...] ('same'
+    padding P = (K - 1) / 2, zeros outside), as the location correlation reads them."""
+    B, L = xw.shape
+    P = (K - 1) // 2
+    pad = np.zeros((B, 2, L + K - 1), xw.dtype)
+    pad[:, 0, P:P + L], pad[:, 1, P:P + L] = xw, xc
+    idx = np.arange(L)[:, None] + np.arange(K)[None, :]                 # (L, K)
+    return pad[:, :, idx].transpose(0, 2, 1, 3).reshape(B, L, 2 * K)
+
+
+def _columns_grad(gcols, L, K):
+    """The gradient of _columns' inputs, (B, 2, L), from the columns' gradient (B, L, 2 K)."""
+    B = gcols.shape[0]
+    P = (K - 1) // 2
+    g = gcols.reshape(B, L, 2, K)
+    gpad = np.zeros((B, 2, L + K - 1), gcols.dtype)
+    for k in range(K):
+        gpad[:, :, k:k + L] += g[:, :, :, k].transpose(0, 2, 1)
+    return gpad[:, :, P:P + L]
 
 
 def _c_name(dtype):

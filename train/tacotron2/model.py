@@ -55,6 +55,13 @@ class LocationLayer(nn.Module):
         """(B, 2, L) previous and cumulative attention weights -> (B, L, A)."""
         return self.location_dense(F.transpose(self.location_conv(weights_cat), 0, 2, 1))
 
+    def kernel(self):
+        """The conv (F, 2, K) and the dense layer (A, F), both bias-free, composed into one
+        (A, 2 K) kernel over the weights' windows (F.location_attention's): the same linear
+        map, computed once a step instead of a conv, a transpose and a product a frame."""
+        w = self.location_conv.conv.weight
+        return F.matmul(self.location_dense.linear_layer.weight, F.reshape(w, w.shape[0], -1))
+
 
 class Attention(nn.Module):
     """Location-sensitive attention: e = v . tanh(W q + U m + F (f * [w_prev, w_cum])), masked
@@ -69,14 +76,19 @@ class Attention(nn.Module):
         self.v = LinearNorm(attention_dim, 1, bias=False)
         self.location_layer = LocationLayer(n_filters, kernel_size, attention_dim)
 
-    def forward(self, query, memory, processed_memory, weights_cat, mask):
-        """query (B, attention_rnn_dim), memory (B, L, E), processed_memory (B, L, A), weights_cat
-        (B, 2, L), mask (B, L) True at padded characters or None -> context (B, E), weights
-        (B, L)."""
-        # after the three projections, one fused op (one kernel each way on the GPU) computes
-        # NVIDIA's get_alignment_energies, masked_fill, softmax and bmm
-        return F.additive_attention(self.query_layer(query), self.location_layer(weights_cat),
-                                    processed_memory, self.v.linear_layer.weight, memory, mask)
+    def forward(self, query, memory, processed_memory, weights_prev, weights_cum, mask,
+                location_kernel=None):
+        """query (B, attention_rnn_dim), memory (B, L, E), processed_memory (B, L, A), the
+        previous and cumulative weights (B, L), mask (B, L) True at padded characters or None,
+        location_kernel: location_layer.kernel(), made once for many frames (else here) ->
+        context (B, E), weights (B, L)."""
+        # after the query projection, one fused op (one kernel each way on the GPU) computes
+        # NVIDIA's location layer, get_alignment_energies, masked_fill, softmax and bmm
+        if location_kernel is None:
+            location_kernel = self.location_layer.kernel()
+        return F.location_attention(self.query_layer(query), weights_prev, weights_cum,
+                                    location_kernel, processed_memory,
+                                    self.v.linear_layer.weight, memory, mask)
 
 
 class Prenet(nn.Module):
@@ -175,6 +187,7 @@ class Decoder(nn.Module):
             context=z(memory, B, self.encoder_embedding_dim))
         self.memory, self.mask = memory, mask
         self.processed_memory = self.attention_layer.memory_layer(memory)
+        self.location_kernel = self.attention_layer.location_layer.kernel()
 
     def decode(self, prenet_out, project=True):
         """One frame from the prenet output (B, prenet_dim) -> mel frame (B, M * r), gate energy
@@ -184,9 +197,9 @@ class Decoder(nn.Module):
         on = self.training and self.dropout_on
         h, c = self.attention_rnn(F.concat([prenet_out, s["context"]], -1), s["attention"])
         h = F.dropout(h, self.p_attention_dropout, on)
-        weights_cat = F.stack([s["weights"], s["weights_cum"]], 1)
         context, weights = self.attention_layer(h, self.memory, self.processed_memory,
-                                                weights_cat, self.mask)
+                                                s["weights"], s["weights_cum"], self.mask,
+                                                self.location_kernel)
         dh, dc = self.decoder_rnn(F.concat([h, context], -1), s["decoder"])
         dh = F.dropout(dh, self.p_decoder_dropout, on)
         self.state = dict(attention=(h, c), decoder=(dh, dc), weights=weights,
