@@ -59,19 +59,19 @@ CASES = [dict(B=3, Lc=7, A=5, E=6, masked=True), dict(B=2, Lc=9, A=4, E=3, maske
 
 
 @pytest.mark.parametrize("case", CASES, ids=["masked", "unmasked", "long"])
-@pytest.mark.parametrize("where", ["numpy", "gpu path on the host"])
+@pytest.mark.parametrize("where", ["numpy", "gpu path on the host",
+                                   pytest.param("gpu", marks=pytest.mark.gpu)])
 @pytest.mark.parametrize("dtype, rtol", [(np.float64, 1e-12), (np.float32, 2e-5)])
 def test_additive_attention_equals_torch_float64(case, where, dtype, rtol, request,
                                                  monkeypatch):
     inputs, mask, grads = _case(**case)
-    device = "cpu"
-    if where != "numpy":
+    device = "cpu" if where == "numpy" else 0
+    if where == "gpu path on the host":
         request.getfixturevalue("on_host")
         install_cudnn(monkeypatch)                  # (v's deferred gradient is a cuBLASLt GEMM)
-        device = 0
         CALLS.clear()
     out, gin = _ours(inputs, mask, grads, dtype, device)
-    if where != "numpy":
+    if where == "gpu path on the host":
         F = "double" if dtype == np.float64 else "float"
         assert CALLS[f"cudnnlite_additive_attention_fwd_{F}_{F}"] == 1
     ref_out, ref_gin = _torch(inputs, mask, grads)
@@ -81,17 +81,17 @@ def test_additive_attention_equals_torch_float64(case, where, dtype, rtol, reque
         assert (out[1][mask] == 0).all() and (gin[4][mask] == 0).all()
 
 
-@pytest.mark.parametrize("where", ["numpy", "gpu path on the host"])
+@pytest.mark.parametrize("where", ["numpy", "gpu path on the host",
+                                   pytest.param("gpu", marks=pytest.mark.gpu)])
 def test_bfloat16_is_computed_in_float32_and_rounded_once(where, request):
     """bfloat16 inputs: both outputs within half an ulp of bfloat16 (plus float32's error) of
     the float64 result of the same rounded inputs, as the other ops' bfloat16 results."""
     inputs, mask, grads = _case(2, 6, 8, 5, True, seed=4)
     bf = L.backend.bfloat16
     inputs = [a.astype(bf).astype(np.float64) for a in inputs]
-    device = "cpu"
-    if where != "numpy":
+    device = "cpu" if where == "numpy" else 0
+    if where == "gpu path on the host":
         request.getfixturevalue("on_host")
-        device = 0
     ts = [L.tensor(a.astype(bf), device=device) for a in inputs]
     ctx, w = F.additive_attention(*ts, mask=None if mask is None else
                                   L.backend.to_device(mask, device))
@@ -216,7 +216,8 @@ LOCATION_CASES = [dict(B=3, Lc=7, A=5, E=6, K=3, Fn=4),
 
 
 @pytest.mark.parametrize("case", LOCATION_CASES, ids=["K3", "K31_short", "long"])
-@pytest.mark.parametrize("where", ["numpy", "gpu path on the host"])
+@pytest.mark.parametrize("where", ["numpy", "gpu path on the host",
+                                   pytest.param("gpu", marks=pytest.mark.gpu)])
 @pytest.mark.parametrize("dtype, rtol", [(np.float64, 1e-11), (np.float32, 5e-5)])
 def test_location_attention_equals_nvidias_location_layer_and_attention(case, where, dtype,
                                                                          rtol, request,
@@ -225,11 +226,10 @@ def test_location_attention_equals_nvidias_location_layer_and_attention(case, wh
     and the whole op against torch's conv1d + dense + attention: outputs and the gradients of
     query, both weights, the conv and dense weights, processed memory, v and memory."""
     inputs, mask, grads = _location_case(**case)
-    device = "cpu"
-    if where != "numpy":
+    device = "cpu" if where == "numpy" else 0
+    if where == "gpu path on the host":
         request.getfixturevalue("on_host")
         install_cudnn(monkeypatch)
-        device = 0
         CALLS.clear()
     q, xw, xc, Wc, Wd, pm, v, memory = ts = [
         L.tensor(a.astype(dtype), requires_grad=True, device=device) for a in inputs]
@@ -238,7 +238,7 @@ def test_location_attention_equals_nvidias_location_layer_and_attention(case, wh
                                   mask=L.backend.to_device(mask, device))
     (F.sum(ctx * L.tensor(grads[0].astype(dtype), device=device)) +
      F.sum(w * L.tensor(grads[1].astype(dtype), device=device))).backward()
-    if where != "numpy":
+    if where == "gpu path on the host":
         Fc = "double" if dtype == np.float64 else "float"
         assert CALLS[f"cudnnlite_location_attention_fwd_{Fc}_{Fc}"] == 1
         assert CALLS[f"cudnnlite_location_attention_bwd_{Fc}_{Fc}"] == 1
