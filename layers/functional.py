@@ -146,18 +146,18 @@ def additive_attention(query, location, processed_memory, v, memory, mask=None):
 def location_attention(query, weights_prev, weights_cum, location_kernel, processed_memory, v,
                        memory, mask=None):
     """additive_attention with its location features computed in the op (one kernel each way
-    on the GPU): location[b, t] = location_kernel . the 'same'-padded windows of weights_prev
-    and weights_cum (B, L) around t; location_kernel (A, 2 K), K odd (row a: K taps on the
-    previous weights, then K on the cumulative ones) -- NVIDIA's location conv (F, 2, K) and
-    dense layer (A, F), both bias-free, composed: dense @ conv.reshape(F, 2 K)."""
-    K2 = location_kernel.shape[1] if location_kernel.ndim == 2 else None
+    on the GPU): location[b, t] = the 'same'-padded windows of weights_prev and weights_cum
+    (B, L) around t times location_kernel (2 K, A), K odd (rows: K taps on the previous weights,
+    then K on the cumulative ones) -- NVIDIA's location conv (F, 2, K) and dense layer (A, F),
+    both bias-free, composed: conv.reshape(F, 2 K).T @ dense.T."""
+    K2 = location_kernel.shape[0] if location_kernel.ndim == 2 else None
     if K2 is None or K2 % 4 != 2:
         raise ValueError(f"location_attention: location_kernel {location_kernel.shape}: "
-                         f"expected (A, 2 K) with K odd ('same' padding)")
+                         f"expected (2 K, A) with K odd ('same' padding)")
     mask = _attention_checks("location_attention", query, processed_memory, v, memory, mask,
                              {"weights_prev": (weights_prev, ("B", "L")),
                               "weights_cum": (weights_cum, ("B", "L")),
-                              "location_kernel": (location_kernel, ("A", K2))})
+                              "location_kernel": (location_kernel, (K2, "A"))})
     return _att.LocationAttention.apply(query, weights_prev, weights_cum, location_kernel,
                                         processed_memory, v, memory, mask)
 

@@ -295,6 +295,7 @@ class Tensor:
             grads = pending.pop(fn, None)
             if grads is None:
                 continue
+            grads = [g.value() if isinstance(g, _DeferredSum) else g for g in grads]
             if fn.inputs is None:
                 raise RuntimeError("backward through a graph a second time: its saved arrays were "
                                    "freed; call backward(retain_graph=True) the first time")
@@ -390,7 +391,15 @@ def _backward_one(fn, grads, pending, deferred):
             if t._ctx is None:
                 deferred.setdefault((id(t), gx.b is None), (t, []))[1].append(gx)
                 continue
-            gx = gx.value()
+            # an op's output used many times (Tacotron 2's location kernel, once a decoder
+            # frame): its Deferred terms wait, and are summed by one product when the op that
+            # made it runs its backward
+            slot = pending.setdefault(t._ctx, [None] * t._ctx.n_outputs)
+            held = slot[t._index]
+            if not isinstance(held, _DeferredSum):
+                held = slot[t._index] = _DeferredSum(t, held)
+            held.parts.append(gx)
+            continue
         if gx.shape != t.shape:
             raise RuntimeError(f"{type(fn).__name__}.backward returned a gradient of shape "
                                f"{gx.shape} for an input of shape {t.shape}")
@@ -400,7 +409,37 @@ def _backward_one(fn, grads, pending, deferred):
             _accumulate(t, gx)
         else:
             slot = pending.setdefault(t._ctx, [None] * t._ctx.n_outputs)
-            slot[t._index] = gx if slot[t._index] is None else slot[t._index] + gx
+            held = slot[t._index]
+            if isinstance(held, _DeferredSum):
+                held.dense = gx if held.dense is None else held.dense + gx
+            else:
+                slot[t._index] = gx if held is None else held + gx
+
+
+class _DeferredSum:
+    """The gradient of a non-leaf tensor that came (partly) as Deferred terms: the terms of each
+    kind stacked by rows and summed by one product (one column sum) when the op that made the
+    tensor runs its backward, in the accumulation dtype and rounded once, plus any dense part."""
+    __slots__ = ("tensor", "dense", "parts")
+
+    def __init__(self, tensor, dense):
+        self.tensor, self.dense, self.parts = tensor, dense, []
+
+    def value(self):
+        from .ops.linalg import mm
+        t, total = self.tensor, self.dense
+        for column_sums in (False, True):
+            parts = [p for p in self.parts if (p.b is None) == column_sums]
+            if not parts:
+                continue
+            a = _stack([p.a for p in parts], {})
+            g = _column_sums(a) if column_sums else mm(a.T, _stack([p.b for p in parts], {}))
+            if g.shape != t.shape:
+                raise RuntimeError(f"deferred gradients of shape {g.shape} for a tensor of "
+                                   f"shape {t.shape}")
+            g = g.astype(t.dtype, copy=False)
+            total = g if total is None else total + g
+        return total
 
 
 def _accumulate(leaf, g):

@@ -233,7 +233,7 @@ def test_location_attention_equals_nvidias_location_layer_and_attention(case, wh
         CALLS.clear()
     q, xw, xc, Wc, Wd, pm, v, memory = ts = [
         L.tensor(a.astype(dtype), requires_grad=True, device=device) for a in inputs]
-    kernel = F.matmul(Wd, F.reshape(Wc, Wc.shape[0], -1))
+    kernel = F.matmul(F.transpose(F.reshape(Wc, Wc.shape[0], -1)), F.transpose(Wd))
     ctx, w = F.location_attention(q, xw, xc, kernel, pm, v, memory,
                                   mask=L.backend.to_device(mask, device))
     (F.sum(ctx * L.tensor(grads[0].astype(dtype), device=device)) +
@@ -251,8 +251,39 @@ def test_location_attention_equals_nvidias_location_layer_and_attention(case, wh
 
 def test_a_location_kernel_of_even_width_is_refused():
     z = lambda *s: L.tensor(np.zeros(s, np.float32))          # noqa: E731
-    with pytest.raises(ValueError, match=r"location_attention: location_kernel \(4, 8\): "
-                                         r"expected \(A, 2 K\) with K odd"):
-        F.location_attention(z(2, 4), z(2, 5), z(2, 5), z(4, 8), z(2, 5, 4), z(1, 4), z(2, 5, 3))
+    with pytest.raises(ValueError, match=r"location_attention: location_kernel \(8, 4\): "
+                                         r"expected \(2 K, A\) with K odd"):
+        F.location_attention(z(2, 4), z(2, 5), z(2, 5), z(8, 4), z(2, 5, 4), z(1, 4), z(2, 5, 3))
     with pytest.raises(ValueError, match=r"weights_cum \(2, 6\)"):
-        F.location_attention(z(2, 4), z(2, 5), z(2, 6), z(4, 6), z(2, 5, 4), z(1, 4), z(2, 5, 3))
+        F.location_attention(z(2, 4), z(2, 5), z(2, 6), z(6, 4), z(2, 5, 4), z(1, 4), z(2, 5, 3))
+
+
+def test_a_non_leaf_location_kernel_gets_one_product_over_every_frame(monkeypatch):
+    """LocationLayer.kernel() is a product of two parameters, used once a decoder frame: its
+    Deferred gradient terms wait for the product's backward and are summed by one GEMM there
+    (none per frame), and Wc's and Wd's gradients equal torch's over the frames."""
+    import sys
+    from layers.ops import linalg
+    ltensor = sys.modules["layers.tensor"]
+    inputs, mask, grads = _location_case(2, 6, 5, 4, 3, 3, seed=7)
+    q, xw, xc, Wc, Wd, pm, v, memory = inputs
+    monkeypatch.setattr(ltensor.Deferred, "value", lambda self: pytest.fail("per-frame product"))
+    products = []
+    real_mm = linalg.mm
+    monkeypatch.setattr(linalg, "mm", lambda a, b, *r, **k: products.append(
+        (a.shape, b.shape)) or real_mm(a, b, *r, **k))
+    tWc, tWd = L.tensor(Wc, requires_grad=True), L.tensor(Wd, requires_grad=True)
+    kernel = F.matmul(F.transpose(F.reshape(tWc, 3, -1)), F.transpose(tWd))
+    total = 0
+    for k in range(3):
+        ctx, w = F.location_attention(L.tensor(q * (k + 1)), L.tensor(xw), L.tensor(xc), kernel,
+                                      L.tensor(pm), L.tensor(v), L.tensor(memory), mask=mask)
+        total = total + F.sum(ctx * L.tensor(grads[0])) + F.sum(w * L.tensor(grads[1]))
+    total.backward()
+    assert products == [((6, 36), (36, 5))]         # (2 K, 3 frames x B x L) @ (.., A), once
+    want_Wc = want_Wd = 0
+    for k in range(3):
+        _, g = _torch_location([q * (k + 1), xw, xc, Wc, Wd, pm, v, memory], mask, grads)
+        want_Wc, want_Wd = want_Wc + g[3], want_Wd + g[4]
+    np.testing.assert_allclose(tWc.grad.numpy(), want_Wc, rtol=1e-10)
+    np.testing.assert_allclose(tWd.grad.numpy(), want_Wd, rtol=1e-10)

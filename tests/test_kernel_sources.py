@@ -116,11 +116,11 @@ def _harvest(monkeypatch, dtype):
     ops_attention._kernel.cache_clear()
     for direction in ("fwd", "bwd"):           # memory stored as the data, or bfloat16's bits
         F = "double" if dtype == "float64" else "float"
-        ops_attention._kernel(direction, F, "float64" if dtype == "float64" else "float32")
-        if F == "float":
-            ops_attention._kernel(direction, F, "bfloat16")
-        ops_attention._kernel(direction, F, "float64" if dtype == "float64" else "float32",
-                              True)               # (LocationAttention's)
+        for location in (False, True):            # (LocationAttention's too)
+            ops_attention._kernel(direction, F, "float64" if dtype == "float64" else "float32",
+                                  location)
+            if F == "float":
+                ops_attention._kernel(direction, F, "bfloat16", location)
     cell = ops_rnn.LSTMCell()
     cell.gpu = True
     cell.forward(x, x, x, x, x)

@@ -364,3 +364,32 @@ def test_guided_attention_prefers_the_diagonal_and_joins_the_step():
     assert set(r) == {"loss", "mel", "postnet", "gate", "grad_norm", "attention"}
     assert r["attention"] > 0
     assert abs(r["loss"] - (r["mel"] + r["postnet"] + r["gate"] + r["attention"])) < 1e-5 * r["loss"]
+
+
+def test_the_fused_and_the_composed_location_layer_give_one_step():
+    """Attention.fuse_location (the location conv and dense layer composed into the fused
+    attention op) against NVIDIA's conv and dense followed by the rest fused: same losses and
+    gradients, float64."""
+    from tools import tacotron2_torch as ref_model
+    from train.tacotron2 import HParams, Tacotron2, make_optimizer, set_dropout, train_step
+    from train.tacotron2.model import Attention
+    hp = HParams.small()
+    batch = ref_model.make_batch(hp, 3, [9, 7, 4], [12, 9, 11], seed=3)
+    results = []
+    for fused in (True, False):
+        L.manual_seed(2)
+        m = Tacotron2(hp)
+        m.to_dtype(np.float64)
+        set_dropout(m, False)
+        Attention.fuse_location = fused
+        try:
+            losses = train_step(m, make_optimizer(m), batch)
+        finally:
+            Attention.fuse_location = True
+        results.append((losses, {n: p.grad.numpy() for n, p in m.named_parameters()
+                                 if p.grad is not None}))
+    (a, ga), (b, gb) = results
+    for k in a:
+        assert abs(a[k] - b[k]) <= 1e-10 * abs(b[k]), k
+    for n in gb:
+        np.testing.assert_allclose(ga[n], gb[n], rtol=1e-8, atol=1e-12, err_msg=n)

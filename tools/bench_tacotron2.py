@@ -6,7 +6,7 @@ GPU-busy time.
 
     python -m tools.bench_tacotron2 --device 0 [--steps 10] [--batch-size 64]
                                     [--precision fp32|bf16|both] [--allow-tf32]
-                                    [--foreach off|on|both]
+                                    [--foreach off|on|both] [--location fused|unfused|both]
 
 Both take the same weights (torchaudio's mapped from ours in state_dict order) and the same
 batch; convolutions may use TF32 on both (PyTorch's default), matmuls do not (neither's default).
@@ -112,6 +112,10 @@ def main():
                     help="float32 matmuls on TF32 tensor cores on both engines "
                          "(cudnnlite.blas.configure(allow_tf32=True), "
                          "torch.backends.cuda.matmul.allow_tf32) [off: both engines' default]")
+    ap.add_argument("--location", default="fused", choices=["fused", "unfused", "both"],
+                    help="this engine's attention location layer composed into the fused "
+                         "attention kernel (Attention.fuse_location), or NVIDIA's conv and dense "
+                         "before it, or rows of both [fused]")
     ap.add_argument("--foreach", default="off", choices=["off", "on", "both"],
                     help="this engine's multi-tensor Adam, gradient clip and non-finite check "
                          "(layers.optim.FOREACH), off, on, or rows of both [off]")
@@ -132,14 +136,17 @@ def main():
     runs, weights = {}, None
     precisions = ["fp32", "bf16"] if args.precision == "both" else [args.precision]
     foreachs = {"off": [False], "on": [True], "both": [False, True]}[args.foreach]
-    for precision, foreach, mode in itertools.product(precisions, foreachs,
-                                                      ("eager", "captured")):
+    locations = {"fused": [True], "unfused": [False], "both": [True, False]}[args.location]
+    for precision, foreach, fused, mode in itertools.product(precisions, foreachs, locations,
+                                                             ("eager", "captured")):
         step, model, sync = ours(hp, batch, args.device, mode == "captured", precision)
+        model.decoder.attention_layer.fuse_location = fused
         if weights is None:
             weights = [L.backend.to_device(v, "cpu").astype(np.float32)
                        for v in model.state_dict().values()]
         runs[f"cudnnlite {mode}{'' if precision == 'fp32' else ' ' + precision}"
-             f"{' foreach' if foreach else ''}"] = (with_foreach(foreach, step), sync)
+             f"{' foreach' if foreach else ''}{'' if fused else ' unfused loc'}"] = \
+            (with_foreach(foreach, step), sync)
     runs["torchaudio eager"] = torchaudio_step(hp, batch, args.device, weights)
     times = {name: [] for name in runs}
     for _ in range(args.repeats):                   # interleaved, so drift hits both alike
@@ -149,12 +156,12 @@ def main():
     name = cupy.cuda.runtime.getDeviceProperties(args.device)["name"].decode()
     print(f"Tacotron 2 train step, batch {args.batch_size}, {args.chars} characters, "
           f"{args.frames} frames, {name}; matmuls {'TF32' if args.allow_tf32 else 'float32'}")
-    print(f"{'engine':<32} {'ms/step':>8} {'mel frames/s':>13} {'kernels':>8} {'GPU busy ms':>12}"
+    print(f"{'engine':<44} {'ms/step':>8} {'mel frames/s':>13} {'kernels':>8} {'GPU busy ms':>12}"
           f"   runs (ms/step)")
     for name, (step, sync) in runs.items():
         med = statistics.median(times[name])
         kernels, busy = kernels_and_busy_ms(step, sync)
-        print(f"{name:<32} {med:8.1f} {frames / med * 1e3:13.0f} {kernels:8d} {busy:12.1f}   "
+        print(f"{name:<44} {med:8.1f} {frames / med * 1e3:13.0f} {kernels:8d} {busy:12.1f}   "
               + " ".join(f"{t:.1f}" for t in times[name]))
     bad = [name for name, (step, sync) in runs.items()
            if name.startswith("cudnnlite") and not finite_statistics(step, sync)]

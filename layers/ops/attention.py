@@ -82,8 +82,9 @@ extern "C" __global__ void cudnnlite_%(OP)s_fwd_%(NAME)s(
         const F* pm, const F* v, const M* mem, long long msb, long long mst, const bool* mask,
         int has_mask, F neg_inf, long long L, long long A, long long E, F* h, F* w, F* ctx) {
     // loc: (B, L, A), or (LOCATION) computed here: the location features of the previous
-    // and cumulative weights xw, xc (B, L) under the composed kernel Wl (A, 2 K), 'same'
-    // padding -- NVIDIA's location conv and dense layer, both bias-free, as one correlation
+    // and cumulative weights xw, xc (B, L) under the composed kernel Wl (2 K, A: adjacent
+    // threads, adjacent a, read adjacent taps), 'same' padding -- NVIDIA's location conv and
+    // dense layer, both bias-free, as one correlation
     __shared__ F part[%(THREADS)d];
     const long long b = blockIdx.x;
     const F* qb = q + b * A;
@@ -95,7 +96,7 @@ extern "C" __global__ void cudnnlite_%(OP)s_fwd_%(NAME)s(
         for (long long k = 0; k < K; ++k) {
             const long long s = t + k - P;
             if (s >= 0 && s < L)
-                l += Wl[(a * 2) * K + k] * xw[b * L + s] + Wl[(a * 2 + 1) * K + k] * xc[b * L + s];
+                l += Wl[k * A + a] * xw[b * L + s] + Wl[(K + k) * A + a] * xc[b * L + s];
         }
 #else
         const F l = loc[la + i];
@@ -133,7 +134,7 @@ extern "C" __global__ void cudnnlite_%(OP)s_bwd_%(NAME)s(
         long long msb, long long mst, const F* xw, const F* xc, const F* Wl, long long K,
         long long L, long long A, long long E, F* ge, F* gs, F* gq, F* gmem, F* gx, F* cols) {
     // LOCATION: also gx (B, 2, L), the gradient of xw and xc, and cols (B, L, 2 K), the
-    // windows of xw and xc each position read (Wl's gradient is gs^T cols)
+    // windows of xw and xc each position read (Wl's gradient is cols^T gs)
     __shared__ F part[%(THREADS)d];
     const long long b = blockIdx.x;
 #define MEM_GCTX(t, j) LOAD_M(mem[b * msb + (t) * mst + (j)]) * gctx[b * E + (j)]
@@ -167,10 +168,10 @@ extern "C" __global__ void cudnnlite_%(OP)s_bwd_%(NAME)s(
         cols[b * L * 2 * K + i] = (s >= 0 && s < L) ? (c ? xc : xw)[b * L + s] : (F)0;
     }
     __syncthreads();                                                  // (gs complete)
-    // gx[c, s] = sum over k and a of gs[t = s - k + P, a] Wl[a, c, k], a row per (c, s)
+    // gx[c, s] = sum over k and a (m = k A + a) of gs[t = s - k + P, a] Wl[c K + k, a], a
+    // row per (c, s) = (r / L, r %% L)
 #define GS_WL(r, m) (((r) %% L) - (m) / A + P >= 0 && ((r) %% L) - (m) / A + P < L ?            \
-        gs[la + (((r) %% L) - (m) / A + P) * A + (m) %% A] * Wl[((m) %% A * 2 + (r) / L) * K + (m) / A] \
-        : (F)0)
+        gs[la + (((r) %% L) - (m) / A + P) * A + (m) %% A] * Wl[(r) / L * K * A + (m)] : (F)0)
 #define GX(r, dot) gx[b * 2 * L + (r)] = (dot)
     ROWS_DOT(2 * L, K * A, GS_WL, GX)
 #endif
@@ -232,7 +233,7 @@ class AdditiveAttention(Function):
         if xs is not None:
             xs = tuple(xp.ascontiguousarray(a, dtype=F) for a in xs)
             xw, xc, Wl = xs
-            K = Wl.shape[1] // 2
+            K = Wl.shape[0] // 2
         else:
             loc = xp.ascontiguousarray(loc, dtype=F)
             xw = xc = Wl = loc                # (not read: the kernel reads loc)
@@ -250,7 +251,7 @@ class AdditiveAttention(Function):
                 np.int64(L), np.int64(A), np.int64(E), h, w, ctx))
         else:
             if xs is not None:
-                loc = _columns(xw, xc, K) @ Wl.T                            # (B, L, A)
+                loc = _columns(xw, xc, K) @ Wl                              # (B, L, A)
             h = np.tanh(q[:, None, :] + loc + pm)
             e = h @ v[0]
             if mask is not None:
@@ -278,7 +279,7 @@ class AdditiveAttention(Function):
         gctx = xp.zeros((B, E), F) if gctx is None else xp.ascontiguousarray(gctx, dtype=F)
         gw = xp.zeros((B, L), F) if gw is None else xp.ascontiguousarray(gw, dtype=F)
         xw, xc, Wl = xs if xs is not None else (h, h, h)      # (not read without LOCATION)
-        K = Wl.shape[1] // 2 if xs is not None else 0
+        K = Wl.shape[0] // 2 if xs is not None else 0
         if self.gpu:
             cp = cupy()
             ge, gs = cp.empty((B, L), F), cp.empty((B, L, A), F)
@@ -297,21 +298,21 @@ class AdditiveAttention(Function):
             gmem = w[:, :, None] * gctx[:, None, :]
             if xs is not None:
                 cols = _columns(xw, xc, K)
-                gx = _columns_grad(gs @ Wl, L, K)
+                gx = _columns_grad(gs @ Wl.T, L, K)
         # v's (and Wl's) gradient, sums over b, t, is Deferred: one GEMM over every decoder frame
         gv = Deferred(ge.reshape(B * L, 1), h.reshape(B * L, A))
         if xs is None:
             return gq, gs, gv, gmem, None
-        gWl = Deferred(gs.reshape(B * L, A), cols.reshape(B * L, 2 * K))
+        gWl = Deferred(cols.reshape(B * L, 2 * K), gs.reshape(B * L, A))
         return gq, gs, gv, gmem, (gx[:, 0], gx[:, 1], gWl)
 
 
 class LocationAttention(AdditiveAttention):
     """AdditiveAttention with the location features computed inside: inputs q (B, A), the
-    previous and cumulative attention weights xw, xc (B, L), the location kernel Wl (A, 2 K)
-    (row a: K taps on xw, then K on xc; NVIDIA's location conv composed with its dense layer,
+    previous and cumulative attention weights xw, xc (B, L), the location kernel Wl (2 K, A)
+    (rows: K taps on xw, then K on xc; NVIDIA's location conv composed with its dense layer,
     both bias-free), pm, v, memory, mask; outputs context, weights. Wl's gradient is Deferred
-    (gs^T times the windows each position read)."""
+    (the windows each position read, transposed, times gs)."""
     location = True
 
     def forward(self, q, xw, xc, Wl, pm, v, memory, mask=None):

@@ -57,15 +57,18 @@ class LocationLayer(nn.Module):
 
     def kernel(self):
         """The conv (F, 2, K) and the dense layer (A, F), both bias-free, composed into one
-        (A, 2 K) kernel over the weights' windows (F.location_attention's): the same linear
+        (2 K, A) kernel over the weights' windows (F.location_attention's): the same linear
         map, computed once a step instead of a conv, a transpose and a product a frame."""
         w = self.location_conv.conv.weight
-        return F.matmul(self.location_dense.linear_layer.weight, F.reshape(w, w.shape[0], -1))
+        return F.matmul(F.transpose(F.reshape(w, w.shape[0], -1)),
+                        F.transpose(self.location_dense.linear_layer.weight))
 
 
 class Attention(nn.Module):
     """Location-sensitive attention: e = v . tanh(W q + U m + F (f * [w_prev, w_cum])), masked
     to -inf at padded characters, softmax over characters, context = weights . memory."""
+
+    fuse_location = True
 
     def __init__(self, attention_rnn_dim, embedding_dim, attention_dim, n_filters, kernel_size):
         super().__init__()
@@ -84,6 +87,12 @@ class Attention(nn.Module):
         context (B, E), weights (B, L)."""
         # after the query projection, one fused op (one kernel each way on the GPU) computes
         # NVIDIA's location layer, get_alignment_energies, masked_fill, softmax and bmm
+        # (fuse_location False: the location layer as NVIDIA's conv and dense, then the rest
+        # fused -- to compare their speed: the fused kernel's location work grows with L K A)
+        if not self.fuse_location:
+            location = self.location_layer(F.stack([weights_prev, weights_cum], 1))
+            return F.additive_attention(self.query_layer(query), location, processed_memory,
+                                        self.v.linear_layer.weight, memory, mask)
         if location_kernel is None:
             location_kernel = self.location_layer.kernel()
         return F.location_attention(self.query_layer(query), weights_prev, weights_cum,
