@@ -54,8 +54,8 @@ def _close(got, want, rtol):
 
 
 CASES = [dict(B=3, Lc=7, A=5, E=6, masked=True), dict(B=2, Lc=9, A=4, E=3, masked=False),
-         # lengths, attention and memory sizes past the kernel's 128 threads (its strided loops)
-         dict(B=2, Lc=150, A=131, E=140, masked=True)]
+         # lengths, attention and memory sizes past the kernel's block of threads (strided loops)
+         dict(B=2, Lc=300, A=131, E=270, masked=True)]
 
 
 @pytest.mark.parametrize("case", CASES, ids=["masked", "unmasked", "long"])
@@ -126,6 +126,10 @@ def test_bad_shapes_name_every_operand():
         F.additive_attention(q, loc, pm, v, memory)
     with pytest.raises(TypeError, match="additive_attention: inputs must share one floating"):
         F.additive_attention(q, loc, pm, L.tensor(np.zeros((1, 4))), memory)
+
+
+def test_the_long_cases_are_longer_than_a_block():
+    assert CASES[2]["Lc"] > attention.THREADS and LOCATION_CASES[2]["Lc"] > attention.THREADS
 
 
 def test_the_gpu_kernels_block_and_row_groups_are_powers_of_two():
@@ -212,7 +216,7 @@ def _torch_location(inputs, mask, grads):
 
 LOCATION_CASES = [dict(B=3, Lc=7, A=5, E=6, K=3, Fn=4),
                   dict(B=2, Lc=5, A=4, E=3, K=31, Fn=3),          # windows wider than the text
-                  dict(B=2, Lc=140, A=9, E=130, K=31, Fn=2)]      # past one block of threads
+                  dict(B=2, Lc=270, A=9, E=130, K=31, Fn=2)]      # past one block of threads
 
 
 @pytest.mark.parametrize("case", LOCATION_CASES, ids=["K3", "K31_short", "long"])

@@ -26,7 +26,8 @@ import numpy as np
 from ..backend import accumulation_dtype, cupy
 from ..tensor import Deferred, Function
 
-THREADS = 128          # one block per batch item; a power of two (the block reductions halve)
+THREADS = 256          # one block per batch item (B blocks: fewer than an H100 has SMs, so a
+#                        block is made large); a power of two (the block reductions halve)
 GROUP = 32             # threads a row's dot product is split over (adjacent: coalesced reads)
 
 _COMMON = r"""
