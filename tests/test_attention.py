@@ -262,10 +262,11 @@ def test_a_location_kernel_of_even_width_is_refused():
         F.location_attention(z(2, 4), z(2, 5), z(2, 6), z(6, 4), z(2, 5, 4), z(1, 4), z(2, 5, 3))
 
 
-def test_a_non_leaf_location_kernel_gets_one_product_over_every_frame(monkeypatch):
+def test_a_non_leaf_location_kernels_gradient_is_summed_as_it_comes(monkeypatch):
     """LocationLayer.kernel() is a product of two parameters, used once a decoder frame: its
-    Deferred gradient terms wait for the product's backward and are summed by one GEMM there
-    (none per frame), and Wc's and Wd's gradients equal torch's over the frames."""
+    Deferred gradient terms are added into one float32 accumulator as they come (one product a
+    frame, nothing held; no rounding, no separate addition), and Wc's and Wd's gradients equal
+    torch's over the frames."""
     import sys
     from layers.ops import linalg
     ltensor = sys.modules["layers.tensor"]
@@ -284,7 +285,7 @@ def test_a_non_leaf_location_kernel_gets_one_product_over_every_frame(monkeypatc
                                       L.tensor(pm), L.tensor(v), L.tensor(memory), mask=mask)
         total = total + F.sum(ctx * L.tensor(grads[0])) + F.sum(w * L.tensor(grads[1]))
     total.backward()
-    assert products == [((6, 36), (36, 5))]         # (2 K, 3 frames x B x L) @ (.., A), once
+    assert products == [((6, 12), (12, 5))] * 3     # (2 K, B L) @ (B L, A) a frame
     want_Wc = want_Wd = 0
     for k in range(3):
         _, g = _torch_location([q * (k + 1), xw, xc, Wc, Wd, pm, v, memory], mask, grads)
