@@ -219,13 +219,17 @@ def _usable_devices(cp):
 
 
 def concatenate(arrays, axis=0):
-    """numpy / cupy concatenate, safe inside CUDA-graph capture. CuPy joins more than 8 arrays
+    """numpy / cupy concatenate, safe inside CUDA-graph capture (two device arrays: one kernel,
+    kernels.join2). CuPy joins more than 8 arrays
     with one kernel that reads a table of their addresses, copied from the host through a pinned
     staging buffer that a captured graph does not keep (CuPy may hand the buffer out again, and a
     replay would read whatever it then holds). While the current stream is capturing, such a
     join is made array by array into the result instead: one copy each, which a graph replays
     cheaply; otherwise this is numpy's / CuPy's own concatenate."""
     arrays = list(arrays)
+    if _joinable_pair(arrays, axis):          # two device arrays: one kernel, not two copies
+        from .kernels import join2
+        return join2(arrays[0], arrays[1], axis)
     if not _capturing_many(arrays):
         return xp_of(arrays[0]).concatenate(arrays, axis=axis) if arrays else \
             np.concatenate(arrays, axis=axis)
@@ -252,6 +256,10 @@ def concatenate(arrays, axis=0):
 def stack(arrays, axis=0):
     """numpy / cupy stack (a new axis `axis`), capture-safe as concatenate."""
     arrays = list(arrays)
+    if len(arrays) == 2 and is_gpu(arrays[0]) and arrays[0].shape == arrays[1].shape and \
+            -arrays[0].ndim - 1 <= axis <= arrays[0].ndim:
+        axis %= arrays[0].ndim + 1
+        return concatenate([cupy().expand_dims(a, axis) for a in arrays], axis)
     if not _capturing_many(arrays):
         return xp_of(arrays[0]).stack(arrays, axis=axis) if arrays else np.stack(arrays, axis)
     ndim = arrays[0].ndim + 1
@@ -261,6 +269,19 @@ def stack(arrays, axis=0):
         raise ValueError(f"stack: arrays of shapes {sorted({a.shape for a in arrays})} differ")
     axis %= ndim
     return concatenate([cupy().expand_dims(a, axis) for a in arrays], axis)
+
+
+def _joinable_pair(arrays, axis):
+    """Two non-empty device arrays of one dtype and device whose shapes agree off `axis`
+    (kernels.join2 joins them in one launch, where CuPy copies each in with its own)."""
+    if len(arrays) != 2 or not all(is_gpu(a) for a in arrays):
+        return False
+    a, b = arrays
+    if a.ndim != b.ndim or not -a.ndim <= axis < a.ndim or a.dtype != b.dtype or \
+            a.device.id != b.device.id or not (a.size and b.size):
+        return False
+    axis %= a.ndim
+    return a.shape[:axis] + a.shape[axis + 1:] == b.shape[:axis] + b.shape[axis + 1:]
 
 
 def _capturing_many(arrays):

@@ -84,6 +84,18 @@ def test_concat_of_two_is_one_kernel_and_exact(on_host, dtype, axis):
                                   np.take(gy, range(n, y.shape[axis]), axis).astype(np.float64))
 
 
+def test_two_arrays_that_do_not_line_up_are_refused_not_joined(on_host):
+    """backend.concatenate joins two device arrays in one kernel only when their shapes agree
+    off the axis (join2 would read past the smaller one); otherwise the library's own error."""
+    from host_kernels import CALLS
+    CALLS.clear()
+    with pytest.raises(ValueError):
+        backend.concatenate([host(np.zeros((2, 3), np.float32)),
+                             host(np.zeros((3, 3), np.float32))],
+                            axis=1)
+    assert CALLS["cudnnlite_join2"] == 0
+
+
 @pytest.mark.parametrize("axis", [0, 1, 2, -1])
 def test_stack_of_two_is_one_kernel_and_exact(on_host, axis):
     from host_kernels import CALLS

@@ -17,6 +17,10 @@ is tiny, so launches, not arithmetic, were the cost. Backward:
     gq[b, :]  = sum_t gs[b, t, :];   gmemory[b, t, :] = w[b, t] gctx[b, :]
     gv        = sum_{b,t} ge[b, t] h[b, t, :]  (Deferred: one GEMM over every frame)
 
+LocationAttention computes loc in the same kernel, from the previous and cumulative weights
+(B, L) and a (2 K, A) kernel -- NVIDIA's bias-free location conv and dense layer composed -- and
+returns their gradients and the kernel's (Deferred, over the windows each position read).
+
 float32 / float64 data compute in their own type; float16 / bfloat16 in float32 (h is kept in
 float32 for backward, as the tanh's gradient from a rounded h would lose digits)."""
 import functools

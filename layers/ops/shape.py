@@ -2,7 +2,6 @@
 embedding lookup."""
 import numpy as np
 
-from .. import kernels
 from ..backend import accumulation_dtype, concatenate, cupy, stack
 from ..tensor import Function
 
@@ -45,14 +44,11 @@ class BroadcastTo(Function):
 
 
 class Concat(Function):
-    """numpy.concatenate; on the GPU two arrays of one dtype join in one kernel
-    (kernels.join2); the gradients are views of gy."""
+    """numpy.concatenate (backend.concatenate: two device arrays in one kernel); the gradients
+    are views of gy."""
 
     def forward(self, *xs):
         self.sizes = [x.shape[self.axis] for x in xs]
-        if self.gpu and len(xs) == 2 and xs[0].dtype == xs[1].dtype and xs[0].size and \
-                xs[1].size:
-            return kernels.join2(xs[0], xs[1], self.axis)
         return concatenate(xs, axis=self.axis)
 
     def backward(self, gy):
@@ -67,10 +63,6 @@ class Stack(Function):
     dense operand copies it at its own boundary."""
 
     def forward(self, *xs):
-        if self.gpu and len(xs) == 2 and xs[0].dtype == xs[1].dtype and xs[0].size:
-            axis = self.axis % (xs[0].ndim + 1)       # two: one kernel (kernels.join2)
-            return kernels.join2(self.xp.expand_dims(xs[0], axis),
-                                 self.xp.expand_dims(xs[1], axis), axis)
         return stack(xs, axis=self.axis)
 
     def backward(self, gy):
@@ -136,7 +128,8 @@ class GetItem(Function):
 
     def backward(self, gy):
         xp = self.xp
-        return _scatter_add(xp, xp.zeros(self.shape, dtype=accumulation_dtype(self.dtype)), self.index, gy)
+        return _scatter_add(xp, xp.zeros(self.shape, dtype=accumulation_dtype(self.dtype)),
+                            self.index, gy)
 
 
 class ReversePadded(Function):
@@ -179,8 +172,8 @@ class Embedding(Function):
     def backward(self, gy):
         idx = self.saved
         xp = self.xp
-        gW = _scatter_add(xp, xp.zeros(self.w_shape, dtype=accumulation_dtype(gy.dtype)), idx.reshape(-1),
-                          gy.reshape(-1, self.w_shape[1]))
+        gW = _scatter_add(xp, xp.zeros(self.w_shape, dtype=accumulation_dtype(gy.dtype)),
+                          idx.reshape(-1), gy.reshape(-1, self.w_shape[1]))
         if self.padding_idx is not None:
             gW[self.padding_idx] = 0
         return gW, None

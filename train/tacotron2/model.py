@@ -196,7 +196,8 @@ class Decoder(nn.Module):
             context=z(memory, B, self.encoder_embedding_dim))
         self.memory, self.mask = memory, mask
         self.processed_memory = self.attention_layer.memory_layer(memory)
-        self.location_kernel = self.attention_layer.location_layer.kernel()
+        self.location_kernel = self.attention_layer.location_layer.kernel() \
+            if self.attention_layer.fuse_location else None
 
     def decode(self, prenet_out, project=True):
         """One frame from the prenet output (B, prenet_dim) -> mel frame (B, M * r), gate energy
