@@ -484,6 +484,84 @@ def cudnnBatchNormalizationBackward(handle, mode, alphaDataDiff, betaDataDiff, a
         void *dBnBiasResult, double epsilon, const void *savedMean, const void *savedInvVariance)"""
 
 
+@prototype(handle_t, enum_t, enum_t, desc_t, desc_t, desc_t, desc_t, desc_t, POINTER(c_size_t))
+def cudnnGetBatchNormalizationForwardTrainingExWorkspaceSize(handle, mode, bnOps, xDesc, zDesc,
+                                                             yDesc, bnScaleBiasMeanVarDesc,
+                                                             activationDesc, sizeInBytes):
+    """cudnnStatus_t cudnnGetBatchNormalizationForwardTrainingExWorkspaceSize(
+        cudnnHandle_t handle, cudnnBatchNormMode_t mode, cudnnBatchNormOps_t bnOps,
+        const cudnnTensorDescriptor_t xDesc, const cudnnTensorDescriptor_t zDesc,
+        const cudnnTensorDescriptor_t yDesc, const cudnnTensorDescriptor_t bnScaleBiasMeanVarDesc,
+        const cudnnActivationDescriptor_t activationDesc, size_t *sizeInBytes)"""
+
+
+@prototype(handle_t, enum_t, enum_t, desc_t, desc_t, POINTER(c_size_t))
+def cudnnGetBatchNormalizationTrainingExReserveSpaceSize(handle, mode, bnOps, activationDesc,
+                                                         xDesc, sizeInBytes):
+    """cudnnStatus_t cudnnGetBatchNormalizationTrainingExReserveSpaceSize(cudnnHandle_t handle,
+        cudnnBatchNormMode_t mode, cudnnBatchNormOps_t bnOps,
+        const cudnnActivationDescriptor_t activationDesc, const cudnnTensorDescriptor_t xDesc,
+        size_t *sizeInBytes)"""
+
+
+@prototype(handle_t, enum_t, enum_t, desc_t, desc_t, desc_t, desc_t, desc_t, desc_t, desc_t,
+           POINTER(c_size_t))
+def cudnnGetBatchNormalizationBackwardExWorkspaceSize(handle, mode, bnOps, xDesc, yDesc, dyDesc,
+                                                      dzDesc, dxDesc, dBnScaleBiasDesc,
+                                                      activationDesc, sizeInBytes):
+    """cudnnStatus_t cudnnGetBatchNormalizationBackwardExWorkspaceSize(cudnnHandle_t handle,
+        cudnnBatchNormMode_t mode, cudnnBatchNormOps_t bnOps, const cudnnTensorDescriptor_t xDesc,
+        const cudnnTensorDescriptor_t yDesc, const cudnnTensorDescriptor_t dyDesc,
+        const cudnnTensorDescriptor_t dzDesc, const cudnnTensorDescriptor_t dxDesc,
+        const cudnnTensorDescriptor_t dBnScaleBiasDesc,
+        const cudnnActivationDescriptor_t activationDesc, size_t *sizeInBytes)"""
+
+
+@prototype(handle_t, enum_t, enum_t, ptr, ptr, desc_t, ptr, desc_t, ptr, desc_t, ptr, desc_t, ptr,
+           ptr, c_double, ptr, ptr, c_double, ptr, ptr, desc_t, ptr, c_size_t, ptr, c_size_t)
+def cudnnBatchNormalizationForwardTrainingEx(handle, mode, bnOps, alpha, beta, xDesc, xData,
+                                             zDesc, zData, yDesc, yData, bnScaleBiasMeanVarDesc,
+                                             bnScale, bnBias, exponentialAverageFactor,
+                                             resultRunningMean, resultRunningVariance, epsilon,
+                                             resultSaveMean, resultSaveInvVariance,
+                                             activationDesc, workspace, workSpaceSizeInBytes,
+                                             reserveSpace, reserveSpaceSizeInBytes):
+    """cudnnStatus_t cudnnBatchNormalizationForwardTrainingEx(cudnnHandle_t handle,
+        cudnnBatchNormMode_t mode, cudnnBatchNormOps_t bnOps, const void *alpha,
+        const void *beta, const cudnnTensorDescriptor_t xDesc, const void *xData,
+        const cudnnTensorDescriptor_t zDesc, const void *zData,
+        const cudnnTensorDescriptor_t yDesc, void *yData,
+        const cudnnTensorDescriptor_t bnScaleBiasMeanVarDesc, const void *bnScale,
+        const void *bnBias, double exponentialAverageFactor, void *resultRunningMean,
+        void *resultRunningVariance, double epsilon, void *resultSaveMean,
+        void *resultSaveInvVariance, cudnnActivationDescriptor_t activationDesc, void *workspace,
+        size_t workSpaceSizeInBytes, void *reserveSpace, size_t reserveSpaceSizeInBytes)"""
+
+
+@prototype(handle_t, enum_t, enum_t, ptr, ptr, ptr, ptr, desc_t, ptr, desc_t, ptr, desc_t, ptr,
+           desc_t, ptr, desc_t, ptr, desc_t, ptr, ptr, ptr, ptr, c_double, ptr, ptr, desc_t, ptr,
+           c_size_t, ptr, c_size_t)
+def cudnnBatchNormalizationBackwardEx(handle, mode, bnOps, alphaDataDiff, betaDataDiff,
+                                      alphaParamDiff, betaParamDiff, xDesc, xData, yDesc, yData,
+                                      dyDesc, dyData, dzDesc, dzData, dxDesc, dxData,
+                                      dBnScaleBiasDesc, bnScaleData, bnBiasData, dBnScaleData,
+                                      dBnBiasData, epsilon, savedMean, savedInvVariance,
+                                      activationDesc, workSpace, workSpaceSizeInBytes,
+                                      reserveSpace, reserveSpaceSizeInBytes):
+    """cudnnStatus_t cudnnBatchNormalizationBackwardEx(cudnnHandle_t handle,
+        cudnnBatchNormMode_t mode, cudnnBatchNormOps_t bnOps, const void *alphaDataDiff,
+        const void *betaDataDiff, const void *alphaParamDiff, const void *betaParamDiff,
+        const cudnnTensorDescriptor_t xDesc, const void *xData,
+        const cudnnTensorDescriptor_t yDesc, const void *yData,
+        const cudnnTensorDescriptor_t dyDesc, const void *dyData,
+        const cudnnTensorDescriptor_t dzDesc, void *dzData, const cudnnTensorDescriptor_t dxDesc,
+        void *dxData, const cudnnTensorDescriptor_t dBnScaleBiasDesc, const void *bnScaleData,
+        const void *bnBiasData, void *dBnScaleData, void *dBnBiasData, double epsilon,
+        const void *savedMean, const void *savedInvVariance,
+        cudnnActivationDescriptor_t activationDesc, void *workSpace, size_t workSpaceSizeInBytes,
+        void *reserveSpace, size_t reserveSpaceSizeInBytes)"""
+
+
 # ---- dropout and RNN (the v8 API; the v6 RNN API is gone in cuDNN 9) ----------------------
 
 @prototype(POINTER(desc_t))

@@ -3,15 +3,26 @@ updated in place as PyTorch does: momentum 0.1, unbiased running variance), infe
 backward. Modes: SPATIAL (statistics over N and spatial, params (C,)) and PER_ACTIVATION
 (statistics over N, params (C, *spatial)). Parameters and statistics are float32 for float32 /
 float16 / bfloat16 data and float64 for float64 data, as cuDNN requires. x, y and gy are packed
-(a strided x is copied once: pass the same packed x to backward, see `packed`)."""
+(a strided x is copied once: pass the same packed x to backward, see `packed`).
+
+forward_training_ex / backward_ex are the *Ex calls, which take a workspace and a reserve space.
+With SPATIAL_PERSISTENT they reach cuDNN's fast NHWC kernels, which the plain calls never use:
+on an H100, NHWC (128, 64, 32, 32) float32 took 42 + 62 us forward + backward against 1,282 +
+1,977 us through cudnnBatchNormalizationForwardTraining / Backward in SPATIAL mode (bfloat16
+alike). PyTorch takes this path for channels-last training. cuDNN documents that PERSISTENT mode
+may overflow where the data's range is extreme (cudnnQueryRuntimeError reports it)."""
+from ctypes import byref, c_size_t
+
 from . import api
 from ._cache import LRU
 from .boundary import check_shape, common_dtype, device_array, handle, packed, scalar
 from .descriptors import TensorDescriptor
-from .enums import BatchNormMode, DataType
+from .enums import BatchNormMode, BatchNormOps, DataType
 from .errors import BadParam, BadParamShapeMismatch
 
 _derived = LRU(1024)        # (x dims, data type, mode) -> the derived parameter descriptor
+_ex_sizes = LRU(1024)       # (x dims, strides, type, device, mode, backward) -> (workspace,
+                            # reserve space) bytes
 
 
 def _param_dtype(dt):
@@ -122,4 +133,76 @@ def backward(x, gy, gamma, saved_mean, saved_invstd, *, eps=1e-5, mode=BatchNorm
         h, mode, one, zero, one, zero, xdesc, x4.data.ptr, xdesc, gy4.data.ptr, xdesc, gx.data.ptr,
         bdesc, gamma.data.ptr, ggamma.data.ptr, gbeta.data.ptr, float(eps), _ptr(saved_mean),
         _ptr(saved_invstd))
+    return gx.reshape(x.shape), ggamma, gbeta
+
+
+def _ex_sizes_for(h, xdesc, bdesc, dt, mode, backward):
+    """(workspace, reserve space) bytes of the *Ex call (BN ops, no activation), asked once per
+    problem."""
+    def ask():
+        ws, rs = c_size_t(), c_size_t()
+        if backward:
+            api.cudnnGetBatchNormalizationBackwardExWorkspaceSize(
+                h, mode, BatchNormOps.BN, xdesc, None, xdesc, None, xdesc, bdesc, None, byref(ws))
+        else:
+            api.cudnnGetBatchNormalizationForwardTrainingExWorkspaceSize(
+                h, mode, BatchNormOps.BN, xdesc, None, xdesc, bdesc, None, byref(ws))
+        api.cudnnGetBatchNormalizationTrainingExReserveSpaceSize(h, mode, BatchNormOps.BN, None,
+                                                                 xdesc, byref(rs))
+        return ws.value, rs.value
+    return _ex_sizes.get((xdesc.dims, xdesc.strides, dt, h.device_id, mode, backward), ask)
+
+
+def forward_training_ex(x, gamma, beta, running_mean=None, running_var=None, *, momentum=0.1,
+                        eps=1e-5, mode=BatchNormMode.SPATIAL_PERSISTENT, layout="NHWC",
+                        dtype=None):
+    """forward_training through cudnnBatchNormalizationForwardTrainingEx (batch norm alone, no
+    activation): returns (y, saved_mean, saved_invstd, reserve), `reserve` the reserve space
+    (a uint8 array, maybe empty) that backward_ex must be given."""
+    import cupy
+    fn = "cudnnBatchNormalizationForwardTrainingEx"
+    x, x4, xdesc, bdesc, mode, dt = _setup(fn, x, layout, mode, dtype, dict(
+        gamma=gamma, beta=beta, running_mean=running_mean, running_var=running_var))
+    h = handle(fn, x=x, gamma=gamma, beta=beta, running_mean=running_mean,
+               running_var=running_var)
+    ws, rs = _ex_sizes_for(h, xdesc, bdesc, dt, mode, backward=False)
+    y = cupy.empty_like(x4)
+    saved_mean = cupy.empty(gamma.shape, dtype=gamma.dtype)
+    saved_invstd = cupy.empty(gamma.shape, dtype=gamma.dtype)
+    reserve = cupy.empty((rs,), dtype=cupy.uint8)
+    api.cudnnBatchNormalizationForwardTrainingEx(
+        h, mode, BatchNormOps.BN, scalar(dt, 1.0), scalar(dt, 0.0), xdesc, x4.data.ptr, None,
+        None, xdesc, y.data.ptr, bdesc, gamma.data.ptr, beta.data.ptr, float(momentum),
+        _ptr(running_mean), _ptr(running_var), float(eps), saved_mean.data.ptr,
+        saved_invstd.data.ptr, None, h.workspace(ws), ws, reserve.data.ptr if rs else None, rs)
+    return y.reshape(x.shape), saved_mean, saved_invstd, reserve
+
+
+def backward_ex(x, gy, gamma, beta, saved_mean, saved_invstd, reserve, *, eps=1e-5,
+                mode=BatchNormMode.SPATIAL_PERSISTENT, layout="NHWC", dtype=None):
+    """backward through cudnnBatchNormalizationBackwardEx, from forward_training_ex's saved
+    statistics and reserve space (same mode): (gx, ggamma, gbeta)."""
+    import cupy
+    fn = "cudnnBatchNormalizationBackwardEx"
+    x, x4, xdesc, bdesc, mode, dt = _setup(fn, x, layout, mode, dtype, dict(
+        gamma=gamma, beta=beta, saved_mean=saved_mean, saved_invstd=saved_invstd))
+    common_dtype(fn, dtype, x=x, gy=gy)
+    check_shape(fn, "gy", gy, x.shape, "x has")
+    gy4 = packed(fn, "gy", gy).reshape(x4.shape)
+    h = handle(fn, x=x, gy=gy4, gamma=gamma, beta=beta, saved_mean=saved_mean,
+               saved_invstd=saved_invstd, reserve=reserve)
+    ws, rs = _ex_sizes_for(h, xdesc, bdesc, dt, mode, backward=True)
+    if reserve.dtype != cupy.uint8 or reserve.size < rs:
+        raise BadParam(fn, {"reserve.size": reserve.size, "reserve.dtype": reserve.dtype.name,
+                            "needed bytes": rs, "x": xdesc, "mode": mode.name},
+                       "reserve must be forward_training_ex's reserve space for this x and mode")
+    gx = cupy.empty_like(x4)
+    ggamma = cupy.empty_like(gamma)
+    gbeta = cupy.empty_like(gamma)
+    one, zero = scalar(dt, 1.0), scalar(dt, 0.0)
+    api.cudnnBatchNormalizationBackwardEx(
+        h, mode, BatchNormOps.BN, one, zero, one, zero, xdesc, x4.data.ptr, None, None, xdesc,
+        gy4.data.ptr, None, None, xdesc, gx.data.ptr, bdesc, gamma.data.ptr, beta.data.ptr,
+        ggamma.data.ptr, gbeta.data.ptr, float(eps), _ptr(saved_mean), _ptr(saved_invstd), None,
+        h.workspace(ws), ws, reserve.data.ptr if rs else None, rs)
     return gx.reshape(x.shape), ggamma, gbeta

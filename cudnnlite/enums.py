@@ -2,7 +2,8 @@
 from enum import IntEnum
 
 __all__ = ["Status", "DataType", "TensorFormat", "ConvMode", "MathType", "ConvFwdAlgo",
-           "ConvBwdDataAlgo", "ConvBwdFilterAlgo", "Determinism", "BatchNormMode", "ActivationMode",
+           "ConvBwdDataAlgo", "ConvBwdFilterAlgo", "Determinism", "BatchNormMode", "BatchNormOps",
+           "ActivationMode",
            "NanPropagation", "RNNAlgo", "RNNMode", "RNNBiasMode", "DirectionMode", "RNNInputMode",
            "ForwardMode", "RNNDataLayout", "WgradMode", "BackendDescriptorType", "AttrType", "Attr",
            "PointwiseMode", "HeurMode", "NumericalNote"]
@@ -129,6 +130,13 @@ class BatchNormMode(IntEnum):
     PER_ACTIVATION = 0   # statistics over N: scale/bias/mean/var are 1xCxHxW
     SPATIAL = 1          # statistics over N,H,W: 1xCx1x1
     SPATIAL_PERSISTENT = 2
+
+
+class BatchNormOps(IntEnum):
+    """cudnnBatchNormOps_t, the *Ex batch-norm calls' epilogue"""
+    BN = 0
+    BN_ACTIVATION = 1
+    BN_ADD_ACTIVATION = 2
 
 
 class ActivationMode(IntEnum):

@@ -544,8 +544,9 @@ def _blend(out, alpha, beta, result, rounds_first=False):
 
 
 def _bn_forward_training(h, mode, alpha, beta, xdesc, x, ydesc, y, bdesc, gamma, bias, factor,
-                         run_mean, run_var, eps, save_mean, save_invstd):
-    CALLS["cudnnBatchNormalizationForwardTraining"] += 1
+                         run_mean, run_var, eps, save_mean, save_invstd,
+                         call="cudnnBatchNormalizationForwardTraining"):
+    CALLS[call] += 1
     assert int(mode) == 1, "host stand-in: spatial batch norm only"
     xa = _at(x, xdesc).astype(np.float64)
     axes = (0,) + tuple(range(2, xa.ndim))
@@ -578,8 +579,9 @@ def _bn_forward_inference(h, mode, alpha, beta, xdesc, x, ydesc, y, bdesc, gamma
 
 
 def _bn_backward(h, mode, alpha_d, beta_d, alpha_p, beta_p, xdesc, x, dydesc, dy, dxdesc, dx,
-                 bdesc, gamma, dgamma, dbeta, eps, save_mean, save_invstd):
-    CALLS["cudnnBatchNormalizationBackward"] += 1
+                 bdesc, gamma, dgamma, dbeta, eps, save_mean, save_invstd,
+                 call="cudnnBatchNormalizationBackward"):
+    CALLS[call] += 1
     assert int(mode) == 1, "host stand-in: spatial batch norm only"
     xa, gy = _at(x, xdesc).astype(np.float64), _at(dy, dydesc).astype(np.float64)
     axes = (0,) + tuple(range(2, xa.ndim))
@@ -593,6 +595,39 @@ def _bn_backward(h, mode, alpha_d, beta_d, alpha_p, beta_p, xdesc, x, dydesc, dy
            scale / n * (n * gy - gb.reshape(shape) - xhat * gg.reshape(shape)))
     _blend(_param(dgamma, bdesc), alpha_p, beta_p, gg)
     _blend(_param(dbeta, bdesc), alpha_p, beta_p, gb)
+
+
+# the *Ex calls (batch norm alone, no activation; SPATIAL or SPATIAL_PERSISTENT): the same
+# arithmetic, a workspace and a reserve space of EX_RESERVE bytes asked for, the reserve space
+# checked to be the one forward was given
+EX_RESERVE = 48
+_ex_reserves = {}       # reserve pointer -> x pointer of the forward that filled it
+
+
+def _ex_size(*args):
+    args[-1]._obj.value = EX_RESERVE
+
+
+def _bn_forward_training_ex(h, mode, ops, alpha, beta, xdesc, x, zdesc, z, ydesc, y, bdesc, gamma,
+                            bias, factor, run_mean, run_var, eps, save_mean, save_invstd, act,
+                            ws, ws_size, reserve, reserve_size):
+    assert int(ops) == 0 and zdesc is None and act is None and int(mode) in (1, 2), (ops, mode)
+    assert reserve_size == EX_RESERVE and reserve, (reserve, reserve_size)
+    _ex_reserves[int(reserve)] = int(x)
+    _bn_forward_training(h, 1, alpha, beta, xdesc, x, ydesc, y, bdesc, gamma, bias, factor,
+                         run_mean, run_var, eps, save_mean, save_invstd,
+                         call="cudnnBatchNormalizationForwardTrainingEx")
+
+
+def _bn_backward_ex(h, mode, ops, alpha_d, beta_d, alpha_p, beta_p, xdesc, x, ydesc, y, dydesc,
+                    dy, dzdesc, dz, dxdesc, dx, bdesc, gamma, bias, dgamma, dbeta, eps, save_mean,
+                    save_invstd, act, ws, ws_size, reserve, reserve_size):
+    assert int(ops) == 0 and dzdesc is None and act is None and int(mode) in (1, 2), (ops, mode)
+    assert reserve_size == EX_RESERVE and _ex_reserves.get(int(reserve)) == int(x), \
+        "backward_ex given a reserve space its forward did not fill for this x"
+    _bn_backward(h, 1, alpha_d, beta_d, alpha_p, beta_p, xdesc, x, dydesc, dy, dxdesc, dx, bdesc,
+                 gamma, dgamma, dbeta, eps, save_mean, save_invstd,
+                 call="cudnnBatchNormalizationBackwardEx")
 
 
 def _conv_backward_bias(h, alpha, dydesc, dy, beta, dbdesc, db):
@@ -747,6 +782,10 @@ def install_cudnn(monkeypatch):
     def no_fusion(*args, **kwargs):
         raise cconv.NotSupported("cudnnBackendFinalize", {}, "no fusion engine on the host")
     monkeypatch.setattr(cconv, "forward_fused", no_fusion)
+    # the *Ex calls' sizes asked of the stand-ins are kept apart from those a GPU gave
+    from cudnnlite import batchnorm
+    from cudnnlite._cache import LRU
+    monkeypatch.setattr(batchnorm, "_ex_sizes", LRU(64))
     monkeypatch.setattr(boundary, "get_handle",
                         lambda: SimpleNamespace(device_id=0, workspace=lambda size: 0))
     for name, fn in (("cudnnBatchNormalizationForwardTraining", _bn_forward_training),
@@ -757,5 +796,10 @@ def install_cudnn(monkeypatch):
                      ("cudnnConvolutionBackwardData", _conv_backward_data),
                      ("cudnnConvolutionBackwardFilter", _conv_backward_filter),
                      ("cudnnActivationForward", _act_forward),
-                     ("cudnnActivationBackward", _act_backward)):
+                     ("cudnnActivationBackward", _act_backward),
+                     ("cudnnBatchNormalizationForwardTrainingEx", _bn_forward_training_ex),
+                     ("cudnnBatchNormalizationBackwardEx", _bn_backward_ex),
+                     ("cudnnGetBatchNormalizationForwardTrainingExWorkspaceSize", _ex_size),
+                     ("cudnnGetBatchNormalizationBackwardExWorkspaceSize", _ex_size),
+                     ("cudnnGetBatchNormalizationTrainingExReserveSpaceSize", _ex_size)):
         monkeypatch.setattr(api, name, fn)

@@ -97,6 +97,43 @@ def test_nhwc_layout_and_half_data():
     assert rel_err(np.moveaxis(y.get().astype(np.float64), -1, 1), ref) < TOLERANCE["float16"]
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+@pytest.mark.parametrize("shape", [(16, 8, 6, 6), (128, 64, 32, 32), (128, 512, 4, 4)])
+def test_ex_calls_in_persistent_mode_on_nhwc_data(shape, dtype):
+    """forward_training_ex / backward_ex (SPATIAL_PERSISTENT, NHWC: the layers' channels-last
+    training path) against NumPy float64 on the rounded input: y, saved statistics, running
+    statistics as torch updates them, gx, ggamma, gbeta."""
+    import cupy
+    from layers.backend import bfloat16
+    rng = np.random.default_rng(4)
+    N, C, H, W = shape
+    x = rng.standard_normal(shape) * 2 + 0.5
+    gy = rng.standard_normal(shape)
+    gamma, beta = rng.standard_normal(C), rng.standard_normal(C)
+    rm, rv = rng.standard_normal(C), rng.random(C) + 0.5
+    dt = np.dtype(bfloat16) if dtype == "bfloat16" else np.dtype(dtype)
+    nhwc = lambda a: cupy.asarray(np.ascontiguousarray(np.moveaxis(a, 1, -1)).astype(dt))  # noqa
+    xd, gyd = nhwc(x), nhwc(gy)
+    x, gy = (np.moveaxis(a.get().astype(np.float64), -1, 1) for a in (xd, gyd))   # as rounded
+    f32 = lambda a: cupy.asarray(a, np.float32)                                    # noqa: E731
+    gd, bd, rmd, rvd = f32(gamma), f32(beta), f32(rm), f32(rv)
+    y, smean, sinvstd, reserve = batchnorm.forward_training_ex(xd, gd, bd, rmd, rvd,
+                                                               momentum=0.1, eps=1e-5)
+    gx, gg, gb = batchnorm.backward_ex(xd, gyd, gd, bd, smean, sinvstd, reserve, eps=1e-5)
+    axes, bshape = (0, 2, 3), (1, C, 1, 1)
+    ref_y, mean, invstd, var, uvar = batch_norm_train(x, gamma.reshape(bshape),
+                                                      beta.reshape(bshape), 1e-5, axes)
+    ref_gx, ref_gg, ref_gb = batch_norm_backward(x, gy, gamma.reshape(bshape), 1e-5, axes)
+    back = lambda a: np.moveaxis(a.get().astype(np.float64), -1, 1)                # noqa: E731
+    # the outputs round to the data type once; statistics and parameter gradients are float32
+    tol = {"float32": 1e-5, "float16": 3e-3, "bfloat16": 2e-2}[dtype]
+    assert rel_err(back(y), ref_y) < tol
+    assert rel_err(back(gx), ref_gx) < tol
+    for got, want in ((smean, mean), (sinvstd, invstd), (gg, ref_gg), (gb, ref_gb),
+                      (rmd, 0.9 * rm + 0.1 * mean.ravel()), (rvd, 0.9 * rv + 0.1 * uvar.ravel())):
+        assert rel_err(got.get(), want.ravel()) < 1e-5
+
+
 def test_bad_parameter_shape_is_a_clear_error():
     import cupy
     x = cupy.zeros((4, 3, 2, 2), np.float32)

@@ -214,6 +214,37 @@ def test_channels_last_batch_norm_reaches_cudnn_as_nhwc():
     descriptors._tensor_cache.clear()
 
 
+@pytest.mark.parametrize("channels_last", [True, False])
+def test_channels_last_training_batch_norm_takes_the_ex_calls(channels_last, monkeypatch,
+                                                               request):
+    """The GPU path on the host: a channels-last training batch norm goes through
+    cudnnBatchNormalizationForwardTrainingEx / BackwardEx (cuDNN's NHWC kernels; backward given
+    the reserve space its forward filled -- the stand-in checks), an NCHW one through the plain
+    calls; both equal NumPy float64."""
+    import host_kernels
+    if host_kernels.CXX is None:
+        pytest.skip("no host C++ compiler")
+    request.getfixturevalue("on_host")
+    host_kernels.install_cudnn(monkeypatch)
+    rng = np.random.default_rng(5)
+    x, gy = rng.standard_normal((2, 3, 4, 4)) * 2 + 1, rng.standard_normal((2, 3, 4, 4))
+    ref = [L.tensor(x, requires_grad=True)]
+    F.batch_norm(ref[0], None, None, None, None, training=True).backward(L.tensor(gy))
+    store = to_channels_last if channels_last else (lambda a: a)
+    t = L.Tensor(host_kernels.host(store(x.astype(np.float32))), requires_grad=True)
+    host_kernels.CALLS.clear()
+    y = F.batch_norm(t, None, None, None, None, training=True)
+    y.backward(L.Tensor(host_kernels.host(store(gy.astype(np.float32)))))
+    ex = "Ex" if channels_last else ""
+    assert host_kernels.CALLS[f"cudnnBatchNormalizationForwardTraining{ex}"] == 1
+    assert host_kernels.CALLS[f"cudnnBatchNormalizationBackward{ex}"] == 1
+    assert sum(host_kernels.CALLS[k] for k in host_kernels.CALLS if "BatchNorm" in k) == 2
+    assert is_channels_last(y.data) == channels_last
+    want = F.batch_norm(L.tensor(x), None, None, None, None, training=True).numpy()
+    np.testing.assert_allclose(y.numpy(), want, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(t.grad.numpy(), ref[0].grad.numpy(), rtol=1e-5, atol=1e-5)
+
+
 def test_a_transfer_keeps_a_dense_layout_and_makes_the_rest_c_ordered():
     """layers.backend._keeping_layout with a C-ordering copy (what CuPy's transfers do): as
     torch's preserve_format, a channels-last or transposed array keeps its layout, a broadcast

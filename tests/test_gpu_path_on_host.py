@@ -133,11 +133,14 @@ def test_dcgan_steps_on_the_gpu_path_equal_the_numpy_path(on_host, monkeypatch, 
     ref = _run("cpu", dtype, memory_format, foreach, steps)
     CALLS.clear()
     ours = _run(0, dtype, memory_format, foreach, steps)
-    # the GPU branches ran: cuDNN's batch norm (both directions and inference), the activations
-    # (cuDNN's for float32, the CuPy kernels for bfloat16), LeakyReLU's and Adam's kernels
+    # the GPU branches ran: cuDNN's batch norm (both directions -- the *Ex calls for
+    # channels-last training -- and inference), the activations (cuDNN's for float32, the CuPy
+    # kernels for bfloat16), LeakyReLU's and Adam's kernels
+    ex = "Ex" if memory_format == "channels_last" else ""
     for call in ("cudnnConvolutionForward", "cudnnConvolutionBackwardData",
                  "cudnnConvolutionBackwardFilter",
-                 "cudnnBatchNormalizationForwardTraining", "cudnnBatchNormalizationBackward",
+                 f"cudnnBatchNormalizationForwardTraining{ex}",
+                 f"cudnnBatchNormalizationBackward{ex}",
                  "cudnnBatchNormalizationForwardInference", "leaky_relu_fwd_float32",
                  "leaky_relu_bwd_float32", "bce_fwd"):
         assert CALLS[call] > 0, (call, CALLS)
@@ -260,9 +263,11 @@ def test_a_tacotron2_step_on_the_gpu_path_equals_the_numpy_path(on_host, monkeyp
         grads = {n: np.array(p.grad.data, np.float64) for n, p in m.named_parameters()
                  if p.grad is not None}
         results.append((losses, grads))
+    from train.tacotron2.model import Attention
+    op = "location_attention" if Attention.fuse_location else "additive_attention"
     assert CALLS["lstm_cell_fwd_float"] and CALLS["cudnnBatchNormalizationForwardTraining"] and \
-        CALLS[f"cudnnlite_location_attention_fwd_float_{memory}"] and \
-        CALLS[f"cudnnlite_location_attention_bwd_float_{memory}"] and CALLS["cublasLtMatmul"], CALLS
+        CALLS[f"cudnnlite_{op}_fwd_float_{memory}"] and \
+        CALLS[f"cudnnlite_{op}_bwd_float_{memory}"] and CALLS["cublasLtMatmul"], CALLS
     (ref_losses, ref_grads), (losses, grads) = results
     for k in ref_losses:
         t = 0.05 if k == "grad_norm" and dtype != "float32" else tol

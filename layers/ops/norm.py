@@ -53,15 +53,22 @@ class BatchNorm(Function):
         # cuDNN's batch norm reads packed data: one copy of a strided x, saved for backward
         x = boundary.packed("cudnnBatchNormalizationForwardTraining", "x", x)
         x4 = x.reshape(x.shape + (1, 1)) if x.ndim == 2 else x     # (N, C) -> (N, C, 1, 1)
-        if self.training:
+        if self.training and self.layout == "NHWC":
+            # as torch for channels-last training: the *Ex calls in SPATIAL_PERSISTENT mode, the
+            # only way to cuDNN's NHWC kernels (~30x faster on an H100; cudnnlite.batchnorm)
+            y, mean, invstd, reserve = batchnorm.forward_training_ex(
+                x4, gamma, beta, self.running_mean, self.running_var, momentum=self.momentum,
+                eps=self.eps, layout=self.layout)
+            self.saved = x4, mean, invstd, gamma, (beta, reserve)
+        elif self.training:
             y, mean, invstd = batchnorm.forward_training(x4, gamma, beta, self.running_mean,
                                                          self.running_var, momentum=self.momentum,
                                                          eps=self.eps, layout=self.layout)
-            self.saved = x4, mean, invstd, gamma
+            self.saved = x4, mean, invstd, gamma, None
         else:
             y = batchnorm.forward_inference(x4, gamma, beta, self.running_mean, self.running_var,
                                             eps=self.eps, layout=self.layout)
-            self.saved = x4, None, None, gamma
+            self.saved = x4, None, None, gamma, None
         return y.reshape(x.shape)
 
     def backward(self, gy):
@@ -81,12 +88,18 @@ class BatchNorm(Function):
         return gx, ggamma, gbeta
 
     def _backward_gpu(self, gy):
-        x4, mean, invstd, gamma = self.saved
+        x4, mean, invstd, gamma, ex = self.saved
         gy4 = gy.reshape(x4.shape)
         if self.training:
             from cudnnlite import batchnorm
-            gx, ggamma, gbeta = batchnorm.backward(x4, gy4, gamma, mean, invstd, eps=self.eps,
-                                                   layout=self.layout)
+            if ex is not None:
+                beta, reserve = ex
+                gx, ggamma, gbeta = batchnorm.backward_ex(x4, gy4, gamma, beta, mean, invstd,
+                                                          reserve, eps=self.eps,
+                                                          layout=self.layout)
+            else:
+                gx, ggamma, gbeta = batchnorm.backward(x4, gy4, gamma, mean, invstd,
+                                                       eps=self.eps, layout=self.layout)
             return gx.reshape(gy.shape), ggamma, gbeta
         cp = self.xp
         bshape = self._bshape(x4)
