@@ -13,6 +13,7 @@ Each step starts afresh, or -- keep_first=True, for a loop that reads its losses
 steps -- the first non-finite value is kept over steps until reset(), and first_step() says in
 which step since the reset it appeared.
 """
+import functools
 import threading
 
 import numpy as np
@@ -141,7 +142,15 @@ class FiniteCheck:
         k = len(self.events)
         self.events.append(what)
         if is_gpu(x):
-            _flag_kernel()(x, np.int64(k), self.step, self.first_event)
+            words = _as_words(x)
+            if words is None:
+                _flag_kernel()(x, np.int64(k), self.step, self.first_event)
+                return
+            n = words.size // 4
+            blocks = min(-(-n // WORD_THREADS), kernels._blocks_for(x.device.id))
+            _word_kernel(x.dtype.name)((blocks,), (WORD_THREADS,),
+                                       (words, np.int64(n), np.int64(k), self.step,
+                                        self.first_event))
         elif self.first_event[0] == NONE and not np.isfinite(x).all():
             self.first_event[0] = self.step[0] * STEP + k
 
@@ -157,8 +166,58 @@ def _multi_flag_kernel():
         """)
 
 
+WORD_THREADS = 256
+
+# a 32-bit word of the data is non-finite where an element's exponent bits are all ones (inf and
+# NaN); `odd`: the word is the high half of a float64
+_NONFINITE_WORD = {
+    "float32": "((w & 0x7f800000u) == 0x7f800000u)",
+    "float64": "(odd && (w & 0x7ff00000u) == 0x7ff00000u)",
+    "float16": "((w & 0x7c00u) == 0x7c00u || (w & 0x7c000000u) == 0x7c000000u)",
+    "bfloat16": "((w & 0x7f80u) == 0x7f80u || (w & 0x7f800000u) == 0x7f800000u)",
+}
+
+_WORD_SOURCE = r"""
+struct alignas(16) Words4 { unsigned int a, b, c, d; };
+
+__device__ inline bool bad_word(unsigned int w, bool odd) { return %(BAD)s; }
+
+extern "C" __global__ void cudnnlite_first_nonfinite_words_%(T)s(
+        const Words4* x, long long n, long long k, const long long* step, long long* first) {
+    // a dense tensor's memory as n 16-byte chunks, in any order: a finite check reads every
+    // element once and needs no index arithmetic, so it runs at memory speed whatever the layout
+    bool bad = false;
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
+         i += (long long)gridDim.x * blockDim.x) {
+        const Words4 v = x[i];
+        bad |= bad_word(v.a, false) | bad_word(v.b, true) | bad_word(v.c, false) |
+               bad_word(v.d, true);
+    }
+    if (bad && first[0] == %(NONE)dLL)
+        first[0] = step[0] * %(STEP)dLL + k;
+}
+"""
+
+
+@functools.lru_cache(maxsize=None)
+def _word_kernel(dtype):
+    return kernels.cupy().RawKernel(
+        _WORD_SOURCE % {"T": dtype, "BAD": _NONFINITE_WORD[dtype], "NONE": NONE, "STEP": STEP},
+        f"cudnnlite_first_nonfinite_words_{dtype}")
+
+
+def _as_words(x):
+    """x's memory as a uint32 array of whole 16-byte chunks, when x is dense in some axis order
+    (C-ordered, channels-last), 16-byte aligned and a whole number of chunks long, of a dtype
+    the word kernel knows; else None."""
+    if x.dtype.name not in _NONFINITE_WORD or x.nbytes % 16 or x.data.ptr % 16 or x.ndim == 0:
+        return None
+    flat = kernels.flat_view(x)
+    return None if flat is None else flat.view(np.uint32)
+
+
 def _flag_kernel():
-    return kernels.elementwise(
+    return kernels.pointwise(
         "cudnnlite_first_nonfinite", "T x, int64 k, raw int64 step", "raw int64 first",
         f"if (!isfinite(x) && first[0] == {NONE}LL) first[0] = step[0] * {STEP}LL + k;")
 

@@ -12,19 +12,70 @@ def elementwise(name, in_params, out_params, body, preamble=""):
     return cupy().ElementwiseKernel(in_params, out_params, body, name, preamble=preamble)
 
 
+@functools.lru_cache(maxsize=None)
+def pointwise(name, in_params, out_params, body, preamble=""):
+    """An elementwise kernel for operations whose element i depends on element i of each operand
+    alone (no `i`, raw parameters only for scalars and flags): its non-raw operands, when they
+    share one shape and one dense layout that is not C order (channels-last, say), run as flat
+    1-d arrays. CuPy merges only axes that are contiguous in their given order, so an (N, C, H,
+    W) array stored channels-last costs a 4-d index computation per element: ~4x the time of the
+    same kernel on its flat memory (H100, 8 M elements: 204 vs 50 us)."""
+    return _Pointwise(elementwise(name, in_params, out_params, body, preamble),
+                      tuple(p.split()[0] == "raw" for p in
+                            (in_params + "," + out_params).split(",")))
+
+
+class _Pointwise:
+    def __init__(self, kernel, raw):
+        self.kernel, self.raw = kernel, raw
+
+    def __call__(self, *args, **kwargs):
+        flat = _flat_views(args, self.raw)
+        if flat is None:
+            return self.kernel(*args, **kwargs)
+        out = self.kernel(*flat, **kwargs)
+        # the caller's arrays for the outputs it passed (the kernel returns the flat views)
+        back = {id(f): a for f, a in zip(flat, args)}
+        return tuple(back[id(o)] for o in out) if isinstance(out, tuple) else back[id(out)]
+
+
+def _flat_views(args, raw):
+    """args with each non-raw array as a 1-d view, when those arrays all have one shape and the
+    same strides and the strides are a permutation of a dense layout; else None (C-ordered
+    arrays, which CuPy runs flat already, included)."""
+    from .backend import is_gpu
+    arrays = [a for a, r in zip(args, raw) if not r and is_gpu(a)]
+    if not arrays or arrays[0].ndim < 2 or arrays[0].flags.c_contiguous:
+        return None
+    a0 = arrays[0]
+    if any(a.shape != a0.shape or a.strides != a0.strides for a in arrays) or \
+            flat_view(a0) is None:
+        return None
+    return [flat_view(a) if not r and is_gpu(a) else a
+            for a, r in zip(args, raw)] + list(args[len(raw):])
+
+
+def flat_view(a):
+    """a's elements as a 1-d view in memory order, when a is a permutation of a dense array
+    (C-ordered, channels-last, transposed); else None."""
+    order = sorted(range(a.ndim), key=lambda k: -a.strides[k])
+    t = a.transpose(order)
+    return t.reshape(-1) if t.flags.c_contiguous else None
+
+
 def leaky_relu(x, slope):
     # the slope in float for half data (0.2 is 0.2002 in bfloat16), as the NumPy path has it;
     # its type is spelled out: CuPy infers a placeholder only from arrays, never from a scalar
     s = _scalar_type(x)
-    return elementwise(f"leaky_relu_fwd_{s}", f"T x, {s} slope", "T y",
-                       "y = x > (T)0 ? x : (T)(x * slope)")(x, np.dtype(s).type(slope), _like(x))
+    return pointwise(f"leaky_relu_fwd_{s}", f"T x, {s} slope", "T y",
+                     "y = x > (T)0 ? x : (T)(x * slope)")(x, np.dtype(s).type(slope), _like(x))
 
 
 def leaky_relu_grad(x, gy, slope):
     s = _scalar_type(x)
-    return elementwise(f"leaky_relu_bwd_{s}", f"T x, T gy, {s} slope", "T gx",
-                       "gx = x > (T)0 ? gy : (T)(gy * slope)")(x, gy, np.dtype(s).type(slope),
-                                                               _like(x))
+    return pointwise(f"leaky_relu_bwd_{s}", f"T x, T gy, {s} slope", "T gx",
+                     "gx = x > (T)0 ? gy : (T)(gy * slope)")(x, gy, np.dtype(s).type(slope),
+                                                             _like(x))
 
 
 def _scalar_type(x):
@@ -307,7 +358,7 @@ _ACT_BWD = {"relu": "gx = y <= (T)0 ? (T)0 : gy",         # from the output y (a
 
 
 def activation(name, x):
-    return elementwise(f"cudnnlite_{name}_fwd", "T x", "T y", _ACT_FWD[name])(x, _like(x))
+    return pointwise(f"cudnnlite_{name}_fwd", "T x", "T y", _ACT_FWD[name])(x, _like(x))
 
 
 # s (1 - s) = e / (1 + e)^2 with e = exp(-|x|), and 1 - tanh^2 = 1 / cosh^2: no cancellation
@@ -321,12 +372,12 @@ def activation_grad_from_x(name, x, gy):
     """The activation's gradient from its input x, in float (A) for half data and rounded once:
     a half-precision output would lose the sigmoid's and tanh's gradient near saturation."""
     a = "double" if x.dtype == np.float64 else "float"
-    return elementwise(f"cudnnlite_{name}_grad_from_x_{a}", "T x, T gy", "T gx",
-                       _ACT_BWD_FROM_X[name], preamble=f"typedef {a} A;")(x, gy, _like(x))
+    return pointwise(f"cudnnlite_{name}_grad_from_x_{a}", "T x, T gy", "T gx",
+                     _ACT_BWD_FROM_X[name], preamble=f"typedef {a} A;")(x, gy, _like(x))
 
 
 def activation_grad(name, y, gy):
     """The activation's gradient from its output y (no input kept: the seed's fusion-friendly
     form)."""
-    return elementwise(f"cudnnlite_{name}_grad_from_y", "T y, T gy", "T gx",
-                       _ACT_BWD[name])(y, gy, _like(y))
+    return pointwise(f"cudnnlite_{name}_grad_from_y", "T y, T gy", "T gx",
+                     _ACT_BWD[name])(y, gy, _like(y))

@@ -480,6 +480,8 @@ def install(monkeypatch):
     def clear():
         ops_attention._kernel.cache_clear()
         kernels.elementwise.cache_clear()
+        kernels.pointwise.cache_clear()
+        finite._word_kernel.cache_clear()
         kernels.reduction.cache_clear()
         kernels._sumsq_kernel.cache_clear()
         kernels._blocks_for.cache_clear()

@@ -74,6 +74,7 @@ def _harvest(monkeypatch, dtype):
     """Run every kernel-building path of layers with stand-ins; returns the recorded kernels."""
     HARVEST.clear()
     kernels.elementwise.cache_clear()
+    kernels.pointwise.cache_clear()
     kernels.reduction.cache_clear()
     kernels._sumsq_kernel.cache_clear()
     monkeypatch.setattr(ops_rnn._kernel, "cache", {}, raising=False)
@@ -109,6 +110,8 @@ def _harvest(monkeypatch, dtype):
         kernels.multi_scale(Stand("int64"), 2, 16, x, Stand(dtype), 1.0)
     finite._flag_kernel()
     finite._multi_flag_kernel()
+    finite._word_kernel.cache_clear()
+    finite._word_kernel(dtype)
     gen = lrandom.DeviceGenerator(0)
     gen.dropout(x, 0.1)
     gen.uniform((4, 4), dtype)
@@ -228,7 +231,8 @@ def test_every_kernel_compiles_for(dtype, monkeypatch, tmp_path):
     for expected in ("leaky_relu_fwd", "bce_bwd", "cudnnlite_softmax_fwd", "cudnnlite_relu_fwd",
                      "cudnnlite_join2",
                      "cudnnlite_sync_master", "cudnnlite_adam_master", "cudnnlite_dropout",
-                     "cudnnlite_first_nonfinite_multi", "cudnnlite_normal", "lstm_cell_bwd"):
+                     "cudnnlite_first_nonfinite_multi", "cudnnlite_first_nonfinite_words",
+                     "cudnnlite_normal", "lstm_cell_bwd"):
         assert expected in names, (expected, sorted(names))
     for op in ("additive", "location"):   # (named by compute and memory types)
         for direction in ("fwd", "bwd"):

@@ -120,6 +120,79 @@ def test_leaky_relu_forward_backward(on_host, dtype):
     _close(kernels.leaky_relu_grad(x, gy, 0.2), t.grad, dtype)
 
 
+@pytest.mark.parametrize("gy_layout", ["channels_last", "C"])
+def test_pointwise_kernels_run_channels_last_operands_flat(on_host, monkeypatch, gy_layout):
+    """kernels.pointwise: operands that share one channels-last layout run as flat 1-d arrays
+    (CuPy would index them 4-d); operands whose layouts differ do not. Either way the values
+    equal torch's and the output is stored as x is; the non-finite check reads a channels-last
+    tensor's memory as 16-byte words and finds a NaN."""
+    from layers.backend import is_channels_last, to_channels_last
+    flat = []
+    real = kernels._flat_views
+    monkeypatch.setattr(kernels, "_flat_views",
+                        lambda args, raw: flat.append(real(args, raw) is not None) or
+                        real(args, raw))
+    x = _data((2, 5, 3, 4), "float32", seed=1)
+    gy = _data(x.shape, "float32", seed=2)
+    xc = host(to_channels_last(np.asarray(x)))
+    gyc = host(to_channels_last(np.asarray(gy))) if gy_layout == "channels_last" else gy
+    t = _torch(x).requires_grad_()
+    ref = torch.nn.functional.leaky_relu(t, 0.2)
+    ref.backward(_torch(gy))
+    y, gx = kernels.leaky_relu(xc, 0.2), kernels.leaky_relu_grad(xc, gyc, 0.2)
+    assert flat == [True, gy_layout == "channels_last"]
+    assert is_channels_last(y) and is_channels_last(gx)
+    _close(y, ref.detach(), "float32")
+    _close(gx, t.grad, "float32")
+    t = _torch(x).requires_grad_()
+    torch.tanh(t).backward(_torch(gy))
+    _close(kernels.activation("tanh", xc), torch.tanh(_torch(x)), "float32")
+    _close(kernels.activation_grad_from_x("tanh", xc, gyc), t.grad, "float32")
+    bad = np.asarray(xc).copy()
+    bad[1, 3, 2, 1] = np.nan
+    check = finite.FiniteCheck.__new__(finite.FiniteCheck)
+    check.events, check.step = [], host(np.ones((1,), np.int64))
+    check.first_event = host(np.full((1,), finite.NONE, np.int64))
+    from host_kernels import CALLS
+    CALLS.clear()
+    check._check(host(to_channels_last(np.asarray(x))), "fine")
+    check._check(host(to_channels_last(bad)), "bad")
+    assert check.first() == "bad" and CALLS["cudnnlite_first_nonfinite_words_float32"] == 2
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_the_finite_check_reads_dense_memory_as_words(on_host, dtype):
+    """FiniteCheck._check on a dense, aligned tensor (the word kernel: 16-byte chunks, exponent
+    bits): the dtype's largest finite value and its smallest subnormal pass; inf, -inf and NaN
+    are found at every position of a chunk (a float64's high or low word, either half of a
+    16-bit pair), against NumPy's isfinite; a tensor that is not whole chunks takes the
+    elementwise kernel, with the same answers."""
+    from host_kernels import CALLS
+    dt = _dt(dtype)
+    info = np.finfo(np.float32 if dtype == "bfloat16" else dt)
+    big = float(info.max) if dtype != "bfloat16" else 3.3895313892515355e38
+    values = [big, -big, float(info.smallest_subnormal), 0.0, 1.5]
+    words = f"cudnnlite_first_nonfinite_words_{dtype}"
+    for shape, kernel in (((4, 2, 2, 2), words), ((3, 5), "cudnnlite_first_nonfinite")):
+        n = int(np.prod(shape))
+        for pos in [None] + list(range(min(n, 9))) + [n - 1]:
+            for bad in (np.inf, -np.inf, np.nan):
+                a = np.array([values[i % len(values)] for i in range(n)]).astype(dt)
+                if pos is not None:
+                    a[pos] = bad
+                a = a.reshape(shape)
+                check = finite.FiniteCheck.__new__(finite.FiniteCheck)
+                check.events, check.step = [], host(np.ones((1,), np.int64))
+                check.first_event = host(np.full((1,), finite.NONE, np.int64))
+                CALLS.clear()
+                check._check(host(a), "t")
+                assert CALLS[kernel] == 1, (shape, CALLS)
+                want = None if np.isfinite(a.astype(np.float64)).all() else "t"
+                assert check.first() == want, (shape, pos, bad)
+                if pos is None:
+                    break
+
+
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_bce_forward_backward_with_torch_clamps(on_host, dtype):
     p = _data((64,), dtype, seed=3, low=0.01, high=0.99)
