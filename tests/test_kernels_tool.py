@@ -142,8 +142,11 @@ def test_kernel_names_and_busy_time():
 
 
 @pytest.mark.gpu
-def test_every_kernel_of_a_dcgan_step_is_listed_and_matched_to_its_op(tmp_path):
+@pytest.mark.parametrize("foreach", [True, False])
+def test_every_kernel_of_a_dcgan_step_is_listed_and_matched_to_its_op(tmp_path, monkeypatch,
+                                                                      foreach):
     pytest.importorskip("cupti")
+    monkeypatch.setattr(L.optim, "FOREACH", foreach)
     out = tmp_path / "k.csv"
     md = tmp_path / "k.md"
     assert kernels.main(["dcgan", "--device", "0", "--batch-size", "16", "--warmup", "2",
@@ -163,7 +166,10 @@ def test_every_kernel_of_a_dcgan_step_is_listed_and_matched_to_its_op(tmp_path):
     # every cuDNN row ran inside an op scope, and each parameter has its Adam update
     assert all(r["op"] != "(outside ops)" for r in rows if r["function"].startswith("cudnn"))
     updates = {r["layer"] for r in rows if r["direction"] == "optimizer"}
-    assert "netD.main.0.weight" in updates and "netG.main.1.bias" in updates
+    if foreach:     # one multi-tensor launch per optimizer, named by its parameters' model
+        assert {"netD.main (11 parameters)", "netG.main (13 parameters)"} <= updates, updates
+    else:
+        assert "netD.main.0.weight" in updates and "netG.main.1.bias" in updates
     assert "kernels (and memcpy / memset) per step" in md.read_text()
 
 
@@ -203,3 +209,21 @@ def test_cli_errors_are_one_line(argv, message, capsys):
     assert e.value.code == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and message in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_multi_tensor_update_is_one_scope_named_by_its_parameters_model(on_host):
+    """The GPU path on the host (tests/host_kernels.py): Adam(foreach=True) updates the model's
+    parameters in one launch, traced as one 'Adam(foreach)' scope whose layer names the
+    parameters' common module path and their count -- what a kernel table's optimizer row
+    shows."""
+    from host_kernels import host
+    model = small_model()
+    for p in model.parameters():
+        p.data = host(np.asarray(p.data))
+    opt = L.optim.Adam(model.parameters(), foreach=True)
+    for p in model.parameters():
+        p.grad = L.Tensor(host(np.ones(p.shape, np.float32)))
+    with Trace({"net": model}) as t:
+        opt.step()
+    multi = [(s.layer, s.op) for s in t.scopes if s.op == "Adam(foreach)"]
+    assert multi == [("net (6 parameters)", "Adam(foreach)")]

@@ -109,9 +109,9 @@ def main():
     ap.add_argument("--precision", default="fp32", choices=["fp32", "bf16", "both"],
                     help="fp32; bf16: this engine's train.dcgan --precision bf16 (float32 master "
                          "weights) and PyTorch's models in bfloat16; or both [fp32]")
-    ap.add_argument("--foreach", default="off", choices=["off", "on", "both"],
-                    help="this engine's multi-tensor Adam and one-launch non-finite check "
-                         "(layers.optim.FOREACH), off, on, or rows of both [off]")
+    ap.add_argument("--foreach", default="on", choices=["off", "on", "both"],
+                    help="this engine's multi-tensor Adam, gradient clip and non-finite check "
+                         "(layers.optim.FOREACH, on by default), on, off, or rows of both [on]")
     ap.add_argument("--memory-format", default="contiguous",
                     choices=["contiguous", "channels_last"],
                     help="both engines' models stored so (channels_last: NHWC kernels) "
@@ -133,7 +133,7 @@ def main():
                 for captured, foreach in itertools.product((False, True), foreachs):
                     name = (f"cudnnlite {'captured' if captured else 'eager'}{tag}"
                             f"{' (graph API)' if api == 'graph' else ''}"
-                            f"{' foreach' if foreach else ''}")
+                            f"{'' if foreach else ' per-tensor'}")
                     step, sync = ours(args.device, args.batch_size, captured, precision,
                                       args.memory_format)
                     runs[name] = (with_foreach(foreach, step), sync, api)

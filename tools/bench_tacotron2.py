@@ -112,13 +112,14 @@ def main():
                     help="float32 matmuls on TF32 tensor cores on both engines "
                          "(cudnnlite.blas.configure(allow_tf32=True), "
                          "torch.backends.cuda.matmul.allow_tf32) [off: both engines' default]")
-    ap.add_argument("--location", default="fused", choices=["fused", "unfused", "both"],
-                    help="this engine's attention location layer composed into the fused "
-                         "attention kernel (Attention.fuse_location), or NVIDIA's conv and dense "
-                         "before it, or rows of both [fused]")
-    ap.add_argument("--foreach", default="off", choices=["off", "on", "both"],
+    ap.add_argument("--location", default="unfused", choices=["fused", "unfused", "both"],
+                    help="this engine's attention location layer as NVIDIA's conv and dense "
+                         "before the fused attention kernel (the model's default), or composed "
+                         "into that kernel (Attention.fuse_location = True), or rows of both "
+                         "[unfused]")
+    ap.add_argument("--foreach", default="on", choices=["off", "on", "both"],
                     help="this engine's multi-tensor Adam, gradient clip and non-finite check "
-                         "(layers.optim.FOREACH), off, on, or rows of both [off]")
+                         "(layers.optim.FOREACH, on by default), on, off, or rows of both [on]")
     args = ap.parse_args()
     cli.use_device(args.device, gpu_only="this tool times the GPU path against torchaudio's")
     import cupy
@@ -145,7 +146,7 @@ def main():
             weights = [L.backend.to_device(v, "cpu").astype(np.float32)
                        for v in model.state_dict().values()]
         runs[f"cudnnlite {mode}{'' if precision == 'fp32' else ' ' + precision}"
-             f"{' foreach' if foreach else ''}{'' if fused else ' unfused loc'}"] = \
+             f"{'' if foreach else ' per-tensor'}{' fused loc' if fused else ''}"] = \
             (with_foreach(foreach, step), sync)
     runs["torchaudio eager"] = torchaudio_step(hp, batch, args.device, weights)
     times = {name: [] for name in runs}

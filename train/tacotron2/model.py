@@ -68,7 +68,12 @@ class Attention(nn.Module):
     """Location-sensitive attention: e = v . tanh(W q + U m + F (f * [w_prev, w_cum])), masked
     to -inf at padded characters, softmax over characters, context = weights . memory."""
 
-    fuse_location = True
+    # False: NVIDIA's location conv and dense, then the rest of the attention in one kernel each
+    # way -- measured faster on an H100 (captured step 42.5 vs 55.4 ms at 15 characters, 391 vs
+    # 1,470 ms at 150 characters / 600 frames, docs/performance.md): the fused kernel's location
+    # work runs L K A multiply-adds per block on one block per batch item. True composes the
+    # location layer into the attention kernel (F.location_attention; fewer launches).
+    fuse_location = False
 
     def __init__(self, attention_rnn_dim, embedding_dim, attention_dim, n_filters, kernel_size):
         super().__init__()
@@ -87,8 +92,7 @@ class Attention(nn.Module):
         context (B, E), weights (B, L)."""
         # after the query projection, one fused op (one kernel each way on the GPU) computes
         # NVIDIA's location layer, get_alignment_energies, masked_fill, softmax and bmm
-        # (fuse_location False: the location layer as NVIDIA's conv and dense, then the rest
-        # fused -- to compare their speed: the fused kernel's location work grows with L K A)
+        # (fuse_location True: the location layer too, composed into one (2K, A) kernel)
         if not self.fuse_location:
             location = self.location_layer(F.stack([weights_prev, weights_cum], 1))
             return F.additive_attention(self.query_layer(query), location, processed_memory,
