@@ -254,6 +254,20 @@ def test_a_checkpoint_from_before_precision_existed_is_float32(tmp_path, trained
                 words=("--precision bf16", "trained with precision fp32"))
 
 
+def test_the_memory_format_is_the_flag_else_the_checkpoints_else_the_devices_default():
+    """train.dcgan's default is channels_last on a GPU, contiguous on the CPU; a resumed run
+    keeps its checkpoint's, and one from before the flag is contiguous."""
+    from train import cli
+    assert cli.memory_format(None, default="channels_last") == "channels_last"
+    assert cli.memory_format(None) == "contiguous"
+    assert cli.memory_format("contiguous", default="channels_last") == "contiguous"
+    assert cli.memory_format(None, {"memory_format": "contiguous"}, "c.npz",
+                             default="channels_last") == "contiguous"
+    assert cli.memory_format(None, {}, "old.npz", default="channels_last") == "contiguous"
+    with pytest.raises(SystemExit):
+        cli.memory_format("channels_last", {}, "old.npz", default="channels_last")
+
+
 def test_resume_with_max_steps_already_reached(tmp_path, trained, mnist):
     dcgan_fails(tmp_path, "--dataset", "mnist", "--dataroot", str(mnist), "--max-steps", "1",
                 "--resume", str(trained / "checkpoint.npz"),

@@ -456,9 +456,10 @@ def main(argv=None):
                     help="untraced steps first [3]")
     ap.add_argument("--precision", default="fp32", choices=["fp32", "bf16"],
                     help="the training jobs' --precision [fp32]")
-    ap.add_argument("--memory-format", default="contiguous",
+    ap.add_argument("--memory-format", default="channels_last",
                     choices=["contiguous", "channels_last"],
-                    help="dcgan's --memory-format [contiguous]")
+                    help="dcgan's --memory-format [channels_last, train.dcgan's default on a "
+                         "GPU]")
     ap.add_argument("--markdown", default=None, help="write the tables to this .md file")
     ap.add_argument("--csv", default=None, help="write every row to this .csv file")
     ap.add_argument("--rows", type=cli.nonnegative_int, default=None,
@@ -504,7 +505,10 @@ def main(argv=None):
     from cudnnlite import version
     notes = info + [f"Device: {props['name'].decode()}; cuDNN {'.'.join(map(str, version()))}; "
                     f"CuPy {cupy.__version__}. Command: `python -m tools.kernels {args.job} "
-                    f"--device {args.device} --batch-size {args.batch_size}`."] + [""] + summary
+                    f"--device {args.device} --batch-size {args.batch_size} --precision "
+                    f"{args.precision}"
+                    + (f" --memory-format {args.memory_format}" if args.job == "dcgan" else "")
+                    + "`."] + [""] + summary
     for line in summary:
         print(line)
     for (d, (k, t)) in totals(rows, lambda r: r.direction).items():

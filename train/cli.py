@@ -65,10 +65,11 @@ def precision(given, resume_meta=None, resume=None):
                          resume, missing="fp32")
 
 
-def memory_format(given, resume_meta=None, resume=None):
-    """--memory-format (contiguous | channels_last), else the checkpoint's, else contiguous."""
+def memory_format(given, resume_meta=None, resume=None, default="contiguous"):
+    """--memory-format (contiguous | channels_last), else the checkpoint's (contiguous for one
+    from before the flag), else `default`."""
     return saved_setting("--memory-format", "memory format", "memory_format", given,
-                         "contiguous", resume_meta, resume, missing="contiguous")
+                         default, resume_meta, resume, missing="contiguous")
 
 
 def saved_setting(flag, what, key, given, default, resume_meta=None, resume=None, missing=None):

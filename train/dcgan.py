@@ -246,8 +246,8 @@ def parse_args(argv=None):
                         "resumed run keeps its checkpoint's]")
     p.add_argument("--memory-format", choices=("contiguous", "channels_last"), default=None,
                    help="channels_last: the models' 4-d weights and activations stored (N, H, W, "
-                        "C), PyTorch's channels_last, for cuDNN's NHWC kernels [contiguous; a "
-                        "resumed run keeps its checkpoint's]")
+                        "C), PyTorch's channels_last, for cuDNN's NHWC kernels [channels_last on "
+                        "a GPU, contiguous on the CPU; a resumed run keeps its checkpoint's]")
     p.add_argument("--no-cuda-graph", action="store_true",
                    help="run each GPU step eagerly instead of replaying a captured CUDA graph")
     p.add_argument("--log-every", type=cli.positive_int, default=10,
@@ -288,7 +288,11 @@ def main(argv=None):
         setattr(args, flag, cli.saved_setting(f"--{flag}", f"--{flag}", flag,
                                               getattr(args, flag), default, resume_meta,
                                               args.resume))
-    args.memory_format = cli.memory_format(args.memory_format, resume_meta, args.resume)
+    # channels-last on a GPU: cuDNN's NHWC kernels, the same arithmetic (H100, TF32: captured
+    # step 5.32 vs 6.29 ms, docs/performance.md); the NumPy path gains nothing from it
+    args.memory_format = cli.memory_format(
+        args.memory_format, resume_meta, args.resume,
+        default="contiguous" if args.device == "cpu" else "channels_last")
     device = cli.use_device(args.device)
     L.manual_seed(args.seed)
     rng = np.random.default_rng(args.seed)
