@@ -20,9 +20,9 @@ def pointwise(name, in_params, out_params, body, preamble=""):
     1-d arrays. CuPy merges only axes that are contiguous in their given order, so an (N, C, H,
     W) array stored channels-last costs a 4-d index computation per element: ~4x the time of the
     same kernel on its flat memory (H100, 8 M elements: 204 vs 50 us)."""
+    params = [p.split() for p in (in_params + "," + out_params).split(",") if p.strip()]
     return _Pointwise(elementwise(name, in_params, out_params, body, preamble),
-                      tuple(p.split()[0] == "raw" for p in
-                            (in_params + "," + out_params).split(",")))
+                      tuple(p[0] == "raw" for p in params))
 
 
 class _Pointwise:
@@ -30,7 +30,8 @@ class _Pointwise:
         self.kernel, self.raw = kernel, raw
 
     def __call__(self, *args, **kwargs):
-        flat = _flat_views(args, self.raw)
+        # (flat only with every output passed: one CuPy made would come back 1-d)
+        flat = _flat_views(args, self.raw) if len(args) == len(self.raw) else None
         if flat is None:
             return self.kernel(*args, **kwargs)
         out = self.kernel(*flat, **kwargs)
@@ -48,11 +49,12 @@ def _flat_views(args, raw):
     if not arrays or arrays[0].ndim < 2 or arrays[0].flags.c_contiguous:
         return None
     a0 = arrays[0]
-    if any(a.shape != a0.shape or a.strides != a0.strides for a in arrays) or \
-            flat_view(a0) is None:
+    if any(a.shape != a0.shape or a.strides != a0.strides for a in arrays):
         return None
-    return [flat_view(a) if not r and is_gpu(a) else a
-            for a, r in zip(args, raw)] + list(args[len(raw):])
+    views = {id(a): flat_view(a) for a in arrays}
+    if any(v is None for v in views.values()):
+        return None
+    return [views[id(a)] if not r and is_gpu(a) else a for a, r in zip(args, raw)]
 
 
 def flat_view(a):
@@ -197,9 +199,7 @@ def adam_multi(table, n, total, like, lr, beta1, beta2, eps, weight_decay):
     one more launch of n threads. `like`: any parameter of the table (it gives T)."""
     A, c = _accumulation(like.dtype)
     a = np.dtype(A).name
-    elementwise("cudnnlite_adam_steps", "int32 cols", "raw int64 tab",
-                "long long* s = reinterpret_cast<long long*>(tab[i * cols + 4]); *s += 1;"
-                )(np.int32(ADAM_COLUMNS), table, size=n)
+    _advance_steps(table, n, ADAM_COLUMNS, 4)
     elementwise(
         f"cudnnlite_adam_multi_{a}",
         f"raw int64 tab, int32 n, {a} lr, {a} beta1, {a} beta2, {a} eps, {a} wd",
@@ -211,6 +211,51 @@ def adam_multi(table, n, total, like, lr, beta1, beta2, eps, weight_decay):
         const long long* step = reinterpret_cast<const long long*>(tab[lo * 6 + 4]);
         """ + _ADAM_ELEMENT,
     )(table, np.int32(n), A(lr), A(beta1), A(beta2), A(eps), A(weight_decay), like, size=total)
+
+
+def _advance_steps(table, n, cols, col):
+    """step += 1 for the device step counter named in column `col` of each of n table rows."""
+    elementwise("cudnnlite_adam_steps", "int32 cols, int32 col", "raw int64 tab",
+                "long long* s = reinterpret_cast<long long*>(tab[i * cols + col]); *s += 1;"
+                )(np.int32(cols), np.int32(col), table, size=n)
+
+
+ADAM_MASTER_COLUMNS = 7   # a multi-tensor master-weight Adam row: q, g, master, m, v, step, first
+
+
+def adam_master_rows(tensors):
+    """The table rows of a multi-tensor master-weight Adam: tensors = [(q, g, master, m, v,
+    step)] -- q and g half precision, master, m and v float32, all of one element order."""
+    rows, start = [], 0
+    for q, g, master, m, v, step in tensors:
+        rows.append((q.data.ptr, g.data.ptr, master.data.ptr, m.data.ptr, v.data.ptr,
+                     step.data.ptr, start))
+        start += q.size
+    return rows, start
+
+
+def adam_master_multi(table, n, total, like, lr, beta1, beta2, eps, weight_decay):
+    """adam_master for n half-precision parameters of one dtype in one launch (and one to
+    advance their step counters): `table` (device int64, n rows of ADAM_MASTER_COLUMNS); each
+    element finds its tensor as adam_multi's do. `like`: any parameter of the table (gives T)."""
+    f = np.float32
+    _advance_steps(table, n, ADAM_MASTER_COLUMNS, 5)
+    elementwise(
+        "cudnnlite_adam_master_multi",
+        "raw int64 tab, int32 n, float32 lr, float32 beta1, float32 beta2, float32 eps, "
+        "float32 wd", "raw T like",
+        "typedef float A;" + find_tensor(ADAM_MASTER_COLUMNS, 6) + """
+        T& q = reinterpret_cast<T*>(tab[lo * 7])[k];
+        const T g = reinterpret_cast<const T*>(tab[lo * 7 + 1])[k];
+        float& p = reinterpret_cast<float*>(tab[lo * 7 + 2])[k];
+        float& m = reinterpret_cast<float*>(tab[lo * 7 + 3])[k];
+        float& v = reinterpret_cast<float*>(tab[lo * 7 + 4])[k];
+        const long long* step = reinterpret_cast<const long long*>(tab[lo * 7 + 5]);
+        if ((T)p != q) p = (float)q;
+        {
+        typedef float T;""" + _ADAM_ELEMENT + """        }
+        q = (T)p;""",
+    )(table, np.int32(n), f(lr), f(beta1), f(beta2), f(eps), f(weight_decay), like, size=total)
 
 
 def adam_master(p, g, master, m, v, step, lr, beta1, beta2, eps, weight_decay):

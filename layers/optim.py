@@ -182,7 +182,8 @@ class Adam(Optimizer):
     group that live on a GPU in one launch per dtype, through a table of their pointers
     (layers.kernels.adam_multi) -- the same arithmetic as the per-parameter kernel, element for
     element; other parameters take the per-parameter path. With master_weights, a half-precision
-    GPU parameter is updated through its float32 master by one kernel (kernels.adam_master)."""
+    GPU parameter is updated through its float32 master by one kernel (kernels.adam_master), and
+    with foreach all of a group's of one dtype in one launch (kernels.adam_master_multi)."""
     defaults = dict(lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, foreach=None)
     fused_masters = True
 
@@ -194,7 +195,9 @@ class Adam(Optimizer):
                          weight_decay=weight_decay, foreach=foreach)
 
     def _update(self):
-        batched = {}                  # (group, dtype) -> (group, [(p, g, m, v, step)], [p])
+        # (group, dtype[, "master"]) -> (group, [(p, g, m, v, step) or (q, g, master, m, v,
+        # step)], [p])
+        batched = {}
         for group, p in self._params_with_grad():
             st = self.state.setdefault(id(p), {})
             xp = xp_of(p.data)
@@ -206,10 +209,18 @@ class Adam(Optimizer):
                           exp_avg=xp.zeros_like(like), exp_avg_sq=xp.zeros_like(like))
             b1, b2 = group["betas"]
             if master is not None:
+                arrays = (p.data, p.grad.data, master, st["exp_avg"], st["exp_avg_sq"],
+                          st["step"])
+                foreach = FOREACH if group["foreach"] is None else group["foreach"]
+                if foreach and _batchable_master(arrays):
+                    entry = batched.setdefault((id(group), p.dtype.str, "master"),
+                                               (group, [], []))
+                    entry[1].append(arrays)
+                    entry[2].append(p)
+                    continue
                 st["step"] += 1
-                kernels.adam_master(p.data, p.grad.data, master, st["exp_avg"],
-                                    st["exp_avg_sq"], st["step"], group["lr"], b1, b2,
-                                    group["eps"], group["weight_decay"])
+                kernels.adam_master(*arrays, group["lr"], b1, b2, group["eps"],
+                                    group["weight_decay"])
                 continue
             if is_gpu(p.data):
                 foreach = FOREACH if group["foreach"] is None else group["foreach"]
@@ -238,22 +249,24 @@ class Adam(Optimizer):
             denom = np.sqrt(v) / A(math.sqrt(bc2)) + A(group["eps"])
             st["exp_avg"][...], st["exp_avg_sq"][...] = m, v
             p.data[...] = w0 - A(group["lr"] / bc1) * m / denom
-        for group, tensors, params in batched.values():
+        for key, (group, tensors, params) in batched.items():
+            masters = key[-1] == "master"
+            one, rows_of, multi = (kernels.adam_master, kernels.adam_master_rows,
+                                   kernels.adam_master_multi) if masters else \
+                (kernels.adam, kernels.adam_rows, kernels.adam_multi)
             if len({t[0].data.ptr for t in tensors}) < len(tensors):    # a parameter twice
                 for t in tensors:
-                    t[4][...] += 1
-                    kernels.adam(*t, group["lr"], *group["betas"], group["eps"],
-                                 group["weight_decay"])
+                    t[-1][...] += 1
+                    one(*t, group["lr"], *group["betas"], group["eps"], group["weight_decay"])
                 continue
-            rows, total = kernels.adam_rows(tensors)
+            rows, total = rows_of(tensors)
             trace = _trace.trace
             if trace is not None:
-                trace.open("optimizer", "Adam(foreach)", _common_path(trace, params),
-                           [t[0] for t in tensors])
+                trace.open("optimizer", "Adam(foreach, master)" if masters else "Adam(foreach)",
+                           _common_path(trace, params), [t[0] for t in tensors])
             try:
-                kernels.adam_multi(device_table(rows), len(rows), total, tensors[0][0],
-                                   group["lr"], *group["betas"], group["eps"],
-                                   group["weight_decay"])
+                multi(device_table(rows), len(rows), total, tensors[0][0], group["lr"],
+                      *group["betas"], group["eps"], group["weight_decay"])
             finally:
                 if trace is not None:
                     trace.close()
@@ -284,6 +297,20 @@ def _batchable(arrays):
             for a in four) and \
         (all(a.flags.c_contiguous for a in four) or     # (C = 1 channels-last counts as C too)
          (is_channels_last(p) and all(a.strides == p.strides for a in four)))
+
+
+def _batchable_master(arrays):
+    """q, g, master, m, v, step fit the multi-tensor master-weight Adam: q and g of one half
+    dtype, master, m and v float32, all of one shape, device and dense element order (the
+    kernel pairs their k-th items: equal strides in elements), and a device int64 step counter
+    (else the per-tensor kernel, whose elementwise launch pairs them by index, takes them)."""
+    q, g, master, m, v, step = arrays
+    five = arrays[:5]
+    return is_half(q.dtype) and g.dtype == q.dtype and \
+        all(a.dtype == np.float32 for a in (master, m, v)) and \
+        is_gpu(step) and step.dtype == np.int64 and step.size == 1 and \
+        all(a.shape == q.shape and a.device.id == q.device.id and is_dense(a) for a in five) \
+        and len({tuple(s // a.itemsize for s in a.strides) for a in five}) == 1
 
 
 class SGD(Optimizer):

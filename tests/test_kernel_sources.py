@@ -105,6 +105,7 @@ def _harvest(monkeypatch, dtype):
     kernels.sync_master(Stand("float32"), x)
     kernels.adam_master(x, x, Stand("float32"), Stand("float32"), Stand("float32"),
                         Stand("int64"), 1e-3, 0.9, 0.999, 1e-8, 0.0)
+    kernels.adam_master_multi(Stand("int64"), 2, 16, x, 1e-3, 0.9, 0.999, 1e-8, 0.0)
     if dtype in ("float32", "float64"):          # the foreach norm's dtypes
         kernels.multi_sumsq(Stand("int64"), 2, 16, x)
         kernels.multi_scale(Stand("int64"), 2, 16, x, Stand(dtype), 1.0)
@@ -229,7 +230,7 @@ def test_every_kernel_compiles_for(dtype, monkeypatch, tmp_path):
              for k in harvest}
     names |= {n.rsplit("_", 1)[0] for n in names}       # (names keyed by a scalar's type)
     for expected in ("leaky_relu_fwd", "bce_bwd", "cudnnlite_softmax_fwd", "cudnnlite_relu_fwd",
-                     "cudnnlite_join2",
+                     "cudnnlite_join2", "cudnnlite_adam_master_multi", "cudnnlite_adam_steps",
                      "cudnnlite_sync_master", "cudnnlite_adam_master", "cudnnlite_dropout",
                      "cudnnlite_first_nonfinite_multi", "cudnnlite_first_nonfinite_words",
                      "cudnnlite_normal", "lstm_cell_bwd"):

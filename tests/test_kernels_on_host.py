@@ -160,6 +160,23 @@ def test_pointwise_kernels_run_channels_last_operands_flat(on_host, monkeypatch,
     assert check.first() == "bad" and CALLS["cudnnlite_first_nonfinite_words_float32"] == 2
 
 
+def test_a_pointwise_kernel_called_without_its_output_or_with_mixed_dtypes(on_host):
+    """kernels.pointwise falls back to CuPy's own indexing where flat views cannot pair the
+    elements or give the result its shape: an output CuPy allocates (it would come back 1-d),
+    operands of two dtypes with the same byte strides; and a kernel with no output parameter
+    list builds."""
+    from layers.backend import to_channels_last
+    x = host(to_channels_last(np.arange(2 * 3 * 2 * 2, dtype=np.float32).reshape(2, 3, 2, 2)))
+    y = kernels.pointwise("cudnnlite_test_square", "T x", "T y", "y = x * x")(x)
+    assert y.shape == x.shape
+    np.testing.assert_array_equal(np.asarray(y), np.asarray(x) ** 2)
+    kernels.pointwise("cudnnlite_test_noop", "raw T x", "", "")
+    b = host(np.arange(4, dtype=np.float64).reshape(2, 2).T)       # dense, strides (8, 16)
+    a = host(np.arange(8, dtype=np.float32).reshape(2, 4)[:, ::2].T)  # strided, (8, 16) too
+    assert a.strides == b.strides
+    assert kernels._flat_views((b, a), (False, False)) is None
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_the_finite_check_reads_dense_memory_as_words(on_host, dtype):
     """FiniteCheck._check on a dense, aligned tensor (the word kernel: 16-byte chunks, exponent
@@ -305,6 +322,43 @@ def test_adam_master_weights_kernel_updates_the_float32_master(on_host, dtype):
     opt.step()
     master = np.asarray(opt.state[id(params[1])]["master_param"])
     assert np.all(np.abs(master - 0.5) < 0.05), master     # moved from 0.5, not from the old one
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_the_multi_tensor_master_adam_equals_the_per_tensor_kernel(on_host, dtype):
+    """Adam(master_weights=True, foreach=True): all half-precision parameters of a group -- a
+    channels-last one among them -- in one launch (plus one for the step counters), bit for bit
+    the per-parameter kernel's masters, moments, steps and rounded weights over three steps, a
+    weight loaded mid-run included."""
+    from host_kernels import CALLS
+    from layers.backend import to_channels_last
+    shapes, steps = [(6, 4), (9,), (2, 3, 2, 2)], 3
+    values, grads = _params_and_grads(shapes, np.float32, steps, seed=12)
+    runs = []
+    for foreach in (True, False):
+        half = [v.astype(_dt(dtype)) for v in values]
+        half[2] = to_channels_last(half[2])
+        params = [L.Tensor(host(h), requires_grad=True) for h in half]
+        opt = optim.Adam(params, lr=1e-2, master_weights=True, foreach=foreach)
+        CALLS.clear()
+        for k in range(steps):
+            if k == 2:
+                params[1].data[...] = np.asarray(0.5, _dt(dtype))
+            for p, g in zip(params, grads):
+                gk = g[k].astype(_dt(dtype))
+                p.grad = L.Tensor(host(to_channels_last(gk) if gk.ndim == 4 else gk))
+            opt.step()
+        name = "cudnnlite_adam_master_multi" if foreach else "cudnnlite_adam_master"
+        assert CALLS[name] == (steps if foreach else steps * len(shapes)), CALLS
+        assert not foreach or CALLS["cudnnlite_adam_master"] == 0, CALLS
+        runs.append([[np.asarray(a).copy() for a in (p.data, opt.state[id(p)]["master_param"],
+                                                      opt.state[id(p)]["exp_avg"],
+                                                      opt.state[id(p)]["exp_avg_sq"],
+                                                      opt.state[id(p)]["step"])]
+                     for p in params])
+    for multi, single in zip(*runs):
+        for a, b in zip(multi, single):
+            np.testing.assert_array_equal(a, b)
 
 
 def test_sgd_master_weights_resync_a_loaded_weight(on_host):
