@@ -18,7 +18,7 @@ def _ms(fn, sync, repeats=3):
 
 
 def main():
-    ap = cli.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = cli.ArgumentParser(description=cli.description(__doc__))
     ap.add_argument("--device", type=cli.device, default=0, help="GPU index [0]")
     args = ap.parse_args()
     cli.use_device(args.device, gpu_only="this tool times the GPU path (cuDNN's RNN, fused "

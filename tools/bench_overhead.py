@@ -41,7 +41,7 @@ def measure(device):
 
 
 def main():
-    ap = cli.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = cli.ArgumentParser(description=cli.description(__doc__))
     ap.add_argument("--device", type=cli.device, default="cpu", help="'cpu' or a GPU index [cpu]")
     args = ap.parse_args()
     devices = ["cpu"] if cli.use_device(args.device) == "cpu" else ["cpu", args.device]

@@ -98,12 +98,14 @@ def torchaudio_step(hp, batch, device, weights):
 def main():
     ap = cli.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     ap.add_argument("--device", type=cli.device, default=0, help="GPU index [0]")
-    ap.add_argument("--batch-size", type=cli.positive_int, default=64)
+    ap.add_argument("--batch-size", type=cli.positive_int, default=64, help="[64]")
     ap.add_argument("--chars", type=cli.positive_int, default=15, help="text length [15]")
     ap.add_argument("--frames", type=cli.positive_int, default=87, help="mel frames [87]")
-    ap.add_argument("--steps", type=cli.positive_int, default=10)
-    ap.add_argument("--warmup", type=cli.nonnegative_int, default=3)
-    ap.add_argument("--repeats", type=cli.positive_int, default=3)
+    ap.add_argument("--steps", type=cli.positive_int, default=10, help="timed steps per run [10]")
+    ap.add_argument("--warmup", type=cli.nonnegative_int, default=3,
+                    help="untimed steps before each run [3]")
+    ap.add_argument("--repeats", type=cli.positive_int, default=3,
+                    help="runs of each row, interleaved; the median is reported [3]")
     ap.add_argument("--precision", default="fp32", choices=["fp32", "bf16", "both"],
                     help="this engine in train.tacotron2's --precision (bf16: bfloat16 model, "
                          "float32 master weights), or rows of both; torchaudio stays float32 "

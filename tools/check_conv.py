@@ -5,11 +5,10 @@ the function that refused it, and exits 2. Dims are in cuDNN's logical order, wh
     python -m tools.check_conv --input 2 3 8 8 --filter 4 3 3 3 --pad 1 [--stride 1] [--dilation 1]
         [--groups 1] [--layout NCHW|NHWC] [--dtype float32] [--math default|tensor_op|fma]
 """
-import argparse
-
 from cudnnlite import testing
 from cudnnlite.enums import MathType, Status
 from cudnnlite.errors import CudnnError, NotInitialized
+from train import cli
 
 
 def _geometry(values):
@@ -25,7 +24,7 @@ def algorithm_table(rows):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = cli.ArgumentParser(description=cli.description(__doc__))
     ap.add_argument("--input", type=int, nargs="+", required=True, help="x dims: N C *spatial")
     ap.add_argument("--filter", type=int, nargs="+", required=True,
                     help="W dims: K C/groups *filter")

@@ -25,7 +25,7 @@ DCGAN = [
 
 
 def main():
-    ap = cli.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = cli.ArgumentParser(description=cli.description(__doc__))
     ap.add_argument("--device", type=cli.device, default=0, help="GPU index [0]")
     ap.add_argument("--batch-size", type=cli.positive_int, default=128)
     ap.add_argument("--tf32", type=int, default=1, choices=[0, 1])

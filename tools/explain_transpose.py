@@ -8,7 +8,6 @@ the claim checked in numbers (through cuDNN too when a GPU is present). No GPU n
     python -m tools.explain_transpose --torch --input 5 5 --in-channels 4 --out-channels 6 \
         --kernel 3 --stride 2 --padding 1 --output-padding 1 [--groups 2] [--layout NHWC]
 """
-import argparse
 import sys
 import textwrap
 from dataclasses import dataclass
@@ -20,6 +19,7 @@ import layers as L
 from cudnnlite import testing
 from layers import F
 from layers.functional import pair
+from train import cli
 
 TOL = {"float64": 1e-12, "float32": 1e-5}   # ||y - ref|| / ||ref|| per dtype of the computation
 FORUM = dict(input_shape=(8, 8, 256), filters=128, kernel_size=2, strides=2, padding="same")
@@ -537,7 +537,7 @@ def render(e):
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = cli.ArgumentParser(description=cli.description(__doc__))
     style = ap.add_mutually_exclusive_group()
     style.add_argument("--keras", action="store_true", help="Keras Conv2DTranspose arguments")
     style.add_argument("--torch", action="store_true", help="PyTorch ConvTranspose2d arguments")

@@ -446,7 +446,7 @@ def tacotron2_step(args):
 
 
 def main(argv=None):
-    ap = cli.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = cli.ArgumentParser(description=cli.description(__doc__))
     ap.add_argument("job", choices=["dcgan", "tacotron2"])
     ap.add_argument("--device", type=cli.device, default=0, help="GPU index [0]")
     ap.add_argument("--batch-size", type=cli.positive_int, default=None,

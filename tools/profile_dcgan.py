@@ -11,7 +11,7 @@ from train import cli
 
 
 def main():
-    ap = cli.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = cli.ArgumentParser(description=cli.description(__doc__))
     ap.add_argument("--device", type=cli.device, default=0, help="GPU index [0]")
     ap.add_argument("--batch-size", type=cli.positive_int, default=128)
     ap.add_argument("--steps", type=cli.positive_int, default=30)

@@ -13,6 +13,11 @@ def fail(message):
     raise SystemExit(2)
 
 
+def description(doc):
+    """A --help description: the first paragraph of a module docstring, on one line."""
+    return " ".join(doc.strip().split("\n\n")[0].split())
+
+
 class ArgumentParser(argparse.ArgumentParser):
     """argparse whose errors go through fail(): 'argument --x: ...' becomes '--x: ...'; a tool
     run as `python -m tools.x` is named so in its usage line (not 'x.py')."""

@@ -218,7 +218,7 @@ def parse_args(argv=None):
     p.add_argument("--dataroot", default=None, help="folder of the mnist / folder dataset")
     p.add_argument("--batch-size", type=cli.positive_int, default=None,
                    help="[128; a resumed run keeps its checkpoint's]")
-    p.add_argument("--image-size", type=cli.positive_int, default=64)
+    p.add_argument("--image-size", type=cli.positive_int, default=64, help="[64]")
     p.add_argument("--nc", type=cli.positive_int, default=None,
                    help="image channels [1; a resumed run keeps its checkpoint's, as for the three "
                         "below]")
@@ -226,7 +226,7 @@ def parse_args(argv=None):
                    help="size of the latent vector [100]")
     p.add_argument("--ngf", type=cli.positive_int, default=None, help="generator width [64]")
     p.add_argument("--ndf", type=cli.positive_int, default=None, help="discriminator width [64]")
-    p.add_argument("--epochs", type=cli.positive_int, default=25)
+    p.add_argument("--epochs", type=cli.positive_int, default=25, help="[25]")
     p.add_argument("--lr", type=cli.positive_float, default=None,
                    help="Adam's learning rate [2e-4; given with --resume, it replaces the "
                         "checkpoint's]")
@@ -235,8 +235,9 @@ def parse_args(argv=None):
     p.add_argument("--netG", default="", help="generator weights (.npz) to start from")
     p.add_argument("--netD", default="", help="discriminator weights (.npz) to start from")
     p.add_argument("--resume", default="", help="a checkpoint.npz to continue exactly")
-    p.add_argument("--outf", default="out/dcgan", help="folder for images, logs, checkpoints")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--outf", default="out/dcgan",
+                   help="folder for images, logs, checkpoints [out/dcgan]")
+    p.add_argument("--seed", type=int, default=0, help="[0]")
     p.add_argument("--dry-run", action="store_true", help="one batch, then stop")
     p.add_argument("--max-steps", type=cli.nonnegative_int, default=0,
                    help="stop after this many steps [0: off]")
