@@ -28,6 +28,19 @@ def pytest_collection_modifyitems(config, items):
 
 
 @pytest.fixture
+def no_device(monkeypatch):
+    """cudnnlite's handle refused as on a machine with no GPU (NotInitialized from cudnnCreate),
+    so a test that checks a call up to the handle with stand-in device arrays (fake pointers)
+    runs the same on a GPU machine -- where a real handle would pass those pointers to cuDNN."""
+    import cudnnlite as cl
+    from cudnnlite import boundary
+
+    def refuse():
+        raise cl.NotInitialized("cudnnCreate", {}, "no CUDA device (the test's stand-in)")
+    monkeypatch.setattr(boundary, "get_handle", refuse)
+
+
+@pytest.fixture
 def on_host(monkeypatch):
     """The layers' GPU path with tests/host_kernels.HOST as the cupy module: CuPy's kernels
     compiled for the host, the other CuPy routines NumPy's."""

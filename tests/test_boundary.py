@@ -140,7 +140,7 @@ def test_bad_calls_are_refused_at_the_boundary(name):
     lambda: activation.forward(Dev((3, 4)), cl.ActivationMode.RELU),
     lambda: activation.add_tensor(Dev((1, 4, 1, 1)), Dev((2, 4, 6, 6))),
 ])
-def test_good_calls_pass_the_checks_and_reach_cudnn_create(call):
+def test_good_calls_pass_the_checks_and_reach_cudnn_create(call, no_device):
     with pytest.raises(cl.NotInitialized, match="cudnnCreate"):
         call()
 

@@ -159,7 +159,7 @@ def test_dcgan_steps_in_channels_last_equal_the_ordinary_ones(device, where):
                                        err_msg=k)
 
 
-def test_channels_last_operands_reach_cudnn_as_an_nhwc_problem():
+def test_channels_last_operands_reach_cudnn_as_an_nhwc_problem(no_device):
     """No GPU needed: with device-array stand-ins, a channels-last conv gets as far as
     cudnnCreate, and the plan it made is cuDNN's NHWC problem on views of the same memory."""
     import cudnnlite as cl
@@ -197,7 +197,7 @@ def test_which_parameters_the_multi_tensor_adam_takes():
     assert not _batchable((Dev((8, 3, 4, 4)),) * 3 + (Dev((8, 3, 4, 4), "float64"), step))
 
 
-def test_channels_last_batch_norm_reaches_cudnn_as_nhwc():
+def test_channels_last_batch_norm_reaches_cudnn_as_nhwc(no_device):
     """No GPU needed: a channels-last batch norm's x descriptor, made on the way to cudnnCreate,
     is the (N, C, H, W) tensor with NHWC strides -- the packed NHWC view, not a copy."""
     import cudnnlite as cl

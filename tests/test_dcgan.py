@@ -203,3 +203,24 @@ def test_cli_dry_run_writes_its_files(tmp_path):
     # the saved generator loads into pytorch/examples' netG
     tG = ref.Generator(ngf=8)
     tG.load_state_dict({k: torch.from_numpy(v) for k, v in L.load(tmp_path / "netG_epoch_001.npz").items()})
+
+
+def test_labels_are_kept_per_array_type(monkeypatch):
+    """train.dcgan's cached label vectors are keyed on the array type as well as the device id:
+    the tests' host stand-ins for device arrays share device 0 with a real GPU's arrays, and a
+    label made for one must never be handed to the other (a host pointer in a CUDA kernel is an
+    illegal address)."""
+    from fake_device import FakeDeviceArray
+    from host_kernels import host
+    from train import dcgan
+
+    class Module:                   # the cupy module's `full`, making host arrays
+        @staticmethod
+        def full(shape, value, dtype):
+            return host(np.full(shape, value, dtype))
+    monkeypatch.setattr(L.backend, "_cupy", Module)
+    monkeypatch.setattr(dcgan, "_labels", {})
+    on_host = dcgan._label(1.0, 4, L.Tensor(host(np.zeros((4, 1, 8, 8), np.float32))))
+    on_gpu = dcgan._label(1.0, 4, L.Tensor(FakeDeviceArray((4, 1, 8, 8))))
+    assert on_host is not on_gpu
+    assert dcgan._label(1.0, 4, L.Tensor(host(np.ones((4, 1, 8, 8), np.float32)))) is on_host

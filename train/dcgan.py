@@ -103,7 +103,9 @@ def _label(value, n, like):
     bfloat16 model, so its losses are float32 (the loss promotes D's bfloat16 output, as torch
     would) and are logged to float32's precision."""
     dtype = L.backend.accumulation_dtype(like.dtype)
-    key = (value, n, like.device, dtype)
+    # (keyed on the array type too: a device array and a stand-in for one -- the tests' host
+    # arrays -- share device ids, and neither may be handed the other's memory)
+    key = (value, n, like.device, dtype, type(like.data))
     t = _labels.get(key)
     if t is None:
         xp = np if like.device == "cpu" else L.backend.cupy()
