@@ -195,7 +195,7 @@ class Adam(Optimizer):
                          weight_decay=weight_decay, foreach=foreach)
 
     def _update(self):
-        # (group, dtype[, "master"]) -> (group, [(p, g, m, v, step) or (q, g, master, m, v,
+        # (group, dtype, with masters) -> (group, [(p, g, m, v, step) or (q, g, master, m, v,
         # step)], [p])
         batched = {}
         for group, p in self._params_with_grad():
@@ -208,30 +208,20 @@ class Adam(Optimizer):
                 st.update(step=xp.zeros((), dtype=np.int64) if is_gpu(p.data) else 0,
                           exp_avg=xp.zeros_like(like), exp_avg_sq=xp.zeros_like(like))
             b1, b2 = group["betas"]
-            if master is not None:
-                arrays = (p.data, p.grad.data, master, st["exp_avg"], st["exp_avg_sq"],
-                          st["step"])
+            if is_gpu(p.data):              # (a master is a GPU parameter's: see above)
+                moments = (st["exp_avg"], st["exp_avg_sq"], st["step"])
+                arrays, fits, one = ((p.data, p.grad.data) + moments, _batchable, kernels.adam) \
+                    if master is None else ((p.data, p.grad.data, master) + moments,
+                                            _batchable_master, kernels.adam_master)
                 foreach = FOREACH if group["foreach"] is None else group["foreach"]
-                if foreach and _batchable_master(arrays):
-                    entry = batched.setdefault((id(group), p.dtype.str, "master"),
+                if foreach and fits(arrays):
+                    entry = batched.setdefault((id(group), p.dtype.str, master is not None),
                                                (group, [], []))
                     entry[1].append(arrays)
                     entry[2].append(p)
                     continue
                 st["step"] += 1
-                kernels.adam_master(*arrays, group["lr"], b1, b2, group["eps"],
-                                    group["weight_decay"])
-                continue
-            if is_gpu(p.data):
-                foreach = FOREACH if group["foreach"] is None else group["foreach"]
-                arrays = (p.data, p.grad.data, st["exp_avg"], st["exp_avg_sq"], st["step"])
-                if foreach and _batchable(arrays):
-                    entry = batched.setdefault((id(group), p.dtype.str), (group, [], []))
-                    entry[1].append(arrays)
-                    entry[2].append(p)
-                    continue
-                st["step"] += 1
-                kernels.adam(*arrays, group["lr"], b1, b2, group["eps"], group["weight_decay"])
+                one(*arrays, group["lr"], b1, b2, group["eps"], group["weight_decay"])
                 continue
             st["step"] += 1
             # half-precision parameters are updated in float32 (eps = 1e-8 is 0 in float16)
@@ -249,8 +239,7 @@ class Adam(Optimizer):
             denom = np.sqrt(v) / A(math.sqrt(bc2)) + A(group["eps"])
             st["exp_avg"][...], st["exp_avg_sq"][...] = m, v
             p.data[...] = w0 - A(group["lr"] / bc1) * m / denom
-        for key, (group, tensors, params) in batched.items():
-            masters = key[-1] == "master"
+        for (_, _, masters), (group, tensors, params) in batched.items():
             one, rows_of, multi = (kernels.adam_master, kernels.adam_master_rows,
                                    kernels.adam_master_multi) if masters else \
                 (kernels.adam, kernels.adam_rows, kernels.adam_multi)
