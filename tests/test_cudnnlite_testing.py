@@ -178,3 +178,21 @@ def test_check_conv_bad_setup_exits_2(capsys):
     assert out.startswith("rejected: cudnnGetConvolutionNdForwardOutputDim returned "
                           "CUDNN_STATUS_BAD_PARAM")
     assert "groups=2" in out
+
+
+@pytest.mark.parametrize("tool", ["check_conv", "explain_transpose"])
+def test_a_missing_cudnn_is_one_line_and_exit_2(tool, tmp_path):
+    """With libcudnn not loadable (CUDNNLITE_LIBCUDNN naming a file that is not there), the
+    cuDNN tools print the loader's one-line error -- where it looked, what to install -- and exit
+    2, as every other command-line mistake, not a traceback."""
+    import os
+    import subprocess
+    import sys
+    env = dict(os.environ, CUDNNLITE_LIBCUDNN=str(tmp_path / "libcudnn.so.9"))
+    args = ["--input", "2", "3", "8", "8", "--filter", "4", "3", "3", "3"] \
+        if tool == "check_conv" else []
+    r = subprocess.run([sys.executable, "-m", f"tools.{tool}", *args], capture_output=True,
+                       text=True, env=env, cwd=os.path.dirname(os.path.dirname(__file__)))
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.startswith("error: CUDNNLITE_LIBCUDNN=") and "Traceback" not in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1

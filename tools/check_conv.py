@@ -5,10 +5,14 @@ the function that refused it, and exits 2. Dims are in cuDNN's logical order, wh
     python -m tools.check_conv --input 2 3 8 8 --filter 4 3 3 3 --pad 1 [--stride 1] [--dilation 1]
         [--groups 1] [--layout NCHW|NHWC] [--dtype float32] [--math default|tensor_op|fma]
 """
-from cudnnlite import testing
-from cudnnlite.enums import MathType, Status
-from cudnnlite.errors import CudnnError, NotInitialized
 from train import cli
+
+try:
+    from cudnnlite import testing
+    from cudnnlite.enums import MathType, Status
+    from cudnnlite.errors import CudnnError, NotInitialized
+except OSError as e:        # libcudnn not found: one line saying where it looked, what to install
+    cli.fail(e)
 
 
 def _geometry(values):

@@ -16,10 +16,14 @@ from typing import NamedTuple, Optional
 import numpy as np
 
 import layers as L
-from cudnnlite import testing
 from layers import F
 from layers.functional import pair
 from train import cli
+
+try:
+    from cudnnlite import testing
+except OSError as e:        # libcudnn not found: one line saying where it looked, what to install
+    cli.fail(e)
 
 TOL = {"float64": 1e-12, "float32": 1e-5}   # ||y - ref|| / ||ref|| per dtype of the computation
 FORUM = dict(input_shape=(8, 8, 256), filters=128, kernel_size=2, strides=2, padding="same")
