@@ -200,14 +200,41 @@ def _keeping_layout(a, copy):
         return copy(a)
     if is_channels_last(a):
         return copy(a.transpose(0, 2, 3, 1)).transpose(0, 3, 1, 2)
-    order = sorted(range(a.ndim), key=lambda i: -abs(a.strides[i]))   # outermost axis first
-    if a.flags.c_contiguous or order == list(range(a.ndim)) or \
-            not a.transpose(order).flags.c_contiguous:
+    order = dense_order(a)
+    if a.flags.c_contiguous or order is None or order == list(range(a.ndim)):
         return copy(a)
     back = [0] * a.ndim
     for i, axis in enumerate(order):
         back[axis] = i
     return copy(a.transpose(order)).transpose(back)
+
+
+def dense_order(a):
+    """a's axes, outermost in memory first, when a is a permutation of a dense array (C-ordered,
+    channels-last, transposed: a.transpose(order) is C-contiguous); else None."""
+    order = sorted(range(a.ndim), key=lambda i: -abs(a.strides[i]))
+    return order if a.transpose(order).flags.c_contiguous else None
+
+
+def flat_view(a):
+    """a's elements as a 1-d view in memory order, when a is a permutation of a dense array;
+    else None."""
+    order = dense_order(a)
+    return None if order is None else a.transpose(order).reshape(-1)
+
+
+def copy_like(a, like):
+    """A copy of array a's values stored as `like` is laid out (empty_like: a channels-last
+    layout with C = 1 too, which copy(order='K') would lose)."""
+    out = empty_like(like)
+    out[...] = a
+    return out
+
+
+def sum_rounded_once(a, axis):
+    """a summed over `axis` with a float32 accumulator for half data (float16 / bfloat16: one
+    rounding at the end, where a half accumulator rounds at every addition), in a's dtype."""
+    return a.sum(axis=axis, dtype=accumulation_dtype(a.dtype)).astype(a.dtype, copy=False)
 
 
 def _usable_devices(cp):

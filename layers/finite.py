@@ -19,7 +19,7 @@ import threading
 import numpy as np
 
 from . import kernels
-from .backend import device_table, is_dense, is_floating, is_gpu, to_device
+from .backend import device_table, flat_view, is_dense, is_floating, is_gpu, to_device
 from .tensor import Tensor
 
 NONE = np.iinfo(np.int64).max       # `first` when nothing was non-finite
@@ -212,7 +212,7 @@ def _as_words(x):
     the word kernel knows; else None."""
     if x.dtype.name not in _NONFINITE_WORD or x.nbytes % 16 or x.data.ptr % 16 or x.ndim == 0:
         return None
-    flat = kernels.flat_view(x)
+    flat = flat_view(x)
     return None if flat is None else flat.view(np.uint32)
 
 

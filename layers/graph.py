@@ -28,7 +28,7 @@ Host syncs and allocations of unpredictable size must stay out of the step.
 import gc
 from collections import OrderedDict
 
-from .backend import cupy, is_gpu
+from .backend import copy_like, cupy, is_gpu
 from .tensor import Tensor, is_grad_enabled
 
 
@@ -139,7 +139,7 @@ class CapturedStep:
         malloc, blocks = keeping_allocator(cp)
         pool = cp.cuda.MemoryPool(malloc)  # the graph's buffers live here, and only here
         with cp.cuda.using_allocator(pool.malloc), cudnnlite.capture_scope() as kept:
-            static = [_copy(a) for a in arrays]      # (layouts kept: channels-last, C = 1 too)
+            static = [copy_like(a, a) for a in arrays]   # (layouts kept: channels-last too)
             wrapped = [Tensor(s, requires_grad=i.requires_grad) if isinstance(i, Tensor) else s
                        for s, i in zip(static, inputs)]
             self.stream.synchronize()
@@ -177,15 +177,6 @@ def keeping_allocator(cp):
         blocks.append(mem)
         return cp.cuda.MemoryPointer(mem, 0)
     return malloc, blocks
-
-
-def _copy(a):
-    """A copy of device array a stored as a is (backend.empty_like: a channels-last a with C = 1
-    stays channels-last, which a.copy(order='K') would make C-ordered)."""
-    from .backend import empty_like
-    out = empty_like(a)
-    out[...] = a
-    return out
 
 
 def evict(graphs, max_graphs, max_bytes, size):

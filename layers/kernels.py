@@ -4,7 +4,7 @@ import functools
 
 import numpy as np
 
-from .backend import cupy, empty_like
+from .backend import cupy, empty_like, flat_view
 
 
 @functools.lru_cache(maxsize=None)
@@ -55,14 +55,6 @@ def _flat_views(args, raw):
     if any(v is None for v in views.values()):
         return None
     return [views[id(a)] if not r and is_gpu(a) else a for a, r in zip(args, raw)]
-
-
-def flat_view(a):
-    """a's elements as a 1-d view in memory order, when a is a permutation of a dense array
-    (C-ordered, channels-last, transposed); else None."""
-    order = sorted(range(a.ndim), key=lambda k: -a.strides[k])
-    t = a.transpose(order)
-    return t.reshape(-1) if t.flags.c_contiguous else None
 
 
 def leaky_relu(x, slope):

@@ -10,7 +10,7 @@ import math
 import numpy as np
 
 from . import kernels
-from .backend import (accumulation_dtype, device_table, is_channels_last, is_dense,
+from .backend import (accumulation_dtype, device_table, is_dense,
                       is_floating, is_gpu, is_half, stack, to_device, xp_of)
 from .tensor import Tensor, no_grad
 from .trace import active as _trace
@@ -274,32 +274,38 @@ def _common_path(trace, params):
 
 
 def _batchable(arrays):
-    """p, g, m, v, step fit the multi-tensor Adam: float32 / float64 arrays of one dtype, size,
-    device and dense layout (C-ordered, or all four channels-last: the kernel pairs their k-th
-    items), and a device int64 step counter (else the per-tensor kernel, which checks its
-    arguments, takes them)."""
+    """p, g, m, v, step fit the multi-tensor Adam: float32 / float64 arrays of one dtype whose
+    k-th stored items are one element (_paired), and a device step counter (else the per-tensor
+    kernel, which checks its arguments, takes them)."""
     p, step = arrays[0], arrays[4]
-    four = arrays[:4]
-    return p.dtype in (np.float32, np.float64) and is_gpu(step) and step.dtype == np.int64 \
-        and step.size == 1 and \
-        all(a.dtype == p.dtype and a.shape == p.shape and a.device.id == p.device.id
-            for a in four) and \
-        (all(a.flags.c_contiguous for a in four) or     # (C = 1 channels-last counts as C too)
-         (is_channels_last(p) and all(a.strides == p.strides for a in four)))
+    return p.dtype in (np.float32, np.float64) and _device_step(step) and \
+        all(a.dtype == p.dtype for a in arrays[:4]) and _paired(arrays[:4])
 
 
 def _batchable_master(arrays):
     """q, g, master, m, v, step fit the multi-tensor master-weight Adam: q and g of one half
-    dtype, master, m and v float32, all of one shape, device and dense element order (the
-    kernel pairs their k-th items: equal strides in elements), and a device int64 step counter
-    (else the per-tensor kernel, whose elementwise launch pairs them by index, takes them)."""
+    dtype, master, m and v float32, all paired item by item (_paired), and a device step
+    counter (else the per-tensor kernel, whose elementwise launch pairs them by index)."""
     q, g, master, m, v, step = arrays
-    five = arrays[:5]
     return is_half(q.dtype) and g.dtype == q.dtype and \
-        all(a.dtype == np.float32 for a in (master, m, v)) and \
-        is_gpu(step) and step.dtype == np.int64 and step.size == 1 and \
-        all(a.shape == q.shape and a.device.id == q.device.id and is_dense(a) for a in five) \
-        and len({tuple(s // a.itemsize for s in a.strides) for a in five}) == 1
+        all(a.dtype == np.float32 for a in (master, m, v)) and _device_step(step) and \
+        _paired(arrays[:5])
+
+
+def _paired(arrays):
+    """Arrays of one shape and device whose k-th stored items are one element, as the
+    multi-tensor kernels pair them: all C-ordered (a channels-last one with C = 1 counts), or
+    all dense with the same strides counted in elements (all channels-last, say)."""
+    a0 = arrays[0]
+    return all(a.shape == a0.shape and a.device.id == a0.device.id for a in arrays) and (
+        all(a.flags.c_contiguous for a in arrays) or
+        (all(is_dense(a) for a in arrays) and
+         len({tuple(s // a.itemsize for s in a.strides) for a in arrays}) == 1))
+
+
+def _device_step(step):
+    """A step counter the kernels advance on the device: one int64 in device memory."""
+    return is_gpu(step) and step.dtype == np.int64 and step.size == 1
 
 
 class SGD(Optimizer):

@@ -454,12 +454,10 @@ class _DeferredSum:
 def _accumulate(leaf, g):
     if leaf.grad is None:
         # a copy (g may be shared: x + x hands gy to both inputs) stored as the leaf is, as
-        # torch lays a .grad out like its parameter (empty_like: channels-last stays so, C = 1
-        # too, where g's own strides may fit both layouts)
-        from .backend import empty_like
-        grad = empty_like(leaf.data)
-        grad[...] = g
-        leaf.grad = Tensor(grad)
+        # torch lays a .grad out like its parameter (channels-last stays so, C = 1 too, where
+        # g's own strides may fit both layouts)
+        from .backend import copy_like
+        leaf.grad = Tensor(copy_like(g, leaf.data))
     else:
         leaf.grad.data += g
 
@@ -475,10 +473,10 @@ def _stack(arrays, stacked):
 
 
 def _column_sums(a):
-    """A bias's gradient: a's column sums, accumulated in float32 for half data and rounded once
-    (a bfloat16 accumulator rounds at every addition: 8 rows already cost ~1 %)."""
-    from .backend import accumulation_dtype
-    return a.sum(axis=0, dtype=accumulation_dtype(a.dtype)).astype(a.dtype, copy=False)
+    """A bias's gradient: a's column sums, rounded once (a bfloat16 accumulator rounds at every
+    addition: 8 rows already cost ~1 %)."""
+    from .backend import sum_rounded_once
+    return sum_rounded_once(a, 0)
 
 
 def _accumulate_deferred(leaf, parts, stacked):

@@ -116,12 +116,12 @@ def _sum_bias(gy, layout, gpu):
     """gb[k] = sum of gy over every axis but the channel one. cuDNN's backward-bias takes float,
     double and half (it answers bfloat16 with NOT_SUPPORTED); bfloat16 and the NumPy path sum with
     a float32 accumulator for half data, rounded once."""
-    from ..backend import accumulation_dtype, bfloat16
+    from ..backend import bfloat16, sum_rounded_once
     if gpu and gy.dtype != bfloat16:
         from cudnnlite import conv
         return conv.backward_bias(gy, layout=layout)
     axes = tuple(range(gy.ndim - 1)) if layout == "NHWC" else (0,) + tuple(range(2, gy.ndim))
-    return gy.sum(axis=axes, dtype=accumulation_dtype(gy.dtype)).astype(gy.dtype, copy=False)
+    return sum_rounded_once(gy, axes)
 
 
 def _as_cudnn_reads(x, gpu, packed_only):
