@@ -213,7 +213,14 @@ def dense_order(a):
     """a's axes, outermost in memory first, when a is a permutation of a dense array (C-ordered,
     channels-last, transposed: a.transpose(order) is C-contiguous); else None."""
     order = sorted(range(a.ndim), key=lambda i: -abs(a.strides[i]))
-    return order if a.transpose(order).flags.c_contiguous else None
+    if a.size == 0:
+        return order
+    inner = a.itemsize        # (told from the strides: a view made to ask costs CuPy ~2 us)
+    for i in reversed(order):
+        if a.shape[i] != 1 and a.strides[i] != inner:
+            return None
+        inner *= a.shape[i]
+    return order
 
 
 def flat_view(a):

@@ -312,7 +312,7 @@ def embedding(indices, weight, padding_idx=None):
 def _channels_last(*tensors):
     """Any 4-d operand stored channels-last (PyTorch's memory format): an NCHW-shaped op then runs
     on the NHWC views of its operands, as PyTorch's convolutions do -- cuDNN's NHWC kernels,
-    results stored channels-last -- through differentiable transposes (views, no copies)."""
+    results stored channels-last -- views taken inside the op (ops.nchw_views), no copies."""
     return any(isinstance(t, Tensor) and is_channels_last(t.data) for t in tensors)
 
 
@@ -321,14 +321,6 @@ def _nhwc_conv(x, weight):
     float64 NHWC convolution engine (checked on the H100), so it runs as NCHW on the same views
     (their strides stated in the descriptors), and its result is stored NCHW."""
     return _channels_last(x, weight) and not (is_gpu(x.data) and x.data.dtype == np.float64)
-
-
-def _nhwc(t):
-    return t if t is None else transpose(t, 0, 2, 3, 1)
-
-
-def _nchw(t):
-    return transpose(t, 0, 3, 1, 2)
 
 
 def _check_conv(name, x, weight, ndim):
@@ -352,12 +344,10 @@ def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, layo
     if C != Cg * groups or weight.shape[0] % groups:
         raise ValueError(f"conv2d: input has {C} channels (shape {x.shape}) but weight "
                          f"{weight.shape} with groups={groups} expects {Cg * groups}")
-    if layout == "NCHW" and _nhwc_conv(x, weight):       # (checked in the caller's shapes)
-        return _nchw(conv2d(_nhwc(x), _nhwc(weight), bias, stride, padding, dilation, groups,
-                            "NHWC", activation))
+    nchw = layout == "NCHW" and _nhwc_conv(x, weight)    # (NHWC views inside the op)
     return _conv.Conv2d.apply(x, weight, bias, stride=pair(stride), pad=pair(padding),
-                              dilation=pair(dilation), groups=groups, layout=layout,
-                              activation=activation)
+                              dilation=pair(dilation), groups=groups,
+                              layout="NHWC" if nchw else layout, nchw=nchw, activation=activation)
 
 
 def conv1d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
@@ -391,12 +381,10 @@ def conv_transpose2d(x, weight, bias=None, stride=1, padding=0, output_padding=0
     if min(size) < 1:
         raise ValueError(f"conv_transpose2d: output size {size} is not positive (input {x.shape}, "
                          f"weight {weight.shape}, padding {padding})")
-    if layout == "NCHW" and _nhwc_conv(x, weight):       # (checked in the caller's shapes)
-        return _nchw(conv_transpose2d(_nhwc(x), _nhwc(weight), bias, stride, padding,
-                                      output_padding, groups, dilation, "NHWC"))
+    nchw = layout == "NCHW" and _nhwc_conv(x, weight)    # (NHWC views inside the op)
     return _conv.ConvTranspose2d.apply(x, weight, bias, stride=stride, dilation=dilation,
                                        groups=groups, begin=padding, size=tuple(size),
-                                       layout=layout)
+                                       layout="NHWC" if nchw else layout, nchw=nchw)
 
 
 def batch_norm(x, running_mean, running_var, weight=None, bias=None, training=False,
@@ -429,12 +417,10 @@ def batch_norm(x, running_mean, running_var, weight=None, bias=None, training=Fa
         if t is not None and t.dtype != pdtype:
             raise TypeError(f"batch_norm: {name} is {t.dtype}, but {x.dtype} input takes "
                             f"{np.dtype(pdtype).name} statistics and parameters")
-    if _channels_last(x):             # channels-last (N, C, H, W): batch norm of its NHWC view
-        return _nchw(_norm.BatchNorm.apply(_nhwc(x), weight, bias, running_mean=rm,
-                                           running_var=rv, training=training, momentum=momentum,
-                                           eps=eps, layout="NHWC"))
+    nchw = _channels_last(x)          # channels-last (N, C, H, W): batch norm of its NHWC view
     return _norm.BatchNorm.apply(x, weight, bias, running_mean=rm, running_var=rv,
-                                 training=training, momentum=momentum, eps=eps)
+                                 training=training, momentum=momentum, eps=eps,
+                                 layout="NHWC" if nchw else "NCHW", nchw=nchw)
 
 
 # ---- losses -----------------------------------------------------------------------------------

@@ -90,6 +90,21 @@ def test_channels_last_equals_the_ordinary_layout(name, which, device, where):
                                    atol=atol * max(1.0, np.abs(want).max()))
 
 
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_a_channels_last_op_is_one_node_of_the_graph(name):
+    """The NHWC views are taken inside the op: its result's node is the op itself, fed by the
+    caller's tensors (not a transpose of them), and backward runs that one node. Each view of the
+    four-node form (a transpose of x, of the weight, the op, a transpose back) cost the host a
+    graph node each way."""
+    fn, shapes = CASES[name]
+    rng = np.random.default_rng(0)
+    xs = [_pair(rng, s, "cpu", len(s) == 4) for s in shapes]
+    y = fn(*xs)
+    assert type(y._ctx).__name__ in ("Conv2d", "ConvTranspose2d", "BatchNorm"), type(y._ctx)
+    assert all(a is b for a, b in zip(y._ctx.inputs, xs))
+    assert y._ctx.layout == "NHWC" and y._ctx.nchw
+
+
 def test_running_statistics_follow_the_ordinary_layout():
     rng = np.random.default_rng(2)
     x = rng.standard_normal((4, 3, 5, 5)) * 2 + 1

@@ -10,6 +10,7 @@ import numpy as np
 
 from .. import kernels
 from ..tensor import Function
+from . import nchw_views
 
 
 # ---- the three array functions (NCHW or NHWC, NumPy or CuPy) ---------------------------------
@@ -144,6 +145,7 @@ _NP_ACT_GRAD = {"relu": lambda y, gy: np.where(y <= 0, 0, gy).astype(gy.dtype), 
 _UNFUSED = []         # [LRU of the problems no cuDNN engine fuses], made on the first GPU call
 
 
+@nchw_views
 class Conv2d(Function):
     """y = activation(conv(x, W) + b). Params: stride, pad, dilation (pairs), groups, layout,
     activation (None, 'relu', 'tanh', 'sigmoid'). With a bias and an activation on the GPU, the
@@ -205,6 +207,7 @@ def transposed_size(in_size, k, stride, padding, output_padding, dilation):
     return (in_size - 1) * stride - 2 * padding + dilation * (k - 1) + output_padding + 1
 
 
+@nchw_views
 class ConvTranspose2d(Function):
     """y = conv^T(x, W) + b, the window [begin, begin + size) of the full (unpadded) transposed
     convolution, zeros past its end. W is (Cin, Cout/G, R, S) as PyTorch keeps it -- which is

@@ -9,8 +9,10 @@ import numpy as np
 
 from ..backend import accumulation_dtype
 from ..tensor import Function
+from . import nchw_views
 
 
+@nchw_views
 class BatchNorm(Function):
     """Params: running_mean, running_var (arrays or None), training, momentum, eps; layout
     'NCHW' (channels on axis 1) or 'NHWC' (4-d, channels last)."""
