@@ -41,3 +41,35 @@ def test_a_row_whose_statistics_are_not_finite_is_reported_and_fails_the_tool(ca
     assert report_non_finite(["cudnnlite captured"], "losses") == 1
     assert "error: cudnnlite captured: the last step's losses are not all finite" in \
         capsys.readouterr().err
+
+
+def test_the_profile_groups_host_time_by_package():
+    """tools.profile_dcgan's table: every profiled function counted once, in its package's row
+    (a layers op's own Python in 'layers', NumPy's in 'numpy', builtins apart)."""
+    import cProfile
+    import os
+    import pstats
+
+    import numpy as np
+
+    import layers as L
+    from tools.profile_dcgan import by_package, package_of
+
+    assert package_of(os.path.join("x", "site-packages", "cupy", "_core", "core.py")) == "cupy"
+    assert package_of(os.path.join("repo", "layers", "tensor.py")) == "layers"
+    assert package_of(os.path.join("repo", "cudnnlite", "conv.py")) == "cudnnlite"
+    assert package_of("~") == "(C calls and builtins)"
+    assert package_of(os.path.join("usr", "lib", "python3.11", "enum.py")) == "(other Python)"
+    x = L.tensor(np.ones((4, 3), np.float32), requires_grad=True)
+    prof = cProfile.Profile()
+    prof.enable()
+    for _ in range(3):
+        (x * 2.0).sum().backward()
+        np.linalg.norm(x.data)
+    prof.disable()
+    stats = pstats.Stats(prof)
+    rows = {row: (ms, calls) for row, ms, calls in by_package(stats, steps=3)}
+    assert rows["layers"][1] > 0 and rows["numpy"][1] > 0
+    total_ms = sum(v[2] for v in stats.stats.values()) * 1e3 / 3
+    assert abs(sum(ms for ms, _ in rows.values()) - total_ms) < 1e-9
+    assert sum(c for _, c in rows.values()) == sum(v[1] for v in stats.stats.values()) / 3

@@ -1,19 +1,57 @@
-"""Where a DCGAN training step's time goes on this engine: host (Python) time against device
-time per step, then the Python functions that cost the most host time (cProfile).
+"""Where an eager DCGAN training step's time goes on this engine: host (Python) time against
+device time per step, the host time by package (this engine's layers, cudnnlite's Python and the
+C calls it makes, CuPy, NumPy, the interpreter), then the Python functions that cost the most
+(cProfile). The step is train.dcgan's, in its default GPU layout (channels-last) unless told.
 
-    python -m tools.profile_dcgan --device 0 [--steps 30] [--top 35]
+    python -m tools.profile_dcgan --device 0 [--memory-format contiguous|channels_last]
+        [--precision fp32|bf16] [--conv-api legacy|graph] [--steps 30] [--top 35]
 """
 import cProfile
+import collections
 import io
+import os
 import pstats
 
 from train import cli
+
+# a profiled function's file -> the row of the by-package table it is counted in
+PACKAGES = (("layers", os.sep + "layers" + os.sep), ("cudnnlite", os.sep + "cudnnlite" + os.sep),
+            ("train", os.sep + "train" + os.sep), ("cupy", os.sep + "cupy"),
+            ("numpy", os.sep + "numpy" + os.sep))
+
+
+def package_of(filename):
+    """The PACKAGES row a function's file belongs to; '(C calls and builtins)' for cProfile's
+    entries with no file (builtins: CuPy's compiled methods, ctypes, dict / list methods)."""
+    if filename == "~" or filename.startswith("<"):
+        return "(C calls and builtins)"
+    for name, part in PACKAGES:
+        if part in filename:
+            return name
+    return "(other Python)"
+
+
+def by_package(stats, steps):
+    """[(package, host ms per step, calls per step)] from a pstats.Stats, largest first: each
+    function's own time (tottime), so a row is what that package's code itself spent."""
+    ms, calls = collections.Counter(), collections.Counter()
+    for (filename, _, _), (_, ncalls, tottime, _, _) in stats.stats.items():
+        row = package_of(filename)
+        ms[row] += tottime * 1e3 / steps
+        calls[row] += ncalls / steps
+    return [(row, ms[row], calls[row]) for row, _ in ms.most_common()]
 
 
 def main():
     ap = cli.ArgumentParser(description=cli.description(__doc__))
     ap.add_argument("--device", type=cli.device, default=0, help="GPU index [0]")
     ap.add_argument("--batch-size", type=cli.positive_int, default=128)
+    ap.add_argument("--memory-format", default="channels_last",
+                    choices=["contiguous", "channels_last"],
+                    help="the models' layout [channels_last, train.dcgan's GPU default]")
+    ap.add_argument("--precision", default="fp32", choices=["fp32", "bf16"])
+    ap.add_argument("--conv-api", default="legacy", choices=["legacy", "graph"],
+                    help="cuDNN's legacy convolution calls or the graph API [legacy]")
     ap.add_argument("--steps", type=cli.positive_int, default=30)
     ap.add_argument("--top", type=cli.positive_int, default=35)
     args = ap.parse_args()
@@ -22,25 +60,36 @@ def main():
     import cupy
     from cupyx.profiler import benchmark
     import layers as L
+    from cudnnlite import conv
     from tools import workloads
     from train import dcgan
-    G, D, oG, oD, real, finite = workloads.dcgan(args.device, args.batch_size)
+    G, D, oG, oD, real, finite = workloads.dcgan(args.device, args.batch_size, args.precision,
+                                                 args.memory_format)
     real, gen = L.Tensor(real), L.random.device_generator()
 
     def step():
-        dcgan.train_step(G, D, oG, oD, real, L.Tensor(gen.normal((args.batch_size, 100, 1, 1))),
-                         finite)
+        dcgan.train_step_device(G, D, oG, oD, real,
+                                L.Tensor(gen.normal((args.batch_size, 100, 1, 1))), finite)
 
-    result = benchmark(step, n_repeat=args.steps, n_warmup=10)
-    print(f"host {result.cpu_times.mean() * 1e3:.2f} ms/step, device "
+    with conv.using(api=args.conv_api):
+        result = benchmark(step, n_repeat=args.steps, n_warmup=10)
+        prof = cProfile.Profile()
+        prof.enable()
+        for _ in range(args.steps):
+            step()
+        cupy.cuda.get_current_stream().synchronize()
+        prof.disable()
+    print(f"{args.memory_format} {args.precision}, {args.conv_api} convolutions: host "
+          f"{result.cpu_times.mean() * 1e3:.2f} ms/step, device "
           f"{result.gpu_times.mean() * 1e3:.2f} ms/step (cupyx.profiler.benchmark, "
-          f"{args.steps} steps)")
-    prof = cProfile.Profile()
-    prof.enable()
-    for _ in range(args.steps):
-        step()
-    cupy.cuda.get_current_stream().synchronize()
-    prof.disable()
+          f"{args.steps} steps)\n")
+    stats = pstats.Stats(prof)
+    print("host time by package, profiled (cProfile's own cost included; ctypes calls into "
+          "cuDNN count in the Python function that makes them):")
+    print(f"{'package':<24} {'ms/step':>8} {'calls/step':>11}")
+    for row, ms, calls in by_package(stats, args.steps):
+        print(f"{row:<24} {ms:8.2f} {calls:11.0f}")
+    print()
     out = io.StringIO()
     pstats.Stats(prof, stream=out).sort_stats("tottime").print_stats(args.top)
     print(out.getvalue())
