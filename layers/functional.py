@@ -334,7 +334,8 @@ def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, layo
            activation=None):
     """x (N, C, H, W), weight (K, C/groups, R, S) [NHWC: x (N, H, W, C), weight (K, R, S, C/g)].
     activation None, 'relu', 'tanh' or 'sigmoid' is applied to conv + bias; on the GPU the three
-    run as one fused cuDNN graph where an engine supports it."""
+    run as one fused cuDNN graph where an engine supports it (for float16 / bfloat16 data, tanh
+    and the sigmoid run as their own op, which keeps its input for the gradient)."""
     _check_conv("conv2d", x, weight, 4)
     if activation not in (None, "relu", "tanh", "sigmoid"):
         raise ValueError(f"conv2d: activation must be None, 'relu', 'tanh' or 'sigmoid', got "
@@ -344,6 +345,12 @@ def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, layo
     if C != Cg * groups or weight.shape[0] % groups:
         raise ValueError(f"conv2d: input has {C} channels (shape {x.shape}) but weight "
                          f"{weight.shape} with groups={groups} expects {Cg * groups}")
+    if activation in ("tanh", "sigmoid") and x.dtype.itemsize == 2:
+        # half data: these two take their gradient from their input, as the activation ops do
+        # (from an output rounded to bfloat16, 1 - y^2 near saturation is mostly rounding), so
+        # the convolution's output is kept and the activation runs as its own op
+        act = tanh if activation == "tanh" else sigmoid
+        return act(conv2d(x, weight, bias, stride, padding, dilation, groups, layout))
     nchw = layout == "NCHW" and _nhwc_conv(x, weight)    # (NHWC views inside the op)
     return _conv.Conv2d.apply(x, weight, bias, stride=pair(stride), pad=pair(padding),
                               dilation=pair(dilation), groups=groups,

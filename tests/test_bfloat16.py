@@ -125,6 +125,36 @@ def test_op_rounds_the_float64_result_once(name, device, request, monkeypatch):
             bf16_close(x.grad.numpy(), t.grad.numpy(), atol=1e-5 * float(t.grad.abs().max()))
 
 
+@pytest.mark.parametrize("device", DEVICES + ["host"])
+@pytest.mark.parametrize("activation", ["tanh", "sigmoid"])
+def test_a_convolutions_saturating_activation_takes_its_gradient_from_its_input(
+        activation, device, request, monkeypatch):
+    """conv2d(activation='tanh' / 'sigmoid') on bfloat16 data: the gradient within one ulp of
+    float64's near saturation, as the activation ops' own (from the input: from an output
+    rounded to bfloat16, 1 - y^2 at |x| = 3 keeps ~80 % error). A 1x1 convolution with weight 1
+    and bias 0 makes the pre-activation x itself, exactly, on every engine."""
+    if device == "host":
+        import host_kernels
+        if host_kernels.CXX is None:
+            pytest.skip("no host C++ compiler")
+        request.getfixturevalue("on_host")
+        host_kernels.install_cudnn(monkeypatch)
+        device = 0
+    rng = np.random.default_rng(7)
+    a = (rng.uniform(2, 5, (2, 1, 4, 4)) * rng.choice([-1, 1], (2, 1, 4, 4))).astype(BF16)
+    gy = _values(rng, a.shape)
+    x = L.tensor(a, device=device, requires_grad=True)
+    w = L.tensor(np.ones((1, 1, 1, 1), BF16), device=device)
+    b = L.tensor(np.zeros(1, BF16), device=device)
+    y = F.conv2d(x, w, b, activation=activation)
+    t = torch.tensor(a.astype(np.float64), requires_grad=True)
+    ty = getattr(torch, activation)(t)
+    bf16_close(y.numpy(), ty.detach().numpy())
+    y.backward(L.tensor(gy, device=device))
+    ty.backward(torch.tensor(gy.astype(np.float64)))
+    bf16_close(x.grad.numpy(), t.grad.numpy())
+
+
 def test_cross_entropy_and_embedding():
     rng = np.random.default_rng(7)
     logits, table = _values(rng, (6, 40)), _values(rng, (10, 8))
