@@ -26,8 +26,8 @@ def nchw_views(cls):
 
 
 def _views(arrays, perm):
-    """Each 4-d array of `arrays` (one array, or a tuple / list of arrays and Nones) transposed
-    by `perm`; the rest as they are."""
-    if isinstance(arrays, (tuple, list)):
-        return tuple(_views(a, perm) for a in arrays)
+    """Each 4-d array of `arrays` (one array, or a tuple of arrays and Nones) transposed by
+    `perm`; the rest as they are."""
+    if isinstance(arrays, tuple):
+        return tuple(a.transpose(perm) if a is not None and a.ndim == 4 else a for a in arrays)
     return arrays.transpose(perm) if arrays is not None and arrays.ndim == 4 else arrays
