@@ -662,15 +662,15 @@ def _data_type(dtype, a, b):
     return dt
 
 
-def matmul(a, b, out=None, *, bias=None, alpha=1.0, beta=0.0, dtype=None):
+def matmul(a, b, out=None, *, bias=None, alpha=1.0, beta=0.0, dtype=None, allow_tf32=None):
     """out = alpha * (a @ b) + beta * out + bias, on CuPy's current stream.
 
     a (M, K) or (B, M, K); b (K, N) or (B, K, N) (a 2-d or batch-1 operand is read by every
     item); bias (N,) or None; out (M, N) or (B, M, N), C-contiguous, needed when beta != 0.
     Views (transposes, slices) are read in place when a layout can state them, else copied.
     bfloat16 arrays (ml_dtypes' dtype, CuPy 14) need no dtype; dtype='bfloat16' reads bf16 bits
-    held in uint16 arrays. float32 products use TF32 only under
-    configure(allow_tf32=True)."""
+    held in uint16 arrays. float32 products use TF32 only under configure(allow_tf32=True),
+    or with allow_tf32=True for this call (False: not for this call; None: the setting)."""
     _device_array("a", a)
     _device_array("b", b)
     dt = _data_type(dtype, a, b)
@@ -727,7 +727,8 @@ def matmul(a, b, out=None, *, bias=None, alpha=1.0, beta=0.0, dtype=None):
             y += bias
         return y
     s = settings
-    problem = describe(a, b, dt, bias is not None, s.allow_tf32)
+    problem = describe(a, b, dt, bias is not None,
+                       s.allow_tf32 if allow_tf32 is None else allow_tf32)
     key = (problem, handle.device_id, s.workspace_limit)
     if bias is not None and key in _no_epilogue:
         problem, key = problem._replace(epilogue=Epilogue.DEFAULT), None
@@ -739,7 +740,8 @@ def matmul(a, b, out=None, *, bias=None, alpha=1.0, beta=0.0, dtype=None):
             raise
         # no algorithm takes the bias in its epilogue here: the product, then one addition
         _no_epilogue.add(key)
-        return matmul(a, b, out, bias=bias, alpha=alpha, beta=beta, dtype=dtype)
+        return matmul(a, b, out, bias=bias, alpha=alpha, beta=beta, dtype=dtype,
+                      allow_tf32=allow_tf32)
     stream = cupy.cuda.get_current_stream().ptr
     with_bias = bias is not None and problem.epilogue != Epilogue.DEFAULT
     plan.run(handle, stream, a.data.ptr, b.data.ptr, y.data.ptr,

@@ -725,26 +725,26 @@ def _conv_backward_filter(h, alpha, xdesc, x, dydesc, dy, convdesc, algo, ws, ws
 
 
 def _to_cudnnlite(name):
-    """A layers.ops.conv function that sends host "device" arrays to cudnnlite.conv, as it sends
-    CuPy arrays (it takes its NumPy path for any ndarray, HostArray included)."""
+    """A layers.ops.conv function that sends host "device" arrays to its GPU branch (on_gpu:
+    cudnnlite.conv, or cuBLASLt for a filter that covers its whole input), as it sends CuPy
+    arrays (it takes its NumPy path for any ndarray, HostArray included)."""
     reference = getattr(__import__("layers.ops.conv", fromlist=["x"]), name)
 
     def conv(*args, **kwargs):
         if not any(isinstance(a, HostArray) for a in args):
             return reference(*args, **kwargs)
-        from cudnnlite import conv as cconv
+        from layers.ops import conv as ops_conv
         n = 2 if name == "conv_forward" else 3         # (x, W) or (W / x, gy, shape)
         stride, pad, dilation, groups, *layout = args[n:]
-        call = {"conv_forward": cconv.forward, "conv_backward_data": cconv.backward_data,
-                "conv_backward_filter": cconv.backward_filter}[name]
-        return call(*args[:n], stride=stride, pad=pad, dilation=dilation, groups=groups,
-                    layout=kwargs.get("layout", layout[0] if layout else "NCHW"))
+        return ops_conv.on_gpu(name, *args[:n], stride, pad, dilation, groups,
+                               kwargs.get("layout", layout[0] if layout else "NCHW"))
     return conv
 
 
-def _host_matmul(a, b, out=None, *, bias=None, alpha=1.0, beta=0.0, dtype=None):
+def _host_matmul(a, b, out=None, *, bias=None, alpha=1.0, beta=0.0, dtype=None, allow_tf32=None):
     """cudnnlite.blas.matmul's contract (out = alpha * a @ b + beta * out + bias; half data
-    multiplied in float32, rounded once) computed by NumPy on host "device" arrays."""
+    multiplied in float32, rounded once) computed by NumPy on host "device" arrays (float32:
+    no TF32 here, whatever allow_tf32 says)."""
     CALLS["cublasLtMatmul"] += 1
     # the arguments cudnnlite.blas.matmul refuses, refused here too
     assert a.dtype == b.dtype and (bias is None or bias.dtype == a.dtype), (a.dtype, b.dtype)

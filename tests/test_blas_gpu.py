@@ -96,6 +96,26 @@ def test_tf32_setting_changes_the_compute_type_of_the_plan():
     assert {k[0].compute for k in keys} >= {blas.ComputeType.COMPUTE_32F_FAST_TF32}
 
 
+@pytest.mark.parametrize("setting", [False, True])
+def test_allow_tf32_for_one_call_overrides_the_setting(setting):
+    """matmul(allow_tf32=...) decides for that call (the layers' whole-input convolutions follow
+    cuDNN's TF32 setting, not cuBLAS's): TF32's 10-bit products err ~1e-3 relative on random
+    data, float32's ~1e-6."""
+    import cupy as cp
+    rng = np.random.default_rng(11)
+    a, b = rng.standard_normal((96, 512)), rng.standard_normal((512, 80))
+    want = a @ b
+    da, db = cp.asarray(a, np.float32), cp.asarray(b, np.float32)
+    scale = np.abs(want).max()
+    with blas.using(allow_tf32=setting):
+        exact = blas.matmul(da, db, allow_tf32=False).get()
+        tf32 = blas.matmul(da, db, allow_tf32=True).get()
+        default = blas.matmul(da, db).get()
+    assert np.abs(exact - want).max() < 1e-5 * scale
+    assert np.abs(tf32 - want).max() > 1e-4 * scale          # TF32 rounding shows
+    np.testing.assert_array_equal(default, tf32 if setting else exact)
+
+
 def test_a_captured_matmul_replays_eager_results_and_keeps_its_workspace():
     import cupy as cp
     import cudnnlite

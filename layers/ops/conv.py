@@ -62,9 +62,7 @@ def _groups(K, C, G):
 def conv_forward(x, W, stride, pad, dilation, groups, layout="NCHW"):
     """y = conv(x, W) (cross-correlation, as every framework)."""
     if not isinstance(x, np.ndarray):
-        from cudnnlite import conv
-        return conv.forward(x, W, stride=stride, pad=pad, dilation=dilation, groups=groups,
-                            layout=layout)
+        return on_gpu("conv_forward", x, W, stride, pad, dilation, groups, layout)
     x, W = _nchw(x, layout), _nchw(W, layout)
     K, Cg, R, S = W.shape
     cols = im2col(x, R, S, stride, pad, dilation)
@@ -78,9 +76,7 @@ def conv_forward(x, W, stride, pad, dilation, groups, layout="NCHW"):
 def conv_backward_data(W, gy, x_shape, stride, pad, dilation, groups, layout="NCHW"):
     """gx = conv^T(gy, W): the transposed convolution of gy, of shape x_shape."""
     if not isinstance(gy, np.ndarray):
-        from cudnnlite import conv
-        return conv.backward_data(W, gy, x_shape, stride=stride, pad=pad, dilation=dilation,
-                                  groups=groups, layout=layout)
+        return on_gpu("conv_backward_data", W, gy, x_shape, stride, pad, dilation, groups, layout)
     W, gy = _nchw(W, layout), _nchw(gy, layout)
     N, C, H, Wd = (x_shape[0], x_shape[-1], x_shape[1], x_shape[2]) if layout == "NHWC" \
         else x_shape
@@ -95,9 +91,8 @@ def conv_backward_data(W, gy, x_shape, stride, pad, dilation, groups, layout="NC
 def conv_backward_filter(x, gy, w_shape, stride, pad, dilation, groups, layout="NCHW"):
     """gW[k, c, r, s] = sum over n, p, q of gy[n, k, p, q] * x_pad[n, c, p*sh + r*dh, q*sw + s*dw]."""
     if not isinstance(x, np.ndarray):
-        from cudnnlite import conv
-        return conv.backward_filter(x, gy, w_shape, stride=stride, pad=pad, dilation=dilation,
-                                    groups=groups, layout=layout)
+        return on_gpu("conv_backward_filter", x, gy, w_shape, stride, pad, dilation, groups,
+                      layout)
     x, gy = _nchw(x, layout), _nchw(gy, layout)
     K, R, S = w_shape[0], (w_shape[1] if layout == "NHWC" else w_shape[2]), \
         (w_shape[2] if layout == "NHWC" else w_shape[3])
@@ -107,6 +102,58 @@ def conv_backward_filter(x, gy, w_shape, stride, pad, dilation, groups, layout="
         # (N, Kg, P, Q) . (N, Cg, R, S, P, Q) -> (Kg, Cg, R, S)
         gW[ks] = np.tensordot(gy[:, ks], cols[:, cs], ((0, 2, 3), (0, 4, 5)))
     return _from_nchw(gW, layout)
+
+
+# ---- the GPU branch of the three: cuDNN, or cuBLAS for a filter that covers its whole input --
+
+WHOLE_INPUT_AS_GEMM = True      # False: every convolution goes to cuDNN
+
+
+def on_gpu(name, a, b, *args):
+    """The GPU branch of conv_forward (a, b = x, W), conv_backward_data (W, gy, x_shape) and
+    conv_backward_filter (x, gy, w_shape): cudnnlite.conv's call, or one cuBLASLt product when
+    the filter covers its whole input (whole_input)."""
+    from cudnnlite import conv
+    shape = None if name == "conv_forward" else args[0]
+    stride, pad, dilation, groups, layout = args[-5:]
+    x_shape = a.shape if name != "conv_backward_data" else shape
+    w_shape = {"conv_forward": b.shape, "conv_backward_data": a.shape,
+               "conv_backward_filter": shape}[name]
+    if WHOLE_INPUT_AS_GEMM and whole_input(x_shape, w_shape, pad, dilation, groups, layout):
+        return _as_gemm(name, a, b, x_shape, w_shape, layout)
+    call = {"conv_forward": conv.forward, "conv_backward_data": conv.backward_data,
+            "conv_backward_filter": conv.backward_filter}[name]
+    return call(a, b, *([] if shape is None else [shape]), stride=stride, pad=pad,
+                dilation=dilation, groups=groups, layout=layout)
+
+
+def whole_input(x_shape, w_shape, pad, dilation, groups, layout):
+    """True when each output position's window is the whole unpadded input (filter R x S = H x
+    W, no padding or dilation, one group): the output is 1 x 1 and the convolution is the matrix
+    product y (N, K) = x (N, C*H*W) @ W (K, C*R*S)^T, x and W flattened in one order in either
+    layout -- (c, h, w) for NCHW, (h, w, c) for NHWC. DCGAN's last discriminator convolution
+    (512 -> 1 over 4 x 4) and its generator's first transposed one are this; cuDNN's heuristic
+    algorithm took 151 us on the H100 for the first, a 4 MB matrix-vector product."""
+    spatial = (slice(1, 3) if layout == "NHWC" else slice(2, 4))
+    return groups == 1 and tuple(pad) == (0, 0) and tuple(dilation) == (1, 1) and \
+        len(x_shape) == 4 and tuple(x_shape[spatial]) == tuple(w_shape[spatial])
+
+
+def _as_gemm(name, a, b, x_shape, w_shape, layout):
+    """on_gpu's product for a whole_input problem: the two operands as matrices (views where
+    their strides allow, else copies), one cudnnlite.blas.matmul (TF32 for float32 exactly when
+    cuDNN's convolutions may use it: conv.settings.allow_tf32), the result in the shape the
+    cuDNN call would give."""
+    from cudnnlite import blas, conv
+    N, K = x_shape[0], w_shape[0]
+    tf32 = conv.settings.allow_tf32
+    if name == "conv_forward":                       # y (N, K) = x . W^T
+        y = blas.matmul(a.reshape(N, -1), b.reshape(K, -1).T, allow_tf32=tf32)
+        return y.reshape((N, 1, 1, K) if layout == "NHWC" else (N, K, 1, 1))
+    if name == "conv_backward_data":                 # gx (N, CHW) = gy (N, K) . W
+        return blas.matmul(b.reshape(N, K), a.reshape(K, -1), allow_tf32=tf32).reshape(x_shape)
+    return blas.matmul(b.reshape(N, K).T, a.reshape(N, -1),   # gW (K, CRS) = gy^T . x
+                       allow_tf32=tf32).reshape(w_shape)
 
 
 def _bias_shape(K, ndim, layout):
