@@ -1,5 +1,6 @@
 """The `gpu` marker: such tests skip, with one line saying why, when no CUDA device is visible.
-The `on_host` fixture: the layers' GPU path run on the host (tests/host_kernels.py)."""
+The `on_host` fixture: the layers' GPU path run on the host (tests/host_kernels.py); `where`:
+a test's `device` parameter, "host" meaning that path with cuDNN's calls answered there too."""
 import pytest
 
 
@@ -46,3 +47,22 @@ def on_host(monkeypatch):
     compiled for the host, the other CuPy routines NumPy's."""
     import host_kernels
     yield from host_kernels.install(monkeypatch)
+
+
+def gpu_path_on_host(request, monkeypatch):
+    """The layers' GPU path run on the CPU as device 0 (tests/host_kernels.py: CuPy's kernels
+    compiled for the host, CuPy's transfers, cuDNN's calls answered on the host); skips where
+    there is no host C++ compiler. Returns 0, the device to use."""
+    import host_kernels
+    if host_kernels.CXX is None:
+        pytest.skip("no host C++ compiler")
+    request.getfixturevalue("on_host")
+    host_kernels.install_cudnn(monkeypatch)
+    return 0
+
+
+@pytest.fixture
+def where(device, request, monkeypatch):
+    """The device a test parametrized by `device` runs on; "host" is the GPU path run on the
+    CPU (gpu_path_on_host), as device 0."""
+    return gpu_path_on_host(request, monkeypatch) if device == "host" else device

@@ -88,17 +88,11 @@ CASES = {
 
 @pytest.mark.parametrize("device", DEVICES + ["host"])
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_op_rounds_the_float64_result_once(name, device, request, monkeypatch):
+def test_op_rounds_the_float64_result_once(name, device, where):
     """(The GPU path -- CuPy 14's ml_dtypes arrays, cuDNN and cuBLAS accumulating in float -- is
     held to the NumPy path's bound; "host" is that path run on the CPU: its CuPy kernels compiled
     for the host with CuPy's bfloat16 arithmetic, cuDNN's calls answered there.)"""
-    if device == "host":
-        import host_kernels
-        if host_kernels.CXX is None:
-            pytest.skip("no host C++ compiler")
-        request.getfixturevalue("on_host")
-        host_kernels.install_cudnn(monkeypatch)
-        device = 0
+    device = where
     ours, theirs, shapes = CASES[name]
     rng = np.random.default_rng(sorted(CASES).index(name))
     shapes = [s if isinstance(s[0], tuple) else (s, "normal") for s in shapes]
@@ -128,18 +122,12 @@ def test_op_rounds_the_float64_result_once(name, device, request, monkeypatch):
 @pytest.mark.parametrize("device", DEVICES + ["host"])
 @pytest.mark.parametrize("activation", ["tanh", "sigmoid"])
 def test_a_convolutions_saturating_activation_takes_its_gradient_from_its_input(
-        activation, device, request, monkeypatch):
+        activation, device, where):
     """conv2d(activation='tanh' / 'sigmoid') on bfloat16 data: the gradient within one ulp of
     float64's near saturation, as the activation ops' own (from the input: from an output
     rounded to bfloat16, 1 - y^2 at |x| = 3 keeps ~80 % error). A 1x1 convolution with weight 1
     and bias 0 makes the pre-activation x itself, exactly, on every engine."""
-    if device == "host":
-        import host_kernels
-        if host_kernels.CXX is None:
-            pytest.skip("no host C++ compiler")
-        request.getfixturevalue("on_host")
-        host_kernels.install_cudnn(monkeypatch)
-        device = 0
+    device = where
     rng = np.random.default_rng(7)
     a = (rng.uniform(2, 5, (2, 1, 4, 4)) * rng.choice([-1, 1], (2, 1, 4, 4))).astype(BF16)
     gy = _values(rng, a.shape)

@@ -11,24 +11,10 @@ import layers as L
 from layers import F, nn
 from cudnnlite import conv
 from layers.backend import is_channels_last, to_channels_last
+from conftest import gpu_path_on_host
 
 torch = pytest.importorskip("torch")
 DEVICES = ["cpu", pytest.param(0, marks=pytest.mark.gpu), "host"]
-
-
-@pytest.fixture
-def where(device, request, monkeypatch):
-    """The device to run on; "host" is the GPU path run on the CPU (tests/host_kernels.py: CuPy's
-    transfers, which make host arrays C-ordered, the CuPy kernels, cuDNN's calls answered on
-    the host), as device 0."""
-    if device != "host":
-        return device
-    import host_kernels
-    if host_kernels.CXX is None:
-        pytest.skip("no host C++ compiler")
-    request.getfixturevalue("on_host")
-    host_kernels.install_cudnn(monkeypatch)
-    return 0
 
 
 def _dtype(device):
@@ -237,10 +223,7 @@ def test_channels_last_training_batch_norm_takes_the_ex_calls(channels_last, mon
     the reserve space its forward filled -- the stand-in checks), an NCHW one through the plain
     calls; both equal NumPy float64."""
     import host_kernels
-    if host_kernels.CXX is None:
-        pytest.skip("no host C++ compiler")
-    request.getfixturevalue("on_host")
-    host_kernels.install_cudnn(monkeypatch)
+    gpu_path_on_host(request, monkeypatch)
     rng = np.random.default_rng(5)
     x, gy = rng.standard_normal((2, 3, 4, 4)) * 2 + 1, rng.standard_normal((2, 3, 4, 4))
     ref = [L.tensor(x, requires_grad=True)]

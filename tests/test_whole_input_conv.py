@@ -30,17 +30,16 @@ CASES = {
 
 
 @pytest.fixture(params=["host", pytest.param(0, marks=pytest.mark.gpu)])
-def where(request, monkeypatch):
-    """device 0: the host harness ("host") or a GPU; the products and cuDNN convolution calls
-    made are counted."""
+def device(request):
+    return request.param
+
+
+@pytest.fixture
+def calls(where, monkeypatch):
+    """The products and cuDNN convolution calls made on device 0 -- the GPU path run on the
+    host ("host", conftest.where) or a GPU."""
     from cudnnlite import blas
     from cudnnlite import conv as cconv
-    if request.param == "host":
-        import host_kernels
-        if host_kernels.CXX is None:
-            pytest.skip("no host C++ compiler")
-        request.getfixturevalue("on_host")
-        host_kernels.install_cudnn(monkeypatch)
     calls = collections.Counter()
 
     def counted(name, fn):
@@ -79,25 +78,25 @@ def _run(name, device, channels_last):
 
 @pytest.mark.parametrize("channels_last", [False, True])
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_a_whole_input_convolution_is_one_product_per_direction(name, channels_last, where):
+def test_a_whole_input_convolution_is_one_product_per_direction(name, channels_last, calls):
     from cudnnlite import conv
     with conv.using(allow_tf32=False):
         _run(name, 0, channels_last)
-    assert where["matmul"] == 3 and where["allow_tf32=False"] == 3, where
-    assert not where["forward"] + where["backward_data"] + where["backward_filter"], where
+    assert calls["matmul"] == 3 and calls["allow_tf32=False"] == 3, calls
+    assert not calls["forward"] + calls["backward_data"] + calls["backward_filter"], calls
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_with_the_gemm_route_off_the_same_problems_go_to_cudnn(name, where, monkeypatch):
+def test_with_the_gemm_route_off_the_same_problems_go_to_cudnn(name, calls, monkeypatch):
     from cudnnlite import conv
     monkeypatch.setattr(ops_conv, "WHOLE_INPUT_AS_GEMM", False)
     with conv.using(allow_tf32=False):
         _run(name, 0, False)
-    assert where["matmul"] == 0, where
-    assert where["forward"] + where["backward_data"] + where["backward_filter"] == 3, where
+    assert calls["matmul"] == 0, calls
+    assert calls["forward"] + calls["backward_data"] + calls["backward_filter"] == 3, calls
 
 
-def test_the_products_use_tf32_exactly_when_the_convolutions_may(where):
+def test_the_products_use_tf32_exactly_when_the_convolutions_may(calls):
     """float32: cuDNN's convolutions may use TF32 by default (conv.settings.allow_tf32, as
     PyTorch's cudnn.allow_tf32); the product standing in for one follows that setting, not
     cuBLAS's own (off by default)."""
@@ -107,7 +106,7 @@ def test_the_products_use_tf32_exactly_when_the_convolutions_may(where):
     F.conv2d(x, w)
     with conv.using(allow_tf32=False):
         F.conv2d(x, w)
-    assert where["allow_tf32=True"] == 1 and where["allow_tf32=False"] == 1, where
+    assert calls["allow_tf32=True"] == 1 and calls["allow_tf32=False"] == 1, calls
 
 
 @pytest.mark.parametrize("x_shape,w_shape,pad,dilation,groups,layout,expected", [
@@ -124,7 +123,7 @@ def test_which_problems_are_whole_input(x_shape, w_shape, pad, dilation, groups,
     assert ops_conv.whole_input(x_shape, w_shape, pad, dilation, groups, layout) is expected
 
 
-def test_a_one_by_one_output_that_misses_part_of_the_input_stays_on_cudnn(where):
+def test_a_one_by_one_output_that_misses_part_of_the_input_stays_on_cudnn(calls):
     """5 x 5 input, 4 x 4 filter, stride 2: one output position, reading rows and columns 0-3
     only -- not a product over the whole input."""
     from cudnnlite import conv
@@ -135,4 +134,4 @@ def test_a_one_by_one_output_that_misses_part_of_the_input_stays_on_cudnn(where)
         y = F.conv2d(x, L.tensor(b.astype(np.float32), device=0), stride=2)
     want = torch.conv2d(torch.tensor(a), torch.tensor(b), stride=2).numpy()
     np.testing.assert_allclose(y.numpy(), want, rtol=0, atol=1e-5 * np.abs(want).max())
-    assert where["matmul"] == 0 and where["forward"] == 1, where
+    assert calls["matmul"] == 0 and calls["forward"] == 1, calls
