@@ -12,6 +12,7 @@ import torch
 
 import layers as L
 from layers import backend, finite, kernels, optim
+from layers.backend import to_channels_last
 from layers import functional as F
 from layers import random as lrandom
 from layers.ops import rnn as ops_rnn
@@ -190,14 +191,16 @@ def test_the_finite_check_reads_dense_memory_as_words(on_host, dtype):
     big = float(info.max) if dtype != "bfloat16" else 3.3895313892515355e38
     values = [big, -big, float(info.smallest_subnormal), 0.0, 1.5]
     words = f"cudnnlite_first_nonfinite_words_{dtype}"
-    for shape, kernel in (((4, 2, 2, 2), words), ((3, 5), "cudnnlite_first_nonfinite")):
+    for shape, kernel, store in (((4, 2, 2, 2), words, lambda a: a),
+                                 ((4, 2, 2, 2), words, to_channels_last),
+                                 ((3, 5), "cudnnlite_first_nonfinite", lambda a: a)):
         n = int(np.prod(shape))
         for pos in [None] + list(range(min(n, 9))) + [n - 1]:
             for bad in (np.inf, -np.inf, np.nan):
                 a = np.array([values[i % len(values)] for i in range(n)]).astype(dt)
                 if pos is not None:
                     a[pos] = bad
-                a = a.reshape(shape)
+                a = store(a.reshape(shape))     # (channels-last: the kernel reads its memory)
                 check = finite.FiniteCheck.__new__(finite.FiniteCheck)
                 check.events, check.step = [], host(np.ones((1,), np.int64))
                 check.first_event = host(np.full((1,), finite.NONE, np.int64))
