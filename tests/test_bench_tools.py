@@ -71,5 +71,6 @@ def test_the_profile_groups_host_time_by_package():
     rows = {row: (ms, calls) for row, ms, calls in by_package(stats, steps=3)}
     assert rows["layers"][1] > 0 and rows["numpy"][1] > 0
     total_ms = sum(v[2] for v in stats.stats.values()) * 1e3 / 3
-    assert abs(sum(ms for ms, _ in rows.values()) - total_ms) < 1e-9
-    assert sum(c for _, c in rows.values()) == sum(v[1] for v in stats.stats.values()) / 3
+    assert sum(ms for ms, _ in rows.values()) == pytest.approx(total_ms, rel=1e-12)
+    assert sum(c for _, c in rows.values()) == pytest.approx(
+        sum(v[1] for v in stats.stats.values()) / 3, rel=1e-12)

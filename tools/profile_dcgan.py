@@ -34,12 +34,13 @@ def package_of(filename):
 def by_package(stats, steps):
     """[(package, host ms per step, calls per step)] from a pstats.Stats, largest first: each
     function's own time (tottime), so a row is what that package's code itself spent."""
-    ms, calls = collections.Counter(), collections.Counter()
+    seconds, calls = collections.Counter(), collections.Counter()
     for (filename, _, _), (_, ncalls, tottime, _, _) in stats.stats.items():
         row = package_of(filename)
-        ms[row] += tottime * 1e3 / steps
-        calls[row] += ncalls / steps
-    return [(row, ms[row], calls[row]) for row, _ in ms.most_common()]
+        seconds[row] += tottime
+        calls[row] += ncalls
+    return [(row, seconds[row] * 1e3 / steps, calls[row] / steps)
+            for row, _ in seconds.most_common()]
 
 
 def main():

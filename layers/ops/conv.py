@@ -114,17 +114,17 @@ def on_gpu(name, a, b, *args):
     conv_backward_filter (x, gy, w_shape): cudnnlite.conv's call, or one cuBLASLt product when
     the filter covers its whole input (whole_input)."""
     from cudnnlite import conv
-    shape = None if name == "conv_forward" else args[0]
     stride, pad, dilation, groups, layout = args[-5:]
-    x_shape = a.shape if name != "conv_backward_data" else shape
-    w_shape = {"conv_forward": b.shape, "conv_backward_data": a.shape,
-               "conv_backward_filter": shape}[name]
+    if name == "conv_forward":
+        x_shape, w_shape, call = a.shape, b.shape, conv.forward
+    elif name == "conv_backward_data":
+        x_shape, w_shape, call = args[0], a.shape, conv.backward_data
+    else:
+        x_shape, w_shape, call = a.shape, args[0], conv.backward_filter
     if WHOLE_INPUT_AS_GEMM and whole_input(x_shape, w_shape, pad, dilation, groups, layout):
         return _as_gemm(name, a, b, x_shape, w_shape, layout)
-    call = {"conv_forward": conv.forward, "conv_backward_data": conv.backward_data,
-            "conv_backward_filter": conv.backward_filter}[name]
-    return call(a, b, *([] if shape is None else [shape]), stride=stride, pad=pad,
-                dilation=dilation, groups=groups, layout=layout)
+    return call(a, b, *args[:-5], stride=stride, pad=pad, dilation=dilation, groups=groups,
+                layout=layout)
 
 
 def whole_input(x_shape, w_shape, pad, dilation, groups, layout):
@@ -146,13 +146,14 @@ def _as_gemm(name, a, b, x_shape, w_shape, layout):
     cuDNN call would give."""
     from cudnnlite import blas, conv
     N, K = x_shape[0], w_shape[0]
+    chw = int(np.prod(x_shape[1:]))                  # = C*R*S (sizes, not -1: N may be 0)
     tf32 = conv.settings.allow_tf32
     if name == "conv_forward":                       # y (N, K) = x . W^T
-        y = blas.matmul(a.reshape(N, -1), b.reshape(K, -1).T, allow_tf32=tf32)
+        y = blas.matmul(a.reshape(N, chw), b.reshape(K, chw).T, allow_tf32=tf32)
         return y.reshape((N, 1, 1, K) if layout == "NHWC" else (N, K, 1, 1))
     if name == "conv_backward_data":                 # gx (N, CHW) = gy (N, K) . W
-        return blas.matmul(b.reshape(N, K), a.reshape(K, -1), allow_tf32=tf32).reshape(x_shape)
-    return blas.matmul(b.reshape(N, K).T, a.reshape(N, -1),   # gW (K, CRS) = gy^T . x
+        return blas.matmul(b.reshape(N, K), a.reshape(K, chw), allow_tf32=tf32).reshape(x_shape)
+    return blas.matmul(b.reshape(N, K).T, a.reshape(N, chw),   # gW (K, CRS) = gy^T . x
                        allow_tf32=tf32).reshape(w_shape)
 
 
