@@ -44,5 +44,7 @@ def load(name, env_var, sonames, install):
 
 
 lib, path = load("cudnn", ENV_VAR, ["libcudnn.so.9"],
-                 "Install it with `pip install nvidia-cudnn-cu12` (CUDA 12) or `pip install "
-                 "nvidia-cudnn-cu13` (CUDA 13)")
+                 "cuDNN needs cuBLASLt too (pathfinder loads it first, so its error may name "
+                 "libcublasLt). Install both with `pip install nvidia-cudnn-cu12` (CUDA 12) or "
+                 "`pip install nvidia-cudnn-cu13` (CUDA 13) -- in this project's checkout, "
+                 "`pip install -e \".[cuda12]\"` or `\".[cuda13]\"`")

@@ -12,6 +12,9 @@ def _gpu_reason():
     try:
         n = cupy.cuda.runtime.getDeviceCount()
     except Exception as e:  # CUDARuntimeError when there is no driver
+        import ctypes.util
+        if ctypes.util.find_library("cuda") is None:    # (the runtime then says "insufficient
+            return "no CUDA device (no NVIDIA driver: libcuda not found)"   # driver version")
         return f"no CUDA device ({type(e).__name__}: {str(e).splitlines()[0]})"
     return None if n > 0 else "no CUDA device (0 visible)"
 

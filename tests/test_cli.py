@@ -106,7 +106,8 @@ def test_dataroot_with_a_dataset_that_reads_none(tmp_path, mnist):
 
 @pytest.mark.parametrize("flag,value", [("--batch-size", "0"), ("--batch-size", "-3"),
                                         ("--epochs", "0"), ("--max-steps", "-1"),
-                                        ("--image-size", "32"), ("--beta1", "1.5")])
+                                        ("--image-size", "32"), ("--beta1", "1.5"),
+                                        ("--seed", "-1")])
 def test_out_of_range_numbers(tmp_path, flag, value):
     dcgan_fails(tmp_path, flag, value, words=(flag, value, "expected"))
 

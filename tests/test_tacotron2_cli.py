@@ -149,6 +149,7 @@ def test_overfit_runs_on_one_spoken_sentence(tmp_path):
 
 @pytest.mark.parametrize("args,pattern", [
     (("--batch-size", "0"), r"--batch-size: expected a positive integer"),
+    (("--seed", "-1"), r"--seed: expected a seed, an integer in \[0, 2\^63\), got '-1'"),
     (("--device", "foo"), r"--device: expected 'cpu' or a GPU index"),
     (("--hparams", "decoder_rnn_dim=big"), r"--hparams decoder_rnn_dim=big: decoder_rnn_dim='big': "
                                            r"expected an integer"),

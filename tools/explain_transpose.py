@@ -561,7 +561,7 @@ def main(argv=None):
     ap.add_argument("--layout", default="NCHW", choices=["NCHW", "NHWC"],
                     help="PyTorch: how cuDNN stores the data (NHWC = channels_last)")
     ap.add_argument("--batch", type=int, default=2)
-    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--seed", type=cli.seed, default=0)
     args = ap.parse_args(argv)
 
     def value(v):

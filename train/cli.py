@@ -49,6 +49,7 @@ def _argument_type(convert, accept, expected):
 
 positive_int = _argument_type(int, lambda n: n >= 1, "a positive integer (1, 2, ...)")
 nonnegative_int = _argument_type(int, lambda n: n >= 0, "an integer >= 0")
+seed = _argument_type(int, lambda n: 0 <= n < 2 ** 63, "a seed, an integer in [0, 2^63)")
 positive_float = _argument_type(float, lambda x: 0 < x < float("inf"),
                                 "a positive number (e.g. 1e-3)")   # a learning rate
 positive_int_pair = _argument_type(lambda t: tuple(int(v) for v in t.split(",")),

@@ -239,7 +239,7 @@ def parse_args(argv=None):
     p.add_argument("--resume", default="", help="a checkpoint.npz to continue exactly")
     p.add_argument("--outf", default="out/dcgan",
                    help="folder for images, logs, checkpoints [out/dcgan]")
-    p.add_argument("--seed", type=int, default=0, help="[0]")
+    p.add_argument("--seed", type=cli.seed, default=0, help="[0]")
     p.add_argument("--dry-run", action="store_true", help="one batch, then stop")
     p.add_argument("--max-steps", type=cli.nonnegative_int, default=0,
                    help="stop after this many steps [0: off]")
@@ -347,7 +347,8 @@ def main(argv=None):
     save_image_grid(data.to_float(images[:64]), os.path.join(args.outf, "real_samples.png"))
     log = LossLog(os.path.join(args.outf, "losses.csv"),
                   ["step", "epoch", "errD", "errG", "D_x", "D_G_z1", "D_G_z2", "img_per_s"])
-    print(f"{len(images)} images ({args.dataset}), {len(batches)} batches of {args.batch_size} "
+    print(f"{len(images)} images ({args.dataset}), {len(batches)} "
+          f"batch{'es' if len(batches) != 1 else ''} of {args.batch_size} "
           f"per epoch, device {device}, precision {args.precision}, {args.memory_format}")
 
     finite = FiniteCheck(modules, keep_first=True)

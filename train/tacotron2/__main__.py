@@ -97,7 +97,7 @@ def train_parser():
     p.add_argument("--lr", type=cli.positive_float, default=None,
                    help="Adam's learning rate [1e-3; given with --resume, it replaces the "
                         "checkpoint's]")
-    p.add_argument("--seed", type=int, default=1234, help="[1234]")
+    p.add_argument("--seed", type=cli.seed, default=1234, help="[1234]")
     p.add_argument("--val-ratio", type=float, default=0.05,
                    help="share of the data held out for validation [0.05]")
     p.add_argument("--every", type=cli.positive_int, default=10,
@@ -155,7 +155,7 @@ def synth_parser():
                    help="[the checkpoint's max_decoder_steps]")
     p.add_argument("--gl-iters", type=cli.positive_int, default=60,
                    help="Griffin-Lim iterations [60]")
-    p.add_argument("--seed", type=int, default=0, help="seed of the prenet's dropout [0]")
+    p.add_argument("--seed", type=cli.seed, default=0, help="seed of the prenet's dropout [0]")
     return p
 
 
@@ -400,7 +400,7 @@ def train(argv):
         from cudnnlite import blas
         blas.configure(allow_tf32=True)
     print(f"{len(train_set)} training / {len(val_set)} validation utterances, {len(batches)} "
-          f"batches of {args.batch_size} per epoch, device {device}, precision {args.precision}"
+          f"batch{'es' if len(batches) != 1 else ''} of {args.batch_size} per epoch, device {device}, precision {args.precision}"
           f", matmuls {'TF32' if args.allow_tf32 else 'float32'}")
 
     def save(epoch_, position_, order_):
