@@ -1,6 +1,8 @@
 """Every algorithm cuDNN lists for each convolution of a DCGAN step (forward, backward-data,
 backward-filter of the discriminator's convs and the generator's transposed convs), timed on
-the GPU, next to the one the heuristics pick and PyTorch's time for the same op.
+the GPU, next to the one the heuristics pick, what the layers run (`layers` column: cuDNN's
+pick, or one cuBLASLt product for a filter that covers its whole input, marked `gemm`) and
+PyTorch's time for the same op.
 
     python -m tools.conv_algos --device 0 [--batch-size 128] [--tf32 1]
 """
@@ -37,15 +39,16 @@ def main():
     from cupyx.profiler import benchmark
     import cudnnlite as cl
     from cudnnlite import conv
+    from layers.ops import conv as ops_conv
     conv.configure(allow_tf32=bool(args.tf32))
     torch.backends.cudnn.allow_tf32 = bool(args.tf32)
     handle = cl.get_handle()
     N = args.batch_size
     rng = np.random.default_rng(0)
     nhwc = args.layout == "NHWC"
-    total_pick = total_best = total_torch = 0.0
+    total_pick = total_best = total_torch = total_layers = 0.0
     print(f"{'layer':<9} {'dir':<10} {'picked':<22} {'ms':>7} {'best':<22} {'ms':>7} "
-          f"{'torch ms':>8}")
+          f"{'layers ms':>9} {'torch ms':>8}")
     for name, xs, ws, s, p in DCGAN:
         x = rng.standard_normal((N,) + xs).astype(np.float32)
         W = (rng.standard_normal(ws) * 0.02).astype(np.float32)
@@ -60,6 +63,15 @@ def main():
         tw = torch.tensor(np.moveaxis(W, -1, 1) if nhwc else W, device=f"cuda:{args.device}")
         tgy = torch.tensor(np.moveaxis(gy.get(), -1, 1) if nhwc else gy.get(),
                            device=f"cuda:{args.device}")
+        geometry = ((s, s), (p, p), (1, 1), 1, args.layout)
+        layers_runs = {       # the layers' GPU branch of each direction (ops.conv.on_gpu)
+            "fwd": lambda: ops_conv.on_gpu("conv_forward", xd, Wd, *geometry),
+            "bwd_data": lambda: ops_conv.on_gpu("conv_backward_data", Wd, gy, xd.shape,
+                                                *geometry),
+            "bwd_filter": lambda: ops_conv.on_gpu("conv_backward_filter", xd, gy, Wd.shape,
+                                                  *geometry)}
+        gemm = ops_conv.WHOLE_INPUT_AS_GEMM and ops_conv.whole_input(
+            xd.shape, Wd.shape, (p, p), (1, 1), 1, args.layout)
         runs = {
             "fwd": (conv.FWD, lambda a: conv.forward(xd, Wd, stride=s, pad=p, algo=a,
                                                      layout=args.layout),
@@ -95,13 +107,17 @@ def main():
             t_pick = times.get(pick_key, float("nan"))
             best = min(times, key=times.get)
             t_torch = benchmark(trun, n_repeat=20, n_warmup=3).gpu_times.mean() * 1e3
+            t_layers = benchmark(layers_runs[dname], n_repeat=20,
+                                 n_warmup=3).gpu_times.mean() * 1e3
             total_pick += t_pick
             total_best += times[best]
             total_torch += t_torch
+            total_layers += t_layers
             print(f"{name:<9} {dname:<10} {pick_key:<22} {t_pick:7.3f} {best:<22} "
-                  f"{times[best]:7.3f} {t_torch:8.3f}")
+                  f"{times[best]:7.3f} {t_layers:9.3f}{' gemm' if gemm else '':<5} "
+                  f"{t_torch:8.3f}")
     print(f"{'total':<20} {'':<22} {total_pick:7.3f} {'':<22} {total_best:7.3f} "
-          f"{total_torch:8.3f}")
+          f"{total_layers:9.3f}      {total_torch:8.3f}")
 
 
 if __name__ == "__main__":
