@@ -109,18 +109,18 @@ def test_the_products_use_tf32_exactly_when_the_convolutions_may(calls):
     assert calls["allow_tf32=True"] == 1 and calls["allow_tf32=False"] == 1, calls
 
 
-@pytest.mark.parametrize("x_shape,w_shape,pad,dilation,groups,layout,expected", [
-    ((2, 8, 4, 4), (3, 8, 4, 4), (0, 0), (1, 1), 1, "NCHW", True),
-    ((2, 4, 4, 8), (3, 4, 4, 8), (0, 0), (1, 1), 1, "NHWC", True),
-    ((2, 8, 5, 5), (3, 8, 4, 4), (0, 0), (1, 1), 1, "NCHW", False),   # 1 x 1 out, stride 2: a corner
-    ((2, 8, 2, 2), (3, 8, 4, 4), (1, 1), (1, 1), 1, "NCHW", False),   # padded
-    ((2, 8, 4, 4), (3, 8, 2, 2), (0, 0), (3, 3), 1, "NCHW", False),   # dilated
-    ((2, 8, 4, 4), (4, 4, 4, 4), (0, 0), (1, 1), 2, "NCHW", False),   # grouped
-    ((2, 4, 4, 8), (3, 8, 4, 4), (0, 0), (1, 1), 1, "NHWC", False),   # NHWC filter is (K, R, S, C)
+@pytest.mark.parametrize("x_shape,w_shape,pad,dilation,groups,expected", [
+    ((2, 8, 4, 4), (3, 8, 4, 4), (0, 0), (1, 1), 1, True),      # NCHW
+    ((2, 4, 4, 8), (3, 4, 4, 8), (0, 0), (1, 1), 1, True),      # NHWC: (H, W, C) = (R, S, C)
+    ((2, 8, 5, 5), (3, 8, 4, 4), (0, 0), (1, 1), 1, False),     # 1 x 1 out, stride 2: a corner
+    ((2, 8, 2, 2), (3, 8, 4, 4), (1, 1), (1, 1), 1, False),     # padded
+    ((2, 8, 4, 4), (3, 8, 2, 2), (0, 0), (3, 3), 1, False),     # dilated
+    ((2, 8, 4, 4), (4, 4, 4, 4), (0, 0), (1, 1), 2, False),     # grouped
+    ((2, 4, 4, 8), (3, 8, 4, 4), (0, 0), (1, 1), 1, False),     # NHWC x, NCHW-ordered filter
+    ((2, 6, 4, 4), (3, 8, 4, 4), (0, 0), (1, 1), 1, False),     # channels differ
 ])
-def test_which_problems_are_whole_input(x_shape, w_shape, pad, dilation, groups, layout,
-                                        expected):
-    assert ops_conv.whole_input(x_shape, w_shape, pad, dilation, groups, layout) is expected
+def test_which_problems_are_whole_input(x_shape, w_shape, pad, dilation, groups, expected):
+    assert ops_conv.whole_input(x_shape, w_shape, pad, dilation, groups) is expected
 
 
 def test_a_one_by_one_output_that_misses_part_of_the_input_stays_on_cudnn(calls):

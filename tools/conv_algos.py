@@ -71,7 +71,7 @@ def main():
             "bwd_filter": lambda: ops_conv.on_gpu("conv_backward_filter", xd, gy, Wd.shape,
                                                   *geometry)}
         gemm = ops_conv.WHOLE_INPUT_AS_GEMM and ops_conv.whole_input(
-            xd.shape, Wd.shape, (p, p), (1, 1), 1, args.layout)
+            xd.shape, Wd.shape, (p, p), (1, 1), 1)
         runs = {
             "fwd": (conv.FWD, lambda a: conv.forward(xd, Wd, stride=s, pad=p, algo=a,
                                                      layout=args.layout),

@@ -121,22 +121,22 @@ def on_gpu(name, a, b, *args):
         x_shape, w_shape, call = args[0], a.shape, conv.backward_data
     else:
         x_shape, w_shape, call = a.shape, args[0], conv.backward_filter
-    if WHOLE_INPUT_AS_GEMM and whole_input(x_shape, w_shape, pad, dilation, groups, layout):
+    if WHOLE_INPUT_AS_GEMM and whole_input(x_shape, w_shape, pad, dilation, groups):
         return _as_gemm(name, a, b, x_shape, w_shape, layout)
     return call(a, b, *args[:-5], stride=stride, pad=pad, dilation=dilation, groups=groups,
                 layout=layout)
 
 
-def whole_input(x_shape, w_shape, pad, dilation, groups, layout):
-    """True when each output position's window is the whole unpadded input (filter R x S = H x
-    W, no padding or dilation, one group): the output is 1 x 1 and the convolution is the matrix
-    product y (N, K) = x (N, C*H*W) @ W (K, C*R*S)^T, x and W flattened in one order in either
-    layout -- (c, h, w) for NCHW, (h, w, c) for NHWC. DCGAN's last discriminator convolution
-    (512 -> 1 over 4 x 4) and its generator's first transposed one are this; cuDNN's heuristic
-    algorithm took 151 us on the H100 for the first, a 4 MB matrix-vector product."""
-    spatial = (slice(1, 3) if layout == "NHWC" else slice(2, 4))
+def whole_input(x_shape, w_shape, pad, dilation, groups):
+    """True when each output position's window is the whole unpadded input: one group, no
+    padding or dilation, and x's (C, H, W) equal to the filter's (C, R, S) -- (H, W, C) and
+    (R, S, C) in NHWC, so one test serves both layouts. The output is then 1 x 1 and the
+    convolution the matrix product y (N, K) = x (N, C*H*W) @ W (K, C*R*S)^T, x and W flattened
+    in the same order. DCGAN's last discriminator convolution (512 -> 1 over 4 x 4) and its
+    generator's first transposed one are this; cuDNN's heuristic algorithm took 151 us on the
+    H100 for the first, a 4 MB matrix-vector product."""
     return groups == 1 and tuple(pad) == (0, 0) and tuple(dilation) == (1, 1) and \
-        len(x_shape) == 4 and tuple(x_shape[spatial]) == tuple(w_shape[spatial])
+        len(x_shape) == 4 and tuple(x_shape[1:]) == tuple(w_shape[1:])
 
 
 def _as_gemm(name, a, b, x_shape, w_shape, layout):
