@@ -2,7 +2,8 @@
 import pytest
 
 from layers import optim
-from tools.timing import with_foreach
+from layers.ops import conv as ops_conv
+from tools.timing import with_foreach, with_setting
 
 
 @pytest.mark.parametrize("flag", [False, True])
@@ -18,6 +19,17 @@ def test_a_row_runs_with_its_own_foreach_setting_and_restores_the_one_around_it(
     with pytest.raises(ValueError):
         with_foreach(flag, fails)()
     assert seen == [flag, flag] and optim.FOREACH is before
+
+
+@pytest.mark.parametrize("flag", [False, True])
+def test_a_row_runs_with_its_own_whole_input_route(flag):
+    seen = []
+    before = ops_conv.WHOLE_INPUT_AS_GEMM
+    run = with_setting(ops_conv, "WHOLE_INPUT_AS_GEMM", flag,
+                       with_foreach(not flag, lambda: seen.append(
+                           (ops_conv.WHOLE_INPUT_AS_GEMM, optim.FOREACH))))
+    run()
+    assert seen == [(flag, not flag)] and ops_conv.WHOLE_INPUT_AS_GEMM is before
 
 
 def test_a_row_whose_statistics_are_not_finite_is_reported_and_fails_the_tool(capsys):

@@ -12,6 +12,7 @@ per step and GPU-busy time.
                                            [--precision fp32|bf16|both]
                                            [--memory-format contiguous|channels_last]
                                            [--foreach off|on|both]
+                                           [--whole-input-gemm off|on|both]
 
 --precision bf16 times this engine in train.dcgan --precision bf16 (bfloat16 models, batch norm
 float32, float32 master weights) and PyTorch with its models in bfloat16 (model.to(bfloat16):
@@ -23,7 +24,7 @@ import itertools
 import statistics
 
 from tools.timing import (finite_statistics, kernels_and_busy_ms, ms_per_call,
-                          report_non_finite, with_foreach)
+                          report_non_finite, with_foreach, with_setting)
 from train import cli
 
 
@@ -112,6 +113,11 @@ def main():
     ap.add_argument("--foreach", default="on", choices=["off", "on", "both"],
                     help="this engine's multi-tensor Adam, gradient clip and non-finite check "
                          "(layers.optim.FOREACH, on by default), on, off, or rows of both [on]")
+    ap.add_argument("--whole-input-gemm", default="on", choices=["off", "on", "both"],
+                    help="this engine's convolutions whose filter covers the whole input "
+                         "(netD's last, netG's first) as one cuBLASLt product "
+                         "(layers.ops.conv.WHOLE_INPUT_AS_GEMM, on by default), or through "
+                         "cuDNN, or rows of both [on]")
     ap.add_argument("--memory-format", default="channels_last",
                     choices=["contiguous", "channels_last"],
                     help="both engines' models stored so (channels_last: NHWC kernels, "
@@ -125,18 +131,23 @@ def main():
     apis = ["legacy", "graph"] if args.conv_api == "both" else [args.conv_api]
     precisions = ["fp32", "bf16"] if args.precision == "both" else [args.precision]
     foreachs = {"off": [False], "on": [True], "both": [False, True]}[args.foreach]
+    gemms = {"off": [False], "on": [True], "both": [False, True]}[args.whole_input_gemm]
+    from layers.ops import conv as ops_conv
     runs = {}                                        # name -> (step, sync, conv api)
     for precision in precisions:
         tag = "" if precision == "fp32" else " bf16"
         for api in apis:
             with conv.using(api=api):
-                for captured, foreach in itertools.product((False, True), foreachs):
+                for captured, foreach, gemm in itertools.product((False, True), foreachs,
+                                                                 gemms):
                     name = (f"cudnnlite {'captured' if captured else 'eager'}{tag}"
                             f"{' (graph API)' if api == 'graph' else ''}"
-                            f"{'' if foreach else ' per-tensor'}")
+                            f"{'' if foreach else ' per-tensor'}"
+                            f"{'' if gemm else ' whole-input cuDNN'}")
                     step, sync = ours(args.device, args.batch_size, captured, precision,
                                       args.memory_format)
-                    runs[name] = (with_foreach(foreach, step), sync, api)
+                    runs[name] = (with_setting(ops_conv, "WHOLE_INPUT_AS_GEMM", gemm,
+                                               with_foreach(foreach, step)), sync, api)
         for variant, label in (("eager", "eager"), ("fused", "eager, fused Adam"),
                                ("captured", "captured")):
             runs[f"pytorch {label}{tag}"] = pytorch(args.device, args.batch_size, variant,

@@ -27,20 +27,25 @@ def kernels_and_busy_ms(step, sync):
     return len(kernels), sum(e.device_time_total for e in events) / 1e3
 
 
-def with_foreach(flag, step):
-    """step, run with layers.optim.FOREACH = flag (Adam's multi-tensor update, the one-launch
-    gradient clip and non-finite check) and the previous value restored: a benchmark row's own
-    setting, whatever the rows around it use. A captured step keeps the setting it was captured
-    with."""
-    from layers import optim
-
+def with_setting(module, name, value, step):
+    """step, run with module.<name> = value and the previous value restored: a benchmark row's
+    own setting, whatever the rows around it use. A captured step keeps the setting it was
+    captured with."""
     def run():
-        saved, optim.FOREACH = optim.FOREACH, flag
+        saved = getattr(module, name)
+        setattr(module, name, value)
         try:
             return step()
         finally:
-            optim.FOREACH = saved
+            setattr(module, name, saved)
     return run
+
+
+def with_foreach(flag, step):
+    """step with layers.optim.FOREACH = flag (Adam's multi-tensor update, the one-launch
+    gradient clip and non-finite check)."""
+    from layers import optim
+    return with_setting(optim, "FOREACH", flag, step)
 
 
 def finite_statistics(step, sync):
