@@ -115,6 +115,7 @@ HALF_MATH(bfloat16)
 using std::isfinite;
 using std::isnan;
 inline float __uint_as_float(unsigned int u) { float f; std::memcpy(&f, &u, 4); return f; }
+inline unsigned int __float_as_uint(float f) { unsigned int u; std::memcpy(&u, &f, 4); return u; }
 inline float cospif(float x) { return (float)std::cos(M_PI * (double)x); }
 inline double cospi(double x) { return std::cos(M_PI * x); }
 inline unsigned long long atomicMin(unsigned long long* a, unsigned long long v) {
@@ -481,6 +482,7 @@ def install(monkeypatch):
         ops_attention._kernel.cache_clear()
         kernels.elementwise.cache_clear()
         kernels.pointwise.cache_clear()
+        kernels._vector_kernel.cache_clear()
         finite._word_kernel.cache_clear()
         kernels.reduction.cache_clear()
         kernels._sumsq_kernel.cache_clear()

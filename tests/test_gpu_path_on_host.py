@@ -111,7 +111,9 @@ def _run(device, dtype, memory_format, foreach, steps=2):
     # bfloat16, one step: the paths' gradients agree to 1 % of each one's largest entry here;
     # a wrong layout or a lost term is of the order of the entries themselves
     ("bfloat16", "contiguous", False, 0.02),
-    ("bfloat16", "channels_last", True, 0.02)])
+    ("bfloat16", "channels_last", True, 0.02),
+    ("vector float32", "channels_last", True, 1e-4),        # kernels.VECTOR_POINTWISE on
+    ("vector bfloat16", "channels_last", True, 0.02)])
 def test_dcgan_steps_on_the_gpu_path_equal_the_numpy_path(on_host, monkeypatch, dtype,
                                                            memory_format, foreach, tol):
     """Statistics of each step, gradients of the last, the weights and running statistics
@@ -129,6 +131,9 @@ def test_dcgan_steps_on_the_gpu_path_equal_the_numpy_path(on_host, monkeypatch, 
     other; the first batch gives the paths a tight check.)"""
     from host_kernels import CALLS
     install_cudnn(monkeypatch)
+    vector = dtype.startswith("vector ")
+    dtype = dtype.removeprefix("vector ")
+    monkeypatch.setattr(L.kernels, "VECTOR_POINTWISE", vector)
     steps = 2 if dtype == "float32" else 1
     ref = _run("cpu", dtype, memory_format, foreach, steps)
     CALLS.clear()
@@ -137,19 +142,21 @@ def test_dcgan_steps_on_the_gpu_path_equal_the_numpy_path(on_host, monkeypatch, 
     # channels-last training -- and inference), the activations (cuDNN's for float32, the CuPy
     # kernels for bfloat16), LeakyReLU's and Adam's kernels
     ex = "Ex" if memory_format == "channels_last" else ""
+    lrelu = [f"cudnnlite_vector_leaky_relu_{d}_{dtype}" for d in ("fwd", "bwd")] if vector \
+        else ["leaky_relu_fwd_float32", "leaky_relu_bwd_float32"]
     for call in ("cudnnConvolutionForward", "cudnnConvolutionBackwardData",
                  "cudnnConvolutionBackwardFilter",
                  f"cudnnBatchNormalizationForwardTraining{ex}",
                  f"cudnnBatchNormalizationBackward{ex}",
-                 "cudnnBatchNormalizationForwardInference", "leaky_relu_fwd_float32",
-                 "leaky_relu_bwd_float32", "bce_fwd"):
+                 "cudnnBatchNormalizationForwardInference", *lrelu, "bce_fwd"):
         assert CALLS[call] > 0, (call, CALLS)
     if dtype == "float32":
         assert CALLS["cudnnActivationForward"] and CALLS["cudnnActivationBackward"], CALLS
         assert CALLS["cudnnlite_adam_multi_float32" if foreach else "adam_float32"] > 0, CALLS
     else:
-        assert CALLS["cudnnlite_relu_fwd"] and CALLS["cudnnlite_adam_master_multi" if foreach
-                                                     else "cudnnlite_adam_master"], CALLS
+        relu = "cudnnlite_vector_relu_fwd_bfloat16" if vector else "cudnnlite_relu_fwd"
+        assert CALLS[relu] and CALLS["cudnnlite_adam_master_multi" if foreach
+                                     else "cudnnlite_adam_master"], CALLS
     for a, b in zip(ours["stats"], ref["stats"]):
         np.testing.assert_allclose(a, b, rtol=tol, atol=tol)
 

@@ -113,6 +113,10 @@ def _harvest(monkeypatch, dtype):
     finite._multi_flag_kernel()
     finite._word_kernel.cache_clear()
     finite._word_kernel(dtype)
+    kernels._vector_kernel.cache_clear()
+    if dtype in kernels._VECTOR_TYPES:             # (the 16-byte-vector ReLU / LeakyReLU)
+        for op in kernels._VECTOR_OPS:
+            kernels._vector_kernel(op, dtype)
     gen = lrandom.DeviceGenerator(0)
     gen.dropout(x, 0.1)
     gen.uniform((4, 4), dtype)

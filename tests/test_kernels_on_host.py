@@ -511,3 +511,54 @@ def test_scattered_gradients_add_up_in_float32(on_host, gpu, dtype):
     expected = np.zeros(7)
     np.add.at(expected, pick, 1.0)
     np.testing.assert_array_equal(np.asarray(x.grad.data, np.float64), expected)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+@pytest.mark.parametrize("layout", ["contiguous", "channels_last"])
+def test_relu_and_leaky_relu_over_vectors_equal_the_elementwise_kernels(on_host, monkeypatch,
+                                                                          dtype, layout):
+    """kernels.VECTOR_POINTWISE: ReLU and LeakyReLU forward and backward (from x and from y)
+    over 16-byte vectors give the elementwise kernels' results bit for bit, NaN, infinities,
+    signed zeros and bfloat16 rounding included, in either dense layout; an array the vectors
+    cannot take (misaligned, not whole vectors) still runs the elementwise kernel."""
+    from host_kernels import CALLS
+    dt = _dt(dtype)
+    bits = np.uint32 if dtype == "float32" else np.uint16
+    rng = np.random.default_rng(9)
+    special = np.array([0.0, -0.0, np.nan, np.inf, -np.inf, 1e-40, -1e-40, 3.0e38, -3.0e38,
+                        0.1, -0.1, 1.0 + 2 ** -9, -(1.0 + 2 ** -9)])
+    store = to_channels_last if layout == "channels_last" else (lambda a: a)
+
+    def make(seed):
+        v = np.random.default_rng(seed).standard_normal((2, 8, 4, 4)) * 3
+        v.flat[:special.size] = special[rng.permutation(special.size)]
+        return host(store(v.astype(dt)))
+    x, gy = make(1), make(2)
+    cases = {
+        "leaky_relu_fwd": lambda: kernels.leaky_relu(x, 0.2),
+        "leaky_relu_bwd": lambda: kernels.leaky_relu_grad(x, gy, 0.2),
+        "relu_fwd": lambda: kernels.activation("relu", x),
+        "relu_grad": lambda: kernels.activation_grad("relu", x, gy),
+        "relu_grad_from_x": lambda: kernels.activation_grad_from_x("relu", x, gy),
+    }
+    for op, run in cases.items():
+        monkeypatch.setattr(kernels, "VECTOR_POINTWISE", False)
+        want = run()
+        monkeypatch.setattr(kernels, "VECTOR_POINTWISE", True)
+        CALLS.clear()
+        got = run()
+        kernel = "relu_grad" if op == "relu_grad_from_x" else op
+        assert CALLS[f"cudnnlite_vector_{kernel}_{dtype}"] == 1, (op, dict(CALLS))
+        assert got.strides == x.strides, op                    # laid out as its input
+        np.testing.assert_array_equal(np.array(got).view(bits), np.array(want).view(bits),
+                                      err_msg=op)
+    # not whole vectors (3 elements), and misaligned (one element in): the elementwise kernels
+    for a in (host(np.array([1.0, -2.0, 3.0]).astype(dt)),
+              host(np.arange(-8, 9, dtype=np.float64).astype(dt))[1:]):
+        CALLS.clear()
+        y = kernels.leaky_relu(a, 0.2)
+        assert not any(k.startswith("cudnnlite_vector") for k in CALLS), dict(CALLS)
+        np.testing.assert_array_equal(np.array(y, np.float64),
+                                      np.where(np.array(a, np.float64) > 0, np.array(a, np.float64),
+                                               np.array(np.array(a, np.float32) * np.float32(0.2))
+                                               .astype(dt).astype(np.float64)))

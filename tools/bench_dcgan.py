@@ -13,6 +13,7 @@ per step and GPU-busy time.
                                            [--memory-format contiguous|channels_last]
                                            [--foreach off|on|both]
                                            [--whole-input-gemm off|on|both]
+                                           [--vector-pointwise off|on|both]
 
 --precision bf16 times this engine in train.dcgan --precision bf16 (bfloat16 models, batch norm
 float32, float32 master weights) and PyTorch with its models in bfloat16 (model.to(bfloat16):
@@ -118,6 +119,10 @@ def main():
                          "(netD's last, netG's first) as one cuBLASLt product "
                          "(layers.ops.conv.WHOLE_INPUT_AS_GEMM, on by default), or through "
                          "cuDNN, or rows of both [on]")
+    ap.add_argument("--vector-pointwise", default="off", choices=["off", "on", "both"],
+                    help="this engine's ReLU / LeakyReLU kernels over 16-byte vectors "
+                         "(layers.kernels.VECTOR_POINTWISE, off by default until timed), or "
+                         "CuPy's elementwise kernels, or rows of both [off]")
     ap.add_argument("--memory-format", default="channels_last",
                     choices=["contiguous", "channels_last"],
                     help="both engines' models stored so (channels_last: NHWC kernels, "
@@ -132,22 +137,27 @@ def main():
     precisions = ["fp32", "bf16"] if args.precision == "both" else [args.precision]
     foreachs = {"off": [False], "on": [True], "both": [False, True]}[args.foreach]
     gemms = {"off": [False], "on": [True], "both": [False, True]}[args.whole_input_gemm]
+    vectors = {"off": [False], "on": [True], "both": [False, True]}[args.vector_pointwise]
+    from layers import kernels as layer_kernels
     from layers.ops import conv as ops_conv
     runs = {}                                        # name -> (step, sync, conv api)
     for precision in precisions:
         tag = "" if precision == "fp32" else " bf16"
         for api in apis:
             with conv.using(api=api):
-                for captured, foreach, gemm in itertools.product((False, True), foreachs,
-                                                                 gemms):
+                for captured, foreach, gemm, vector in itertools.product(
+                        (False, True), foreachs, gemms, vectors):
                     name = (f"cudnnlite {'captured' if captured else 'eager'}{tag}"
                             f"{' (graph API)' if api == 'graph' else ''}"
                             f"{'' if foreach else ' per-tensor'}"
-                            f"{'' if gemm else ' whole-input cuDNN'}")
+                            f"{'' if gemm else ' whole-input cuDNN'}"
+                            f"{' vector relu' if vector else ''}")
                     step, sync = ours(args.device, args.batch_size, captured, precision,
                                       args.memory_format)
-                    runs[name] = (with_setting(ops_conv, "WHOLE_INPUT_AS_GEMM", gemm,
-                                               with_foreach(foreach, step)), sync, api)
+                    step = with_foreach(foreach, step)
+                    step = with_setting(ops_conv, "WHOLE_INPUT_AS_GEMM", gemm, step)
+                    runs[name] = (with_setting(layer_kernels, "VECTOR_POINTWISE", vector, step),
+                                  sync, api)
         for variant, label in (("eager", "eager"), ("fused", "eager, fused Adam"),
                                ("captured", "captured")):
             runs[f"pytorch {label}{tag}"] = pytorch(args.device, args.batch_size, variant,
