@@ -95,8 +95,9 @@ VECTOR_POINTWISE = False
 arrays of one layout run as kernels that move 16 bytes a load (4 floats, 8 bfloat16s) instead of
 CuPy's elementwise kernels, which move one element a thread (the H100 kernel table: LeakyReLU
 forward on 8 M floats at 1.6 TB/s, where cuDNN's ReLU on the same size reaches 2.7). The same
-arithmetic, element for element: float math, one rounding of each result. Off by default: no GPU
-has timed it yet (tools.bench_dcgan --vector-pointwise both)."""
+arithmetic, element for element: float math, one rounding of each result (NaN in, NaN out, its
+payload not kept). Off by default: no GPU has timed it yet (tools.bench_dcgan
+--vector-pointwise both)."""
 
 # op -> (operands, the element's arithmetic on float x (first operand), g (second) and s, into y)
 _VECTOR_OPS = {
@@ -116,9 +117,10 @@ typedef %(T)s T;
 #define LOAD(v) %(LOAD)s
 #define STORE(f) %(STORE)s
 __device__ inline unsigned short cudnnlite_float_to_bf16(float f) {
-    // round to nearest even, NaN kept quiet: as CuPy's bfloat16 stores a float
+    // round to nearest even; a NaN becomes 0x7fff, as CUDA's __float2bfloat16 (CuPy's
+    // bfloat16) makes it (an element passed through keeps no NaN payload: NaN stays NaN)
     unsigned int u = __float_as_uint(f);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((u >> 16) | 0x40u);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)0x7fffu;
     u += 0x7fffu + ((u >> 16) & 1u);
     return (unsigned short)(u >> 16);
 }

@@ -48,7 +48,7 @@ def main():
     nhwc = args.layout == "NHWC"
     total_pick = total_best = total_torch = total_layers = 0.0
     print(f"{'layer':<9} {'dir':<10} {'picked':<22} {'ms':>7} {'best':<22} {'ms':>7} "
-          f"{'layers ms':>9} {'torch ms':>8}")
+          f"{'layers ms':>9}{'':<5} {'torch ms':>8}")
     for name, xs, ws, s, p in DCGAN:
         x = rng.standard_normal((N,) + xs).astype(np.float32)
         W = (rng.standard_normal(ws) * 0.02).astype(np.float32)
