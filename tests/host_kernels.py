@@ -85,7 +85,8 @@ template <typename T> struct host_raw {
 };
 
 // CuPy's half types: stored in 16 bits, converted to float for arithmetic, rounded (to nearest
-// even) when a float is stored back -- as cupy/float16.cuh and cupy/bfloat16.cuh behave
+// even) when a float is stored back -- as cupy/float16.cuh and cupy/bfloat16.cuh behave (but for
+// a NaN's bits: kept quiet with its payload here, 0x7fff from CUDA's __float2bfloat16)
 typedef _Float16 float16;
 struct bfloat16 {
     uint16_t bits;
