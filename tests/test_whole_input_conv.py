@@ -135,3 +135,18 @@ def test_a_one_by_one_output_that_misses_part_of_the_input_stays_on_cudnn(calls)
     want = torch.conv2d(torch.tensor(a), torch.tensor(b), stride=2).numpy()
     np.testing.assert_allclose(y.numpy(), want, rtol=0, atol=1e-5 * np.abs(want).max())
     assert calls["matmul"] == 0 and calls["forward"] == 1, calls
+
+
+def test_a_product_cublaslt_refuses_goes_to_cudnn(calls, monkeypatch):
+    """Where cuBLASLt has no algorithm for the product (blas.NotSupported), the convolution
+    still runs, through cuDNN."""
+    from cudnnlite import blas, conv
+
+    def refuse(*args, **kwargs):
+        calls["refused"] += 1
+        raise blas.NotSupported("cublasLtMatmulAlgoGetHeuristic", {}, "no algorithm (test)")
+    monkeypatch.setattr(blas, "matmul", refuse)
+    with conv.using(allow_tf32=False):
+        _run("conv2d", 0, True)
+    assert calls["refused"] == 3 and calls["forward"] + calls["backward_data"] + \
+        calls["backward_filter"] == 3, calls

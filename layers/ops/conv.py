@@ -122,7 +122,11 @@ def on_gpu(name, a, b, *args):
     else:
         x_shape, w_shape, call = a.shape, args[0], conv.backward_filter
     if WHOLE_INPUT_AS_GEMM and whole_input(x_shape, w_shape, pad, dilation, groups):
-        return _as_gemm(name, a, b, x_shape, w_shape, layout)
+        from cudnnlite import blas
+        try:
+            return _as_gemm(name, a, b, x_shape, w_shape, layout)
+        except blas.NotSupported:       # no cuBLASLt algorithm for the product: cuDNN's call
+            pass
     return call(a, b, *args[:-5], stride=stride, pad=pad, dilation=dilation, groups=groups,
                 layout=layout)
 
