@@ -24,8 +24,8 @@ model.to(memory_format=torch.channels_last)).
 import itertools
 import statistics
 
-from tools.timing import (finite_statistics, kernels_and_busy_ms, ms_per_call,
-                          report_non_finite, with_foreach, with_setting)
+from tools.timing import (ROWS, add_foreach_argument, finite_statistics,
+                          kernels_and_busy_ms, ms_per_call, report_non_finite, with_foreach, with_setting)
 from train import cli
 
 
@@ -111,15 +111,13 @@ def main():
     ap.add_argument("--precision", default="fp32", choices=["fp32", "bf16", "both"],
                     help="fp32; bf16: this engine's train.dcgan --precision bf16 (float32 master "
                          "weights) and PyTorch's models in bfloat16; or both [fp32]")
-    ap.add_argument("--foreach", default="on", choices=["off", "on", "both"],
-                    help="this engine's multi-tensor Adam, gradient clip and non-finite check "
-                         "(layers.optim.FOREACH, on by default), on, off, or rows of both [on]")
-    ap.add_argument("--whole-input-gemm", default="on", choices=["off", "on", "both"],
+    add_foreach_argument(ap)
+    ap.add_argument("--whole-input-gemm", default="on", choices=list(ROWS),
                     help="this engine's convolutions whose filter covers the whole input "
                          "(netD's last, netG's first) as one cuBLASLt product "
                          "(layers.ops.conv.WHOLE_INPUT_AS_GEMM, on by default), or through "
                          "cuDNN, or rows of both [on]")
-    ap.add_argument("--vector-pointwise", default="off", choices=["off", "on", "both"],
+    ap.add_argument("--vector-pointwise", default="off", choices=list(ROWS),
                     help="this engine's ReLU / LeakyReLU kernels over 16-byte vectors "
                          "(layers.kernels.VECTOR_POINTWISE, off by default until timed), or "
                          "CuPy's elementwise kernels, or rows of both [off]")
@@ -135,9 +133,9 @@ def main():
     conv.configure(algo_mode=args.algo, allow_tf32=True)
     apis = ["legacy", "graph"] if args.conv_api == "both" else [args.conv_api]
     precisions = ["fp32", "bf16"] if args.precision == "both" else [args.precision]
-    foreachs = {"off": [False], "on": [True], "both": [False, True]}[args.foreach]
-    gemms = {"off": [False], "on": [True], "both": [False, True]}[args.whole_input_gemm]
-    vectors = {"off": [False], "on": [True], "both": [False, True]}[args.vector_pointwise]
+    foreachs = ROWS[args.foreach]
+    gemms = ROWS[args.whole_input_gemm]
+    vectors = ROWS[args.vector_pointwise]
     from layers import kernels as layer_kernels
     from layers.ops import conv as ops_conv
     runs = {}                                        # name -> (step, sync, conv api)

@@ -17,8 +17,8 @@ import statistics
 
 import numpy as np
 
-from tools.timing import (finite_statistics, kernels_and_busy_ms, ms_per_call,
-                          report_non_finite, with_foreach)
+from tools.timing import (ROWS, add_foreach_argument, finite_statistics,
+                          kernels_and_busy_ms, ms_per_call, report_non_finite, with_foreach)
 from train import cli
 
 
@@ -119,9 +119,7 @@ def main():
                          "before the fused attention kernel (the model's default), or composed "
                          "into that kernel (Attention.fuse_location = True), or rows of both "
                          "[unfused]")
-    ap.add_argument("--foreach", default="on", choices=["off", "on", "both"],
-                    help="this engine's multi-tensor Adam, gradient clip and non-finite check "
-                         "(layers.optim.FOREACH, on by default), on, off, or rows of both [on]")
+    add_foreach_argument(ap)
     args = ap.parse_args()
     cli.use_device(args.device, gpu_only="this tool times the GPU path against torchaudio's")
     import cupy
@@ -138,7 +136,7 @@ def main():
     batch = batch_of(hp, args.batch_size, args.chars, args.frames)
     runs, weights = {}, None
     precisions = ["fp32", "bf16"] if args.precision == "both" else [args.precision]
-    foreachs = {"off": [False], "on": [True], "both": [False, True]}[args.foreach]
+    foreachs = ROWS[args.foreach]
     locations = {"fused": [True], "unfused": [False], "both": [True, False]}[args.location]
     for precision, foreach, fused, mode in itertools.product(precisions, foreachs, locations,
                                                              ("eager", "captured")):

@@ -41,6 +41,16 @@ def with_setting(module, name, value, step):
     return run
 
 
+ROWS = {"off": [False], "on": [True], "both": [False, True]}   # an off|on|both flag's row settings
+
+
+def add_foreach_argument(ap):
+    """The benchmarks' --foreach off|on|both (ROWS[args.foreach]: the settings to make rows of)."""
+    ap.add_argument("--foreach", default="on", choices=list(ROWS),
+                    help="this engine's multi-tensor Adam, gradient clip and non-finite check "
+                         "(layers.optim.FOREACH, on by default), on, off, or rows of both [on]")
+
+
 def with_foreach(flag, step):
     """step with layers.optim.FOREACH = flag (Adam's multi-tensor update, the one-launch
     gradient clip and non-finite check)."""
