@@ -200,6 +200,57 @@ def join2(a, b, axis):
         """)(a, b, np.int64(n1), np.int64(n2), np.int64(post), out)
 
 
+# ---- im2col / col2im of a channels-last convolution (layers.ops.conv.thin_input) ------------
+
+_GEOMETRY = ("int64 H, int64 W, int64 C, int64 P, int64 Q, int64 R, int64 S, int64 sh, int64 sw, "
+             "int64 ph, int64 pw, int64 dh, int64 dw")
+
+
+def _geometry(H, W, C, P, Q, R, S, stride, pad, dilation):
+    return tuple(np.int64(v) for v in (H, W, C, P, Q, R, S, *stride, *pad, *dilation))
+
+
+def im2col_nhwc(x, R, S, stride, pad, dilation, P, Q):
+    """cols (N*P*Q, R*S*C) of a channels-last x (N, H, W, C): row (n, p, q) holds the window
+    output position (p, q) reads, cols[(n, p, q), (r, s, c)] = x[n, p*sh - ph + r*dh,
+    q*sw - pw + s*dw, c], 0 where that falls in the padding. (r, s, c) is an NHWC filter's
+    (K, R, S, C) order, so the convolution is cols @ W.reshape(K, R*S*C).T, already (N, P, Q, K)."""
+    N, H, W, C = x.shape
+    cols = cupy().empty((N * P * Q, R * S * C), x.dtype)
+    return elementwise("cudnnlite_im2col_nhwc", "raw T x, " + _GEOMETRY, "T col", """
+        const long long c = i % C, s = i / C % S, r = i / (C * S) % R, pos = i / (C * S * R);
+        const long long q = pos % Q, p = pos / Q % P, n = pos / (Q * P);
+        const long long h = p * sh - ph + r * dh, w = q * sw - pw + s * dw;
+        col = (h >= 0 && h < H && w >= 0 && w < W) ? x[((n * H + h) * W + w) * C + c] : (T)0;
+        """)(x, *_geometry(H, W, C, P, Q, R, S, stride, pad, dilation), cols)
+
+
+def col2im_nhwc(cols, x_shape, R, S, stride, pad, dilation, P, Q):
+    """The adjoint of im2col_nhwc: gx (N, H, W, C) = x_shape, each element the sum of the
+    columns entries read from it (at most ceil(R/sh) * ceil(S/sw) of them), gathered per output
+    element (no atomics: the same sum in the same order every run), in float for half data and
+    rounded once."""
+    N, H, W, C = x_shape
+    gx = cupy().empty(x_shape, cols.dtype)
+    _, a = _sum_type(cols.dtype)
+    return elementwise(f"cudnnlite_col2im_nhwc_{a}", "raw T col, " + _GEOMETRY, "T gx", """
+        const long long c = i % C, w = i / C % W, h = i / (C * W) % H, n = i / (C * W * H);
+        A acc = 0;
+        for (long long r = 0; r < R; ++r) {
+            const long long hp = h + ph - r * dh;          // = p * sh for the row p that read h
+            if (hp < 0 || hp % sh != 0 || hp / sh >= P) continue;
+            const long long p = hp / sh;
+            for (long long s = 0; s < S; ++s) {
+                const long long wq = w + pw - s * dw;
+                if (wq < 0 || wq % sw != 0 || wq / sw >= Q) continue;
+                acc += (A)col[((((n * P + p) * Q + wq / sw) * R + r) * S + s) * C + c];
+            }
+        }
+        gx = (T)acc;
+        """, preamble=f"typedef {a} A;")(cols, *_geometry(H, W, C, P, Q, R, S, stride, pad,
+                                                         dilation), gx)
+
+
 # The clamps below are comparisons, not max(): CUDA's max / fmax drop a NaN (fmax(NaN, -100) is
 # -100), which would turn a NaN prediction into a finite loss; torch's clamp keeps the NaN.
 _CLAMP_BELOW = "template <typename T> __device__ T clamp_below(T x, T lo) { return x < lo ? lo : x; }"

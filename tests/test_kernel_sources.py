@@ -96,6 +96,10 @@ def _harvest(monkeypatch, dtype):
     kernels.bce_grad(x, x, x)
     kernels.softmax(x, -1)
     kernels.join2(x, x, 1)
+    x4 = Stand(dtype)
+    x4.shape = (1, 4, 4, 1)
+    kernels.im2col_nhwc(x4, 2, 2, (1, 1), (0, 0), (1, 1), 3, 3)
+    kernels.col2im_nhwc(x, (1, 4, 4, 1), 2, 2, (1, 1), (0, 0), (1, 1), 3, 3)
     kernels.softmax_grad(x, x, -1)
     for act in kernels._ACT_FWD:
         kernels.activation(act, x)

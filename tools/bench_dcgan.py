@@ -13,6 +13,7 @@ per step and GPU-busy time.
                                            [--memory-format contiguous|channels_last]
                                            [--foreach off|on|both]
                                            [--whole-input-gemm off|on|both]
+                                           [--thin-input-gemm off|on|both]
                                            [--vector-pointwise off|on|both]
 
 --precision bf16 times this engine in train.dcgan --precision bf16 (bfloat16 models, batch norm
@@ -117,6 +118,11 @@ def main():
                          "(netD's last, netG's first) as one cuBLASLt product "
                          "(layers.ops.conv.WHOLE_INPUT_AS_GEMM, on by default), or through "
                          "cuDNN, or rows of both [on]")
+    ap.add_argument("--thin-input-gemm", default="on", choices=list(ROWS),
+                    help="this engine's channels-last convolutions with fewer input channels "
+                         "than one 16-byte vector (netD's first, netG's last: one channel) as "
+                         "im2col + one cuBLASLt product (layers.ops.conv.THIN_INPUT_AS_GEMM, on "
+                         "by default), or through cuDNN, or rows of both [on]")
     ap.add_argument("--vector-pointwise", default="off", choices=list(ROWS),
                     help="this engine's ReLU / LeakyReLU kernels over 16-byte vectors "
                          "(layers.kernels.VECTOR_POINTWISE, off by default until timed), or "
@@ -135,6 +141,7 @@ def main():
     precisions = ["fp32", "bf16"] if args.precision == "both" else [args.precision]
     foreachs = ROWS[args.foreach]
     gemms = ROWS[args.whole_input_gemm]
+    thins = ROWS[args.thin_input_gemm]
     vectors = ROWS[args.vector_pointwise]
     from layers import kernels as layer_kernels
     from layers.ops import conv as ops_conv
@@ -143,17 +150,19 @@ def main():
         tag = "" if precision == "fp32" else " bf16"
         for api in apis:
             with conv.using(api=api):
-                for captured, foreach, gemm, vector in itertools.product(
-                        (False, True), foreachs, gemms, vectors):
+                for captured, foreach, gemm, thin, vector in itertools.product(
+                        (False, True), foreachs, gemms, thins, vectors):
                     name = (f"cudnnlite {'captured' if captured else 'eager'}{tag}"
                             f"{' (graph API)' if api == 'graph' else ''}"
                             f"{'' if foreach else ' per-tensor'}"
                             f"{'' if gemm else ' whole-input cuDNN'}"
+                            f"{'' if thin else ' thin-input cuDNN'}"
                             f"{' vector relu' if vector else ''}")
                     step, sync = ours(args.device, args.batch_size, captured, precision,
                                       args.memory_format)
                     step = with_foreach(foreach, step)
                     step = with_setting(ops_conv, "WHOLE_INPUT_AS_GEMM", gemm, step)
+                    step = with_setting(ops_conv, "THIN_INPUT_AS_GEMM", thin, step)
                     runs[name] = (with_setting(layer_kernels, "VECTOR_POINTWISE", vector, step),
                                   sync, api)
         for variant, label in (("eager", "eager"), ("fused", "eager, fused Adam"),

@@ -1,7 +1,8 @@
 """Every algorithm cuDNN lists for each convolution of a DCGAN step (forward, backward-data,
 backward-filter of the discriminator's convs and the generator's transposed convs), timed on
 the GPU, next to the one the heuristics pick, what the layers run (`layers` column: cuDNN's
-pick, or one cuBLASLt product for a filter that covers its whole input, marked `gemm`) and
+pick; one cuBLASLt product for a filter that covers its whole input, marked `gemm`; im2col +
+one product for a channels-last input narrower than 16 bytes a pixel, marked `im2col`) and
 PyTorch's time for the same op.
 
     python -m tools.conv_algos --device 0 [--batch-size 128] [--tf32 1]
@@ -48,7 +49,7 @@ def main():
     nhwc = args.layout == "NHWC"
     total_pick = total_best = total_torch = total_layers = 0.0
     print(f"{'layer':<9} {'dir':<10} {'picked':<22} {'ms':>7} {'best':<22} {'ms':>7} "
-          f"{'layers ms':>9}{'':<5} {'torch ms':>8}")
+          f"{'layers ms':>9} {'route':<6} {'torch ms':>8}")
     for name, xs, ws, s, p in DCGAN:
         x = rng.standard_normal((N,) + xs).astype(np.float32)
         W = (rng.standard_normal(ws) * 0.02).astype(np.float32)
@@ -70,8 +71,10 @@ def main():
                                                 *geometry),
             "bwd_filter": lambda: ops_conv.on_gpu("conv_backward_filter", xd, gy, Wd.shape,
                                                   *geometry)}
-        gemm = ops_conv.WHOLE_INPUT_AS_GEMM and ops_conv.whole_input(
-            xd.shape, Wd.shape, (p, p), (1, 1), 1)
+        route = "gemm" if ops_conv.WHOLE_INPUT_AS_GEMM and ops_conv.whole_input(
+            xd.shape, Wd.shape, (p, p), (1, 1), 1) else \
+            "im2col" if ops_conv.THIN_INPUT_AS_GEMM and ops_conv.thin_input(
+                xd.shape, Wd.shape, args.layout, 1, xd.itemsize) else ""
         runs = {
             "fwd": (conv.FWD, lambda a: conv.forward(xd, Wd, stride=s, pad=p, algo=a,
                                                      layout=args.layout),
@@ -114,10 +117,9 @@ def main():
             total_torch += t_torch
             total_layers += t_layers
             print(f"{name:<9} {dname:<10} {pick_key:<22} {t_pick:7.3f} {best:<22} "
-                  f"{times[best]:7.3f} {t_layers:9.3f}{' gemm' if gemm else '':<5} "
-                  f"{t_torch:8.3f}")
+                  f"{times[best]:7.3f} {t_layers:9.3f} {route:<6} {t_torch:8.3f}")
     print(f"{'total':<20} {'':<22} {total_pick:7.3f} {'':<22} {total_best:7.3f} "
-          f"{total_layers:9.3f}      {total_torch:8.3f}")
+          f"{total_layers:9.3f}        {total_torch:8.3f}")
 
 
 if __name__ == "__main__":

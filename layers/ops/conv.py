@@ -107,6 +107,7 @@ def conv_backward_filter(x, gy, w_shape, stride, pad, dilation, groups, layout="
 # ---- the GPU branch of the three: cuDNN, or cuBLAS for a filter that covers its whole input --
 
 WHOLE_INPUT_AS_GEMM = True      # False: every convolution goes to cuDNN
+THIN_INPUT_AS_GEMM = True       # False: thin-input convolutions go to cuDNN too
 
 
 def on_gpu(name, a, b, *args):
@@ -121,10 +122,17 @@ def on_gpu(name, a, b, *args):
         x_shape, w_shape, call = args[0], a.shape, conv.backward_data
     else:
         x_shape, w_shape, call = a.shape, args[0], conv.backward_filter
+    route = None
     if WHOLE_INPUT_AS_GEMM and whole_input(x_shape, w_shape, pad, dilation, groups):
+        route = _as_gemm, (name, a, b, x_shape, w_shape, layout)
+    elif THIN_INPUT_AS_GEMM and thin_input(x_shape, w_shape, layout, groups, a.dtype.itemsize):
+        route = _as_im2col_gemm, (name, a, b, x_shape, w_shape, stride, pad, dilation)
+    if route is not None:
         from cudnnlite import blas
         try:
-            return _as_gemm(name, a, b, x_shape, w_shape, layout)
+            out = route[0](*route[1])
+            if out is not None:
+                return out
         except blas.NotSupported:       # no cuBLASLt algorithm for the product: cuDNN's call
             pass
     return call(a, b, *args[:-5], stride=stride, pad=pad, dilation=dilation, groups=groups,
@@ -159,6 +167,51 @@ def _as_gemm(name, a, b, x_shape, w_shape, layout):
         return blas.matmul(b.reshape(N, K), a.reshape(K, chw), allow_tf32=tf32).reshape(x_shape)
     return blas.matmul(b.reshape(N, K).T, a.reshape(N, chw),   # gW (K, CRS) = gy^T . x
                        allow_tf32=tf32).reshape(w_shape)
+
+
+def thin_input(x_shape, w_shape, layout, groups, itemsize):
+    """True for a channels-last convolution (NHWC x, (K, R, S, C) filter, one group) whose input
+    channels are narrower than one 16-byte vector (C * itemsize < 16: 1-3 float32 channels, 1-7
+    bfloat16) and whose window R*S*C is no longer than its K outputs. cuDNN's NHWC tensor-core
+    kernels read channels 16 bytes at a time, so for such an input they convert or pad the
+    tensors around the convolution: on the H100, DCGAN's one-channel layers (netD's first
+    convolution, netG's last transposed one: C = 1, K = 64, 4 x 4) spent ~680 us a step in
+    fp32 (of 5.16 ms), more in bf16, mostly in nchwToNhwc / tensorTransformGeneric /
+    convertTensor kernels and a generic backward-filter. Here the problem is instead explicit
+    im2col + one cuBLASLt product (_as_im2col_gemm): the columns are R*S*C / K of the output's
+    size at most, so building them costs less than writing the output."""
+    if layout != "NHWC" or groups != 1 or len(x_shape) != 4 or len(w_shape) != 4:
+        return False
+    K, R, S, C = w_shape
+    return x_shape[-1] == C and C * itemsize < 16 and R * S * C <= K and min(x_shape) > 0
+
+
+def _as_im2col_gemm(name, a, b, x_shape, w_shape, stride, pad, dilation):
+    """on_gpu's route for a thin_input problem, NHWC throughout (the product's (N*P*Q, K)
+    result is the NHWC output itself):
+        forward          y  = im2col(x) @ W^T            (N*P*Q, R*S*C) . (R*S*C, K)
+        backward-data    gx = col2im(gy @ W)             (N*P*Q, K) . (K, R*S*C)
+        backward-filter  gW = gy^T @ im2col(x)           (K, N*P*Q) . (N*P*Q, R*S*C)
+    TF32 for float32 exactly when cuDNN's convolutions may (conv.settings.allow_tf32). None
+    where the output would be empty (cuDNN's call then says why)."""
+    from cudnnlite import blas, conv
+    K, R, S, C = w_shape
+    tf32 = conv.settings.allow_tf32
+    if name == "conv_forward":                       # a, b = x, W
+        P, Q = (_out_size(x_shape[1 + i], w_shape[1 + i], stride[i], pad[i], dilation[i])
+                for i in range(2))
+        if P <= 0 or Q <= 0:
+            return None
+        cols = kernels.im2col_nhwc(a, R, S, stride, pad, dilation, P, Q)
+        y = blas.matmul(cols, b.reshape(K, R * S * C).T, allow_tf32=tf32)
+        return y.reshape(x_shape[0], P, Q, K)
+    N, P, Q = b.shape[:3]                            # b = gy (N, P, Q, K)
+    gy = b.reshape(N * P * Q, K)
+    if name == "conv_backward_data":                 # a = W
+        gcols = blas.matmul(gy, a.reshape(K, R * S * C), allow_tf32=tf32)
+        return kernels.col2im_nhwc(gcols, tuple(x_shape), R, S, stride, pad, dilation, P, Q)
+    cols = kernels.im2col_nhwc(a, R, S, stride, pad, dilation, P, Q)
+    return blas.matmul(gy.T, cols, allow_tf32=tf32).reshape(w_shape)
 
 
 def _bias_shape(K, ndim, layout):
