@@ -228,8 +228,8 @@ def im2col_nhwc(x, R, S, stride, pad, dilation, P, Q):
 def col2im_nhwc(cols, x_shape, R, S, stride, pad, dilation, P, Q):
     """The adjoint of im2col_nhwc: gx (N, H, W, C) = x_shape, each element the sum of the
     columns entries read from it (at most ceil(R/sh) * ceil(S/sw) of them), gathered per output
-    element (no atomics: the same sum in the same order every run), in float for half data and
-    rounded once."""
+    element (no atomics: the same sum in the same order every run); half data is summed in float
+    and rounded once (its columns, a product's result, were rounded once already)."""
     N, H, W, C = x_shape
     gx = cupy().empty(x_shape, cols.dtype)
     _, a = _sum_type(cols.dtype)
@@ -256,19 +256,30 @@ def col2im_nhwc(cols, x_shape, R, S, stride, pad, dilation, P, Q):
 _CLAMP_BELOW = "template <typename T> __device__ T clamp_below(T x, T lo) { return x < lo ? lo : x; }"
 
 
-def bce(p, t):
-    # PyTorch clamps each log term at -100 so p = 0 or 1 gives a finite loss
-    return elementwise("bce_fwd", "T p, T t", "T l",
-                       "l = -(t * clamp_below<T>(log(p), (T)-100) "
-                       "+ ((T)1 - t) * clamp_below<T>(log1p(-p), (T)-100))", _CLAMP_BELOW)(p, t)
+# PyTorch clamps each log term at -100 so p = 0 or 1 gives a finite loss; written out as
+# comparisons (a reduction's map takes no preamble), NaN kept as clamp_below keeps it
+_BCE = ("-(t * ((T)log(p) < (T)-100 ? (T)-100 : (T)log(p)) "
+        "+ ((T)1 - t) * ((T)log1p(-p) < (T)-100 ? (T)-100 : (T)log1p(-p)))")
 
 
-def bce_grad(p, t, gy):
-    # d/dp times the upstream gradient gy (a device scalar or an array), with PyTorch's
-    # eps = 1e-12 guard on the denominator
-    return elementwise("bce_bwd", "T p, T t, T gy", "T g",
-                       "g = gy * (p - t) / clamp_below<T>(((T)1 - p) * p, (T)1e-12)",
-                       _CLAMP_BELOW)(p, t, gy)
+def bce(p, t, mode="none"):
+    """BCE of p against t elementwise (mode 'none'), or its 'sum' / 'mean' in one reduction
+    kernel (where the elementwise loss, CuPy's sum and the division by n were three launches);
+    the mean divides each term by n as it sums it. p, t float32 or float64, one dtype."""
+    if mode == "none":
+        return elementwise("bce_fwd", "T p, T t", "T l", "l = " + _BCE)(p, t)
+    divide = " / (T)n" if mode == "mean" else ""
+    return reduction(f"cudnnlite_bce_{mode}", "T p, T t, int64 n", "T y", f"({_BCE}){divide}",
+                     "a + b", "y = a", "0")(p, t, np.int64(p.size))
+
+
+def bce_grad(p, t, gy, n=1):
+    """d/dp times the upstream gradient gy (a device scalar or an array) divided by n (a mean's
+    count, folded in here rather than launched on its own), with PyTorch's eps = 1e-12 guard on
+    the denominator."""
+    return elementwise("bce_bwd", "T p, T t, T gy, int64 n", "T g",
+                       "g = gy / (T)n * (p - t) / clamp_below<T>(((T)1 - p) * p, (T)1e-12)",
+                       _CLAMP_BELOW)(p, t, gy, np.int64(n))
 
 
 # torch.optim.Adam's arithmetic for one element: p, g, m, v, step[0] and the hyper-parameters are

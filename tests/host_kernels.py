@@ -314,6 +314,7 @@ class ReductionKernel:
         self.identity, self.name, self.preamble = identity, name, preamble
 
     def __call__(self, *args, out=None, axis=None, keepdims=False, **_):
+        CALLS[self.name] += 1
         types = {}          # placeholders from the array arguments, which must agree (as CuPy)
         for a, p in zip(args, self._cupy.in_params):
             if p.dtype is None and isinstance(a, np.ndarray):

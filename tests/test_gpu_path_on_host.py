@@ -156,7 +156,8 @@ def test_dcgan_steps_on_the_gpu_path_equal_the_numpy_path(on_host, monkeypatch, 
                  "cudnnConvolutionBackwardFilter",
                  f"cudnnBatchNormalizationForwardTraining{ex}",
                  f"cudnnBatchNormalizationBackward{ex}",
-                 "cudnnBatchNormalizationForwardInference", *lrelu, "bce_fwd"):
+                 "cudnnBatchNormalizationForwardInference", *lrelu, "cudnnlite_bce_mean",
+                 "bce_bwd"):
         assert CALLS[call] > 0, (call, CALLS)
     thin_calls = ("cudnnlite_im2col_nhwc", "cudnnlite_col2im_nhwc_float", "cublasLtMatmul")
     assert all(CALLS[c] for c in thin_calls) if thin else not any(CALLS[c] for c in thin_calls[:2]), \

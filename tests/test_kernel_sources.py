@@ -92,7 +92,8 @@ def _harvest(monkeypatch, dtype):
     x = Stand(dtype)
     kernels.leaky_relu(x, 0.2)
     kernels.leaky_relu_grad(x, x, 0.2)
-    kernels.bce(x, x)
+    for mode in ("none", "sum", "mean"):
+        kernels.bce(x, x, mode)
     kernels.bce_grad(x, x, x)
     kernels.softmax(x, -1)
     kernels.join2(x, x, 1)

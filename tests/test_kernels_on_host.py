@@ -17,7 +17,7 @@ from layers import functional as F
 from layers import random as lrandom
 from layers.ops import rnn as ops_rnn
 
-from host_kernels import CXX, HOST, HostArray, host
+from host_kernels import CALLS, CXX, HOST, HostArray, host
 
 pytest.importorskip("cupy")        # HOST resolves kernel types with CuPy's own code
 pytestmark = pytest.mark.skipif(CXX is None, reason="no host C++ compiler")
@@ -226,6 +226,27 @@ def test_bce_forward_backward_with_torch_clamps(on_host, dtype):
     _close(kernels.bce(p, t), ref.detach(), dtype)
     ok = slice(2, None)                # torch's gradient at p = 0 / 1 divides by its eps too
     _close(np.asarray(kernels.bce_grad(p, t, gy))[ok], tp.grad[ok], dtype)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("mode", ["sum", "mean"])
+def test_bce_reduced_in_one_kernel_with_the_mean_in_its_gradient(on_host, dtype, mode):
+    """BCE's sum / mean as one reduction kernel, and the mean's 1 / n folded into the gradient
+    kernel, against torch; a NaN prediction makes the reduced loss NaN, as torch's."""
+    p = _data((5, 13), dtype, seed=7, low=0.01, high=0.99)
+    p[0, :2] = [0.0, 1.0]
+    t = host(np.where(np.arange(65).reshape(5, 13) % 3 == 0, 1.0, 0.0).astype(dtype))
+    t[0, :2] = [1.0, 0.0]
+    tp = _torch(p).requires_grad_()
+    ref = torch.nn.functional.binary_cross_entropy(tp, _torch(t), reduction=mode)
+    ref.backward(torch.tensor(0.75, dtype=tp.dtype))
+    CALLS.clear()
+    _close(kernels.bce(p, t, mode), ref.detach(), dtype)
+    assert CALLS == {f"cudnnlite_bce_{mode}": 1}, CALLS
+    g = kernels.bce_grad(p, t, host(np.array(0.75, dtype)), p.size if mode == "mean" else 1)
+    _close(np.asarray(g)[1:], tp.grad[1:], dtype)
+    p[2, 2] = np.nan
+    assert np.isnan(np.asarray(kernels.bce(p, t, mode)))
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

@@ -49,14 +49,15 @@ class BCELoss(Function):
     def forward_gpu(self, p, t):
         dtype = p.dtype
         self.saved = p, t = _wide(p, t)
-        return _reduce(kernels.bce(p, t), self.reduction, dtype)
+        return kernels.bce(p, t, self.reduction).astype(dtype, copy=False)
 
     def backward(self, gy):
         _no_target_grad(self)
         p, t = self.saved
+        if self.gpu:            # (the mean's 1 / n inside the kernel)
+            n = p.size if self.reduction == "mean" else 1
+            return kernels.bce_grad(p, t, *_wide(gy), n), None
         g = _scale(gy, p.size, self.reduction)
-        if self.gpu:
-            return kernels.bce_grad(p, t, g), None
         return g * (p - t) / np.maximum((1 - p) * p, p.dtype.type(1e-12)), None
 
 
