@@ -368,3 +368,26 @@ def test_first_non_finite_names_the_step_and_the_statistic():
     row, name = first_non_finite(rows, ["a", "b"])
     assert (row["step"], name) == (5, "b")
     assert first_non_finite(rows[:1], ["a", "b"]) is None
+
+
+@pytest.mark.parametrize("argv,mode", [([], "benchmark"), (["--algo", "heuristic"], "heuristic")])
+def test_dcgan_chooses_cudnn_algorithms_as_its_algo_flag_says_on_a_gpu(argv, mode, monkeypatch):
+    """--algo benchmark by default (pytorch/examples' DCGAN sets cudnn.benchmark = True): set
+    for the process on a GPU device before anything is built (stopped here at the data)."""
+    from cudnnlite import conv
+    from train import cli as train_cli
+    from train import dcgan, data
+    monkeypatch.setattr(conv, "settings", conv.settings)        # restored afterwards
+    monkeypatch.setattr(train_cli, "use_device", lambda device, **k: 0)
+
+    def stop(*args, **kwargs):
+        raise data.DatasetError(f"stopped with algo_mode={conv.settings.algo_mode}")
+    monkeypatch.setattr(data, "load", stop)
+    with pytest.raises(SystemExit):
+        dcgan.main(["--device", "0", "--dataset", "fake", *argv])
+    assert conv.settings.algo_mode == mode
+
+
+def test_dcgan_algo_flag_takes_only_the_two_modes(tmp_path):
+    assert_usage_error(run("train.dcgan", "--device", "cpu", "--algo", "fastest",
+                           "--outf", str(tmp_path)), "--algo", "fastest")

@@ -3,7 +3,9 @@
 One DCGAN training iteration (batch 128, 64x64, nz 100, ngf = ndf = 64, Adam) timed on this
 engine (eager, and replaying a captured CUDA graph) and on PyTorch (eager; eager with fused Adam;
 the whole step captured in a CUDA graph by hand, with capturable fused Adam) -- same model, same
-loop (pytorch/examples), TF32 convolutions on both -- side by side in one run on one GPU:
+loop (pytorch/examples), TF32 convolutions and cuDNN's benchmarked algorithms on both
+(pytorch/examples sets cudnn.benchmark = True; --algo heuristic for cuDNN's first suggestion) --
+side by side in one run on one GPU:
 ms/step, images/s, and from one profiled step of each (CUPTI, through torch.profiler) kernels
 per step and GPU-busy time.
 
@@ -43,7 +45,8 @@ def ours(device, batch, cuda_graph, precision="fp32", memory_format="contiguous"
     return (lambda: step(real)), cupy.cuda.get_current_stream().synchronize
 
 
-def pytorch(device, batch, variant, precision="fp32", memory_format="contiguous"):
+def pytorch(device, batch, variant, precision="fp32", memory_format="contiguous",
+            benchmark=True):
     """PyTorch's step: variant 'eager' (torch.optim.Adam as pytorch/examples), 'fused' (Adam's
     fused kernels) or 'captured' (fused capturable Adam, the whole step in one CUDA graph after
     three warm-up steps on a side stream, as torch.cuda.graphs' docs show). Returns
@@ -51,6 +54,7 @@ def pytorch(device, batch, variant, precision="fp32", memory_format="contiguous"
     import torch
     from tools import dcgan_torch as ref
     torch.backends.cudnn.allow_tf32 = True          # PyTorch's default for convolutions
+    torch.backends.cudnn.benchmark = benchmark      # pytorch/examples' DCGAN sets it True
     dev = f"cuda:{device}"
     dtype = torch.bfloat16 if precision == "bf16" else torch.float32
     torch.manual_seed(0)
@@ -102,9 +106,11 @@ def main():
                     help="untimed steps before each run [20]")
     ap.add_argument("--repeats", type=cli.positive_int, default=3,
                     help="runs of each row, interleaved; the median is reported [3]")
-    ap.add_argument("--algo", default="heuristic", choices=["heuristic", "benchmark"],
-                    help="cudnnlite's algorithm choice [heuristic, as PyTorch without "
-                         "cudnn.benchmark]")
+    ap.add_argument("--algo", default="benchmark", choices=["heuristic", "benchmark"],
+                    help="both engines' convolution algorithm choice: benchmark (cudnnlite's "
+                         "algo_mode='benchmark', torch.backends.cudnn.benchmark = True: "
+                         "train.dcgan's default and pytorch/examples') or cuDNN's heuristics "
+                         "[benchmark]")
     ap.add_argument("--conv-api", default="legacy", choices=["legacy", "graph", "both"],
                     help="cudnnlite's convolution entry points: the legacy cudnnConvolution* "
                          "calls, the backend (graph) API's cached plans, or both side by side "
@@ -168,7 +174,8 @@ def main():
         for variant, label in (("eager", "eager"), ("fused", "eager, fused Adam"),
                                ("captured", "captured")):
             runs[f"pytorch {label}{tag}"] = pytorch(args.device, args.batch_size, variant,
-                                                    precision, args.memory_format) + (None,)
+                                                    precision, args.memory_format,
+                                                    args.algo == "benchmark") + (None,)
     times = {name: [] for name in runs}
     for _ in range(args.repeats):                    # interleaved, so drift hits all alike
         for name, (step, sync, api) in runs.items():

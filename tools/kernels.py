@@ -460,6 +460,9 @@ def main(argv=None):
                     choices=["contiguous", "channels_last"],
                     help="dcgan's --memory-format [channels_last, train.dcgan's default on a "
                          "GPU]")
+    ap.add_argument("--algo", default=None, choices=["benchmark", "heuristic"],
+                    help="cuDNN's convolution algorithm choice [the job's default: benchmark "
+                         "for dcgan, heuristic for tacotron2]")
     ap.add_argument("--markdown", default=None, help="write the tables to this .md file")
     ap.add_argument("--csv", default=None, help="write every row to this .csv file")
     ap.add_argument("--rows", type=cli.nonnegative_int, default=None,
@@ -481,6 +484,8 @@ def main(argv=None):
                 cli.fail(f"{path}: cannot write it ({e.strerror})")
     if args.batch_size is None:
         args.batch_size = 128 if args.job == "dcgan" else 64
+    from cudnnlite import conv
+    conv.configure(algo_mode=args.algo or ("benchmark" if args.job == "dcgan" else "heuristic"))
     make = dcgan_step if args.job == "dcgan" else tacotron2_step
     step, models, sync, info, seconds = make(args)
     for _ in range(args.warmup):
@@ -508,7 +513,7 @@ def main(argv=None):
                     f"--device {args.device} --batch-size {args.batch_size} --precision "
                     f"{args.precision}"
                     + (f" --memory-format {args.memory_format}" if args.job == "dcgan" else "")
-                    + "`."] + [""] + summary
+                    + f" --algo {conv.settings.algo_mode}`."] + [""] + summary
     for line in summary:
         print(line)
     for (d, (k, t)) in totals(rows, lambda r: r.direction).items():

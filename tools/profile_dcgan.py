@@ -53,6 +53,9 @@ def main():
     ap.add_argument("--precision", default="fp32", choices=["fp32", "bf16"])
     ap.add_argument("--conv-api", default="legacy", choices=["legacy", "graph"],
                     help="cuDNN's legacy convolution calls or the graph API [legacy]")
+    ap.add_argument("--algo", default="benchmark", choices=["benchmark", "heuristic"],
+                    help="cuDNN's convolution algorithm choice [benchmark, train.dcgan's "
+                         "default]")
     ap.add_argument("--steps", type=cli.positive_int, default=30)
     ap.add_argument("--top", type=cli.positive_int, default=35)
     args = ap.parse_args()
@@ -72,7 +75,7 @@ def main():
         dcgan.train_step_device(G, D, oG, oD, real,
                                 L.Tensor(gen.normal((args.batch_size, 100, 1, 1))), finite)
 
-    with conv.using(api=args.conv_api):
+    with conv.using(api=args.conv_api, algo_mode=args.algo):
         result = benchmark(step, n_repeat=args.steps, n_warmup=10)
         prof = cProfile.Profile()
         prof.enable()

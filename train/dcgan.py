@@ -251,6 +251,11 @@ def parse_args(argv=None):
                    help="channels_last: the models' 4-d weights and activations stored (N, H, W, "
                         "C), PyTorch's channels_last, for cuDNN's NHWC kernels [channels_last on "
                         "a GPU, contiguous on the CPU; a resumed run keeps its checkpoint's]")
+    p.add_argument("--algo", choices=("benchmark", "heuristic"), default="benchmark",
+                   help="how cuDNN's convolution algorithms are chosen on a GPU: benchmark times "
+                        "every candidate once per problem and keeps the fastest (pytorch/examples' "
+                        "DCGAN sets cudnn.benchmark = True), heuristic takes cuDNN's first "
+                        "suggestion [benchmark]")
     p.add_argument("--no-cuda-graph", action="store_true",
                    help="run each GPU step eagerly instead of replaying a captured CUDA graph")
     p.add_argument("--log-every", type=cli.positive_int, default=10,
@@ -297,6 +302,9 @@ def main(argv=None):
         args.memory_format, resume_meta, args.resume,
         default="contiguous" if args.device == "cpu" else "channels_last")
     device = cli.use_device(args.device)
+    if device != "cpu":
+        from cudnnlite import conv
+        conv.configure(algo_mode=args.algo)
     L.manual_seed(args.seed)
     rng = np.random.default_rng(args.seed)
     try:
