@@ -202,12 +202,16 @@ def join2(a, b, axis):
 
 # ---- im2col / col2im of a channels-last convolution (layers.ops.conv.thin_input) ------------
 
-_GEOMETRY = ("int64 H, int64 W, int64 C, int64 P, int64 Q, int64 R, int64 S, int64 sh, int64 sw, "
-             "int64 ph, int64 pw, int64 dh, int64 dw")
-
-
-def _geometry(H, W, C, P, Q, R, S, stride, pad, dilation):
-    return tuple(np.int64(v) for v in (H, W, C, P, Q, R, S, *stride, *pad, *dilation))
+def _geometry(H, W, C, P, Q, R, S, stride, pad, dilation, sizes):
+    """The kernels' geometry as compile-time constants (kH, kW, ...: one kernel per problem,
+    compiled once and cached by CuPy), so the index arithmetic divides by constants -- a
+    multiply and a shift, where a division by a run-time 64-bit value is a long emulated
+    sequence per element -- in 32-bit ints (I) unless an array has 2^31 elements or more."""
+    index = "int" if max(sizes) < 2 ** 31 else "long long"
+    values = dict(kH=H, kW=W, kC=C, kP=P, kQ=Q, kR=R, kS=S, kSH=stride[0], kSW=stride[1],
+                  kPH=pad[0], kPW=pad[1], kDH=dilation[0], kDW=dilation[1])
+    return f"typedef {index} I;\n" + "".join(f"static constexpr I {k} = {int(v)};\n"
+                                             for k, v in values.items())
 
 
 def im2col_nhwc(x, R, S, stride, pad, dilation, P, Q):
@@ -217,12 +221,12 @@ def im2col_nhwc(x, R, S, stride, pad, dilation, P, Q):
     (K, R, S, C) order, so the convolution is cols @ W.reshape(K, R*S*C).T, already (N, P, Q, K)."""
     N, H, W, C = x.shape
     cols = cupy().empty((N * P * Q, R * S * C), x.dtype)
-    return elementwise("cudnnlite_im2col_nhwc", "raw T x, " + _GEOMETRY, "T col", """
-        const long long c = i % C, s = i / C % S, r = i / (C * S) % R, pos = i / (C * S * R);
-        const long long q = pos % Q, p = pos / Q % P, n = pos / (Q * P);
-        const long long h = p * sh - ph + r * dh, w = q * sw - pw + s * dw;
-        col = (h >= 0 && h < H && w >= 0 && w < W) ? x[((n * H + h) * W + w) * C + c] : (T)0;
-        """)(x, *_geometry(H, W, C, P, Q, R, S, stride, pad, dilation), cols)
+    return elementwise("cudnnlite_im2col_nhwc", "raw T x", "T col", """
+        const I j = (I)i, c = j % kC, s = j / kC % kS, r = j / (kC * kS) % kR;
+        const I pos = j / (kC * kS * kR), q = pos % kQ, p = pos / kQ % kP, n = pos / (kQ * kP);
+        const I h = p * kSH - kPH + r * kDH, w = q * kSW - kPW + s * kDW;
+        col = (h >= 0 && h < kH && w >= 0 && w < kW) ? x[((n * kH + h) * kW + w) * kC + c] : (T)0;
+        """, _geometry(H, W, C, P, Q, R, S, stride, pad, dilation, (x.size, cols.size)))(x, cols)
 
 
 def col2im_nhwc(cols, x_shape, R, S, stride, pad, dilation, P, Q):
@@ -233,22 +237,23 @@ def col2im_nhwc(cols, x_shape, R, S, stride, pad, dilation, P, Q):
     N, H, W, C = x_shape
     gx = cupy().empty(x_shape, cols.dtype)
     _, a = _sum_type(cols.dtype)
-    return elementwise(f"cudnnlite_col2im_nhwc_{a}", "raw T col, " + _GEOMETRY, "T gx", """
-        const long long c = i % C, w = i / C % W, h = i / (C * W) % H, n = i / (C * W * H);
+    return elementwise(f"cudnnlite_col2im_nhwc_{a}", "raw T col", "T gx", """
+        const I j = (I)i, c = j % kC, w = j / kC % kW, h = j / (kC * kW) % kH;
+        const I n = j / (kC * kW * kH);
         A acc = 0;
-        for (long long r = 0; r < R; ++r) {
-            const long long hp = h + ph - r * dh;          // = p * sh for the row p that read h
-            if (hp < 0 || hp % sh != 0 || hp / sh >= P) continue;
-            const long long p = hp / sh;
-            for (long long s = 0; s < S; ++s) {
-                const long long wq = w + pw - s * dw;
-                if (wq < 0 || wq % sw != 0 || wq / sw >= Q) continue;
-                acc += (A)col[((((n * P + p) * Q + wq / sw) * R + r) * S + s) * C + c];
+        for (I r = 0; r < kR; ++r) {
+            const I hp = h + kPH - r * kDH;                // = p * sh for the row p that read h
+            if (hp < 0 || hp % kSH != 0 || hp / kSH >= kP) continue;
+            const I p = hp / kSH;
+            for (I s = 0; s < kS; ++s) {
+                const I wq = w + kPW - s * kDW;
+                if (wq < 0 || wq % kSW != 0 || wq / kSW >= kQ) continue;
+                acc += (A)col[((((n * kP + p) * kQ + wq / kSW) * kR + r) * kS + s) * kC + c];
             }
         }
         gx = (T)acc;
-        """, preamble=f"typedef {a} A;")(cols, *_geometry(H, W, C, P, Q, R, S, stride, pad,
-                                                         dilation), gx)
+        """, f"typedef {a} A;\n" + _geometry(H, W, C, P, Q, R, S, stride, pad, dilation,
+                                            (gx.size, cols.size)))(cols, gx)
 
 
 # The clamps below are comparisons, not max(): CUDA's max / fmax drop a NaN (fmax(NaN, -100) is
