@@ -447,17 +447,30 @@ def _checkpair(name, a, b):
     return a, _operand(b, a)
 
 
+REDUCTIONS = ("mean", "sum", "none")
+
+
+def _check_reduction(name, reduction):
+    """A loss's `reduction`, one of PyTorch's three (anything else was an unreduced loss on the
+    NumPy path and a sum on the GPU's)."""
+    if reduction not in REDUCTIONS:
+        raise ValueError(f"{name}: reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
+
+
 def binary_cross_entropy(p, target, reduction="mean"):
+    _check_reduction("binary_cross_entropy", reduction)
     p, target = _checkpair("binary_cross_entropy", p, target)
     return _loss.BCELoss.apply(p, target, reduction=reduction)
 
 
 def binary_cross_entropy_with_logits(x, target, reduction="mean"):
+    _check_reduction("binary_cross_entropy_with_logits", reduction)
     x, target = _checkpair("binary_cross_entropy_with_logits", x, target)
     return _loss.BCEWithLogitsLoss.apply(x, target, reduction=reduction)
 
 
 def mse_loss(a, b, reduction="mean"):
+    _check_reduction("mse_loss", reduction)
     a, b = _checkpair("mse_loss", a, b)
     return _loss.MSELoss.apply(a, b, reduction=reduction)
 
@@ -473,11 +486,13 @@ def masked_mse_loss(a, b, mask):
 
 
 def l1_loss(a, b, reduction="mean"):
+    _check_reduction("l1_loss", reduction)
     a, b = _checkpair("l1_loss", a, b)
     return _loss.L1Loss.apply(a, b, reduction=reduction)
 
 
 def cross_entropy(logits, target, ignore_index=-100, reduction="mean"):
+    _check_reduction("cross_entropy", reduction)
     t = Tensor(_on_device_of(logits, target, "cross_entropy"))
     if t.dtype.kind not in "iu":
         raise TypeError(f"cross_entropy: target must hold class indices (integers), got {t.dtype}")

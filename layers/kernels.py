@@ -231,8 +231,8 @@ def im2col_nhwc(x, R, S, stride, pad, dilation, P, Q):
 
 def col2im_nhwc(cols, x_shape, R, S, stride, pad, dilation, P, Q):
     """The adjoint of im2col_nhwc: gx (N, H, W, C) = x_shape, each element the sum of the
-    columns entries read from it (at most ceil(R/sh) * ceil(S/sw) of them), gathered per output
-    element (no atomics: the same sum in the same order every run); half data is summed in float
+    columns entries read from it (at most R * S of them), gathered per output element (no
+    atomics: the same sum in the same order every run); half data is summed in float
     and rounded once (its columns, a product's result, were rounded once already)."""
     N, H, W, C = x_shape
     gx = cupy().empty(x_shape, cols.dtype)
@@ -262,7 +262,7 @@ _CLAMP_BELOW = "template <typename T> __device__ T clamp_below(T x, T lo) { retu
 
 
 # PyTorch clamps each log term at -100 so p = 0 or 1 gives a finite loss; written out as
-# comparisons (a reduction's map takes no preamble), NaN kept as clamp_below keeps it
+# comparisons (the reduction() helper passes no preamble), NaN kept as clamp_below keeps it
 _BCE = ("-(t * ((T)log(p) < (T)-100 ? (T)-100 : (T)log(p)) "
         "+ ((T)1 - t) * ((T)log1p(-p) < (T)-100 ? (T)-100 : (T)log1p(-p)))")
 
@@ -273,6 +273,10 @@ def bce(p, t, mode="none"):
     the mean divides each term by n as it sums it. p, t float32 or float64, one dtype."""
     if mode == "none":
         return elementwise("bce_fwd", "T p, T t", "T l", "l = " + _BCE)(p, t)
+    if mode not in ("sum", "mean"):
+        raise ValueError(f"bce: mode must be 'none', 'sum' or 'mean', got {mode!r}")
+    if mode == "mean" and p.size == 0:     # no terms: NaN, as torch's (the sum's identity is 0)
+        return cupy().full((), np.nan, p.dtype)
     divide = " / (T)n" if mode == "mean" else ""
     return reduction(f"cudnnlite_bce_{mode}", "T p, T t, int64 n", "T y", f"({_BCE}){divide}",
                      "a + b", "y = a", "0")(p, t, np.int64(p.size))

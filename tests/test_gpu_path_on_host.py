@@ -117,9 +117,9 @@ def _run(device, dtype, memory_format, foreach, steps=2, width=4):
     ("vector bfloat16", "channels_last", True, 0.02),
     # 16 wide: the one-channel layers' window (16) fits their 16 outputs, so channels-last
     # runs them as im2col + cuBLASLt (layers.ops.conv.thin_input). One step, and the weights
-    # after Adam not compared: Adam's first step is lr * sign(g), so in a model this wide some
-    # gradient within float32 rounding of 0 moves its weight by 2 lr between the paths (a
-    # second step then compounds it); each step's statistics and gradients are compared
+    # after Adam compared only where the gradient is clear of 0: Adam's first step is
+    # lr * sign(g), so in a model this wide some gradient within float32 rounding of 0 moves
+    # its weight by 2 lr between the paths (a second step would compound it)
     ("thin float32", "channels_last", True, 1e-4)])
 def test_dcgan_steps_on_the_gpu_path_equal_the_numpy_path(on_host, monkeypatch, dtype,
                                                            memory_format, foreach, tol):
@@ -180,6 +180,11 @@ def test_dcgan_steps_on_the_gpu_path_equal_the_numpy_path(on_host, monkeypatch, 
     else:
         _close_to_largest({k: v for k, v in ours["state"].items() if "running" in k},
                           {k: v for k, v in ref["state"].items() if "running" in k}, tol, "state")
+    if thin:            # the weights after Adam where the gradient is clear of 0 (5 % of lr)
+        for k, g in ref["grads"].items():
+            clear = np.abs(g) > 0.05 * np.abs(g).max()
+            np.testing.assert_allclose(ours["state"][k][clear], ref["state"][k][clear],
+                                       rtol=0, atol=0.05 * 2e-4, err_msg=f"weight {k}")
     if dtype != "float32":
         for k, g in ref["grads"].items():
             clear = np.abs(g) > 0.05 * np.abs(g).max()

@@ -243,10 +243,18 @@ def test_bce_reduced_in_one_kernel_with_the_mean_in_its_gradient(on_host, dtype,
     CALLS.clear()
     _close(kernels.bce(p, t, mode), ref.detach(), dtype)
     assert CALLS == {f"cudnnlite_bce_{mode}": 1}, CALLS
-    g = kernels.bce_grad(p, t, host(np.array(0.75, dtype)), p.size if mode == "mean" else 1)
-    _close(np.asarray(g)[1:], tp.grad[1:], dtype)
+    g = np.asarray(kernels.bce_grad(p, t, host(np.array(0.75, dtype)),
+                                    p.size if mode == "mean" else 1))
+    _close(g[1:], tp.grad[1:], dtype)
+    # p = 0 and 1 divide by the 1e-12 guard, which torch holds as a float: 4e-9 apart in float64
+    np.testing.assert_allclose(g[0], tp.grad[0].numpy(), rtol=max(1e-7, _tol(dtype)[0]))
     p[2, 2] = np.nan
     assert np.isnan(np.asarray(kernels.bce(p, t, mode)))
+    empty = host(np.zeros((0,), dtype))          # torch: the mean of no terms is NaN, the sum 0
+    assert np.isnan(np.asarray(kernels.bce(empty, empty, "mean"))) if mode == "mean" else \
+        np.asarray(kernels.bce(empty, empty, "sum")) == 0
+    with pytest.raises(ValueError, match="'none', 'sum' or 'mean', got 'avg'"):
+        kernels.bce(p, t, "avg")
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

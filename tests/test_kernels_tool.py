@@ -147,6 +147,8 @@ def test_every_kernel_of_a_dcgan_step_is_listed_and_matched_to_its_op(tmp_path, 
                                                                       foreach):
     pytest.importorskip("cupti")
     monkeypatch.setattr(L.optim, "FOREACH", foreach)
+    from cudnnlite import conv
+    algo_mode = conv.settings.algo_mode
     out = tmp_path / "k.csv"
     md = tmp_path / "k.md"
     assert kernels.main(["dcgan", "--device", "0", "--batch-size", "16", "--warmup", "2",
@@ -154,15 +156,18 @@ def test_every_kernel_of_a_dcgan_step_is_listed_and_matched_to_its_op(tmp_path, 
     rows = list(csv.DictReader(open(out)))
     assert len(rows) > 100
     assert all(float(r["us"]) >= 0 for r in rows)
-    convs = {(r["layer"], r["direction"]) for r in rows if r["function"] ==
-             "cudnnConvolutionForward"}
-    # each of netD's five convolutions runs forward (twice for D's step, once for G's)
-    assert {f"netD.main.{i}" for i in (0, 2, 5, 8, 11)} <= {layer for layer, d in convs
-                                                             if d == "fprop"}
-    # netG's transposed convolutions are cuDNN backward-data in fprop
-    tconv = {r["layer"] for r in rows if r["function"] == "cudnnConvolutionBackwardData"
-             and r["direction"] == "fprop"}
-    assert tconv == {f"netG.main.{i}" for i in (0, 3, 6, 9, 12)}
+    def layers(function, direction="fprop"):
+        return {r["layer"] for r in rows if r["function"] == function and
+                r["direction"] == direction}
+    # netD's three inner convolutions run cuDNN's forward (in D's step and in G's), netG's
+    # three inner transposed ones cuDNN's backward-data; the filter covering its whole input
+    # (netD's last, netG's first) and the one-channel layers (netD's first, netG's last:
+    # layers.ops.conv.whole_input / thin_input) are cuBLASLt products instead
+    assert layers("cudnnConvolutionForward") == {f"netD.main.{i}" for i in (2, 5, 8)}
+    assert layers("cudnnConvolutionBackwardData") == {f"netG.main.{i}" for i in (3, 6, 9)}
+    assert layers("cublasLtMatmul") == {"netD.main.0", "netD.main.11", "netG.main.0",
+                                        "netG.main.12"}
+    assert conv.settings.algo_mode == algo_mode      # (the job's --algo, for the job only)
     # every cuDNN row ran inside an op scope, and each parameter has its Adam update
     assert all(r["op"] != "(outside ops)" for r in rows if r["function"].startswith("cudnn"))
     updates = {r["layer"] for r in rows if r["direction"] == "optimizer"}

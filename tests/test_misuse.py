@@ -83,6 +83,21 @@ def test_bce_target_gradient_is_refused():
         F.binary_cross_entropy(p, target).backward()
 
 
+@pytest.mark.parametrize("loss,args", [
+    ("binary_cross_entropy", (np.full(3, 0.5, np.float32), np.ones(3, np.float32))),
+    ("binary_cross_entropy_with_logits", (np.zeros(3, np.float32), np.ones(3, np.float32))),
+    ("mse_loss", (np.zeros(3, np.float32), np.ones(3, np.float32))),
+    ("l1_loss", (np.zeros(3, np.float32), np.ones(3, np.float32))),
+    ("cross_entropy", (np.zeros((3, 4), np.float32), np.array([0, 1, 3]))),
+])
+def test_a_loss_reduction_that_is_not_one_of_torchs_three_is_refused(loss, args):
+    """'avg' was an unreduced loss on the NumPy path (and a sum in a GPU kernel)."""
+    with pytest.raises(ValueError, match=f"{loss}: reduction must be 'mean', 'sum' or 'none', "
+                                         f"got 'avg'"):
+        getattr(F, loss)(L.Tensor(args[0]), args[1], reduction="avg")
+    getattr(F, loss)(L.Tensor(args[0]), args[1], reduction="sum")     # the three still work
+
+
 def test_unknown_device_string():
     with pytest.raises(ValueError, match="device must be"):
         t(2).to("tpu")

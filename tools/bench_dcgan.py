@@ -109,7 +109,8 @@ def main():
     ap.add_argument("--algo", default="benchmark", choices=["heuristic", "benchmark"],
                     help="both engines' convolution algorithm choice: benchmark (cudnnlite's "
                          "algo_mode='benchmark', torch.backends.cudnn.benchmark = True: "
-                         "train.dcgan's default and pytorch/examples') or cuDNN's heuristics "
+                         "train.dcgan's default and pytorch/examples') or cuDNN's heuristics; "
+                         "cudnnlite's graph-API rows take the graph API's heuristics either way "
                          "[benchmark]")
     ap.add_argument("--conv-api", default="legacy", choices=["legacy", "graph", "both"],
                     help="cudnnlite's convolution entry points: the legacy cudnnConvolution* "
