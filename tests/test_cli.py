@@ -388,6 +388,24 @@ def test_dcgan_chooses_cudnn_algorithms_as_its_algo_flag_says_on_a_gpu(argv, mod
     assert conv.settings.algo_mode == mode
 
 
-def test_dcgan_algo_flag_takes_only_the_two_modes(tmp_path):
+def test_dcgan_algo_flag_takes_only_the_two_modes_and_only_on_a_gpu(tmp_path):
     assert_usage_error(run("train.dcgan", "--device", "cpu", "--algo", "fastest",
                            "--outf", str(tmp_path)), "--algo", "fastest")
+    assert_usage_error(run("train.dcgan", "--device", "cpu", "--algo", "heuristic",
+                           "--outf", str(tmp_path)), "--algo heuristic", "GPU --device")
+
+
+def test_resuming_another_jobs_checkpoint_says_so(tmp_path, trained):
+    """A checkpoint with no netG / netD state (Tacotron 2's holds 'model/...') is named as not
+    a train.dcgan checkpoint, not compared setting by setting (it had been 'trained with batch
+    size 4' when --batch-size was given)."""
+    import numpy as np
+    arrays = dict(np.load(trained / "checkpoint.npz"))
+    other = {("model/" + k.split("/", 1)[1] if k.startswith(("netG/", "netD/")) else k): v
+             for k, v in arrays.items()}
+    np.savez(tmp_path / "other.npz", **other)
+    r = run("train.dcgan", "--device", "cpu", "--resume", str(tmp_path / "other.npz"),
+            "--batch-size", "8", "--outf", str(tmp_path / "out"))
+    assert_usage_error(r, "--resume", "holds no netG or netD state", "its models: model",
+                       "train.dcgan run")
+    assert "batch size" not in r.stderr

@@ -196,3 +196,7 @@ def test_a_missing_cudnn_is_one_line_and_exit_2(tool, tmp_path):
     assert r.returncode == 2, r.stderr
     assert r.stderr.startswith("error: CUDNNLITE_LIBCUDNN=") and "Traceback" not in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
+    # --help needs no cuDNN (a CPU-only install, `pip install -e ".[train]"`, has none)
+    r = subprocess.run([sys.executable, "-m", f"tools.{tool}", "--help"], capture_output=True,
+                       text=True, env=env, cwd=os.path.dirname(os.path.dirname(__file__)))
+    assert r.returncode == 0 and "usage:" in r.stdout, r.stderr

@@ -7,12 +7,20 @@ the function that refused it, and exits 2. Dims are in cuDNN's logical order, wh
 """
 from train import cli
 
-try:
-    from cudnnlite import testing
-    from cudnnlite.enums import MathType, Status
-    from cudnnlite.errors import CudnnError, NotInitialized
-except OSError as e:        # libcudnn not found: one line saying where it looked, what to install
-    cli.fail(e)
+MATH = ["default", "tensor_op", "tensor_op_allow_conversion", "fma"]   # cudnnMathType_t's
+
+
+def _cudnn():
+    """(testing, MathType, Status, CudnnError, NotInitialized) from cudnnlite, imported after
+    the flags are read (so --help needs no cuDNN); where libcudnn cannot be loaded, the loader's
+    one line -- where it looked, what to install -- and exit 2."""
+    try:
+        from cudnnlite import testing
+        from cudnnlite.enums import MathType, Status
+        from cudnnlite.errors import CudnnError, NotInitialized
+    except OSError as e:
+        cli.fail(e)
+    return testing, MathType, Status, CudnnError, NotInitialized
 
 
 def _geometry(values):
@@ -38,8 +46,9 @@ def main(argv=None):
     ap.add_argument("--groups", type=int, default=1)
     ap.add_argument("--layout", default="NCHW", help="NCHW or NHWC")
     ap.add_argument("--dtype", default="float32")
-    ap.add_argument("--math", default="default", choices=[m.name.lower() for m in MathType])
+    ap.add_argument("--math", default="default", choices=MATH)
     args = ap.parse_args(argv)
+    testing, MathType, Status, CudnnError, NotInitialized = _cudnn()
     spec = testing.ConvSpec(tuple(args.input), tuple(args.filter), _geometry(args.pad),
                             _geometry(args.stride), _geometry(args.dilation), args.groups,
                             args.layout, args.dtype, math_type=MathType[args.math.upper()])

@@ -8,6 +8,8 @@ the claim checked in numbers (through cuDNN too when a GPU is present). No GPU n
     python -m tools.explain_transpose --torch --input 5 5 --in-channels 4 --out-channels 6 \
         --kernel 3 --stride 2 --padding 1 --output-padding 1 [--groups 2] [--layout NHWC]
 """
+from __future__ import annotations     # (the dataclass below names cudnnlite.testing's types)
+
 import sys
 import textwrap
 from dataclasses import dataclass
@@ -20,10 +22,15 @@ from layers import F
 from layers.functional import pair
 from train import cli
 
-try:
-    from cudnnlite import testing
-except OSError as e:        # libcudnn not found: one line saying where it looked, what to install
-    cli.fail(e)
+
+def _testing():
+    """cudnnlite.testing, imported on first use (so --help needs no cuDNN); where libcudnn
+    cannot be loaded, the loader's one line -- where it looked, what to install -- and exit 2."""
+    try:
+        from cudnnlite import testing
+    except OSError as e:
+        cli.fail(e)
+    return testing
 
 TOL = {"float64": 1e-12, "float32": 1e-5}   # ||y - ref|| / ||ref|| per dtype of the computation
 FORUM = dict(input_shape=(8, 8, 256), filters=128, kernel_size=2, strides=2, padding="same")
@@ -313,6 +320,7 @@ def _cudnn(x, kernel, t):
 def explain(t, seed=0):
     """The explanation of `t`: the forward conv, its descriptors read back from cuDNN, and the
     numerical checks (x and kernel: random float32 values, held in float64)."""
+    testing = _testing()
     spec = testing.ConvSpec(x=(t.N, t.Cout, *t.dx_size), w=(t.Cin, t.Cout // t.groups, *t.kernel),
                             pad=t.cudnn_pad, stride=t.stride, dilation=t.dilation,
                             groups=t.groups, layout=t.layout)

@@ -251,9 +251,19 @@ def save_checkpoint(path, modules, optimizers, meta, rng, arrays):
     save_arrays(arrays, path)
 
 
-def checkpoint_meta(path):
-    """The JSON 'meta' of a checkpoint file (epoch, step, settings)."""
-    return meta_of(read_arrays(path))
+def checkpoint_meta(path, modules=()):
+    """The JSON 'meta' of a checkpoint file (epoch, step, settings). `modules`: the job's model
+    names, each of which must have state in the file -- so another job's checkpoint is named as
+    such before its settings are compared with the flags (a Tacotron 2 checkpoint given to
+    train.dcgan was 'trained with batch size 4')."""
+    arrays = read_arrays(path)
+    meta = meta_of(arrays)
+    missing = [m for m in modules if not any(k.startswith(f"{m}/") for k in arrays)]
+    if missing:
+        held = sorted({k.split("/")[0] for k in arrays if "/" in k})
+        raise CheckpointError(f"it holds no {' or '.join(missing)} state (its models: "
+                              f"{', '.join(held) or 'none'})")
+    return meta
 
 
 def meta_of(arrays):

@@ -251,11 +251,11 @@ def parse_args(argv=None):
                    help="channels_last: the models' 4-d weights and activations stored (N, H, W, "
                         "C), PyTorch's channels_last, for cuDNN's NHWC kernels [channels_last on "
                         "a GPU, contiguous on the CPU; a resumed run keeps its checkpoint's]")
-    p.add_argument("--algo", choices=("benchmark", "heuristic"), default="benchmark",
+    p.add_argument("--algo", choices=("benchmark", "heuristic"), default=None,
                    help="how cuDNN's convolution algorithms are chosen on a GPU: benchmark times "
                         "every candidate once per problem and keeps the fastest (pytorch/examples' "
                         "DCGAN sets cudnn.benchmark = True), heuristic takes cuDNN's first "
-                        "suggestion [benchmark]")
+                        "suggestion [benchmark; a GPU flag, an error with --device cpu]")
     p.add_argument("--no-cuda-graph", action="store_true",
                    help="run each GPU step eagerly instead of replaying a captured CUDA graph")
     p.add_argument("--log-every", type=cli.positive_int, default=10,
@@ -270,6 +270,9 @@ def parse_args(argv=None):
     if args.resume and (args.netG or args.netD):
         cli.fail(f"--resume {args.resume}: restores both models' weights; expected no "
                  f"--netG / --netD with it")
+    if args.algo is not None and args.device == "cpu":
+        cli.fail(f"--algo {args.algo}: chooses cuDNN's convolution algorithms, which the NumPy "
+                 f"path does not use; expected a GPU --device")
     if args.dataroot and args.dataset not in ("mnist", "folder"):
         cli.fail(f"--dataroot {args.dataroot}: --dataset {args.dataset} reads no folder; "
                  f"expected --dataset mnist or folder with it")
@@ -288,7 +291,8 @@ def main(argv=None):
     """Check and load everything (device, dataset, weights, checkpoint) before writing anything
     in --outf; then train, and stop with status 1 at a step whose statistics are not finite."""
     args = parse_args(argv)
-    resume_meta = _load("--resume", args.resume, lambda: checkpoint_meta(args.resume),
+    resume_meta = _load("--resume", args.resume,
+                        lambda: checkpoint_meta(args.resume, ("netG", "netD")),
                         "the checkpoint.npz of a train.dcgan run") if args.resume else None
     args.batch_size = cli.batch_size(args.batch_size, 128, resume_meta, args.resume)
     args.precision = cli.precision(args.precision, resume_meta, args.resume)
@@ -304,7 +308,7 @@ def main(argv=None):
     device = cli.use_device(args.device)
     if device != "cpu":
         from cudnnlite import conv
-        conv.configure(algo_mode=args.algo)
+        conv.configure(algo_mode=args.algo or "benchmark")
     L.manual_seed(args.seed)
     rng = np.random.default_rng(args.seed)
     try:

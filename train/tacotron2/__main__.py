@@ -327,7 +327,7 @@ def train(argv):
     resume_meta = None
     if args.resume:
         try:
-            resume_meta = checkpoint_meta(args.resume)
+            resume_meta = checkpoint_meta(args.resume, ("model",))
             saved = checkpoint_hparams(resume_meta)
         except CheckpointError as e:
             cli.fail(f"--resume {args.resume}: {e}; expected the checkpoint.npz of a "
