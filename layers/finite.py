@@ -19,7 +19,7 @@ import threading
 import numpy as np
 
 from . import kernels
-from .backend import dense_order, device_table, is_dense, is_floating, is_gpu, to_device
+from .backend import device_table, is_dense, is_floating, is_gpu, to_device
 from .tensor import Tensor
 
 NONE = np.iinfo(np.int64).max       # `first` when nothing was non-finite
@@ -142,12 +142,12 @@ class FiniteCheck:
         k = len(self.events)
         self.events.append(what)
         if is_gpu(x):
-            n = _chunks(x)
+            n = kernels.vectors16(x) if x.dtype.name in _NONFINITE_WORD else None
             if n is None:
                 _flag_kernel()(x, np.int64(k), self.step, self.first_event)
                 return
-            blocks = min(-(-n // WORD_THREADS), kernels._blocks_for(x.device.id))
-            _word_kernel(x.dtype.name)((blocks,), (WORD_THREADS,),
+            _word_kernel(x.dtype.name)((kernels.grid(n, WORD_THREADS, x.device.id),),
+                                       (WORD_THREADS,),
                                        (x, np.int64(n), np.int64(k), self.step,
                                         self.first_event))
         elif self.first_event[0] == NONE and not np.isfinite(x).all():
@@ -203,18 +203,6 @@ def _word_kernel(dtype):
     return kernels.cupy().RawKernel(
         _WORD_SOURCE % {"T": dtype, "BAD": _NONFINITE_WORD[dtype], "NONE": NONE, "STEP": STEP},
         f"cudnnlite_first_nonfinite_words_{dtype}")
-
-
-def _chunks(x):
-    """How many 16-byte chunks x's memory is, when x is dense in some axis order (C-ordered,
-    channels-last), 16-byte aligned, a whole number of chunks long and of a dtype the word
-    kernel knows; else None. The kernel is handed x itself -- a RawKernel takes an array's data
-    pointer, which for a dense array with no negative stride is its lowest address -- so no
-    view is made (a CuPy view costs microseconds of host time, and there are ~50 checks a
-    DCGAN step)."""
-    if x.dtype.name not in _NONFINITE_WORD or x.nbytes % 16 or x.data.ptr % 16 or x.ndim == 0:
-        return None
-    return None if dense_order(x) is None else x.nbytes // 16
 
 
 def _flag_kernel():

@@ -160,6 +160,23 @@ def _vector_kernel(op, dtype):
         "G": "const float g = LOAD(vb.v[j]);" if operands == 2 else ""}, name)
 
 
+def vectors16(a):
+    """How many 16-byte vectors device array a's memory is, when a is dense in some axis order
+    (C-ordered, channels-last), 16-byte aligned, non-empty and a whole number of vectors long;
+    else None. What the kernels that read memory 16 bytes at a time take (vector_pointwise, the
+    finite check's word kernel), handed the array itself: for a dense array with no negative
+    stride its data pointer is its lowest address, so no view is made."""
+    if a.size == 0 or a.nbytes % 16 or a.data.ptr % 16 or dense_order(a) is None:
+        return None
+    return a.nbytes // 16
+
+
+def grid(n, threads, device_id):
+    """Blocks for a grid-stride kernel over n items: enough for one item a thread, at most
+    4 per multiprocessor."""
+    return min(-(-n // threads), _blocks_for(device_id))
+
+
 def vector_pointwise(op, s, a, b=None):
     """op (_VECTOR_OPS) on a (and b) over 16-byte vectors into a new array laid out as a, when
     VECTOR_POINTWISE is on and a (b) are float32 / bfloat16 device arrays of one dtype, shape and
@@ -168,8 +185,8 @@ def vector_pointwise(op, s, a, b=None):
     if not VECTOR_POINTWISE or op not in _VECTOR_OPS:
         return None
     name = a.dtype.name
-    if name not in _VECTOR_TYPES or not is_gpu(a) or a.size == 0 or a.nbytes % 16 or \
-            a.data.ptr % 16 or dense_order(a) is None:
+    n = vectors16(a) if name in _VECTOR_TYPES and is_gpu(a) else None
+    if n is None:
         return None
     if b is not None and (b.dtype != a.dtype or b.shape != a.shape or b.strides != a.strides or
                           not is_gpu(b) or b.data.ptr % 16):
@@ -177,9 +194,7 @@ def vector_pointwise(op, s, a, b=None):
     out = _like(a)
     if out.strides != a.strides or out.data.ptr % 16:
         return None
-    n = a.nbytes // 16
-    blocks = min(-(-n // VECTOR_THREADS), _blocks_for(a.device.id))
-    _vector_kernel(op, name)((blocks,), (VECTOR_THREADS,),
+    _vector_kernel(op, name)((grid(n, VECTOR_THREADS, a.device.id),), (VECTOR_THREADS,),
                              (a, a if b is None else b, out, np.int64(n), np.float32(s)))
     return out
 
@@ -261,10 +276,9 @@ def col2im_nhwc(cols, x_shape, R, S, stride, pad, dilation, P, Q):
 _CLAMP_BELOW = "template <typename T> __device__ T clamp_below(T x, T lo) { return x < lo ? lo : x; }"
 
 
-# PyTorch clamps each log term at -100 so p = 0 or 1 gives a finite loss; written out as
-# comparisons (the reduction() helper passes no preamble), NaN kept as clamp_below keeps it
-_BCE = ("-(t * ((T)log(p) < (T)-100 ? (T)-100 : (T)log(p)) "
-        "+ ((T)1 - t) * ((T)log1p(-p) < (T)-100 ? (T)-100 : (T)log1p(-p)))")
+# PyTorch clamps each log term at -100 so p = 0 or 1 gives a finite loss
+_BCE = ("-(t * clamp_below<T>(log(p), (T)-100) "
+        "+ ((T)1 - t) * clamp_below<T>(log1p(-p), (T)-100))")
 
 
 def bce(p, t, mode="none"):
@@ -272,14 +286,14 @@ def bce(p, t, mode="none"):
     kernel (where the elementwise loss, CuPy's sum and the division by n were three launches);
     the mean divides each term by n as it sums it. p, t float32 or float64, one dtype."""
     if mode == "none":
-        return elementwise("bce_fwd", "T p, T t", "T l", "l = " + _BCE)(p, t)
+        return elementwise("bce_fwd", "T p, T t", "T l", "l = " + _BCE, _CLAMP_BELOW)(p, t)
     if mode not in ("sum", "mean"):
         raise ValueError(f"bce: mode must be 'none', 'sum' or 'mean', got {mode!r}")
     if mode == "mean" and p.size == 0:     # no terms: NaN, as torch's (the sum's identity is 0)
         return cupy().full((), np.nan, p.dtype)
     divide = " / (T)n" if mode == "mean" else ""
     return reduction(f"cudnnlite_bce_{mode}", "T p, T t, int64 n", "T y", f"({_BCE}){divide}",
-                     "a + b", "y = a", "0")(p, t, np.int64(p.size))
+                     "a + b", "y = a", "0", _CLAMP_BELOW)(p, t, np.int64(p.size))
 
 
 def bce_grad(p, t, gy, n=1):
@@ -445,9 +459,10 @@ def sync_master(master, p):
 
 
 @functools.lru_cache(maxsize=None)
-def reduction(name, in_params, out_params, map_expr, reduce_expr, post_map_expr, identity):
+def reduction(name, in_params, out_params, map_expr, reduce_expr, post_map_expr, identity,
+              preamble=""):
     return cupy().ReductionKernel(in_params, out_params, map_expr, reduce_expr, post_map_expr,
-                                  identity, name)
+                                  identity, name, preamble=preamble)
 
 
 def _sum_type(dtype):

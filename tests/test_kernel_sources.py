@@ -189,6 +189,7 @@ def _elementwise_source(k, dtype, uid):
 
 def _reduction_source(k, dtype, uid):
     in_params, out_params, map_expr, reduce_expr, post_map_expr, identity, name = k.args[:7]
+    preamble = k.kwargs.get("preamble", "")
     placeholders, args, binds = set(), [], []
     for raw, t, n in _params(in_params):
         c = _ctype(t, dtype, placeholders)
@@ -196,7 +197,7 @@ def _reduction_source(k, dtype, uid):
         binds.append(f"const {c}& {n} = _p_{n}[i];")
     (_, t_out, out_name), = _params(out_params)
     c_out = _ctype(t_out, dtype, placeholders)
-    return (f"namespace k{uid} {{\n{_placeholder_types(placeholders, dtype)}"
+    return (f"namespace k{uid} {{\n{_placeholder_types(placeholders, dtype)}{preamble}\n"
             f"typedef {c_out} _type_reduce;\n"
             f"#define REDUCE(a, b) ({reduce_expr})\n#define POST_MAP(a) ({post_map_expr})\n"
             f"__global__ void {name}({', '.join(args)}, {c_out}* _p_{out_name}, long long _size) {{\n"

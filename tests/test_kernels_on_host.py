@@ -178,6 +178,20 @@ def test_a_pointwise_kernel_called_without_its_output_or_with_mixed_dtypes(on_ho
     assert kernels._flat_views((b, a), (False, False)) is None
 
 
+def test_sixteen_byte_vectors_are_counted_only_for_dense_aligned_whole_memory(on_host):
+    """kernels.vectors16, what the 16-byte kernels (vector ReLUs, the finite check's words)
+    take: dense in any axis order, aligned, whole vectors -- and never an empty array, whose
+    zero-block launch a GPU refuses."""
+    a = host(np.zeros((4, 2, 2, 2), np.float32))
+    assert kernels.vectors16(a) == 8
+    assert kernels.vectors16(to_channels_last(a)) == 8
+    assert kernels.vectors16(a.transpose(3, 1, 0, 2)) == 8              # dense, permuted
+    assert kernels.vectors16(a[:, :1]) is None                           # not dense
+    assert kernels.vectors16(host(np.zeros(6, np.float32))) is None      # 24 bytes
+    assert kernels.vectors16(host(np.zeros(9, np.float32))[1:5]) is None  # off 16 bytes
+    assert kernels.vectors16(host(np.zeros((0, 4), np.float32))) is None
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_the_finite_check_reads_dense_memory_as_words(on_host, dtype):
     """FiniteCheck._check on a dense, aligned tensor (the word kernel: 16-byte chunks, exponent
