@@ -86,3 +86,55 @@ def test_the_profile_groups_host_time_by_package():
     assert sum(ms for ms, _ in rows.values()) == pytest.approx(total_ms, rel=1e-12)
     assert sum(c for _, c in rows.values()) == pytest.approx(
         sum(v[1] for v in stats.stats.values()) / 3, rel=1e-12)
+
+
+def test_the_profile_times_each_c_entry_point_per_call(monkeypatch):
+    """tools.profile_dcgan's C-call table: calls per step and host time per call of each wrapped
+    entry point, the real functions back in place afterwards. Stand-ins with known costs (a
+    sleep) take the place of two cuDNN functions."""
+    import time
+
+    from cudnnlite import api
+    from tools.profile_dcgan import c_call_times
+
+    def fake(name, seconds):
+        def fn(*args):
+            time.sleep(seconds)
+        fn.arg_names = ("handle",)
+        return fn
+    monkeypatch.setattr(api, "cudnnConvolutionForward", fake("cudnnConvolutionForward", 0.004))
+    monkeypatch.setattr(api, "cudnnActivationForward", fake("cudnnActivationForward", 0.001))
+    conv_fn, act_fn = api.cudnnConvolutionForward, api.cudnnActivationForward
+
+    def step():
+        api.cudnnConvolutionForward(None)
+        api.cudnnActivationForward(None)
+        api.cudnnActivationForward(None)
+        api.cudnnActivationForward(None)
+    rows = c_call_times(step, steps=3)
+    assert [name for name, _, _ in rows] == ["cudnnConvolutionForward", "cudnnActivationForward"]
+    (_, n_conv, us_conv), (_, n_act, us_act) = rows
+    assert (n_conv, n_act) == (1.0, 3.0)
+    assert 4000 <= us_conv < 4000 + 20000 and 1000 <= us_act < 1000 + 20000
+    assert api.cudnnConvolutionForward is conv_fn and api.cudnnActivationForward is act_fn
+
+
+@pytest.mark.gpu
+def test_the_profile_finds_a_host_sync_in_a_step_and_none_in_a_step_without():
+    """tools.profile_dcgan's sync check: a step that reads a result back waits behind the busy
+    kernel (and names where); one that only launches returns at once."""
+    import cupy
+
+    from tools.profile_dcgan import waits
+    a = cupy.ones(1000, cupy.float32)
+    sync = cupy.cuda.get_current_stream().synchronize
+
+    def launches():
+        (a * 2).sum()
+
+    def reads_back():
+        float((a * 2).sum())
+    host_ms, stalls = waits(launches, sync, busy_ms=200)
+    assert host_ms < 100 and stalls == []
+    host_ms, stalls = waits(reads_back, sync, busy_ms=200)
+    assert host_ms >= 150 and stalls and stalls[0][1] >= 50

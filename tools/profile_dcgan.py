@@ -1,16 +1,20 @@
 """Where an eager DCGAN training step's time goes on this engine: host (Python) time against
 device time per step, the host time by package (this engine's layers, cudnnlite's Python and the
-C calls it makes, CuPy, NumPy, the interpreter), then the Python functions that cost the most
-(cProfile). The step is train.dcgan's, in its default GPU layout (channels-last) unless told.
+C calls it makes, CuPy, NumPy, the interpreter), the host time of each cuDNN / cuBLASLt entry point
+the step calls, whether the step waits for the GPU anywhere (a hidden host sync), then the Python
+functions that cost the most (cProfile). The step is train.dcgan's, in its default GPU layout
+(channels-last) unless told.
 
     python -m tools.profile_dcgan --device 0 [--memory-format contiguous|channels_last]
         [--precision fp32|bf16] [--conv-api legacy|graph] [--steps 30] [--top 35]
 """
 import cProfile
 import collections
+import contextlib
 import io
 import os
 import pstats
+import time
 
 from train import cli
 
@@ -41,6 +45,60 @@ def by_package(stats, steps):
         calls[row] += ncalls
     return [(row, seconds[row] * 1e3 / steps, calls[row] / steps)
             for row, _ in seconds.most_common()]
+
+
+def c_call_times(step, steps):
+    """[(C function, calls per step, host us per call)] over `steps` calls of step(), most host
+    time first: every cuDNN compute entry point and cublasLtMatmul, each call timed on the host
+    from entry to return (tools.kernels.cudnn_calls_recorded puts the timer around it)."""
+    from tools.kernels import cudnn_calls_recorded
+    seconds, calls = collections.Counter(), collections.Counter()
+
+    @contextlib.contextmanager
+    def timed(name, _args):
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            seconds[name] += time.perf_counter() - t0
+            calls[name] += 1
+
+    with cudnn_calls_recorded(timed):
+        for _ in range(steps):
+            step()
+    return [(name, calls[name] / steps, seconds[name] / calls[name] * 1e6)
+            for name, _ in seconds.most_common()]
+
+
+SPIN = r"""
+extern "C" __global__ void spin(unsigned long long ns) {
+    unsigned long long t0, t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+    do { asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)); } while (t - t0 < ns);
+}
+"""
+
+
+def waits(step, sync, busy_ms=200.0):
+    """Does step() wait for the GPU (a host sync: a read-back, a blocking C call)? It runs once
+    behind a one-thread kernel that keeps the GPU busy for busy_ms: a step that never syncs
+    returns in its own host time, one that does returns after the busy kernel. Returns (host ms
+    of that step, [(function, ms)] of the Python functions whose own time exceeds busy_ms / 4:
+    where it waited, a C call counting in the function that made it)."""
+    import cupy
+    spin = cupy.RawKernel(SPIN, "spin")
+    sync()
+    spin((1,), (1,), (cupy.uint64(busy_ms * 1e6),))
+    prof = cProfile.Profile()
+    t0 = time.perf_counter()
+    prof.enable()
+    step()
+    prof.disable()
+    host_ms = (time.perf_counter() - t0) * 1e3
+    sync()
+    stalls = [(f"{fn}:{line}({name})", tottime * 1e3) for (fn, line, name), (_, _, tottime, _, _)
+              in pstats.Stats(prof).stats.items() if tottime * 1e3 > busy_ms / 4]
+    return host_ms, sorted(stalls, key=lambda r: -r[1])
 
 
 def main():
@@ -93,6 +151,25 @@ def main():
     print(f"{'package':<24} {'ms/step':>8} {'calls/step':>11}")
     for row, ms, calls in by_package(stats, args.steps):
         print(f"{row:<24} {ms:8.2f} {calls:11.0f}")
+    print()
+    with conv.using(api=args.conv_api, algo_mode=args.algo):
+        rows = c_call_times(step, args.steps)
+        busy = 200.0
+        host_ms, stalls = waits(step, cupy.cuda.get_current_stream().synchronize, busy)
+    print("host time of each cuDNN / cuBLASLt call (entry to return, timed around the C call):")
+    print(f"{'C function':<46} {'calls/step':>10} {'us/call':>8} {'ms/step':>8}")
+    for name, n, us in rows:
+        print(f"{name:<46} {n:10.1f} {us:8.1f} {n * us / 1e3:8.2f}")
+    print(f"{'all of them':<46} {sum(n for _, n, _ in rows):10.1f} {'':>8} "
+          f"{sum(n * us for _, n, us in rows) / 1e3:8.2f}\n")
+    if stalls:
+        print(f"host syncs: the step, started behind a {busy:.0f} ms GPU kernel, took "
+              f"{host_ms:.1f} ms on the host; it waited in:")
+        for where, ms in stalls:
+            print(f"  {ms:8.1f} ms  {where}")
+    else:
+        print(f"host syncs: none (the step, started behind a {busy:.0f} ms GPU kernel, returned "
+              f"after {host_ms:.1f} ms)")
     print()
     out = io.StringIO()
     pstats.Stats(prof, stream=out).sort_stats("tottime").print_stats(args.top)
