@@ -1,6 +1,8 @@
 """Host-side cost of one call of each kind the engine issues -- a cuDNN convolution through the
-legacy API and through the graph API, batch norm, activation, a CuPy elementwise kernel -- on tiny tensors, so the GPU is
-never the bottleneck: what a step pays per launch before any kernel runs.
+legacy API and through the graph API, batch norm (plain, and the *Ex calls channels-last training
+takes), activation, a CuPy elementwise kernel, CuPy views, a layers op through the autograd engine
+-- on tiny tensors, so the GPU is never the bottleneck: what a step pays per launch before any
+kernel runs.
 
     python -m tools.bench_calls --device 0
 """
@@ -33,7 +35,9 @@ def main():
     cli.use_device(args.device, gpu_only="this tool times the host cost of GPU calls")
     import cupy
     import cudnnlite as cl
+    import layers as L
     from cudnnlite import activation, batchnorm, conv
+    from layers import kernels
     x = cupy.asarray(np.random.default_rng(0).standard_normal((2, 8, 8, 8)), np.float32)
     W = cupy.asarray(np.random.default_rng(1).standard_normal((8, 8, 3, 3)), np.float32)
     g, b = cupy.ones(8, np.float32), cupy.zeros(8, np.float32)
@@ -48,6 +52,23 @@ def main():
     cdesc = p.conv(ch.math_type)
     gp = p.graph_plan(conv.FWD, h, 1.0, 0.0)
     gws = h.workspace(gp.workspace)
+    # channels-last training batch norm: the *Ex calls (x read as NHWC), and the bare C call
+    fn = "cudnnBatchNormalizationForwardTrainingEx"
+    mode = cl.BatchNormMode.SPATIAL_PERSISTENT
+    _, x4, xdesc, bdesc, _, dt = batchnorm._setup(fn, x, "NHWC", mode, None, {})
+    ex_ws, ex_rs = batchnorm._ex_sizes_for(h, xdesc, bdesc, dt, mode, backward=False)
+    y_ex, mean, invstd, reserve = batchnorm.forward_training_ex(x, g, b, rm, rv)
+    ex_workspace = h.workspace(ex_ws)
+
+    def ex_raw():
+        cl.api.cudnnBatchNormalizationForwardTrainingEx(
+            h, mode, cl.BatchNormOps.BN, one, zero, xdesc, x.data.ptr, None, None, xdesc,
+            y_ex.data.ptr, bdesc, g.data.ptr, b.data.ptr, 0.1, rm.data.ptr, rv.data.ptr, 1e-5,
+            mean.data.ptr, invstd.data.ptr, None, ex_workspace, ex_ws,
+            reserve.data.ptr if ex_rs else None, ex_rs)
+    # one op through the autograd engine (a Tensor that records its graph)
+    xt = L.Tensor(x.copy(), requires_grad=True)
+    conv_m, bn_m = L.nn.Conv2d(8, 8, 3, padding=1).to(0), L.nn.BatchNorm2d(8).to(0)
     rows = [
         ("cudnnConvolutionForward (raw ctypes call)",
          lambda: cl.api.cudnnConvolutionForward(h, one, p.x, x.data.ptr, p.w, W.data.ptr, cdesc,
@@ -57,18 +78,30 @@ def main():
         ("conv.forward (plan lookup + call)", lambda: conv.forward(x, W, pad=1)),
         ("conv.forward, api='graph' (plan + variant pack)", None),
         ("batchnorm.forward_training", lambda: batchnorm.forward_training(x, g, b, rm, rv)),
+        ("cudnnBatchNormalizationForwardTrainingEx (raw, NHWC)", ex_raw),
+        ("batchnorm.forward_training_ex (NHWC)",
+         lambda: batchnorm.forward_training_ex(x, g, b, rm, rv)),
+        ("batchnorm.backward_ex (NHWC)",
+         lambda: batchnorm.backward_ex(x, x, g, b, mean, invstd, reserve)),
         ("activation.forward (relu)", lambda: activation.forward(x, cl.ActivationMode.RELU)),
+        ("layers.kernels.leaky_relu (CuPy ElementwiseKernel)", lambda: kernels.leaky_relu(x, 0.2)),
         ("cupy x + x", lambda: x + x),
         ("cupy.empty_like", lambda: cupy.empty_like(x)),
+        ("cupy x.transpose(0, 2, 3, 1) (a view)", lambda: x.transpose(0, 2, 3, 1)),
+        ("cupy x.reshape(2, -1) (a view)", lambda: x.reshape(2, -1)),
+        ("layers F.leaky_relu (engine: Tensor in, graph recorded)",
+         lambda: L.functional.leaky_relu(xt, 0.2)),
+        ("layers nn.Conv2d forward (engine)", lambda: conv_m(xt)),
+        ("layers nn.BatchNorm2d forward, training (engine)", lambda: bn_m(xt)),
     ]
-    print(f"{'call':<50} {'host us/call':>12}")
+    print(f"{'call':<58} {'host us/call':>12}")
     for name, fn in rows:
         if fn is None:                       # the graph API: the same call under api='graph'
             with conv.using(api="graph"):
                 us = host_us(lambda: conv.forward(x, W, pad=1))
         else:
             us = host_us(fn)
-        print(f"{name:<50} {us:12.1f}")
+        print(f"{name:<58} {us:12.1f}")
 
 
 if __name__ == "__main__":
