@@ -14,9 +14,16 @@ from .handle import get_handle
 ALIGNMENT = 16      # bytes: the widest vector load cuDNN's kernels make; views off it are copied
 
 
+_DEVICE_TYPES = set()      # array types whose instances were seen to carry data.ptr
+
+
 def device_array(function, name, a):
     """a must be device memory (a CuPy array, or anything with its data.ptr / shape / strides)."""
-    if not hasattr(getattr(a, "data", None), "ptr"):
+    if type(a) in _DEVICE_TYPES:
+        return
+    if hasattr(getattr(a, "data", None), "ptr"):
+        _DEVICE_TYPES.add(type(a))
+    else:
         raise BadParam(function, {name: type(a).__name__},
                        f"{name} must be a CuPy array (device memory), got {type(a).__name__}")
 
@@ -25,16 +32,18 @@ def common_dtype(function, dtype=None, **arrays):
     """The cuDNN data type of a call whose arrays (None skipped) must all hold one dtype, as
     x / W / y of a convolution: their common dtype, or `dtype` (e.g. 'bfloat16' for bf16 bits
     held in uint16 arrays), whose item size must match the arrays'."""
-    named = [(n, a) for n, a in arrays.items() if a is not None]
-    for n, a in named:
+    first = a0 = None
+    for n, a in arrays.items():
+        if a is None:
+            continue
         device_array(function, n, a)
-    first, a0 = named[0]
-    for n, a in named[1:]:
-        if a.dtype != a0.dtype:
+        if a0 is None:
+            first, a0 = n, a
+        elif a.dtype != a0.dtype:
             raise BadParam(function, {f"{first}.dtype": a0.dtype.name, f"{n}.dtype": a.dtype.name},
                            f"{first} and {n} must have one dtype, got {a0.dtype.name} and "
                            f"{a.dtype.name}")
-    dt = data_type(a0.dtype.name if dtype is None else dtype, function)
+    dt = data_type(a0.dtype if dtype is None else dtype, function)
     if dtype is not None and itemsize(dt) != a0.itemsize:
         raise BadParam(function, {"dtype": dtype, f"{first}.dtype": a0.dtype.name},
                        f"dtype={dtype!r} takes {itemsize(dt)}-byte elements but {first} holds "
@@ -140,5 +149,12 @@ def scalar(dt, value):
     """A pointer to alpha / beta as cuDNN wants it (double for double data, else float). Cached:
     the call that takes it holds its own reference, so eviction never frees one in use."""
     double = dt == DataType.DOUBLE
+    fixed = _FIXED.get((double, value))        # 0 and 1, most calls' alpha and beta
+    if fixed is not None:
+        return fixed
     return _scalars.get((double, value), lambda: ctypes.byref(
         ctypes.c_double(value) if double else ctypes.c_float(value)))
+
+
+_FIXED = {(double, float(v)): ctypes.byref(ctypes.c_double(v) if double else ctypes.c_float(v))
+          for double in (False, True) for v in (0, 1)}

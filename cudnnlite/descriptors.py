@@ -26,6 +26,7 @@ _ITEMSIZE = {DataType.FLOAT: 4, DataType.DOUBLE: 8, DataType.HALF: 2, DataType.B
              DataType.INT8: 1, DataType.UINT8: 1, DataType.INT32: 4, DataType.INT64: 8,
              DataType.BOOLEAN: 1}
 LAYOUTS = ("NCHW", "NHWC")
+_BY_DTYPE = {}          # dtype (object, type or name) -> DataType, filled by data_type
 
 
 def data_type(dtype, function="cudnnSetTensorNdDescriptor"):
@@ -34,9 +35,13 @@ def data_type(dtype, function="cudnnSetTensorNdDescriptor"):
     are taken too, with data_type='bfloat16'.)"""
     if isinstance(dtype, DataType):
         return dtype
+    hit = _BY_DTYPE.get(dtype)            # a dtype object or name seen before: no .name lookup
+    if hit is not None:                   # (np.dtype's .name is Python code, ~2 us a call)
+        return hit
     name = dtype if isinstance(dtype, str) else np.dtype(dtype).name
     try:
-        return _NUMPY_TO_CUDNN[name]
+        dt = _BY_DTYPE[dtype] = _NUMPY_TO_CUDNN[name]
+        return dt
     except KeyError:
         raise NotSupportedDataType(function, {"dtype": name},
                                    f"no cuDNN data type for {name}; supported: "

@@ -182,6 +182,35 @@ def test_size_one_axes_get_packed_strides():
 
 # ---- bounded caches -------------------------------------------------------------------------
 
+def test_a_dtype_maps_to_one_cudnn_type_however_it_is_spelled_and_however_often():
+    """data_type memoises by the dtype object, type or name it is given: each spelling of a
+    dtype gives the same DataType on every call, and an unsupported one is refused every time
+    (also after supported ones were seen)."""
+    from cudnnlite.descriptors import data_type
+    bf16 = L.backend.bfloat16
+    want = {"float32": cl.DataType.FLOAT, "float64": cl.DataType.DOUBLE,
+            "float16": cl.DataType.HALF, "int8": cl.DataType.INT8, "uint8": cl.DataType.UINT8,
+            "int32": cl.DataType.INT32, "int64": cl.DataType.INT64, "bool": cl.DataType.BOOLEAN}
+    for _ in range(2):
+        for name, dt in want.items():
+            assert data_type(name) is dt and data_type(np.dtype(name)) is dt
+            assert data_type(np.dtype(name).type) is dt
+        assert data_type(bf16) is data_type("bfloat16") is cl.DataType.BFLOAT16
+        for bad in ("uint16", np.dtype(np.uint16), np.complex64):
+            with pytest.raises(cl.NotSupportedDataType, match="no cuDNN data type for"):
+                data_type(bad)
+
+
+def test_the_device_check_refuses_host_arrays_after_accepting_device_ones():
+    """device_array remembers the array types it accepted; a NumPy array (or a type with no
+    data.ptr) is still refused, on every call."""
+    for _ in range(2):
+        boundary.device_array("cudnnFoo", "x", Dev((2, 3)))
+        for bad in (np.zeros(3, np.float32), [1.0], None):
+            with pytest.raises(cl.BadParam, match="x must be a CuPy array"):
+                boundary.device_array("cudnnFoo", "x", bad)
+
+
 def test_lru_keeps_the_most_recent():
     c = LRU(2)
     assert c.get("a", lambda: 1) == 1 and c.get("b", lambda: 2) == 2
