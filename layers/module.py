@@ -23,6 +23,10 @@ class Parameter(Tensor):
 
 
 class Module:
+    # True where finite inputs always give a finite output (activations): layers.finite skips
+    # checking such a leaf's output when its inputs were checked
+    finite_preserving = False
+
     def __init__(self):
         object.__setattr__(self, "_parameters", OrderedDict())
         object.__setattr__(self, "_buffers", OrderedDict())
@@ -232,7 +236,7 @@ class Module:
             finally:
                 trace.exit_module()
         if _finite.check is not None:        # a layers.finite.FiniteCheck watches this step
-            _finite.check.output(self, out)
+            _finite.check.output(self, out, args)
         return out
 
     def extra_repr(self):

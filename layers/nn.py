@@ -167,6 +167,8 @@ class Dropout(Module):
 
 
 class ReLU(Module):
+    finite_preserving = True        # finite in, finite out (layers.finite skips a re-check)
+
     def forward(self, x):
         return F.relu(x)
 
@@ -176,16 +178,25 @@ class LeakyReLU(Module):
         super().__init__()
         self.negative_slope = negative_slope   # inplace is accepted for torch compatibility
 
+    @property
+    def finite_preserving(self):
+        """A slope beyond +-1 can take a finite input past the largest float."""
+        return abs(self.negative_slope) <= 1
+
     def forward(self, x):
         return F.leaky_relu(x, self.negative_slope)
 
 
 class Tanh(Module):
+    finite_preserving = True
+
     def forward(self, x):
         return F.tanh(x)
 
 
 class Sigmoid(Module):
+    finite_preserving = True
+
     def forward(self, x):
         return F.sigmoid(x)
 

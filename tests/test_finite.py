@@ -62,7 +62,59 @@ def test_a_finite_step_reports_none_and_each_step_starts_afresh():
     model[2].bias.data[1] = 0
     with check:
         model(x)
-    assert check.first() is None and len(check.events) == 5
+    # the three Linear outputs: Tanh's and ReLU's inputs were checked, so their outputs are not
+    assert check.first() is None and check.events == [
+        f"output of net.{i} (Linear)" for i in (0, 2, 4)]
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+@pytest.mark.parametrize("activation", [nn.ReLU(), nn.LeakyReLU(0.2), nn.Tanh(), nn.Sigmoid()])
+def test_an_activation_of_a_checked_input_is_not_checked_again_and_nothing_is_missed(bad,
+                                                                                      activation):
+    """The skipped re-check loses nothing: a non-finite value reaching or leaving the activation
+    is reported at the layer before it, as the layer-by-layer reference says."""
+    L.manual_seed(1)
+    model = nn.Sequential(nn.Linear(4, 8), activation, nn.Linear(8, 2))
+    x = L.tensor(np.random.default_rng(0).standard_normal((3, 4)).astype(np.float32))
+    check = FiniteCheck({"net": model})
+    with check:
+        model(x)
+    assert check.first() is None and check.events == ["output of net.0 (Linear)",
+                                                      "output of net.2 (Linear)"]
+    model[0].bias.data[1] = bad
+    with check:
+        model(x)
+    assert check.first() == first_nonfinite_layer(model, x) == "output of net.0 (Linear)"
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf])
+def test_an_activation_is_checked_where_its_input_was_not(bad):
+    """An activation on the model's own input (checked by nobody), one called with a Tensor a
+    layer outside the watched models made, and a LeakyReLU steep enough to overflow are each
+    checked."""
+    L.manual_seed(2)
+    x = np.random.default_rng(0).standard_normal((3, 4)).astype(np.float32)
+    x[0, 1] = bad
+    model = nn.Sequential(nn.ReLU(), nn.Linear(4, 2))
+    check = FiniteCheck({"net": model})
+    with check:
+        model(L.tensor(x))
+    assert check.first() == "output of net.0 (ReLU)" and len(check.events) == 2
+
+    outside, act = nn.Linear(4, 4), nn.Tanh()
+    with pytest.raises(ValueError, match="no parameters to say where they run; pass device="):
+        FiniteCheck({"act": act})
+    check = FiniteCheck({"act": act}, device="cpu")
+    with check:
+        act(outside(L.tensor(np.ones((2, 4), np.float32))))
+    assert check.events == ["output of act (Tanh)"]
+
+    steep = nn.Sequential(nn.Linear(4, 4), nn.LeakyReLU(1e38))
+    steep[0].weight.data[...] = -1e3                   # finite, but -4e3 * 1e38 overflows
+    check = FiniteCheck({"net": steep})
+    with check:
+        steep(L.tensor(np.ones((2, 4), np.float32)))
+    assert check.first() == "output of net.1 (LeakyReLU)"
 
 
 def test_nonfinite_gradient_with_finite_outputs():
