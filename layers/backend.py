@@ -60,6 +60,32 @@ def is_floating(dtype):
     return dtype.kind == "f" or dtype == bfloat16
 
 
+def promote_types(a, b):
+    """The dtype two array operands combine in, as torch promotes tensors: a floating dtype with
+    a bool or integer one is the floating one (int64 with float32: float32, where NumPy says
+    float64); float16 with bfloat16 is float32 (NumPy cannot combine them); otherwise NumPy's
+    result type."""
+    a, b = np.dtype(a), np.dtype(b)
+    if a == b:
+        return a
+    fa, fb = is_floating(a), is_floating(b)
+    if fa != fb and (b if fa else a).kind in "biu":     # floating with bool / integer
+        return a if fa else b
+    if is_half(a) and is_half(b):
+        return np.dtype(np.float32)
+    return np.result_type(a, b)
+
+
+def same_dtype(a, b):
+    """Two operands of an elementwise op in their promoted dtype (promote_types), when both are
+    arrays of different dtypes; Python numbers (and arrays of one dtype) as they are."""
+    da, db = getattr(a, "dtype", None), getattr(b, "dtype", None)
+    if da is None or db is None or da == db:
+        return a, b
+    dtype = promote_types(da, db)
+    return a.astype(dtype, copy=False), b.astype(dtype, copy=False)
+
+
 def is_half(dtype):
     """float16 or bfloat16: stored in 16 bits, computed in float32."""
     dtype = np.dtype(dtype)

@@ -10,7 +10,8 @@ from .ops import loss as _loss
 from .ops import norm as _norm
 from .ops import reduce as _red
 from .ops import shape as _sh
-from .backend import cupy, device_of, is_channels_last, is_floating, is_gpu, to_device
+from .backend import (cupy, device_of, is_channels_last, is_floating, is_gpu, promote_types,
+                      to_device)
 from .tensor import Tensor
 
 
@@ -441,8 +442,7 @@ def _checkpair(name, a, b):
                          f"{tuple(b.shape)} differ")
     if isinstance(b, Tensor) and is_floating(a.dtype) and is_floating(b.dtype) and \
             a.dtype != b.dtype:
-        common = np.dtype(np.float32) if a.dtype.itemsize == b.dtype.itemsize == 2 else \
-            np.result_type(a.dtype, b.dtype)           # (float16 with bfloat16: float32)
+        common = promote_types(a.dtype, b.dtype)      # (float16 with bfloat16: float32)
         return a.astype(common), b.astype(common)
     return a, _operand(b, a)
 

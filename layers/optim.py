@@ -145,6 +145,9 @@ class Optimizer:
             new = state[id(p)] = {}
             for k, v in entry.items():
                 cur = old.get(k)
+                if k == "step":
+                    new[k] = _loaded_step(p, v, cur)
+                    continue
                 if isinstance(v, (int, float)) and (cur is None or isinstance(cur, (int, float))):
                     new[k] = v
                     continue
@@ -301,6 +304,21 @@ def _paired(arrays):
         all(a.flags.c_contiguous for a in arrays) or
         (all(is_dense(a) for a in arrays) and
          len({tuple(s // a.itemsize for s in a.strides) for a in arrays}) == 1))
+
+
+def _loaded_step(p, v, cur):
+    """A saved step count -- a number, a NumPy or device 0-d array, torch's float tensor read
+    as an array -- as the update keeps it: for a GPU parameter the device int64 counter its
+    kernels advance (written in place where one exists: a captured graph reads that one), on
+    the CPU a Python int. (A CPU checkpoint's number kept as a number sent a GPU update down the
+    per-tensor path with a host integer where the kernel reads a device counter.)"""
+    n = int(round(float(v.get() if is_gpu(v) else np.asarray(v))))
+    if not is_gpu(p.data):
+        return n
+    if cur is not None and _device_step(cur):
+        cur[...] = n
+        return cur
+    return to_device(np.array(n, np.int64), p.device)
 
 
 def _device_step(step):

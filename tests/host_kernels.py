@@ -264,7 +264,9 @@ class ElementwiseKernel:
             c = p.ctype if p.ctype in types else _c_name(t)
             is_in = k < self.nin
             if p.raw:               # indexed in C order through its strides, as CuPy's CArray
-                a = np.asarray(a)
+                if not isinstance(a, np.ndarray):     # (a number has no memory to index:
+                    raise TypeError(f"{self.name}: raw parameter {p.name!r} takes an array, "
+                                    f"got {type(a).__name__}")  # CuPy's CArray fails to compile)
                 layout = np.array(a.shape + a.strides, np.int64)
                 keep.append(layout)
                 decls += [f"{c}* _r_{p.name}", f"const long long* _l_{p.name}"]

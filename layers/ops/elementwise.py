@@ -7,7 +7,7 @@ kernels), leaky_relu a fused CuPy kernel.
 import numpy as np
 
 from .. import kernels
-from ..backend import accumulation_dtype, is_channels_last, is_half
+from ..backend import accumulation_dtype, is_channels_last, is_half, same_dtype
 from ..tensor import Function
 
 
@@ -29,6 +29,7 @@ def unbroadcast(g, shape):
 class Add(Function):
     def forward(self, a, b):
         self.shapes = shape_of(a), shape_of(b)
+        a, b = same_dtype(a, b)
         return a + b
 
     def backward(self, gy):
@@ -39,6 +40,7 @@ class Add(Function):
 class Sub(Function):
     def forward(self, a, b):
         self.shapes = shape_of(a), shape_of(b)
+        a, b = same_dtype(a, b)
         return a - b
 
     def backward(self, gy):
@@ -49,6 +51,7 @@ class Sub(Function):
 
 class Mul(Function):
     def forward(self, a, b):
+        a, b = same_dtype(a, b)
         self.saved = a, b
         return a * b
 
@@ -61,6 +64,7 @@ class Mul(Function):
 
 class Div(Function):
     def forward(self, a, b):
+        a, b = same_dtype(a, b)
         self.saved = a, b
         return a / b
 
@@ -232,12 +236,14 @@ class LeakyReLU(Function):
 
 class Where(Function):
     """y = a where cond else b, cond a constant boolean array broadcasting with a and b (a or b
-    may be a Python number: torch.masked_fill is where(mask, value, x)). Each input's gradient
-    is gy where it was picked, 0 elsewhere."""
+    may be a Python number: torch.masked_fill is where(mask, value, x)). y has the two arrays'
+    promoted dtype (an int array and a float one: float), or the one array's dtype where the
+    other operand is a number. Each input's gradient is gy where it was picked, 0 elsewhere."""
 
     def forward(self, a, b):
         xp = self.xp
         self.shapes = shape_of(a), shape_of(b)
+        a, b = same_dtype(a, b)
         dtype = (a if hasattr(a, "dtype") else b).dtype
         return xp.where(self.cond, a, b).astype(dtype, copy=False)
 

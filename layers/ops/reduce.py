@@ -1,8 +1,10 @@
 """Reductions and normalisers over axes: sum, mean, softmax, log_softmax. Half-precision data is
 reduced in float32 (the result cast back), as torch does: a float16 sum of many terms, or a
 count above 65504, is not representable in float16."""
+import numpy as np
+
 from .. import kernels
-from ..backend import accumulation_dtype
+from ..backend import accumulation_dtype, is_floating
 from ..tensor import Function
 
 
@@ -20,9 +22,24 @@ def _expand(gy, shape, axes, keepdims, xp):
     return xp.broadcast_to(gy, shape).copy()
 
 
+def _integer_sum_dtype(dtype):
+    """The dtype a sum of bool or integer data is taken and returned in, as torch: int64 (uint64
+    for uint64 data), so True + True is 2 and 300 uint8 ones are 300; None for floating data."""
+    kind = np.dtype(dtype).kind
+    if kind not in "biu":
+        return None
+    return np.dtype(np.uint64 if np.dtype(dtype) == np.uint64 else np.int64)
+
+
 class Sum(Function):
+    """Floating data summed in its accumulation dtype and returned in its own; bool and integer
+    data summed and returned in int64 (as torch)."""
+
     def forward(self, x):
         self.shape, self.axes = x.shape, _axes(self.axis, x.ndim)
+        whole = _integer_sum_dtype(x.dtype)
+        if whole is not None:
+            return x.sum(axis=self.axes, keepdims=self.keepdims, dtype=whole)
         acc = accumulation_dtype(x.dtype)
         return x.sum(axis=self.axes, keepdims=self.keepdims, dtype=acc).astype(x.dtype, copy=False)
 
@@ -31,7 +48,13 @@ class Sum(Function):
 
 
 class Mean(Function):
+    """Of floating data only: torch refuses to guess a mean's dtype for integer data (NumPy's
+    float64 would turn a float32 graph float64)."""
+
     def forward(self, x):
+        if not is_floating(x.dtype):
+            raise TypeError(f"mean: input must be floating (float16, bfloat16, float32, "
+                            f"float64), got {x.dtype}; cast it first (x.astype(np.float32))")
         self.shape, self.axes = x.shape, _axes(self.axis, x.ndim)
         self.count = 1
         for a in self.axes:
