@@ -356,6 +356,22 @@ class Tensor:
         return F.transpose(self)
 
 
+class Fresh:
+    """A gradient array an op's backward has just made and keeps no reference to (a cuDNN /
+    cuBLAS output, a sum): for a leaf with no .grad yet, backward() makes it the .grad as it is,
+    where another gradient is copied first (it may be shared: x + x hands gy to both inputs).
+    torch's AccumulateGrad takes an unshared gradient the same way. `fresh(a)` wraps, None
+    passes."""
+    __slots__ = ("array",)
+
+    def __init__(self, array):
+        self.array = array
+
+
+def fresh(a):
+    return None if a is None else Fresh(a)
+
+
 class Deferred:
     """A parameter's gradient a.T @ b (a (N, out), b (N, in); b None: a's column sums, a bias's
     gradient) that an op's backward may return instead of computing it. backward() keeps the
@@ -386,6 +402,9 @@ def _backward_one(fn, grads, pending, deferred):
     if not isinstance(gxs, tuple):
         gxs = (gxs,)
     for t, gx in zip(fn.inputs, gxs):
+        own = type(gx) is Fresh          # an array no one else holds: a leaf may keep it
+        if own:
+            gx = gx.array
         if gx is None or not isinstance(t, Tensor) or not t.requires_grad:
             continue
         if isinstance(gx, Deferred):
@@ -405,9 +424,9 @@ def _backward_one(fn, grads, pending, deferred):
             raise RuntimeError(f"{type(fn).__name__}.backward returned a gradient of shape "
                                f"{gx.shape} for an input of shape {t.shape}")
         if gx.dtype != t.dtype:     # a gradient has its tensor's dtype (as torch)
-            gx = gx.astype(t.dtype)
+            gx, own = gx.astype(t.dtype), True
         if t._ctx is None:
-            _accumulate(t, gx)
+            _accumulate(t, gx, own)
         else:
             slot = pending.setdefault(t._ctx, [None] * t._ctx.n_outputs)
             held = slot[t._index]
@@ -451,11 +470,15 @@ class _DeferredSum:
         return g if self.dense is None else self.dense + g
 
 
-def _accumulate(leaf, g):
+def _accumulate(leaf, g, own=False):
+    """Add gradient g into leaf.grad; the first one is stored as the leaf is laid out (as torch
+    lays a .grad out like its parameter: channels-last stays so, C = 1 too, where g's own
+    strides may fit both layouts): g itself when `own` (see Fresh) and laid out so, else a copy
+    (g may be shared: x + x hands gy to both inputs)."""
     if leaf.grad is None:
-        # a copy (g may be shared: x + x hands gy to both inputs) stored as the leaf is, as
-        # torch lays a .grad out like its parameter (channels-last stays so, C = 1 too, where
-        # g's own strides may fit both layouts)
+        if own and type(g) is type(leaf.data) and g.strides == leaf.data.strides:
+            leaf.grad = Tensor(g)
+            return
         from .backend import copy_like
         leaf.grad = Tensor(copy_like(g, leaf.data))
     else:

@@ -35,6 +35,8 @@ def _run(fn, shapes, device, which):
     y = fn(*xs)
     gy = np.random.default_rng(1).standard_normal(y.shape).astype(_dtype(device))
     y.backward(L.tensor(gy, device=device))
+    for i, x in enumerate(xs):      # each gradient laid out as its leaf is, as torch does
+        assert x.grad.data.strides == x.data.strides, (i, x.grad.data.strides, x.data.strides)
     return y, [x.grad for x in xs]
 
 

@@ -1,5 +1,6 @@
 """The differentiable ops, one family per file; each op's NumPy forward, GPU forward and backward
 live together in one Function subclass. `layers.functional` is the user-facing spelling."""
+from ..tensor import Fresh
 
 
 def nchw_views(cls):
@@ -26,8 +27,17 @@ def nchw_views(cls):
 
 
 def _views(arrays, perm):
-    """Each 4-d array of `arrays` (one array, or a tuple of arrays and Nones) transposed by
-    `perm`; the rest as they are."""
+    """Each 4-d array of `arrays` (one array, or a tuple of arrays, Nones and Fresh-wrapped
+    gradients: still Fresh, a view of an array no one else holds) transposed by `perm`; the
+    rest as they are."""
     if isinstance(arrays, tuple):
-        return tuple(a.transpose(perm) if a is not None and a.ndim == 4 else a for a in arrays)
-    return arrays.transpose(perm) if arrays is not None and arrays.ndim == 4 else arrays
+        return tuple(_view(a, perm) for a in arrays)
+    return _view(arrays, perm)
+
+
+def _view(a, perm):
+    if a is None:
+        return a
+    if type(a) is Fresh:
+        return Fresh(_view(a.array, perm))
+    return a.transpose(perm) if a.ndim == 4 else a

@@ -9,7 +9,7 @@ transposed conv's gx is conv forward, and both take gW from backward-filter.
 import numpy as np
 
 from .. import kernels
-from ..tensor import Function
+from ..tensor import Function, fresh
 from . import nchw_views
 
 
@@ -305,7 +305,7 @@ class Conv2d(Function):
         gb = None
         if len(self.needs_input_grad) > 2 and self.needs_input_grad[2]:
             gb = _sum_bias(gy, self.layout, self.gpu)
-        return gx, gW, gb
+        return fresh(gx), fresh(gW), fresh(gb)      # each made here (see tensor.Fresh)
 
 
 def transposed_size(in_size, k, stride, padding, output_padding, dilation):
@@ -388,4 +388,4 @@ class ConvTranspose2d(Function):
         # backward-filter with the roles of input (gy) and output gradient (x) swapped
         gx = conv_forward(gy, W, *args) if self.needs_input_grad[0] else None
         gW = conv_backward_filter(gy, x, W.shape, *args) if self.needs_input_grad[1] else None
-        return gx, gW, gb
+        return fresh(gx), fresh(gW), fresh(gb)      # each made here (see tensor.Fresh)

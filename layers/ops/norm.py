@@ -8,7 +8,7 @@ as cuDNN requires; the NumPy path computes half-precision data in float32 too.
 import numpy as np
 
 from ..backend import accumulation_dtype
-from ..tensor import Function
+from ..tensor import Function, fresh
 from . import nchw_views
 
 
@@ -87,7 +87,7 @@ class BatchNorm(Function):
             gx = scale / n * (n * gy - gbeta.reshape(bshape) - xhat * ggamma.reshape(bshape))
         else:
             gx = gy * scale
-        return gx, ggamma, gbeta
+        return fresh(gx), fresh(ggamma), fresh(gbeta)        # each made here (tensor.Fresh)
 
     def _backward_gpu(self, gy):
         x4, mean, invstd, gamma, ex = self.saved
@@ -102,11 +102,12 @@ class BatchNorm(Function):
             else:
                 gx, ggamma, gbeta = batchnorm.backward(x4, gy4, gamma, mean, invstd,
                                                        eps=self.eps, layout=self.layout)
-            return gx.reshape(gy.shape), ggamma, gbeta
+            return fresh(gx.reshape(gy.shape)), fresh(ggamma), fresh(gbeta)    # cuDNN's outputs
         cp = self.xp
         bshape = self._bshape(x4)
         invstd = 1 / cp.sqrt(self.running_var + self.eps)
         xhat = (x4 - self.running_mean.reshape(bshape)) * invstd.reshape(bshape)
         axes = self._stats_axes(x4)
         gx = gy4 * (gamma * invstd).reshape(bshape)
-        return gx.reshape(gy.shape), (gy4 * xhat).sum(axis=axes), gy4.sum(axis=axes)
+        return fresh(gx.reshape(gy.shape)), fresh((gy4 * xhat).sum(axis=axes)), \
+            fresh(gy4.sum(axis=axes))
