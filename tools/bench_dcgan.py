@@ -17,6 +17,7 @@ per step and GPU-busy time.
                                            [--whole-input-gemm off|on|both]
                                            [--thin-input-gemm off|on|both]
                                            [--vector-pointwise off|on|both]
+                                           [--finite-check off|on|both]
 
 --precision bf16 times this engine in train.dcgan --precision bf16 (bfloat16 models, batch norm
 float32, float32 master weights) and PyTorch with its models in bfloat16 (model.to(bfloat16):
@@ -32,14 +33,17 @@ from tools.timing import (ROWS, add_foreach_argument, finite_statistics,
 from train import cli
 
 
-def ours(device, batch, cuda_graph, precision="fp32", memory_format="contiguous"):
+def ours(device, batch, cuda_graph, precision="fp32", memory_format="contiguous",
+         check_finite=True):
     """train.dcgan's own step: noise drawn on the device, every layer output and gradient
-    checked for non-finite values on the device, statistics left on the device (train.dcgan
-    reads them back every --log-every steps). Returns (step, sync)."""
+    checked for non-finite values on the device (check_finite=False: not, as PyTorch's step),
+    statistics left on the device (train.dcgan reads them back every --log-every steps).
+    Returns (step, sync)."""
     import cupy
     from tools import workloads
     from train import dcgan
     G, D, oG, oD, real, finite = workloads.dcgan(device, batch, precision, memory_format)
+    finite = finite if check_finite else None
     step = dcgan.make_device_step(G, D, oG, oD, 100, device, None, cuda_graph=cuda_graph,
                                   finite=finite)
     return (lambda: step(real)), cupy.cuda.get_current_stream().synchronize
@@ -134,6 +138,10 @@ def main():
                     help="this engine's ReLU / LeakyReLU kernels over 16-byte vectors "
                          "(layers.kernels.VECTOR_POINTWISE, off by default until timed), or "
                          "CuPy's elementwise kernels, or rows of both [off]")
+    ap.add_argument("--finite-check", default="on", choices=list(ROWS),
+                    help="this engine's on-device non-finite check of every layer output and "
+                         "gradient (train.dcgan's step has it; PyTorch's has none), or rows "
+                         "without it, or both [on]")
     ap.add_argument("--memory-format", default="channels_last",
                     choices=["contiguous", "channels_last"],
                     help="both engines' models stored so (channels_last: NHWC kernels, "
@@ -150,6 +158,7 @@ def main():
     gemms = ROWS[args.whole_input_gemm]
     thins = ROWS[args.thin_input_gemm]
     vectors = ROWS[args.vector_pointwise]
+    checks = ROWS[args.finite_check]
     from layers import kernels as layer_kernels
     from layers.ops import conv as ops_conv
     runs = {}                                        # name -> (step, sync, conv api)
@@ -157,16 +166,17 @@ def main():
         tag = "" if precision == "fp32" else " bf16"
         for api in apis:
             with conv.using(api=api):
-                for captured, foreach, gemm, thin, vector in itertools.product(
-                        (False, True), foreachs, gemms, thins, vectors):
+                for captured, foreach, gemm, thin, vector, check in itertools.product(
+                        (False, True), foreachs, gemms, thins, vectors, checks):
                     name = (f"cudnnlite {'captured' if captured else 'eager'}{tag}"
                             f"{' (graph API)' if api == 'graph' else ''}"
                             f"{'' if foreach else ' per-tensor'}"
                             f"{'' if gemm else ' whole-input cuDNN'}"
                             f"{'' if thin else ' thin-input cuDNN'}"
-                            f"{' vector relu' if vector else ''}")
+                            f"{' vector relu' if vector else ''}"
+                            f"{'' if check else ' unchecked'}")
                     step, sync = ours(args.device, args.batch_size, captured, precision,
-                                      args.memory_format)
+                                      args.memory_format, check)
                     step = with_foreach(foreach, step)
                     step = with_setting(ops_conv, "WHOLE_INPUT_AS_GEMM", gemm, step)
                     step = with_setting(ops_conv, "THIN_INPUT_AS_GEMM", thin, step)
