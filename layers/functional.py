@@ -500,3 +500,50 @@ def cross_entropy(logits, target, ignore_index=-100, reduction="mean"):
         raise ValueError(f"cross_entropy: logits {tuple(logits.shape)} (N, C, ...) and target "
                          f"{tuple(t.shape)} (N, ...) do not match")
     return _loss.CrossEntropyLoss.apply(logits, t, ignore_index=ignore_index, reduction=reduction)
+
+
+# ---- Tensor's operators and array methods: spellings of the functions above, installed on the
+# class here so that layers.tensor imports no op -------------------------------------------------
+
+def _astype(self, dtype):
+    """A copy cast to `dtype` (differentiable: the gradient is cast back), or self when it
+    already has it. Mixed precision: e.g. a float32 loss of bfloat16 outputs."""
+    return self if self.dtype == np.dtype(dtype) else cast(self, dtype)
+
+
+def _install_tensor_methods():
+    spellings = {
+        "__add__": lambda self, other: add(self, other),
+        "__radd__": lambda self, other: add(other, self),
+        "__sub__": lambda self, other: sub(self, other),
+        "__rsub__": lambda self, other: sub(other, self),
+        "__mul__": lambda self, other: mul(self, other),
+        "__rmul__": lambda self, other: mul(other, self),
+        "__truediv__": lambda self, other: div(self, other),
+        "__rtruediv__": lambda self, other: div(other, self),
+        "__neg__": lambda self: neg(self),
+        "__pow__": lambda self, exponent: pow(self, exponent),
+        "__matmul__": lambda self, other: matmul(self, other),
+        "__getitem__": lambda self, index: getitem(self, index),
+        "sum": lambda self, axis=None, keepdims=False: sum(self, axis, keepdims),
+        "mean": lambda self, axis=None, keepdims=False: mean(self, axis, keepdims),
+        "reshape": lambda self, *shape: reshape(self, *shape),
+        "view": lambda self, *shape: reshape(self, *shape),
+        "transpose": lambda self, *axes: transpose(self, *axes),
+        "permute": lambda self, *axes: transpose(self, *axes),
+        "exp": lambda self: exp(self),
+        "log": lambda self: log(self),
+        "relu": lambda self: relu(self),
+        "tanh": lambda self: tanh(self),
+        "sigmoid": lambda self: sigmoid(self),
+        "clamp": lambda self, min=None, max=None: clamp(self, min, max),
+        "astype": _astype,
+        "T": property(lambda self: transpose(self)),
+    }
+    for name, method in spellings.items():
+        if not isinstance(method, property):
+            method.__name__ = method.__qualname__ = name
+        setattr(Tensor, name, method)
+
+
+_install_tensor_methods()

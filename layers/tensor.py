@@ -163,7 +163,10 @@ def _keep_half(out, dtype, inputs):
 
 
 class Tensor:
-    """An n-d array (NumPy or CuPy) that can record the ops applied to it."""
+    """An n-d array (NumPy or CuPy) that can record the ops applied to it. Its operators and
+    array methods (+ - * / ** @ [], .sum(), .reshape(), .astype(), .T, ...) are spellings of
+    layers.functional, which installs them: this module -- Tensor, Function and the backward
+    engine -- imports no op (the way Chainer installs Variable's arithmetic)."""
     __slots__ = ("data", "grad", "requires_grad", "_ctx", "_index", "__weakref__")
     __array_priority__ = 1000    # so ndarray * Tensor defers to Tensor.__rmul__
 
@@ -249,11 +252,6 @@ class Tensor:
     def cuda(self, device=0):
         return self.to(parse_device(device))
 
-    def astype(self, dtype):
-        """A copy cast to `dtype` (differentiable: the gradient is cast back), or self when it
-        already has it. Mixed precision: e.g. a float32 loss of bfloat16 outputs."""
-        return self if self.dtype == np.dtype(dtype) else F.cast(self, dtype)
-
     def detach(self):
         """The same data, cut from the graph."""
         return Tensor(self.data)
@@ -323,37 +321,6 @@ class Tensor:
                 _accumulate_deferred(leaf, parts, stacked)
             finally:
                 trace.close()
-
-    # ---- operators (the ops live in layers.ops; these are spellings) ------------------------
-    def __add__(self, other): return F.add(self, other)
-    def __radd__(self, other): return F.add(other, self)
-    def __sub__(self, other): return F.sub(self, other)
-    def __rsub__(self, other): return F.sub(other, self)
-    def __mul__(self, other): return F.mul(self, other)
-    def __rmul__(self, other): return F.mul(other, self)
-    def __truediv__(self, other): return F.div(self, other)
-    def __rtruediv__(self, other): return F.div(other, self)
-    def __neg__(self): return F.neg(self)
-    def __pow__(self, exponent): return F.pow(self, exponent)
-    def __matmul__(self, other): return F.matmul(self, other)
-    def __getitem__(self, index): return F.getitem(self, index)
-
-    def sum(self, axis=None, keepdims=False): return F.sum(self, axis, keepdims)
-    def mean(self, axis=None, keepdims=False): return F.mean(self, axis, keepdims)
-    def reshape(self, *shape): return F.reshape(self, *shape)
-    def view(self, *shape): return F.reshape(self, *shape)
-    def transpose(self, *axes): return F.transpose(self, *axes)
-    def permute(self, *axes): return F.transpose(self, *axes)
-    def exp(self): return F.exp(self)
-    def log(self): return F.log(self)
-    def relu(self): return F.relu(self)
-    def tanh(self): return F.tanh(self)
-    def sigmoid(self): return F.sigmoid(self)
-    def clamp(self, min=None, max=None): return F.clamp(self, min, max)
-
-    @property
-    def T(self):
-        return F.transpose(self)
 
 
 class Fresh:
@@ -561,5 +528,3 @@ def tensor(data, dtype=None, device=None, requires_grad=False):
     return Tensor(data if device is None else to_device(data, device),
                   requires_grad=requires_grad)
 
-
-from . import functional as F  # noqa: E402  (functional imports Tensor from here)
