@@ -61,10 +61,10 @@ def is_floating(dtype):
 
 
 def promote_types(a, b):
-    """The dtype two array operands combine in, as torch promotes tensors: a floating dtype with
-    a bool or integer one is the floating one (int64 with float32: float32, where NumPy says
-    float64); float16 with bfloat16 is float32 (NumPy cannot combine them); otherwise NumPy's
-    result type."""
+    """The dtype two tensors of these dtypes combine in, as torch.promote_types: a floating
+    dtype with a bool or integer one is the floating one (int64 with float32: float32, where
+    NumPy says float64); float16 with bfloat16 is float32 (NumPy cannot combine them);
+    otherwise NumPy's result type."""
     a, b = np.dtype(a), np.dtype(b)
     if a == b:
         return a
@@ -76,14 +76,48 @@ def promote_types(a, b):
     return np.result_type(a, b)
 
 
+DEFAULT_FLOAT = np.dtype(np.float32)     # torch's default dtype: a Python float meeting ints
+
+
+def _combine(higher, lower):
+    """torch's combine_categories: the result of a more significant class of operands
+    (`higher`: dimensioned tensors over 0-d ones over Python numbers) with a less significant
+    one; None where a class is absent."""
+    if higher is None:
+        return lower
+    if lower is None or is_floating(higher):
+        return higher
+    if higher == np.bool_ or is_floating(lower):
+        return promote_types(higher, lower)
+    return higher
+
+
+def result_dtype(*operands):
+    """The dtype an elementwise op of these operands (arrays, 0-d or not, and Python numbers)
+    computes in, by torch's rule (torch.result_type): promote_types over the dimensioned arrays;
+    a 0-d array or a number counts only where it is of a higher category (bool < integer <
+    floating) -- a float32 tensor times a float64 0-d one stays float32, an int64 tensor times
+    2.5 is float32 (the default dtype), times a 0-d float64 tensor float64."""
+    dim = zero = wrapped = None
+    for v in operands:
+        dtype = getattr(v, "dtype", None)
+        if dtype is None:                       # a Python number (bool, int, float)
+            dtype = np.dtype(np.bool_) if isinstance(v, (bool, np.bool_)) else \
+                np.dtype(np.int64) if isinstance(v, (int, np.integer)) else DEFAULT_FLOAT
+            wrapped = dtype if wrapped is None else promote_types(wrapped, dtype)
+        elif v.ndim == 0:
+            zero = dtype if zero is None else promote_types(zero, dtype)
+        else:
+            dim = dtype if dim is None else promote_types(dim, dtype)
+    return _combine(dim, _combine(zero, wrapped))
+
+
 def same_dtype(a, b):
-    """Two operands of an elementwise op in their promoted dtype (promote_types), when both are
-    arrays of different dtypes; Python numbers (and arrays of one dtype) as they are."""
-    da, db = getattr(a, "dtype", None), getattr(b, "dtype", None)
-    if da is None or db is None or da == db:
-        return a, b
-    dtype = promote_types(da, db)
-    return a.astype(dtype, copy=False), b.astype(dtype, copy=False)
+    """Two operands of an elementwise op with their arrays in result_dtype (torch's rule);
+    Python numbers as they are (weak: they take the arrays' dtype)."""
+    dtype = result_dtype(a, b)
+    return tuple(v.astype(dtype, copy=False) if hasattr(v, "dtype") and v.dtype != dtype else v
+                 for v in (a, b))
 
 
 def is_half(dtype):

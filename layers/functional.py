@@ -57,10 +57,19 @@ def _operands(a, b):
 
 
 def add(a, b): return _ew.Add.apply(*_operands(a, b))
-def sub(a, b): return _ew.Sub.apply(*_operands(a, b))
+def sub(a, b): return _ew.Sub.apply(*_operands(_no_bool(a, "sub"), _no_bool(b, "sub")))
 def mul(a, b): return _ew.Mul.apply(*_operands(a, b))
 def div(a, b): return _ew.Div.apply(*_operands(a, b))
-def neg(x): return _ew.Neg.apply(x)
+def neg(x): return _ew.Neg.apply(_no_bool(x, "neg"))
+
+
+def _no_bool(a, name):
+    """a, unless it is a bool array or Tensor: torch refuses `-` on bool tensors (NumPy's
+    answer depends on the other operand)."""
+    if getattr(a, "dtype", None) == np.bool_:
+        raise TypeError(f"{name}: the - operator does not take bool tensors (as torch); use "
+                        f"logical ops, or cast to an integer or floating dtype first")
+    return a
 def pow(x, exponent): return _ew.Pow.apply(x, exponent=exponent)
 def exp(x): return _ew.Exp.apply(x)
 def log(x): return _ew.Log.apply(x)
@@ -119,7 +128,10 @@ def where(cond, a, b):
 
 
 def masked_fill(x, mask, value):
-    """x with `value` where mask is True (torch.Tensor.masked_fill); no gradient flows there."""
+    """x with `value` where mask is True (torch.Tensor.masked_fill): x's dtype kept (a float
+    value into integer data truncates, as torch casts it); no gradient flows there."""
+    if isinstance(value, (int, float, np.number)) and not is_floating(x.dtype):
+        value = bool(value) if x.dtype == np.bool_ else int(value)
     return where(mask, value, x)
 
 

@@ -114,3 +114,52 @@ def test_adam_resumes_on_either_path_from_a_state_saved_on_either(on_host, first
     step = opt2.state[id(q)]["step"]
     assert int(np.asarray(step)) == 4
     assert isinstance(step, int) if second == "numpy" else step.dtype == np.int64
+
+
+F32 = np.array([1.0, -2.0, 3.5, 0.25], np.float32)
+ZERO_DIM = {   # name: (ours, torch's) -- 0-d tensors and Python numbers by torch's result_type
+    "int tensor, Python float": (lambda T: F.add(T(I64), 2.5), lambda t: t(I64) + 2.5),
+    "int / int": (lambda T: F.div(T(I64), T(I64 + 1)), lambda t: t(I64) / t(I64 + 1)),
+    "int / Python int": (lambda T: F.div(T(I64), 2), lambda t: t(I64) / 2),
+    "bool + Python int": (lambda T: F.add(T(MASK), 1), lambda t: t(MASK) + 1),
+    "bool + Python float": (lambda T: F.add(T(MASK), 1.5), lambda t: t(MASK) + 1.5),
+    "float32 * 0-d float64": (lambda T: F.mul(T(F32), T(np.array(2.5))),
+                              lambda t: t(F32) * t(np.array(2.5))),
+    "float16 * 0-d float32": (lambda T: F.mul(T(F32.astype(np.float16)), T(np.array(2.5, np.float32))),
+                              lambda t: t(F32.astype(np.float16)) * t(np.array(2.5, np.float32))),
+    "int32 * 0-d int64": (lambda T: F.mul(T(I64.astype(np.int32)), T(np.array(3))),
+                          lambda t: t(I64.astype(np.int32)) * t(np.array(3))),
+    "int64 * 0-d float64": (lambda T: F.mul(T(I64), T(np.array(2.5))),
+                            lambda t: t(I64) * t(np.array(2.5))),
+    "where, Python float and int": (lambda T: F.where(MASK, 2.5, T(I64)),
+                                    lambda t: torch.where(t(MASK), 2.5, t(I64))),
+    "where, int and Python float": (lambda T: F.where(MASK, T(I64), 2.5),
+                                    lambda t: torch.where(t(MASK), t(I64), 2.5)),
+    "masked_fill of int data with a float": (lambda T: F.masked_fill(T(I64), MASK, -2.5),
+                                             lambda t: t(I64).masked_fill(t(MASK), -2.5)),
+    "masked_fill of bool data": (lambda T: F.masked_fill(T(~MASK), MASK, 1),
+                                 lambda t: t(~MASK).masked_fill(t(MASK), 1)),
+}
+
+
+@pytest.mark.parametrize("paths", PATHS, indirect=True)
+@pytest.mark.parametrize("name", sorted(ZERO_DIM))
+def test_numbers_and_0d_tensors_promote_as_torchs_result_type(paths, name):
+    """A 0-d tensor or a Python number decides the dtype only where it is of a higher category
+    (bool < integer < floating); true division of integers is float32; masked_fill keeps x's
+    dtype."""
+    ours, theirs = ZERO_DIM[name]
+    got, want = ours(lambda a: on(paths, a)), theirs(torch.tensor)
+    assert str(got.dtype) == str(want.dtype).replace("torch.", ""), name
+    np.testing.assert_array_equal(np.asarray(values(got), np.float64), want.double().numpy())
+
+
+@pytest.mark.parametrize("paths", PATHS, indirect=True)
+def test_minus_on_bool_tensors_is_refused_as_torch(paths):
+    for theirs in (lambda: torch.tensor(MASK) - torch.tensor(I64), lambda: -torch.tensor(MASK)):
+        with pytest.raises(RuntimeError, match="bool tensor is not supported"):
+            theirs()
+    for ours in (lambda: F.sub(on(paths, MASK), on(paths, I64)),
+                 lambda: F.sub(on(paths, I64), on(paths, MASK)), lambda: -on(paths, MASK)):
+        with pytest.raises(TypeError, match="the - operator does not take bool tensors"):
+            ours()

@@ -7,7 +7,8 @@ kernels), leaky_relu a fused CuPy kernel.
 import numpy as np
 
 from .. import kernels
-from ..backend import accumulation_dtype, is_channels_last, is_half, same_dtype
+from ..backend import (DEFAULT_FLOAT, accumulation_dtype, is_channels_last, is_floating,
+                       is_half, result_dtype, same_dtype)
 from ..tensor import Function
 
 
@@ -65,6 +66,9 @@ class Mul(Function):
 class Div(Function):
     def forward(self, a, b):
         a, b = same_dtype(a, b)
+        if not any(is_floating(v.dtype) for v in (a, b) if hasattr(v, "dtype")):
+            # true division of bool / integer data: in the default float dtype, as torch
+            a, b = (v.astype(DEFAULT_FLOAT) if hasattr(v, "dtype") else v for v in (a, b))
         self.saved = a, b
         return a / b
 
@@ -244,7 +248,7 @@ class Where(Function):
         xp = self.xp
         self.shapes = shape_of(a), shape_of(b)
         a, b = same_dtype(a, b)
-        dtype = (a if hasattr(a, "dtype") else b).dtype
+        dtype = result_dtype(a, b)
         return xp.where(self.cond, a, b).astype(dtype, copy=False)
 
     def backward(self, gy):
