@@ -48,17 +48,19 @@ def main():
     ch = p.choose(conv.FWD, h, x, W, y)
     one = conv.scalar(cl.DataType.FLOAT, 1.0)
     zero = conv.scalar(cl.DataType.FLOAT, 0.0)
-    ws = h.workspace(ch.workspace)
     cdesc = p.conv(ch.math_type)
     gp = p.graph_plan(conv.FWD, h, 1.0, 0.0)
-    gws = h.workspace(gp.workspace)
     # channels-last training batch norm: the *Ex calls (x read as NHWC), and the bare C call
     fn = "cudnnBatchNormalizationForwardTrainingEx"
     mode = cl.BatchNormMode.SPATIAL_PERSISTENT
     _, x4, xdesc, bdesc, _, dt = batchnorm._setup(fn, x, "NHWC", mode, None, {})
     ex_ws, ex_rs = batchnorm._ex_sizes_for(h, xdesc, bdesc, dt, mode, backward=False)
+    ex_bwd_ws = batchnorm._ex_sizes_for(h, xdesc, bdesc, dt, mode, backward=True)[0]
     y_ex, mean, invstd, reserve = batchnorm.forward_training_ex(x, g, b, rm, rv)
-    ex_workspace = h.workspace(ex_ws)
+    # one workspace for the bare calls, as large as any row's (the wrappers' rows ask for the
+    # same sizes): growing the handle's workspace frees the old buffer, so a pointer taken
+    # before a larger request would name freed memory
+    ws = gws = ex_workspace = h.workspace(max(ch.workspace, gp.workspace, ex_ws, ex_bwd_ws))
 
     def ex_raw():
         cl.api.cudnnBatchNormalizationForwardTrainingEx(
