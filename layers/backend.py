@@ -115,6 +115,14 @@ def result_dtype(*operands):
 def same_dtype(a, b):
     """Two operands of an elementwise op with their arrays in result_dtype (torch's rule);
     Python numbers as they are (weak: they take the arrays' dtype)."""
+    da, db = getattr(a, "dtype", None), getattr(b, "dtype", None)
+    if da is not None and db is not None:          # the common cases first, decided at once:
+        if da == db:                               # two arrays of one dtype,
+            return a, b
+    elif da is not None or db is not None:         # or a number with NumPy-float data, which
+        data, number = (da, b) if da is not None else (db, a)    # no number outranks
+        if data.kind == "f" and isinstance(number, (int, float)):
+            return a, b
     dtype = result_dtype(a, b)
     return tuple(v.astype(dtype, copy=False) if hasattr(v, "dtype") and v.dtype != dtype else v
                  for v in (a, b))
