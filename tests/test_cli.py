@@ -409,3 +409,16 @@ def test_resuming_another_jobs_checkpoint_says_so(tmp_path, trained):
     assert_usage_error(r, "--resume", "holds no netG or netD state", "its models: model",
                        "train.dcgan run")
     assert "batch size" not in r.stderr
+
+
+def test_a_gpu_device_without_cupy_says_cupy_is_missing(monkeypatch, capsys):
+    """--device 0 where CuPy is not installed names CuPy and the extra that brings it (not "no
+    CUDA device")."""
+    import sys
+    from train import cli as train_cli
+    monkeypatch.setitem(sys.modules, "cupy", None)          # import cupy -> ImportError
+    with pytest.raises(SystemExit) as e:
+        train_cli.use_device(0)
+    err = capsys.readouterr().err.strip()
+    assert e.value.code == 2 and len(err.splitlines()) == 1
+    assert err.startswith("error: --device 0: CuPy is not installed") and ".[cuda12]" in err

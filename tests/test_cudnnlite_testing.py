@@ -161,9 +161,10 @@ def test_algorithms_list_each_direction(spec):
 
 # ---- python -m tools.check_conv -----------------------------------------------------------------
 
-def test_check_conv_prints_the_read_back(capsys):
+@pytest.mark.parametrize("layout", ["NHWC", "nhwc"])
+def test_check_conv_prints_the_read_back(capsys, layout):
     assert check_conv.main(["--input", "2", "3", "8", "8", "--filter", "4", "3", "3", "3",
-                            "--pad", "1", "--layout", "NHWC"]) == 0
+                            "--pad", "1", "--layout", layout]) == 0
     out = capsys.readouterr().out
     assert "W     FilterDescriptor(FLOAT, NHWC, dims=(4, 3, 3, 3))" in out
     assert "y     TensorDescriptor(FLOAT, dims=(2, 4, 8, 8), strides=(256, 1, 32, 4))" in out
@@ -200,3 +201,10 @@ def test_a_missing_cudnn_is_one_line_and_exit_2(tool, tmp_path):
     r = subprocess.run([sys.executable, "-m", f"tools.{tool}", "--help"], capture_output=True,
                        text=True, env=env, cwd=os.path.dirname(os.path.dirname(__file__)))
     assert r.returncode == 0 and "usage:" in r.stdout, r.stderr
+
+
+def test_check_conv_refuses_an_unknown_layout_as_a_flag_error(capsys):
+    with pytest.raises(SystemExit) as e:
+        check_conv.main(["--input", "2", "3", "8", "8", "--filter", "4", "3", "3", "3",
+                         "--layout", "NCWH"])
+    assert e.value.code == 2 and "--layout" in capsys.readouterr().err

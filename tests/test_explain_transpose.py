@@ -220,6 +220,11 @@ def test_torch_cli(capsys):
       "--padding", "same"], "--padding takes ints, got same"),
     (["--keras", "--input", "8", "8", "3", "--filters", "2", "--kernel", "3", "--padding", "full"],
      "padding must be 'same' or 'valid', got 'full'"),
+    (["--input", "8", "8", "3", "--filters", "2", "--kernel", "3", "--groups", "2"],
+     "--groups: PyTorch (--torch) argument, which --keras (the default) does not take"),
+    (["--torch", "--input", "5", "5", "--in-channels", "2", "--out-channels", "2", "--kernel", "3",
+      "--filters", "2", "--data-format", "channels_first"],
+     "--filters, --data-format: Keras arguments, which --torch does not take"),
 ])
 def test_cli_usage_errors(argv, message, capsys):
     with pytest.raises(SystemExit) as e:

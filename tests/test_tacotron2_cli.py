@@ -134,14 +134,14 @@ def test_overfit_runs_on_one_spoken_sentence(tmp_path):
             "--batch-size", "3", "--epochs", "2", "--every", "2", "--gl-iters", "3",
             "--hparams", TINY)
     assert r.returncode == 0, r.stderr
-    assert "3 training / 1 validation" in r.stdout
+    assert "3 training / 0 held-out (validation on the first training one)" in r.stdout
     assert (tmp_path / "o" / "epoch_0002.wav").exists()
     # the checkpoint keeps the sentence: a resume continues the overfit run without repeating it
     ckpt = str(tmp_path / "o" / "checkpoint.npz")
     r = run("--device", "cpu", "--resume", ckpt, "--outf", str(tmp_path / "o"), "--epochs", "3",
             "--every", "3", "--gl-iters", "3")
     assert r.returncode == 0, r.stderr
-    assert "3 training / 1 validation" in r.stdout
+    assert "3 training / 0 held-out (validation on the first training one)" in r.stdout
     r = run("--device", "cpu", "--resume", ckpt, "--overfit", "Something else.", "--outf",
             str(tmp_path / "o"), "--epochs", "4")
     assert r.returncode == 2 and "was trained with --overfit In his defense." in r.stderr

@@ -44,7 +44,8 @@ def main(argv=None):
     ap.add_argument("--stride", type=int, nargs="+", default=[1])
     ap.add_argument("--dilation", type=int, nargs="+", default=[1])
     ap.add_argument("--groups", type=int, default=1)
-    ap.add_argument("--layout", default="NCHW", help="NCHW or NHWC")
+    ap.add_argument("--layout", default="NCHW", type=str.upper, choices=["NCHW", "NHWC"],
+                    help="[NCHW]")
     ap.add_argument("--dtype", default="float32")
     ap.add_argument("--math", default="default", choices=MATH)
     args = ap.parse_args(argv)

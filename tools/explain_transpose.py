@@ -565,9 +565,9 @@ def main(argv=None):
                     choices=["channels_last", "channels_first"], help="Keras")
     ap.add_argument("--in-channels", type=int, help="PyTorch")
     ap.add_argument("--out-channels", type=int, help="PyTorch")
-    ap.add_argument("--groups", type=int, default=1, help="PyTorch")
-    ap.add_argument("--layout", default="NCHW", choices=["NCHW", "NHWC"],
-                    help="PyTorch: how cuDNN stores the data (NHWC = channels_last)")
+    ap.add_argument("--groups", type=int, help="PyTorch [1]")
+    ap.add_argument("--layout", choices=["NCHW", "NHWC"],
+                    help="PyTorch: how cuDNN stores the data (NHWC = channels_last) [NCHW]")
     ap.add_argument("--batch", type=int, default=2)
     ap.add_argument("--seed", type=cli.seed, default=0)
     args = ap.parse_args(argv)
@@ -575,6 +575,17 @@ def main(argv=None):
     def value(v):
         return v[0] if len(v) == 1 else tuple(v)
 
+    torch_only = {"--in-channels": args.in_channels, "--out-channels": args.out_channels,
+                  "--groups": args.groups, "--layout": args.layout}
+    keras_only = {"--filters": args.filters,
+                  "--data-format": None if args.data_format == "channels_last" else
+                  args.data_format}
+    wrong = [flag for flag, v in (keras_only if args.torch else torch_only).items()
+             if v is not None]
+    if argv and wrong:                   # (not silently dropped)
+        ap.error(f"{', '.join(wrong)}: {'Keras' if args.torch else 'PyTorch (--torch)'} "
+                 f"argument{'' if len(wrong) == 1 else 's'}, which "
+                 f"{'--torch' if args.torch else '--keras (the default)'} does not take")
     if not argv:
         t = keras(**FORUM)
     elif args.torch:
@@ -586,8 +597,8 @@ def main(argv=None):
         try:
             t = torch(args.in_channels, args.out_channels, value(args.kernel), tuple(args.input),
                       value(args.stride), value([int(p) for p in args.padding or ["0"]]),
-                      value(args.output_padding or [0]), value(args.dilation), args.groups,
-                      args.batch, args.layout)
+                      value(args.output_padding or [0]), value(args.dilation),
+                      args.groups or 1, args.batch, args.layout or "NCHW")
         except ValueError as e:
             ap.error(str(e))
     else:

@@ -114,8 +114,13 @@ def use_device(device, gpu_only=None):
         return device
     try:
         import cupy
+    except ImportError as e:
+        fail(f"--device {device}: CuPy is not installed ({e}); install the GPU extra: "
+             f"pip install -e '.[cuda12]' (or '.[cuda13]' for a CUDA 13 driver), or "
+             + (gpu_only if gpu_only else "use --device cpu for the NumPy path"))
+    try:
         count = cupy.cuda.runtime.getDeviceCount()
-    except Exception as e:       # ImportError, or CUDARuntimeError when there is no driver
+    except Exception as e:       # CUDARuntimeError when there is no driver
         count, why = 0, f"{type(e).__name__}: {str(e).splitlines()[0]}"
     else:
         why = "0 visible"

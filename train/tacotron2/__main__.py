@@ -99,7 +99,8 @@ def train_parser():
                         "checkpoint's]")
     p.add_argument("--seed", type=cli.seed, default=1234, help="[1234]")
     p.add_argument("--val-ratio", type=float, default=0.05,
-                   help="share of the data held out for validation [0.05]")
+                   help="share of the data held out for validation; 0: none, the validation "
+                        "loss and plots then use the first training utterance [0.05]")
     p.add_argument("--every", type=cli.positive_int, default=10,
                    help="epochs between reports and checkpoints [10]")
     p.add_argument("--gl-iters", type=cli.positive_int, default=60,
@@ -270,16 +271,19 @@ def report(model, val_batches, epoch, step, args, vlog):
 # ---- training ----------------------------------------------------------------------------------
 
 def load_data(args, hp):
-    """(train examples, validation examples), or a one-line error naming what is wrong."""
+    """(train examples, validation examples, whether those were held out), or a one-line error
+    naming what is wrong. With nothing held out (--overfit, --val-ratio 0, or a corpus too small
+    for one held-out utterance) the validation loss and plots use the first training example."""
     try:
         if args.overfit is not None:
             train = data.overfit_dataset(args.overfit, batch_size=args.batch_size, hparams=hp)
-            return train, train[:1]
+            return train, train[:1], False
         root = args.dataroot or data.default_corpus(args.data_cache)
         items = data.load_ljspeech(root, hp)
         train_items, val_items = data.split(items, args.val_ratio, args.seed)
         return (data.mels_for(train_items, hp, args.data_cache),
-                data.mels_for(val_items or train_items[:1], hp, args.data_cache))
+                data.mels_for(val_items or train_items[:1], hp, args.data_cache),
+                bool(val_items))
     except (data.DatasetError, ValueError) as e:
         cli.fail(f"--dataroot {args.dataroot or '(default corpus)'}: {e}")
 
@@ -350,7 +354,7 @@ def train(argv):
         hp = hp.replace(learning_rate=args.lr)
     L.manual_seed(args.seed)
     rng = np.random.default_rng(args.seed)
-    train_set, val_set = load_data(args, hp)
+    train_set, val_set, held_out = load_data(args, hp)
     # a resumed run pads as the run it continues did (the losses are means over the padding)
     saved = tuple(resume_meta["pad_multiple"]) if resume_meta and "pad_multiple" in resume_meta \
         else None           # (checkpoints written before --pad-multiple existed do not say)
@@ -399,7 +403,9 @@ def train(argv):
     if args.allow_tf32:
         from cudnnlite import blas
         blas.configure(allow_tf32=True)
-    print(f"{len(train_set)} training / {len(val_set)} validation utterances, {len(batches)} "
+    validation = f"{len(val_set)} validation" if held_out else \
+        "0 held-out (validation on the first training one)"
+    print(f"{len(train_set)} training / {validation} utterances, {len(batches)} "
           f"batch{'es' if len(batches) != 1 else ''} of {args.batch_size} per epoch, device {device}, precision {args.precision}"
           f", matmuls {'TF32' if args.allow_tf32 else 'float32'}")
 
