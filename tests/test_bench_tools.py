@@ -138,3 +138,39 @@ def test_the_profile_finds_a_host_sync_in_a_step_and_none_in_a_step_without():
     assert host_ms < 100 and stalls == []
     host_ms, stalls = waits(reads_back, sync, busy_ms=200)
     assert host_ms >= 150 and stalls and stalls[0][1] >= 50
+
+
+def test_the_profile_times_each_op_by_direction():
+    """tools.profile_dcgan's op table: every op's forward and backward (and an optimizer
+    update) counted per step with its host time, on the NumPy path; a slowed op is the most
+    expensive row."""
+    import time
+
+    import numpy as np
+
+    import layers as L
+    from layers.ops import elementwise
+    from tools.profile_dcgan import op_times
+
+    model = L.nn.Sequential(L.nn.Linear(4, 3), L.nn.Tanh())
+    opt = L.optim.SGD(model.parameters(), lr=0.1)
+    x = L.tensor(np.ones((2, 4), np.float32))
+    real_forward = elementwise.Tanh.forward
+
+    def slow(self, *a):
+        time.sleep(0.003)
+        return real_forward(self, *a)
+
+    def step():
+        opt.zero_grad()
+        model(x).sum().backward()
+        opt.step()
+    import pytest
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(elementwise.Tanh, "forward", slow)
+        rows = op_times(step, steps=2, models={"net": model})
+    table = {(d, op): (n, us) for d, op, n, us in rows}
+    assert rows[0][:2] == ("fprop", "Tanh") and table[("fprop", "Tanh")][1] >= 3000
+    assert table[("fprop", "Tanh")][0] == 1.0 and table[("bprop", "Tanh")][0] == 1.0
+    assert ("optimizer", "SGD") in table and table[("optimizer", "SGD")][0] == 2.0  # W and b
+    assert all(n > 0 and us >= 0 for n, us in table.values())

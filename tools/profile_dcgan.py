@@ -1,9 +1,9 @@
 """Where an eager DCGAN training step's time goes on this engine: host (Python) time against
 device time per step, the host time by package (this engine's layers, cudnnlite's Python and the
-C calls it makes, CuPy, NumPy, the interpreter), the host time of each cuDNN / cuBLASLt entry point
-the step calls, whether the step waits for the GPU anywhere (a hidden host sync), then the Python
-functions that cost the most (cProfile). The step is train.dcgan's, in its default GPU layout
-(channels-last) unless told.
+C calls it makes, CuPy, NumPy, the interpreter), the host time of each op (forward, backward,
+optimizer update) and of each cuDNN / cuBLASLt entry point the step calls, whether the step
+waits for the GPU anywhere (a hidden host sync), then the Python functions that cost the most
+(cProfile). The step is train.dcgan's, in its default GPU layout (channels-last) unless told.
 
     python -m tools.profile_dcgan --device 0 [--memory-format contiguous|channels_last]
         [--precision fp32|bf16] [--conv-api legacy|graph] [--steps 30] [--top 35]
@@ -68,6 +68,30 @@ def c_call_times(step, steps):
             step()
     return [(name, calls[name] / steps, seconds[name] / calls[name] * 1e6)
             for name, _ in seconds.most_common()]
+
+
+def op_times(step, steps, models):
+    """[(direction, op, calls per step, host us per call)] over `steps` calls of step(), most
+    host time first: each op's forward, backward and optimizer update timed on the host from
+    its layers.trace scope's opening to its closing (inclusive: the Python, the CuPy calls and
+    the C calls the op makes; an op's backward that runs other ops includes theirs)."""
+    from layers.trace import Trace
+    seconds, calls, started = collections.Counter(), collections.Counter(), {}
+
+    def enter(scope):
+        started[scope.index] = time.perf_counter()
+
+    def leave(scope):
+        key = (scope.direction, scope.op)
+        seconds[key] += time.perf_counter() - started.pop(scope.index)
+        calls[key] += 1
+
+    for _ in range(steps):
+        with Trace(models, on_enter=enter, on_exit=leave):
+            step()
+    return [(direction, op, calls[(direction, op)] / steps,
+             seconds[(direction, op)] / calls[(direction, op)] * 1e6)
+            for (direction, op), _ in seconds.most_common()]
 
 
 SPIN = r"""
@@ -153,9 +177,15 @@ def main():
         print(f"{row:<24} {ms:8.2f} {calls:11.0f}")
     print()
     with conv.using(api=args.conv_api, algo_mode=args.algo):
+        ops = op_times(step, args.steps, {"netG": G, "netD": D})
         rows = c_call_times(step, args.steps)
         busy = 200.0
         host_ms, stalls = waits(step, cupy.cuda.get_current_stream().synchronize, busy)
+    print("host time of each op, by direction (its layers.trace scope, inclusive):")
+    print(f"{'direction':<10} {'op':<28} {'calls/step':>10} {'us/call':>8} {'ms/step':>8}")
+    for direction, op, n, us in ops:
+        print(f"{direction:<10} {op:<28} {n:10.1f} {us:8.1f} {n * us / 1e3:8.2f}")
+    print()
     print("host time of each cuDNN / cuBLASLt call (entry to return, timed around the C call):")
     print(f"{'C function':<46} {'calls/step':>10} {'us/call':>8} {'ms/step':>8}")
     for name, n, us in rows:
