@@ -109,7 +109,7 @@ class FiniteCheck:
         if path is None or (not self.every_call and id(module) in self._seen):
             return
         self._seen.add(id(module))
-        if getattr(module, "finite_preserving", False) and inputs and \
+        if module.finite_preserving and inputs and \
                 all(self._was_checked(t) for t in inputs):
             return
         for t in _tensors(out):

@@ -61,6 +61,9 @@ def sub(a, b): return _ew.Sub.apply(*_operands(_no_bool(a, "sub"), _no_bool(b, "
 def mul(a, b): return _ew.Mul.apply(*_operands(a, b))
 def div(a, b): return _ew.Div.apply(*_operands(a, b))
 def neg(x): return _ew.Neg.apply(_no_bool(x, "neg"))
+def pow(x, exponent): return _ew.Pow.apply(x, exponent=exponent)
+def exp(x): return _ew.Exp.apply(x)
+def log(x): return _ew.Log.apply(x)
 
 
 def _no_bool(a, name):
@@ -70,9 +73,6 @@ def _no_bool(a, name):
         raise TypeError(f"{name}: the - operator does not take bool tensors (as torch); use "
                         f"logical ops, or cast to an integer or floating dtype first")
     return a
-def pow(x, exponent): return _ew.Pow.apply(x, exponent=exponent)
-def exp(x): return _ew.Exp.apply(x)
-def log(x): return _ew.Log.apply(x)
 
 
 def cast(x, dtype):

@@ -8,7 +8,7 @@ import numpy as np
 
 from .. import kernels
 from ..backend import (DEFAULT_FLOAT, accumulation_dtype, is_channels_last, is_floating,
-                       is_half, result_dtype, same_dtype)
+                       is_half, same_dtype)
 from ..tensor import Function
 
 
@@ -247,8 +247,8 @@ class Where(Function):
     def forward(self, a, b):
         xp = self.xp
         self.shapes = shape_of(a), shape_of(b)
-        a, b = same_dtype(a, b)
-        dtype = result_dtype(a, b)
+        a, b = same_dtype(a, b)                  # (a number takes the array's dtype)
+        dtype = (a if hasattr(a, "dtype") else b).dtype
         return xp.where(self.cond, a, b).astype(dtype, copy=False)
 
     def backward(self, gy):
