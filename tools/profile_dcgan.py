@@ -108,7 +108,8 @@ def waits(step, sync, busy_ms=200.0):
     behind a one-thread kernel that keeps the GPU busy for busy_ms: a step that never syncs
     returns in its own host time, one that does returns after the busy kernel. Returns (host ms
     of that step, [(function, ms)] of the Python functions whose own time exceeds busy_ms / 4:
-    where it waited, a C call counting in the function that made it)."""
+    where it waited, a C call counting in the function that made it). Run step once before: a
+    kernel's first launch loads its module, and loading one waits for the GPU."""
     import cupy
     spin = cupy.RawKernel(SPIN, "spin")
     sync()
