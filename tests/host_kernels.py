@@ -788,8 +788,11 @@ def install_cudnn(monkeypatch):
     # no graph-API engine on the host (finalizing a backend descriptor needs libcuda): the
     # layers' fused conv + bias + activation falls back to its three calls, as where none fuses
     def no_fusion(*args, **kwargs):
-        raise cconv.NotSupported("cudnnBackendFinalize", {}, "no fusion engine on the host")
+        raise cconv.NotSupported("cudnnBackendFinalize", {}, "no graph-API engine on the host")
     monkeypatch.setattr(cconv, "forward_fused", no_fusion)
+    # and api="graph" falls back to the legacy calls, as for a problem no engine takes
+    monkeypatch.setattr(cconv, "_new_graph_plan", lambda *args: no_fusion())
+    monkeypatch.setattr(cconv, "graph_fallbacks", {"calls": 0, "last": None})
     # the *Ex calls' sizes asked of the stand-ins are kept apart from those a GPU gave
     from cudnnlite import batchnorm
     from cudnnlite._cache import LRU

@@ -235,6 +235,33 @@ def test_the_conv_api_setting_is_checked():
     assert conv.settings.api == "legacy"
 
 
+def test_a_problem_no_graph_engine_takes_goes_through_the_legacy_calls(monkeypatch, request):
+    """api='graph' where no backend engine takes a problem (none on the host; float64 on a GPU,
+    say): each direction runs through its legacy cudnnConvolution* call instead, counted in
+    conv.graph_fallbacks with the reason, and the results equal NumPy float64's."""
+    import host_kernels
+    from conftest import gpu_path_on_host
+    from cudnnlite import conv
+    from reference import conv_backward_data, conv_backward_filter, conv_forward
+    gpu_path_on_host(request, monkeypatch)
+    rng = np.random.default_rng(3)
+    x, W, gy = (rng.standard_normal(s) for s in ((2, 3, 6, 6), (4, 3, 3, 3), (2, 4, 6, 6)))
+    hx, hW, hgy = (host_kernels.host(a.astype(np.float32)) for a in (x, W, gy))
+    host_kernels.CALLS.clear()
+    with conv.using(api="graph"):
+        got = [conv.forward(hx, hW, pad=1), conv.backward_data(hW, hgy, x.shape, pad=1),
+               conv.backward_filter(hx, hgy, W.shape, pad=1)]
+    geo = ((1, 1), (1, 1), (1, 1), 1)                         # stride, pad, dilation, groups
+    want = [conv_forward(x, W, *geo), conv_backward_data(gy, W, x.shape, *geo),
+            conv_backward_filter(x, gy, W.shape, *geo)]
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(np.asarray(g.get()), w, rtol=1e-4, atol=1e-4)
+    assert [host_kernels.CALLS[f"cudnnConvolution{d}"] for d in
+            ("Forward", "BackwardData", "BackwardFilter")] == [1, 1, 1]
+    assert conv.graph_fallbacks["calls"] == 3
+    assert "no graph-API engine on the host" in str(conv.graph_fallbacks["last"])
+
+
 def test_execution_plan_keeps_a_variant_pack_per_pointer_set(monkeypatch):
     """An eager loop alternates pointer sets (netD on real, then on fake images): each set's pack
     is made once and found again, up to PACKS_PER_PLAN sets; the pack handed to cuDNN is the one

@@ -3,9 +3,11 @@
 One DCGAN training iteration (batch 128, 64x64, nz 100, ngf = ndf = 64, Adam) timed on this
 engine (eager, and replaying a captured CUDA graph) and on PyTorch (eager; eager with fused Adam;
 the whole step captured in a CUDA graph by hand, with capturable fused Adam) -- same model, same
-loop (pytorch/examples), TF32 convolutions and cuDNN's benchmarked algorithms on both
-(pytorch/examples sets cudnn.benchmark = True; --algo heuristic for cuDNN's first suggestion) --
-side by side in one run on one GPU:
+loop (pytorch/examples), TF32 convolutions; PyTorch with cuDNN's benchmarked algorithms
+(pytorch/examples sets cudnn.benchmark = True; --algo heuristic for cuDNN's first suggestion),
+this engine through cuDNN's graph API as train.dcgan (the heuristics' first engine; --conv-api
+legacy for the legacy calls, whose algorithms --algo chooses as PyTorch's) -- side by side in
+one run on one GPU:
 ms/step, images/s, and from one profiled step of each (CUPTI, through torch.profiler) kernels
 per step and GPU-busy time.
 
@@ -116,10 +118,10 @@ def main():
                          "train.dcgan's default and pytorch/examples') or cuDNN's heuristics; "
                          "cudnnlite's graph-API rows take the graph API's heuristics either way "
                          "[benchmark]")
-    ap.add_argument("--conv-api", default="legacy", choices=["legacy", "graph", "both"],
-                    help="cudnnlite's convolution entry points: the legacy cudnnConvolution* "
-                         "calls, the backend (graph) API's cached plans, or both side by side "
-                         "[legacy]")
+    ap.add_argument("--conv-api", default="graph", choices=["legacy", "graph", "both"],
+                    help="cudnnlite's convolution entry points: the backend (graph) API's "
+                         "cached plans (train.dcgan's default), the legacy cudnnConvolution* "
+                         "calls, or both side by side [graph]")
     ap.add_argument("--precision", default="fp32", choices=["fp32", "bf16", "both"],
                     help="fp32; bf16: this engine's train.dcgan --precision bf16 (float32 master "
                          "weights) and PyTorch's models in bfloat16; or both [fp32]")
@@ -134,10 +136,10 @@ def main():
                          "than one 16-byte vector (netD's first, netG's last: one channel) as "
                          "im2col + one cuBLASLt product (layers.ops.conv.THIN_INPUT_AS_GEMM, on "
                          "by default), or through cuDNN, or rows of both [on]")
-    ap.add_argument("--vector-pointwise", default="off", choices=list(ROWS),
+    ap.add_argument("--vector-pointwise", default="on", choices=list(ROWS),
                     help="this engine's ReLU / LeakyReLU kernels over 16-byte vectors "
-                         "(layers.kernels.VECTOR_POINTWISE, off by default until timed), or "
-                         "CuPy's elementwise kernels, or rows of both [off]")
+                         "(layers.kernels.VECTOR_POINTWISE, on by default), or CuPy's "
+                         "elementwise kernels, or rows of both [on]")
     ap.add_argument("--finite-check", default="on", choices=list(ROWS),
                     help="this engine's on-device non-finite check of every layer output and "
                          "gradient (train.dcgan's step has it; PyTorch's has none), or rows "
@@ -169,11 +171,11 @@ def main():
                 for captured, foreach, gemm, thin, vector, check in itertools.product(
                         (False, True), foreachs, gemms, thins, vectors, checks):
                     name = (f"cudnnlite {'captured' if captured else 'eager'}{tag}"
-                            f"{' (graph API)' if api == 'graph' else ''}"
+                            f"{' (legacy API)' if api == 'legacy' else ''}"
                             f"{'' if foreach else ' per-tensor'}"
                             f"{'' if gemm else ' whole-input cuDNN'}"
                             f"{'' if thin else ' thin-input cuDNN'}"
-                            f"{' vector relu' if vector else ''}"
+                            f"{'' if vector else ' elementwise relu'}"
                             f"{'' if check else ' unchecked'}")
                     step, sync = ours(args.device, args.batch_size, captured, precision,
                                       args.memory_format, check)

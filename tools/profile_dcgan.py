@@ -134,8 +134,9 @@ def main():
                     choices=["contiguous", "channels_last"],
                     help="the models' layout [channels_last, train.dcgan's GPU default]")
     ap.add_argument("--precision", default="fp32", choices=["fp32", "bf16"])
-    ap.add_argument("--conv-api", default="legacy", choices=["legacy", "graph"],
-                    help="cuDNN's legacy convolution calls or the graph API [legacy]")
+    ap.add_argument("--conv-api", default="graph", choices=["legacy", "graph"],
+                    help="cuDNN's graph API (train.dcgan's default) or the legacy convolution "
+                         "calls [graph]")
     ap.add_argument("--algo", default="benchmark", choices=["benchmark", "heuristic"],
                     help="cuDNN's convolution algorithm choice [benchmark, train.dcgan's "
                          "default]")

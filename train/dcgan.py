@@ -256,6 +256,11 @@ def parse_args(argv=None):
                         "every candidate once per problem and keeps the fastest (pytorch/examples' "
                         "DCGAN sets cudnn.benchmark = True), heuristic takes cuDNN's first "
                         "suggestion [benchmark; a GPU flag, an error with --device cpu]")
+    p.add_argument("--conv-api", choices=("graph", "legacy"), default=None,
+                   help="cuDNN's convolution entry points on a GPU: the backend (graph) API's "
+                        "cached plans (~20 us of host time a call; the heuristics' first engine, "
+                        "so no --algo) or the legacy cudnnConvolution* calls (~110 us) [graph; a "
+                        "GPU flag, an error with --device cpu]")
     p.add_argument("--no-cuda-graph", action="store_true",
                    help="run each GPU step eagerly instead of replaying a captured CUDA graph")
     p.add_argument("--log-every", type=cli.positive_int, default=10,
@@ -273,6 +278,13 @@ def parse_args(argv=None):
     if args.algo is not None and args.device == "cpu":
         cli.fail(f"--algo {args.algo}: chooses cuDNN's convolution algorithms, which the NumPy "
                  f"path does not use; expected a GPU --device")
+    if args.conv_api is not None and args.device == "cpu":
+        cli.fail(f"--conv-api {args.conv_api}: chooses cuDNN's convolution entry points, which "
+                 f"the NumPy path does not use; expected a GPU --device")
+    if args.algo is not None and (args.conv_api or "graph") == "graph":
+        cli.fail(f"--algo {args.algo}: chooses among the legacy convolution calls' algorithms; "
+                 f"the graph API (--conv-api graph, the default) takes its heuristics' first "
+                 f"engine. Give --conv-api legacy with it")
     if args.dataroot and args.dataset not in ("mnist", "folder"):
         cli.fail(f"--dataroot {args.dataroot}: --dataset {args.dataset} reads no folder; "
                  f"expected --dataset mnist or folder with it")
@@ -308,7 +320,9 @@ def main(argv=None):
     device = cli.use_device(args.device)
     if device != "cpu":
         from cudnnlite import conv
-        conv.configure(algo_mode=args.algo or "benchmark")
+        # the graph API: eager DCGAN step on an H100 17.8 against 25.1 ms with the legacy calls,
+        # captured 4.14 against 4.13 ms (docs/performance.md)
+        conv.configure(algo_mode=args.algo or "benchmark", api=args.conv_api or "graph")
     L.manual_seed(args.seed)
     rng = np.random.default_rng(args.seed)
     try:
