@@ -128,6 +128,7 @@ def test_pointwise_kernels_run_channels_last_operands_flat(on_host, monkeypatch,
     equal torch's and the output is stored as x is; the non-finite check reads a channels-last
     tensor's memory as 16-byte words and finds a NaN."""
     from layers.backend import is_channels_last, to_channels_last
+    monkeypatch.setattr(kernels, "VECTOR_POINTWISE", False)     # (CuPy's elementwise kernels)
     flat = []
     real = kernels._flat_views
     monkeypatch.setattr(kernels, "_flat_views",
