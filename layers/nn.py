@@ -2,6 +2,7 @@
 import numpy as np
 
 from . import functional as F
+from .backend import is_half
 from .functional import pair as _pair
 from . import init
 from .module import Module, ModuleList, Parameter, Sequential  # noqa: F401  (re-exported)
@@ -195,9 +196,21 @@ class Tanh(Module):
 
 
 class Sigmoid(Module):
+    """With float32=True (train.common.set_precision sets it for bf16 models) a bfloat16 or
+    float16 input is computed and returned in float32, as autocast keeps a loss's inputs. In
+    bfloat16 (8 significant bits) sigmoid(x) rounds to exactly 1 for x above ~5.5; binary
+    cross-entropy's gradient toward 0 there is its clamp's 1 / 1e-12, which the sigmoid's
+    gradient (taken from x for half data) turns into ~1e8: a bf16 DCGAN discriminator blew up so
+    after ~100 steps of MNIST (H100, 2026-11-23)."""
     finite_preserving = True
 
+    def __init__(self, float32=False):
+        super().__init__()
+        self.float32 = float32
+
     def forward(self, x):
+        if self.float32 and is_half(x.dtype):
+            x = x.astype(np.float32)
         return F.sigmoid(x)
 
 

@@ -211,7 +211,8 @@ PRECISIONS = ("fp32", "bf16")
 def set_precision(modules, precision):
     """The training jobs' --precision: 'fp32' leaves the models as built; 'bf16' casts every
     floating parameter and buffer to bfloat16, except batch norm's (float32, as cuDNN wants),
-    and the optimizers are to keep float32 master weights. Returns the models' data dtype."""
+    computes each Sigmoid module in float32 (nn.Sigmoid: it feeds a loss), and the optimizers
+    are to keep float32 master weights. Returns the models' data dtype."""
     if precision not in PRECISIONS:
         raise ValueError(f"precision {precision!r}: expected one of {', '.join(PRECISIONS)}")
     dtype = np.dtype(np.float32) if precision == "fp32" else L.backend.bfloat16
@@ -222,6 +223,9 @@ def set_precision(modules, precision):
                 raise RuntimeError(f"precision {precision}: bfloat16 device arrays need CuPy 14 "
                                    f"or later, this is CuPy {L.backend.cupy().__version__}")
         m.to_dtype(dtype)
+        for s in m.modules():                 # a bf16 model's sigmoid (its loss's input) in float32
+            if isinstance(s, L.nn.Sigmoid):
+                s.float32 = precision != "fp32"
     return dtype
 
 
