@@ -404,6 +404,8 @@ def test_dcgan_algo_flag_takes_only_the_two_modes_and_only_on_a_gpu(tmp_path):
     for api in ([], ["--conv-api", "graph"]):
         assert_usage_error(run("train.dcgan", "--device", "0", "--algo", "heuristic", *api,
                                "--outf", str(tmp_path)), "--algo heuristic", "--conv-api legacy")
+    assert_usage_error(run("tools.profile_dcgan", "--device", "0", "--algo", "benchmark"),
+                       "--algo benchmark", "--conv-api legacy")
 
 
 def test_resuming_another_jobs_checkpoint_says_so(tmp_path, trained):

@@ -129,20 +129,27 @@ def waits(step, sync, busy_ms=200.0):
 def main():
     ap = cli.ArgumentParser(description=cli.description(__doc__))
     ap.add_argument("--device", type=cli.device, default=0, help="GPU index [0]")
-    ap.add_argument("--batch-size", type=cli.positive_int, default=128)
+    ap.add_argument("--batch-size", type=cli.positive_int, default=128, help="[128]")
     ap.add_argument("--memory-format", default="channels_last",
                     choices=["contiguous", "channels_last"],
                     help="the models' layout [channels_last, train.dcgan's GPU default]")
-    ap.add_argument("--precision", default="fp32", choices=["fp32", "bf16"])
+    ap.add_argument("--precision", default="fp32", choices=["fp32", "bf16"], help="[fp32]")
     ap.add_argument("--conv-api", default="graph", choices=["legacy", "graph"],
                     help="cuDNN's graph API (train.dcgan's default) or the legacy convolution "
                          "calls [graph]")
-    ap.add_argument("--algo", default="benchmark", choices=["benchmark", "heuristic"],
-                    help="cuDNN's convolution algorithm choice [benchmark, train.dcgan's "
-                         "default]")
-    ap.add_argument("--steps", type=cli.positive_int, default=30)
-    ap.add_argument("--top", type=cli.positive_int, default=35)
+    ap.add_argument("--algo", default=None, choices=["benchmark", "heuristic"],
+                    help="the legacy calls' algorithm choice, with --conv-api legacy "
+                         "[benchmark, train.dcgan's default]")
+    ap.add_argument("--steps", type=cli.positive_int, default=30,
+                    help="steps profiled (after 10 untimed) [30]")
+    ap.add_argument("--top", type=cli.positive_int, default=35,
+                    help="rows of the cProfile table [35]")
     args = ap.parse_args()
+    if args.algo is not None and args.conv_api == "graph":
+        cli.fail(f"--algo {args.algo}: chooses among the legacy convolution calls' algorithms; "
+                 f"the graph API takes its heuristics' first engine. Give --conv-api legacy "
+                 f"with it")
+    args.algo = args.algo or "benchmark"
     cli.use_device(args.device, gpu_only="this tool profiles the GPU path (host against device "
                                          "time)")
     import cupy

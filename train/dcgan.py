@@ -245,22 +245,23 @@ def parse_args(argv=None):
                    help="stop after this many steps [0: off]")
     p.add_argument("--precision", choices=PRECISIONS, default=None,
                    help="fp32, or bf16: bfloat16 weights and activations (batch norm's "
-                        "parameters float32) with float32 master weights in Adam [fp32; a "
-                        "resumed run keeps its checkpoint's]")
+                        "parameters and netD's sigmoid float32) with float32 master weights in "
+                        "Adam [fp32; a resumed run keeps its checkpoint's]")
     p.add_argument("--memory-format", choices=("contiguous", "channels_last"), default=None,
                    help="channels_last: the models' 4-d weights and activations stored (N, H, W, "
                         "C), PyTorch's channels_last, for cuDNN's NHWC kernels [channels_last on "
                         "a GPU, contiguous on the CPU; a resumed run keeps its checkpoint's]")
     p.add_argument("--algo", choices=("benchmark", "heuristic"), default=None,
-                   help="how cuDNN's convolution algorithms are chosen on a GPU: benchmark times "
-                        "every candidate once per problem and keeps the fastest (pytorch/examples' "
-                        "DCGAN sets cudnn.benchmark = True), heuristic takes cuDNN's first "
-                        "suggestion [benchmark; a GPU flag, an error with --device cpu]")
+                   help="how the legacy convolution calls' algorithms are chosen (with "
+                        "--conv-api legacy only): benchmark times every candidate once per "
+                        "problem and keeps the fastest (pytorch/examples' DCGAN sets "
+                        "cudnn.benchmark = True), heuristic takes cuDNN's first suggestion "
+                        "[benchmark; an error with the graph API or --device cpu]")
     p.add_argument("--conv-api", choices=("graph", "legacy"), default=None,
                    help="cuDNN's convolution entry points on a GPU: the backend (graph) API's "
-                        "cached plans (~20 us of host time a call; the heuristics' first engine, "
-                        "so no --algo) or the legacy cudnnConvolution* calls (~110 us) [graph; a "
-                        "GPU flag, an error with --device cpu]")
+                        "cached plans (26-33 us of host time a call in an H100 step; the "
+                        "heuristics' first engine, so no --algo) or the legacy cudnnConvolution* "
+                        "calls (100-150 us) [graph; a GPU flag, an error with --device cpu]")
     p.add_argument("--no-cuda-graph", action="store_true",
                    help="run each GPU step eagerly instead of replaying a captured CUDA graph")
     p.add_argument("--log-every", type=cli.positive_int, default=10,
@@ -283,8 +284,8 @@ def parse_args(argv=None):
                  f"the NumPy path does not use; expected a GPU --device")
     if args.algo is not None and (args.conv_api or "graph") == "graph":
         cli.fail(f"--algo {args.algo}: chooses among the legacy convolution calls' algorithms; "
-                 f"the graph API (--conv-api graph, the default) takes its heuristics' first "
-                 f"engine. Give --conv-api legacy with it")
+                 f"the graph API (--conv-api graph{'' if args.conv_api else ', the default'}) "
+                 f"takes its heuristics' first engine. Give --conv-api legacy with it")
     if args.dataroot and args.dataset not in ("mnist", "folder"):
         cli.fail(f"--dataroot {args.dataroot}: --dataset {args.dataset} reads no folder; "
                  f"expected --dataset mnist or folder with it")
