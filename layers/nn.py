@@ -208,6 +208,9 @@ class Sigmoid(Module):
         super().__init__()
         self.float32 = float32
 
+    def extra_repr(self):
+        return "float32=True" if self.float32 else ""
+
     def forward(self, x):
         if self.float32 and is_half(x.dtype):
             x = x.astype(np.float32)

@@ -405,8 +405,8 @@ def test_dcgan_in_bfloat16_tracks_float32(device):
     np.testing.assert_allclose(b, a, rtol=0.04)
 
 
-@pytest.mark.parametrize("device", DEVICES)
-def test_a_bf16_models_sigmoid_keeps_the_gradient_of_a_sure_discriminator(device):
+@pytest.mark.parametrize("device", DEVICES + ["host"])
+def test_a_bf16_models_sigmoid_keeps_the_gradient_of_a_sure_discriminator(device, where):
     """set_precision('bf16') computes a model's Sigmoid in float32: at logit 8 bfloat16 rounds
     sigmoid to exactly 1, where BCE's gradient toward the label 0 is its clamp's 1 / 1e-12; in
     float32 the gradient is sigmoid(x) / n, as torch gives in float64. Other modules stay
@@ -414,8 +414,9 @@ def test_a_bf16_models_sigmoid_keeps_the_gradient_of_a_sure_discriminator(device
     from train.common import set_precision
     model = nn.Sequential(nn.Linear(3, 1), nn.Sigmoid())
     assert set_precision([model], "bf16") == BF16 and model[1].float32
-    x = L.tensor(np.array([[8.0], [6.0], [-3.0]], BF16), device=device, requires_grad=True)
-    zeros = L.tensor(np.zeros((3, 1), BF16), device=device)
+    assert repr(model[1]) == "Sigmoid(float32=True)"
+    x = L.tensor(np.array([[8.0], [6.0], [-3.0]], BF16), device=where, requires_grad=True)
+    zeros = L.tensor(np.zeros((3, 1), BF16), device=where)
     p = model[1](x)
     assert p.dtype == np.float32 and model[0].weight.dtype == BF16
     loss = F.binary_cross_entropy(p, zeros)
@@ -428,7 +429,7 @@ def test_a_bf16_models_sigmoid_keeps_the_gradient_of_a_sure_discriminator(device
     want = tF.binary_cross_entropy(torch.sigmoid(t), torch.zeros(3, 1, dtype=torch.float64))
     assert abs(float(loss.numpy()) - want.item()) < 1e-4
     plain = nn.Sigmoid()                    # why: in bfloat16 the sigmoid of 8 rounds to 1
-    assert plain(L.tensor(np.array([[8.0]], BF16), device=device)).numpy().item() == 1.0
+    assert plain(L.tensor(np.array([[8.0]], BF16), device=where)).numpy().item() == 1.0
 
 
 @pytest.mark.gpu
