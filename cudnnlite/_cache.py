@@ -30,6 +30,9 @@ class LRU:
     def values(self):
         return list(self._entries.values())
 
+    def items(self):
+        return list(self._entries.items())
+
     def __contains__(self, key):
         return key in self._entries
 

@@ -28,15 +28,17 @@ from .boundary import (ALIGNMENT, check_out, check_shape, common_dtype, device_a
 @dataclass(frozen=True)
 class Settings:
     """How algorithms are chosen. Part of every cache key, so changing it takes effect at once."""
-    algo_mode: str = "heuristic"        # "heuristic" (cudnnGet*_v7) or "benchmark" (cudnnFind*Ex)
+    algo_mode: str = "heuristic"        # "heuristic" (cudnnGet*_v7; the graph heuristics' first)
+                                        # or "benchmark" (cudnnFind*Ex; timing the graph's plans)
     deterministic: bool = False         # only algorithms cuDNN reports as deterministic
     allow_tf32: bool = True             # fp32 convs may use TF32 tensor cores (PyTorch's default)
     workspace_limit: int = 1 << 30      # bytes; algorithms needing more are skipped
     api: str = "legacy"                 # "legacy" (cudnnConvolution*) or "graph" (backend API:
-                                        # cached execution plans run through variant packs, the
-                                        # heuristics' first engine the settings above accept;
-                                        # algo_mode is the legacy calls'. ~20 against ~110 us of
-                                        # host time a call in a DCGAN step on an H100)
+                                        # cached execution plans run through variant packs, of
+                                        # the engines the settings above accept the heuristics'
+                                        # first, or with "benchmark" the fastest of their first
+                                        # graph.BENCHMARK_LIMIT; 26-33 against 100-150 us of host
+                                        # time a call in a DCGAN step on an H100)
 
 
 settings = Settings()
@@ -148,21 +150,30 @@ class Plan:
             choice = self._choices[key] = _choose(self, d, handle, a, b, c, algo)
         return choice
 
-    def graph_plan(self, d, handle, alpha, beta):
+    def graph_plan(self, d, handle, alpha, beta, arrays=None):
         """The backend-API execution plan of direction d on handle's device (built once per
         alpha / beta and settings): its tensors carry the same dims and
-        strides as the legacy descriptors, x / W / y have unique ids 1 / 2 / 3."""
+        strides as the legacy descriptors, x / W / y have unique ids 1 / 2 / 3. With
+        algo_mode='benchmark' and the call's (a, b, c) arrays, the fastest of the heuristics'
+        first plans on them (graph.fastest_plan), else their first."""
+        plan = self.graph_plan_or_refusal(d, handle, alpha, beta, arrays)
+        if isinstance(plan, NotSupported):
+            raise NotSupported(plan.function, plan.arguments, plan.detail)
+        return plan
+
+    def graph_plan_or_refusal(self, d, handle, alpha, beta, arrays=None):
+        """graph_plan, or the NotSupported that building it raised (kept and returned, not
+        raised: what a fallback to the legacy call costs is this lookup). The first refusal
+        of a problem is also a RuntimeWarning naming it."""
         key = (d.name, handle.device_id, alpha, beta, settings)
 
         def make():
             try:
-                return _new_graph_plan(self, d, handle, alpha, beta)
+                return _new_graph_plan(self, d, handle, alpha, beta, arrays)
             except NotSupported as e:
+                _warn_fallback(e.with_traceback(None))
                 return e
-        plan = self._graph_plans.get(key, make)
-        if isinstance(plan, NotSupported):
-            raise NotSupported(plan.function, plan.arguments, plan.detail)
-        return plan
+        return self._graph_plans.get(key, make)
 
     def candidates(self, d, handle):
         """Every (algo, status, memory, determinism, math) cuDNN's heuristics list for direction d."""
@@ -287,16 +298,18 @@ _UIDS = {"cudnnConvolutionForward": (1, 2, 3), "cudnnConvolutionBackwardData": (
 
 def _accept(p, handle):
     """The settings' filter on a graph-API engine: workspace limit, determinism, no TF32 (tensor
-    cores, down-converted inputs) for float32 when allow_tf32 is off, and a workspace that can
-    be allocated (else the next engine, as _choose does)."""
+    cores) for float32 when allow_tf32 is off, never an engine that down-converts its inputs
+    (to a narrower type than the data's: torch's filter too), and a workspace that can be
+    allocated (else the next engine, as _choose does)."""
     import cupy
     from .enums import NumericalNote as Note
     tf32_off = p.dt == DataType.FLOAT and not settings.allow_tf32
 
     def accept(notes, workspace):
         if (workspace > settings.workspace_limit
+                or Note.DOWN_CONVERT_INPUTS in notes
                 or (settings.deterministic and Note.NONDETERMINISTIC in notes)
-                or (tf32_off and (Note.TENSOR_CORE in notes or Note.DOWN_CONVERT_INPUTS in notes))):
+                or (tf32_off and Note.TENSOR_CORE in notes)):
             return False
         try:
             handle.workspace(workspace)
@@ -306,7 +319,27 @@ def _accept(p, handle):
     return accept
 
 
-def _new_graph_plan(p, d, handle, alpha, beta):
+def _new_graph_plan(p, d, handle, alpha, beta, arrays=None):
+    import cupy
+    from . import graph
+    ops = graph_operations(p, d, handle, alpha, beta)
+    try:
+        # (no timing while a CUDA graph is being captured: the heuristics' first plan then)
+        if settings.algo_mode == "benchmark" and arrays is not None and \
+                not cupy.cuda.get_current_stream().is_capturing():
+            return graph.fastest_plan(handle, ops, _accept(p, handle),
+                                      _timing_run(d, *arrays, beta, handle))
+        return graph.first_plan(handle, ops, _accept(p, handle))
+    except NotSupported as e:
+        raise NotSupported(e.function, {"direction": d.name, "x": p.x, "w": p.w, "y": p.y,
+                                        "geometry": p.geometry,
+                                        "alpha": alpha, "beta": beta, "settings": settings,
+                                        **e.arguments}, e.detail) from None
+
+
+def graph_operations(p, d, handle, alpha=1.0, beta=0.0):
+    """The finalized operation graph of problem p's direction d: tensors with the legacy
+    descriptors' dims and strides, x / W / y unique ids 1 / 2 / 3 (_UIDS gives d's order)."""
     from . import graph
     pad, stride, dilation, groups = p.geometry
     w_strides = packed_strides(p.w.dims, p.layout)
@@ -318,14 +351,17 @@ def _new_graph_plan(p, d, handle, alpha, beta):
     conv = graph.convolution(pad, stride, dilation, DataType.DOUBLE if double else DataType.FLOAT)
     a, b, c = (tensors[u] for u in _UIDS[d.name])
     op = graph.convolution_operation(d.name, a, b, c, conv, alpha, beta, double)
-    ops = graph.operation_graph(handle, [op])
-    try:
-        return graph.first_plan(handle, ops, _accept(p, handle))
-    except NotSupported as e:
-        raise NotSupported(e.function, {"direction": d.name, "x": p.x, "w": p.w, "y": p.y,
-                                        "geometry": p.geometry,
-                                        "alpha": alpha, "beta": beta, "settings": settings,
-                                        **e.arguments}, e.detail) from None
+    return graph.operation_graph(handle, [op])
+
+
+def _timing_run(d, a, b, c, beta, handle):
+    """run(plan) for graph.fastest_plan: the plan on the call's a and b into a scratch copy of c
+    (c itself is left as it is), as _benchmark's scratch output."""
+    import cupy
+    scratch = c.copy() if beta else cupy.empty_like(c)
+    pointers = (a.data.ptr, b.data.ptr, scratch.data.ptr)
+    return lambda plan: plan.execute(handle, _UIDS[d.name], pointers,
+                                     handle.workspace(plan.workspace))
 
 
 def _run_graph(d, plan, a, b, c, handle):
@@ -337,8 +373,16 @@ def _run_graph(d, plan, a, b, c, handle):
 
 # Problems that api="graph" sent through the legacy calls because no graph-API engine takes
 # them (float64 on cuDNN 9, say; the reason is cached with the problem's plans, so a fallback
-# costs one lookup): how many calls, and the last reason. Results are the same either way.
+# costs one lookup): how many calls, and the last reason. Results are the same either way; each
+# problem's first refusal is also a RuntimeWarning, since the legacy calls cost more host time.
 graph_fallbacks = {"calls": 0, "last": None}
+
+
+def _warn_fallback(refusal):
+    import warnings
+    warnings.warn(f"cudnnlite.conv: api='graph' runs this problem through the legacy call "
+                  f"instead (counted in conv.graph_fallbacks): {refusal}", RuntimeWarning,
+                  stacklevel=2)
 
 
 def _run(d, p, a, b, c, alpha, beta, algo, handle):
@@ -346,13 +390,11 @@ def _run(d, p, a, b, c, alpha, beta, algo, handle):
     # engine takes (grouped ones, an `algo=` naming a legacy algorithm and the problems in
     # graph_fallbacks go through the legacy calls)
     if settings.api == "graph" and algo is None and p.geometry[3] == 1:
-        try:
-            plan = p.graph_plan(d, handle, float(alpha), float(beta))
-        except NotSupported as e:
-            graph_fallbacks["calls"] += 1
-            graph_fallbacks["last"] = e
-        else:
+        plan = p.graph_plan_or_refusal(d, handle, float(alpha), float(beta), (a, b, c))
+        if not isinstance(plan, NotSupported):
             return _run_graph(d, plan, a, b, c, handle)
+        graph_fallbacks["calls"] += 1
+        graph_fallbacks["last"] = plan
     choice = p.choose(d, handle, a, b, c, algo)
     adesc, bdesc, cdesc = p.descs(d)
     d.compute(handle, scalar(p.dt, alpha), adesc, a.data.ptr, bdesc, b.data.ptr,

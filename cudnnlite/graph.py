@@ -254,11 +254,13 @@ class ExecutionPlan:
         api.cudnnBackendExecute(handle, self.desc, pack)
 
 
-def first_plan(handle, graph, accept=lambda notes, workspace: True):
-    """The first of the heuristics' engine configurations (mode A, then the fallback list) that
-    finalizes into a plan `accept(notes, workspace)` takes; CudnnError NotSupported naming every
-    configuration tried when none does."""
-    tried = []
+def accepted_plans(handle, graph, accept=lambda notes, workspace: True, limit=1):
+    """Up to `limit` plans, in the heuristics' order (mode A, then the fallback list), built
+    from the engine configurations that finalize into a plan `accept(notes, workspace)` takes;
+    CudnnError NotSupported naming every configuration tried (and how each failed) when none
+    does."""
+    from .errors import NotSupported
+    tried, plans = [], []
     for mode in (HeurMode.A, HeurMode.FALLBACK):
         try:
             cfgs = engine_configs(graph, mode)
@@ -272,9 +274,59 @@ def first_plan(handle, graph, accept=lambda notes, workspace: True):
                 tried.append(f"{mode.name} config: {str(e).splitlines()[0]}")
                 continue
             if accept(plan.notes, plan.workspace):
-                return plan
-            tried.append(f"engine {plan.engine} {[getattr(n, 'name', n) for n in plan.notes]} "
-                         f"workspace {plan.workspace}: not accepted")
-    from .errors import NotSupported
+                plans.append(plan)
+                if len(plans) == limit:
+                    return plans
+            else:
+                tried.append(f"engine {plan.engine} "
+                             f"{[getattr(n, 'name', n) for n in plan.notes]} "
+                             f"workspace {plan.workspace}: not accepted")
+    if plans:
+        return plans
     raise NotSupported("cudnnBackendFinalize", {"graph": graph, "tried": tried},
                        "no engine configuration of the heuristics gives an accepted plan")
+
+
+def first_plan(handle, graph, accept=lambda notes, workspace: True):
+    """The first plan accepted_plans finds: cuDNN's heuristics' choice."""
+    return accepted_plans(handle, graph, accept, limit=1)[0]
+
+
+BENCHMARK_LIMIT = 10     # plans timed per problem (torch.backends.cudnn.benchmark_limit's default)
+
+
+def event_ms(fn, repeats=3):
+    """GPU milliseconds of one fn() on the current stream: CUDA events around `repeats` calls,
+    after one untimed call."""
+    import cupy
+    fn()
+    start, stop = cupy.cuda.Event(), cupy.cuda.Event()
+    start.record()
+    for _ in range(repeats):
+        fn()
+    stop.record()
+    stop.synchronize()
+    return cupy.cuda.get_elapsed_time(start, stop) / repeats
+
+
+def fastest_plan(handle, graph, accept, run, limit=BENCHMARK_LIMIT, time_ms=event_ms):
+    """The fastest of the first `limit` accepted plans (accepted_plans), each timed as
+    time_ms(lambda: run(plan)): what torch's cudnn.benchmark does with the backend API. run(plan)
+    executes the plan on the problem's own arrays (a scratch output). A plan whose execution
+    fails is skipped. The plan returned carries .timings, [(engine, ms or the error)] of all."""
+    best, best_ms, timings = None, float("inf"), []
+    for plan in accepted_plans(handle, graph, accept, limit):
+        try:
+            ms = time_ms(lambda: run(plan))
+        except CudnnError as e:
+            timings.append((plan.engine, str(e).splitlines()[0]))
+            continue
+        timings.append((plan.engine, ms))
+        if ms < best_ms:
+            best, best_ms = plan, ms
+    if best is None:
+        from .errors import NotSupported
+        raise NotSupported("cudnnBackendExecute", {"graph": graph, "timings": timings},
+                           "every accepted plan failed to execute")
+    best.timings = timings
+    return best

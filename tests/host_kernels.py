@@ -793,6 +793,7 @@ def install_cudnn(monkeypatch):
     # and api="graph" falls back to the legacy calls, as for a problem no engine takes
     monkeypatch.setattr(cconv, "_new_graph_plan", lambda *args: no_fusion())
     monkeypatch.setattr(cconv, "graph_fallbacks", {"calls": 0, "last": None})
+    monkeypatch.setattr(cconv, "_warn_fallback", lambda refusal: None)   # (every problem here)
     # the *Ex calls' sizes asked of the stand-ins are kept apart from those a GPU gave
     from cudnnlite import batchnorm
     from cudnnlite._cache import LRU

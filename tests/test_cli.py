@@ -371,12 +371,12 @@ def test_first_non_finite_names_the_step_and_the_statistic():
 
 
 @pytest.mark.parametrize("argv,mode,api", [
-    ([], "benchmark", "graph"), (["--conv-api", "legacy"], "benchmark", "legacy"),
+    ([], "benchmark", "graph"), (["--algo", "heuristic"], "heuristic", "graph"),
     (["--conv-api", "legacy", "--algo", "heuristic"], "heuristic", "legacy")])
 def test_dcgan_chooses_cudnn_algorithms_as_its_algo_flag_says_on_a_gpu(argv, mode, api,
                                                                        monkeypatch):
-    """The graph API by default (its eager step is the faster, docs/performance.md), and for
-    the legacy calls --algo benchmark by default (pytorch/examples' DCGAN sets
+    """The graph API by default (its eager step is the faster, docs/performance.md), and
+    --algo benchmark by default for either API (pytorch/examples' DCGAN sets
     cudnn.benchmark = True): set for the process on a GPU device before anything is built
     (stopped here at the data)."""
     from cudnnlite import conv
@@ -400,12 +400,6 @@ def test_dcgan_algo_flag_takes_only_the_two_modes_and_only_on_a_gpu(tmp_path):
                            "--outf", str(tmp_path)), "--algo heuristic", "GPU --device")
     assert_usage_error(run("train.dcgan", "--device", "cpu", "--conv-api", "legacy",
                            "--outf", str(tmp_path)), "--conv-api legacy", "GPU --device")
-    # the algorithms are the legacy calls': refused with the graph API, named or by default
-    for api in ([], ["--conv-api", "graph"]):
-        assert_usage_error(run("train.dcgan", "--device", "0", "--algo", "heuristic", *api,
-                               "--outf", str(tmp_path)), "--algo heuristic", "--conv-api legacy")
-    assert_usage_error(run("tools.profile_dcgan", "--device", "0", "--algo", "benchmark"),
-                       "--algo benchmark", "--conv-api legacy")
 
 
 def test_resuming_another_jobs_checkpoint_says_so(tmp_path, trained):

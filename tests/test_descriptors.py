@@ -243,23 +243,65 @@ def test_a_problem_no_graph_engine_takes_goes_through_the_legacy_calls(monkeypat
     from conftest import gpu_path_on_host
     from cudnnlite import conv
     from reference import conv_backward_data, conv_backward_filter, conv_forward
+    warn = conv._warn_fallback
     gpu_path_on_host(request, monkeypatch)
+    monkeypatch.setattr(conv, "_warn_fallback", warn)
     rng = np.random.default_rng(3)
     x, W, gy = (rng.standard_normal(s) for s in ((2, 3, 6, 6), (4, 3, 3, 3), (2, 4, 6, 6)))
     hx, hW, hgy = (host_kernels.host(a.astype(np.float32)) for a in (x, W, gy))
     host_kernels.CALLS.clear()
+
+    def directions():
+        return [conv.forward(hx, hW, pad=1), conv.backward_data(hW, hgy, x.shape, pad=1),
+                conv.backward_filter(hx, hgy, W.shape, pad=1)]
     with conv.using(api="graph"):
-        got = [conv.forward(hx, hW, pad=1), conv.backward_data(hW, hgy, x.shape, pad=1),
-               conv.backward_filter(hx, hgy, W.shape, pad=1)]
+        with pytest.warns(RuntimeWarning, match="legacy call") as warned:
+            got = directions()
+        assert len(warned) == 3                  # each problem's first refusal, once
+        import warnings
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            directions()
     geo = ((1, 1), (1, 1), (1, 1), 1)                         # stride, pad, dilation, groups
     want = [conv_forward(x, W, *geo), conv_backward_data(gy, W, x.shape, *geo),
             conv_backward_filter(x, gy, W.shape, *geo)]
     for g, w in zip(got, want):
         np.testing.assert_allclose(np.asarray(g.get()), w, rtol=1e-4, atol=1e-4)
     assert [host_kernels.CALLS[f"cudnnConvolution{d}"] for d in
-            ("Forward", "BackwardData", "BackwardFilter")] == [1, 1, 1]
-    assert conv.graph_fallbacks["calls"] == 3
+            ("Forward", "BackwardData", "BackwardFilter")] == [2, 2, 2]
+    assert conv.graph_fallbacks["calls"] == 6
     assert "no graph-API engine on the host" in str(conv.graph_fallbacks["last"])
+
+
+def test_benchmark_mode_keeps_the_fastest_plan_that_runs(monkeypatch):
+    """graph.fastest_plan (algo_mode='benchmark' on the graph API): every accepted plan up to
+    the limit is timed on the problem's arrays, one whose execution fails is skipped, the
+    fastest is kept with every timing; none that runs is NotSupported naming the timings."""
+    from types import SimpleNamespace
+    from cudnnlite import graph
+    plans = [SimpleNamespace(engine=e) for e in (7, 3, 12, 5)]
+    asked = []
+    monkeypatch.setattr(graph, "accepted_plans",
+                        lambda h, g, accept, limit: asked.append(limit) or plans[:limit])
+    ms = {7: 0.30, 3: 0.12, 12: None, 5: 0.20}         # engine 12 fails to execute
+    ran = []
+
+    def run(plan):
+        ran.append(plan.engine)
+        if ms[plan.engine] is None:
+            raise cl.BadParam("cudnnBackendExecute", {}, "execution failed")
+
+    def time_ms(fn):
+        fn()
+        return ms[ran[-1]]
+    best = graph.fastest_plan(None, "g", None, run, limit=4, time_ms=time_ms)
+    assert best.engine == 3 and asked == [4] and ran == [7, 3, 12, 5]
+    assert [t[0] for t in best.timings] == [7, 3, 12, 5] and best.timings[1][1] == 0.12
+    assert "execution failed" in best.timings[2][1]
+    assert graph.fastest_plan(None, "g", None, run, limit=2, time_ms=time_ms).engine == 3
+    ms.update({7: None, 3: None})
+    with pytest.raises(cl.NotSupported, match="every accepted plan failed"):
+        graph.fastest_plan(None, "g", None, run, limit=3, time_ms=time_ms)
 
 
 def test_execution_plan_keeps_a_variant_pack_per_pointer_set(monkeypatch):

@@ -22,14 +22,26 @@ def _graph_no_tf32():
         yield
 
 
-def _or_skip_unsupported(fn):
+def _or_skip_unsupported(fn, dtype):
     """float64 has few (maybe no) graph-API engines, and such a problem falls back to the legacy
-    calls (conv.graph_fallbacks): say so instead of testing the legacy path here."""
+    calls (conv.graph_fallbacks): say so instead of testing the legacy path here. Any other
+    dtype falling back fails: these tests are of the graph path."""
     calls = conv.graph_fallbacks["calls"]
     out = fn()
     if conv.graph_fallbacks["calls"] != calls:
-        pytest.skip(f"no graph-API engine: {str(conv.graph_fallbacks['last']).splitlines()[0]}")
+        why = str(conv.graph_fallbacks["last"]).splitlines()[0]
+        if dtype != "float64":
+            pytest.fail(f"{dtype} fell back to the legacy call: {why}")
+        pytest.skip(f"no graph-API engine: {why}")
     return out
+
+
+@pytest.fixture
+def on_the_graph_path():
+    """The test's convolutions all ran through graph-API plans (none fell back)."""
+    calls = conv.graph_fallbacks["calls"]
+    yield
+    assert conv.graph_fallbacks["calls"] == calls, conv.graph_fallbacks["last"]
 
 
 @pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
@@ -50,11 +62,11 @@ def test_every_direction_matches_the_float64_reference(g, dtype, layout):
     poison = 0xFFFF if store == "uint16" else np.nan
     out = cupy.full(y_shape, poison, dtype=store)
     yd = _or_skip_unsupported(lambda: conv.forward(xd, Wd, layout=layout, out=out,
-                                                   dtype=override, **geo))
+                                                   dtype=override, **geo), dtype)
     gx = _or_skip_unsupported(lambda: conv.backward_data(Wd, gyd, xd.shape, layout=layout,
-                                                         dtype=override, **geo))
+                                                         dtype=override, **geo), dtype)
     gW = _or_skip_unsupported(lambda: conv.backward_filter(xd, gyd, Wd.shape, layout=layout,
-                                                           dtype=override, **geo))
+                                                           dtype=override, **geo), dtype)
     assert rel_err(to_host(yd, dtype, layout), y) < TOLERANCE[dtype]
     assert rel_err(to_host(gx, dtype, layout), conv_backward_data(gy, W, x.shape, st, pd, dl, 1)) \
         < TOLERANCE[dtype]
@@ -62,7 +74,7 @@ def test_every_direction_matches_the_float64_reference(g, dtype, layout):
                    conv_backward_filter(x, gy, W.shape, st, pd, dl, 1)) < TOLERANCE[dtype]
 
 
-def test_alpha_and_beta_accumulate_as_the_legacy_path():
+def test_alpha_and_beta_accumulate_as_the_legacy_path(on_the_graph_path):
     import cupy
     rng = np.random.default_rng(6)
     x, W, geo = _case(rng, GEOMETRIES[2], "float32")
@@ -76,6 +88,75 @@ def test_alpha_and_beta_accumulate_as_the_legacy_path():
         + 2.0 * y0.get().astype(np.float64)
     assert rel_err(graph_out.get(), ref) < TOLERANCE["float32"]
     assert rel_err(graph_out.get(), legacy_out.get()) < TOLERANCE["float32"]
+
+
+@pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
+def test_benchmark_mode_runs_the_fastest_timed_plan_and_leaves_the_output_alone(
+        layout, on_the_graph_path):
+    """algo_mode='benchmark' on the graph API: each direction's plan is the fastest of those
+    timed on the call's own arrays (its .timings), the result equals the float64 reference, and
+    beta = 1 accumulates into the caller's output once (timing ran on a scratch copy)."""
+    import cupy
+    rng = np.random.default_rng(11)
+    x, W, geo = _case(rng, GEOMETRIES[2], "float32")
+    st, pd, dl = geo["stride"], geo["pad"], geo["dilation"]
+    y = conv_forward(x, W, st, pd, dl, 1)
+    gy = rounded(rng.standard_normal(y.shape), "float32")
+    xd, Wd, gyd = (to_device(a, "float32", layout) for a in (x, W, gy))
+    gW0 = to_device(rng.standard_normal(W.shape), "float32", layout)
+    with conv.using(algo_mode="benchmark"):
+        yd = conv.forward(xd, Wd, layout=layout, **geo)
+        gx = conv.backward_data(Wd, gyd, xd.shape, layout=layout, **geo)
+        gW = conv.backward_filter(xd, gyd, Wd.shape, layout=layout, out=gW0.copy(), beta=1.0,
+                                  **geo)
+    assert rel_err(to_host(yd, "float32", layout), y) < TOLERANCE["float32"]
+    assert rel_err(to_host(gx, "float32", layout),
+                   conv_backward_data(gy, W, x.shape, st, pd, dl, 1)) < TOLERANCE["float32"]
+    want = conv_backward_filter(x, gy, W.shape, st, pd, dl, 1) + to_host(gW0, "float32", layout)
+    assert rel_err(to_host(gW, "float32", layout), want) < TOLERANCE["float32"]
+    p = conv.plan(xd.shape, conv.element_strides(xd), Wd.shape, "float32", layout, pd, st, dl, 1)
+    plans = [v for k, v in p._graph_plans.items() if k[4].algo_mode == "benchmark"]
+    assert all(isinstance(v, graph.ExecutionPlan) for v in plans)
+    assert len(plans) == 3
+    for plan in plans:
+        times = [t for _, t in plan.timings if isinstance(t, float)]
+        assert times and min(times) in [t for e, t in plan.timings if e == plan.engine]
+
+
+@pytest.mark.parametrize("direction", ["fwd", "bwd_data", "bwd_filter"])
+def test_every_plan_benchmark_mode_may_pick_gives_the_reference(direction):
+    """Benchmark mode keeps whichever of the heuristics' first graph.BENCHMARK_LIMIT accepted
+    plans is fastest, so each of them must be right: on a DCGAN-sized channels-last problem
+    (64 -> 128 channels, 4x4, stride 2) with TF32 allowed, every such plan's output is within
+    TF32's rounding of the float64 reference."""
+    import cupy
+    from cudnnlite import get_handle
+    rng = np.random.default_rng(12)
+    x = rng.standard_normal((16, 64, 32, 32))
+    W = rng.standard_normal((128, 64, 4, 4)) / np.sqrt(64 * 16)
+    geo = dict(stride=(2, 2), pad=(1, 1), dilation=(1, 1))
+    y = conv_forward(x, W, geo["stride"], geo["pad"], geo["dilation"], 1)
+    gy = rng.standard_normal(y.shape)
+    xd, Wd, gyd = (to_device(a, "float32", "NHWC") for a in (x, W, gy))
+    d, a, b, want = {
+        "fwd": (conv.FWD, xd, Wd, y),
+        "bwd_data": (conv.BWD_DATA, Wd, gyd, conv_backward_data(gy, W, x.shape, *geo.values(), 1)),
+        "bwd_filter": (conv.BWD_FILTER, xd, gyd,
+                       conv_backward_filter(x, gy, W.shape, *geo.values(), 1))}[direction]
+    out_shape = {"fwd": gyd.shape, "bwd_data": xd.shape, "bwd_filter": Wd.shape}[direction]
+    h = get_handle()
+    with conv.using(allow_tf32=True):
+        p = conv.plan(xd.shape, conv.element_strides(xd), Wd.shape, "float32", "NHWC",
+                      geo["pad"], geo["stride"], geo["dilation"], 1)
+        plans = graph.accepted_plans(h, conv.graph_operations(p, d, h), conv._accept(p, h),
+                                     limit=graph.BENCHMARK_LIMIT)
+    assert plans
+    for plan in plans:
+        out = cupy.full(out_shape, np.nan, np.float32)
+        plan.execute(h, conv._UIDS[d.name], (a.data.ptr, b.data.ptr, out.data.ptr),
+                     h.workspace(plan.workspace))
+        err = rel_err(to_host(out, "float32", "NHWC"), want)
+        assert err < TOLERANCE["tf32"], (plan, err)
 
 
 def test_a_strided_views_strides_go_in_the_backend_tensor():
@@ -97,7 +178,9 @@ def test_a_strided_views_strides_go_in_the_backend_tensor():
                                                   (1, 1), (1, 1), (1, 1), 1)) \
         < TOLERANCE["float32"]
     p = conv.plan(x.shape, conv.element_strides(x), W.shape, "float32", "NCHW", 1, 1, 1, 1)
-    assert p.x.strides == (4320, 480, 24, 1) and p._graph_plans
+    assert p.x.strides == (4320, 480, 24, 1)
+    plans = p._graph_plans.values()           # forward's and backward-filter's, not refusals
+    assert len(plans) == 2 and all(isinstance(v, graph.ExecutionPlan) for v in plans)
 
 
 def test_grouped_convolutions_take_the_legacy_calls():
@@ -127,7 +210,7 @@ def test_the_plan_says_which_engine_and_is_built_once():
     assert "engine" in plans[0].desc.summary and plans[0].workspace >= 0
 
 
-def test_a_captured_dcgan_step_on_the_graph_path_matches_the_legacy_path():
+def test_a_captured_dcgan_step_on_the_graph_path_matches_the_legacy_path(on_the_graph_path):
     """Two DCGAN steps (batch 8, small widths), captured, graph API against legacy: the same
     losses and weights to float32 rounding (TF32 off on both)."""
     import layers as L

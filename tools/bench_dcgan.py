@@ -3,11 +3,10 @@
 One DCGAN training iteration (batch 128, 64x64, nz 100, ngf = ndf = 64, Adam) timed on this
 engine (eager, and replaying a captured CUDA graph) and on PyTorch (eager; eager with fused Adam;
 the whole step captured in a CUDA graph by hand, with capturable fused Adam) -- same model, same
-loop (pytorch/examples), TF32 convolutions; PyTorch with cuDNN's benchmarked algorithms
+loop (pytorch/examples), TF32 convolutions and cuDNN's benchmarked algorithms on both
 (pytorch/examples sets cudnn.benchmark = True; --algo heuristic for cuDNN's first suggestion),
-this engine through cuDNN's graph API as train.dcgan (the heuristics' first engine; --conv-api
-legacy for the legacy calls, whose algorithms --algo chooses as PyTorch's) -- side by side in
-one run on one GPU:
+this engine through cuDNN's graph API as train.dcgan (--conv-api legacy for the legacy calls)
+-- side by side in one run on one GPU:
 ms/step, images/s, and from one profiled step of each (CUPTI, through torch.profiler) kernels
 per step and GPU-busy time.
 
@@ -114,10 +113,9 @@ def main():
                     help="runs of each row, interleaved; the median is reported [3]")
     ap.add_argument("--algo", default="benchmark", choices=["heuristic", "benchmark"],
                     help="both engines' convolution algorithm choice: benchmark (cudnnlite's "
-                         "algo_mode='benchmark', torch.backends.cudnn.benchmark = True: "
-                         "train.dcgan's default and pytorch/examples') or cuDNN's heuristics; "
-                         "cudnnlite's graph-API rows take the graph API's heuristics either way "
-                         "[benchmark]")
+                         "algo_mode='benchmark': cudnnFind*Ex, or timing the graph API's plans; "
+                         "torch.backends.cudnn.benchmark = True: train.dcgan's default and "
+                         "pytorch/examples') or cuDNN's heuristics [benchmark]")
     ap.add_argument("--conv-api", default="graph", choices=["legacy", "graph", "both"],
                     help="cudnnlite's convolution entry points: the backend (graph) API's "
                          "cached plans (train.dcgan's default), the legacy cudnnConvolution* "

@@ -407,7 +407,8 @@ def dcgan_step(args):
     info = [f"DCGAN (pytorch/examples' netG / netD, 1 channel, 64×64, nz=100, ngf=ndf=64), batch "
             f"{args.batch_size}: one training step of train.dcgan (D on real and fake, G, two Adam "
             f"updates, the on-device non-finite check); precision {args.precision}, "
-            f"{args.memory_format}."]
+            f"{args.memory_format}, convolutions through cuDNN's legacy calls (train.dcgan "
+            f"defaults to the graph API, whose calls all read cudnnBackendExecute)."]
     return step, {"netG": G, "netD": D}, cupy.cuda.get_current_stream().synchronize, info, None
 
 

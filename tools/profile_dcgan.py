@@ -137,19 +137,14 @@ def main():
     ap.add_argument("--conv-api", default="graph", choices=["legacy", "graph"],
                     help="cuDNN's graph API (train.dcgan's default) or the legacy convolution "
                          "calls [graph]")
-    ap.add_argument("--algo", default=None, choices=["benchmark", "heuristic"],
-                    help="the legacy calls' algorithm choice, with --conv-api legacy "
-                         "[benchmark, train.dcgan's default]")
+    ap.add_argument("--algo", default="benchmark", choices=["benchmark", "heuristic"],
+                    help="cuDNN's convolution algorithm (graph-API engine) choice [benchmark, "
+                         "train.dcgan's default]")
     ap.add_argument("--steps", type=cli.positive_int, default=30,
                     help="steps profiled (after 10 untimed) [30]")
     ap.add_argument("--top", type=cli.positive_int, default=35,
                     help="rows of the cProfile table [35]")
     args = ap.parse_args()
-    if args.algo is not None and args.conv_api == "graph":
-        cli.fail(f"--algo {args.algo}: chooses among the legacy convolution calls' algorithms; "
-                 f"the graph API takes its heuristics' first engine. Give --conv-api legacy "
-                 f"with it")
-    args.algo = args.algo or "benchmark"
     cli.use_device(args.device, gpu_only="this tool profiles the GPU path (host against device "
                                          "time)")
     import cupy

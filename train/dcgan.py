@@ -252,16 +252,16 @@ def parse_args(argv=None):
                         "C), PyTorch's channels_last, for cuDNN's NHWC kernels [channels_last on "
                         "a GPU, contiguous on the CPU; a resumed run keeps its checkpoint's]")
     p.add_argument("--algo", choices=("benchmark", "heuristic"), default=None,
-                   help="how the legacy convolution calls' algorithms are chosen (with "
-                        "--conv-api legacy only): benchmark times every candidate once per "
-                        "problem and keeps the fastest (pytorch/examples' DCGAN sets "
-                        "cudnn.benchmark = True), heuristic takes cuDNN's first suggestion "
-                        "[benchmark; an error with the graph API or --device cpu]")
+                   help="how cuDNN's convolution algorithms (graph-API engines) are chosen on a "
+                        "GPU: benchmark times the candidates once per problem and keeps the "
+                        "fastest (pytorch/examples' DCGAN sets cudnn.benchmark = True), "
+                        "heuristic takes cuDNN's first suggestion [benchmark; a GPU flag, an "
+                        "error with --device cpu]")
     p.add_argument("--conv-api", choices=("graph", "legacy"), default=None,
                    help="cuDNN's convolution entry points on a GPU: the backend (graph) API's "
-                        "cached plans (26-33 us of host time a call in an H100 step; the "
-                        "heuristics' first engine, so no --algo) or the legacy cudnnConvolution* "
-                        "calls (100-150 us) [graph; a GPU flag, an error with --device cpu]")
+                        "cached plans (26-33 us of host time a call in an H100 step) or the "
+                        "legacy cudnnConvolution* calls (100-150 us) [graph; a GPU flag, an "
+                        "error with --device cpu]")
     p.add_argument("--no-cuda-graph", action="store_true",
                    help="run each GPU step eagerly instead of replaying a captured CUDA graph")
     p.add_argument("--log-every", type=cli.positive_int, default=10,
@@ -282,10 +282,6 @@ def parse_args(argv=None):
     if args.conv_api is not None and args.device == "cpu":
         cli.fail(f"--conv-api {args.conv_api}: chooses cuDNN's convolution entry points, which "
                  f"the NumPy path does not use; expected a GPU --device")
-    if args.algo is not None and (args.conv_api or "graph") == "graph":
-        cli.fail(f"--algo {args.algo}: chooses among the legacy convolution calls' algorithms; "
-                 f"the graph API (--conv-api graph{'' if args.conv_api else ', the default'}) "
-                 f"takes its heuristics' first engine. Give --conv-api legacy with it")
     if args.dataroot and args.dataset not in ("mnist", "folder"):
         cli.fail(f"--dataroot {args.dataroot}: --dataset {args.dataset} reads no folder; "
                  f"expected --dataset mnist or folder with it")
