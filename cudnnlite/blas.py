@@ -127,6 +127,7 @@ _DTYPES = {"float32": CudaDataType.R_32F, "float64": CudaDataType.R_64F,
            "float16": CudaDataType.R_16F, "bfloat16": CudaDataType.R_16BF}
 _ITEMSIZE = {CudaDataType.R_32F: 4, CudaDataType.R_64F: 8, CudaDataType.R_16F: 2,
              CudaDataType.R_16BF: 2}
+_NAMES = {}           # dtype -> dtype.name (NumPy works a name out in Python on each access)
 
 
 # ---- errors ---------------------------------------------------------------------------------
@@ -650,7 +651,8 @@ def _data_type(dtype, a, b):
     if a.dtype != b.dtype:
         raise InvalidValue(_FN, {"a.dtype": a.dtype.name, "b.dtype": b.dtype.name},
                            f"a and b must have one dtype, got {a.dtype.name} and {b.dtype.name}")
-    name = a.dtype.name if dtype is None else dtype
+    name = (_NAMES.get(a.dtype) or _NAMES.setdefault(a.dtype, a.dtype.name)) if dtype is None \
+        else dtype
     dt = _DTYPES.get(name)
     if dt is None:
         raise NotSupported(_FN, {"dtype": name}, f"no cuBLASLt data type for {name}; supported: "

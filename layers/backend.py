@@ -54,6 +54,18 @@ def floating_dtype_or_none(x):
     return dtype if is_floating(dtype) else None
 
 
+_DTYPE_NAMES = {}
+
+
+def dtype_name(dtype):
+    """dtype.name, memoised by the dtype object (NumPy works the name out in Python on each
+    access: ~116 times an eager DCGAN step, ~0.5 ms of it profiled on an H100's host)."""
+    name = _DTYPE_NAMES.get(dtype)
+    if name is None:
+        name = _DTYPE_NAMES[dtype] = dtype.name
+    return name
+
+
 def is_floating(dtype):
     """float16 / bfloat16 / float32 / float64 (bfloat16 is a NumPy 'V'-kind extension dtype)."""
     dtype = np.dtype(dtype)

@@ -20,7 +20,7 @@ import weakref
 import numpy as np
 
 from . import kernels
-from .backend import device_table, is_dense, is_floating, is_gpu, to_device
+from .backend import device_table, dtype_name, is_dense, is_floating, is_gpu, to_device
 from .tensor import Tensor
 
 NONE = np.iinfo(np.int64).max       # `first` when nothing was non-finite
@@ -170,11 +170,12 @@ class FiniteCheck:
         k = len(self.events)
         self.events.append(what)
         if is_gpu(x):
-            n = kernels.vectors16(x) if x.dtype.name in _NONFINITE_WORD else None
+            name = dtype_name(x.dtype)
+            n = kernels.vectors16(x) if name in _NONFINITE_WORD else None
             if n is None:
                 _flag_kernel()(x, np.int64(k), self.step, self.first_event)
                 return
-            _word_kernel(x.dtype.name)((kernels.grid(n, WORD_THREADS, x.device.id),),
+            _word_kernel(name)((kernels.grid(n, WORD_THREADS, x.device.id),),
                                        (WORD_THREADS,),
                                        (x, np.int64(n), np.int64(k), self.step,
                                         self.first_event))

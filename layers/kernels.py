@@ -4,7 +4,7 @@ import functools
 
 import numpy as np
 
-from .backend import cupy, dense_order, empty_like, flat_view, is_gpu
+from .backend import cupy, dense_order, dtype_name, empty_like, flat_view, is_gpu
 
 
 @functools.lru_cache(maxsize=None)
@@ -79,7 +79,7 @@ def leaky_relu_grad(x, gy, slope):
 
 def _scalar_type(x):
     """The dtype name of a kernel's scalar for x's data: float32 for half data, else x's."""
-    return "float32" if x.dtype.itemsize == 2 else x.dtype.name
+    return "float32" if x.dtype.itemsize == 2 else dtype_name(x.dtype)
 
 
 def _like(x):
@@ -185,7 +185,7 @@ def vector_pointwise(op, s, a, b=None):
     elementwise kernel runs)."""
     if not VECTOR_POINTWISE or op not in _VECTOR_OPS:
         return None
-    name = a.dtype.name
+    name = dtype_name(a.dtype)
     n = vectors16(a) if name in _VECTOR_TYPES and is_gpu(a) else None
     if n is None:
         return None
