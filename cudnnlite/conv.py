@@ -163,17 +163,22 @@ class Plan:
 
     def graph_plan_or_refusal(self, d, handle, alpha, beta, arrays=None):
         """graph_plan, or the NotSupported that building it raised (kept and returned, not
-        raised: what a fallback to the legacy call costs is this lookup). The first refusal
-        of a problem is also a RuntimeWarning naming it."""
+        raised: what a fallback to the legacy call costs is this lookup). The refusal kept is a
+        fresh exception, with no traceback or context that would hold the call's arrays. The
+        first refusal of a problem is also a RuntimeWarning naming it."""
         key = (d.name, handle.device_id, alpha, beta, settings)
+        refused = []
 
         def make():
             try:
                 return _new_graph_plan(self, d, handle, alpha, beta, arrays)
             except NotSupported as e:
-                _warn_fallback(e.with_traceback(None))
-                return e
-        return self._graph_plans.get(key, make)
+                refused.append(NotSupported(e.function, e.arguments, e.detail))
+                return refused[0]
+        plan = self._graph_plans.get(key, make)
+        if refused:
+            _warn_fallback(refused[0])
+        return plan
 
     def candidates(self, d, handle):
         """Every (algo, status, memory, determinism, math) cuDNN's heuristics list for direction d."""
@@ -296,11 +301,12 @@ _UIDS = {"cudnnConvolutionForward": (1, 2, 3), "cudnnConvolutionBackwardData": (
          "cudnnConvolutionBackwardFilter": (1, 3, 2)}
 
 
-def _accept(p, handle):
+def _accept(p, handle, grow=True):
     """The settings' filter on a graph-API engine: workspace limit, determinism, no TF32 (tensor
     cores) for float32 when allow_tf32 is off, never an engine that down-converts its inputs
     (to a narrower type than the data's: torch's filter too), and a workspace that can be
-    allocated (else the next engine, as _choose does)."""
+    allocated (else the next engine, as _choose does): the handle's, grown to it, or with
+    grow=False (benchmarking candidates) one allocated and given back to the pool."""
     import cupy
     from .enums import NumericalNote as Note
     tf32_off = p.dt == DataType.FLOAT and not settings.allow_tf32
@@ -312,7 +318,10 @@ def _accept(p, handle):
                 or (tf32_off and Note.TENSOR_CORE in notes)):
             return False
         try:
-            handle.workspace(workspace)
+            if grow:
+                handle.workspace(workspace)
+            elif workspace:
+                cupy.empty(workspace, cupy.uint8)       # (back to CuPy's pool at once)
         except cupy.cuda.memory.OutOfMemoryError:
             return False
         return True
@@ -327,8 +336,10 @@ def _new_graph_plan(p, d, handle, alpha, beta, arrays=None):
         # (no timing while a CUDA graph is being captured: the heuristics' first plan then)
         if settings.algo_mode == "benchmark" and arrays is not None and \
                 not cupy.cuda.get_current_stream().is_capturing():
-            return graph.fastest_plan(handle, ops, _accept(p, handle),
-                                      _timing_run(d, *arrays, beta, handle))
+            best = graph.fastest_plan(handle, ops, _accept(p, handle, grow=False),
+                                      _TimingRun(d, *arrays, beta, handle))
+            handle.workspace(best.workspace)        # the handle's grows to the winner's only
+            return best
         return graph.first_plan(handle, ops, _accept(p, handle))
     except NotSupported as e:
         raise NotSupported(e.function, {"direction": d.name, "x": p.x, "w": p.w, "y": p.y,
@@ -354,14 +365,24 @@ def graph_operations(p, d, handle, alpha=1.0, beta=0.0):
     return graph.operation_graph(handle, [op])
 
 
-def _timing_run(d, a, b, c, beta, handle):
+class _TimingRun:
     """run(plan) for graph.fastest_plan: the plan on the call's a and b into a scratch copy of c
-    (c itself is left as it is), as _benchmark's scratch output."""
-    import cupy
-    scratch = c.copy() if beta else cupy.empty_like(c)
-    pointers = (a.data.ptr, b.data.ptr, scratch.data.ptr)
-    return lambda plan: plan.execute(handle, _UIDS[d.name], pointers,
-                                     handle.workspace(plan.workspace))
+    (c itself is left as it is) with a workspace of its own, as _benchmark's scratch output and
+    temporary workspace; both live as long as this object (fastest_plan's whole loop)."""
+
+    def __init__(self, d, a, b, c, beta, handle):
+        import cupy
+        self.d, self.handle = d, handle
+        self.scratch = c.copy() if beta else cupy.empty_like(c)
+        self.pointers = (a.data.ptr, b.data.ptr, self.scratch.data.ptr)
+        self.workspace = None
+
+    def __call__(self, plan):
+        import cupy
+        if plan.workspace and (self.workspace is None or self.workspace.nbytes < plan.workspace):
+            self.workspace = cupy.empty(plan.workspace, cupy.uint8)
+        plan.execute(self.handle, _UIDS[self.d.name], self.pointers,
+                     self.workspace.data.ptr if plan.workspace else 0)
 
 
 def _run_graph(d, plan, a, b, c, handle):
@@ -380,9 +401,10 @@ graph_fallbacks = {"calls": 0, "last": None}
 
 def _warn_fallback(refusal):
     import warnings
+    first = str(refusal).split("\n  tried", 1)[0]      # (not the list of every engine tried)
     warnings.warn(f"cudnnlite.conv: api='graph' runs this problem through the legacy call "
-                  f"instead (counted in conv.graph_fallbacks): {refusal}", RuntimeWarning,
-                  stacklevel=2)
+                  f"instead (counted in conv.graph_fallbacks; the whole refusal is its 'last'): "
+                  f"{first}", RuntimeWarning, stacklevel=3)
 
 
 def _run(d, p, a, b, c, alpha, beta, algo, handle):

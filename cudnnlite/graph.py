@@ -310,16 +310,27 @@ def event_ms(fn, repeats=3):
     return cupy.cuda.get_elapsed_time(start, stop) / repeats
 
 
-def fastest_plan(handle, graph, accept, run, limit=BENCHMARK_LIMIT, time_ms=event_ms):
+def _stream_error():
+    """Raise the CUDA error a failed launch left on the current stream, if any (a sticky one
+    that every later call would meet too): synchronizing surfaces it."""
+    import cupy
+    cupy.cuda.get_current_stream().synchronize()
+
+
+def fastest_plan(handle, graph, accept, run, limit=BENCHMARK_LIMIT, time_ms=event_ms,
+                 check=_stream_error):
     """The fastest of the first `limit` accepted plans (accepted_plans), each timed as
     time_ms(lambda: run(plan)): what torch's cudnn.benchmark does with the backend API. run(plan)
     executes the plan on the problem's own arrays (a scratch output). A plan whose execution
-    fails is skipped. The plan returned carries .timings, [(engine, ms or the error)] of all."""
+    cuDNN refuses is skipped, after check() says the stream holds no CUDA error (which would
+    fail every plan, and then everything else: it is raised). The plan returned carries
+    .timings, [(engine, ms or the error)] of all."""
     best, best_ms, timings = None, float("inf"), []
     for plan in accepted_plans(handle, graph, accept, limit):
         try:
             ms = time_ms(lambda: run(plan))
         except CudnnError as e:
+            check()
             timings.append((plan.engine, str(e).splitlines()[0]))
             continue
         timings.append((plan.engine, ms))

@@ -271,6 +271,42 @@ def test_a_problem_no_graph_engine_takes_goes_through_the_legacy_calls(monkeypat
             ("Forward", "BackwardData", "BackwardFilter")] == [2, 2, 2]
     assert conv.graph_fallbacks["calls"] == 6
     assert "no graph-API engine on the host" in str(conv.graph_fallbacks["last"])
+    # the refusal kept for a problem holds none of the arrays of the call that made it
+    import gc
+    import weakref
+    x2 = host_kernels.host(rng.standard_normal((1, 3, 5, 5)).astype(np.float32))
+    ref = weakref.ref(x2)
+    with conv.using(api="graph"), pytest.warns(RuntimeWarning):
+        y2 = conv.forward(x2, hW, pad=1)
+    del x2, y2
+    gc.collect()
+    assert ref() is None
+
+
+def test_benchmark_timing_runs_on_its_own_scratch_output_and_workspace(monkeypatch, request):
+    """conv._TimingRun (graph.fastest_plan's run): each plan executes on the call's a and b into
+    a scratch output this object keeps (a copy of c when beta accumulates into it, so c is left
+    alone) with a workspace of its own sized to the plan; the handle's workspace is not grown."""
+    from types import SimpleNamespace
+    import host_kernels
+    from conftest import gpu_path_on_host
+    from cudnnlite import conv
+    gpu_path_on_host(request, monkeypatch)
+    rng = np.random.default_rng(4)
+    a, b, c = (host_kernels.host(rng.standard_normal(s).astype(np.float32))
+               for s in ((2, 3, 6, 6), (4, 3, 3, 3), (2, 4, 6, 6)))
+    executed = []
+    plan = SimpleNamespace(workspace=256, execute=lambda h, uids, ptrs, ws: executed.append(
+        (uids, ptrs, ws)))
+    run = conv._TimingRun(conv.FWD, a, b, c, 1.0, "handle")
+    run(plan)
+    run(plan)
+    uids, ptrs, ws = executed[0]
+    assert ptrs == (a.data.ptr, b.data.ptr, run.scratch.data.ptr) != (a.data.ptr, b.data.ptr,
+                                                                      c.data.ptr)
+    assert np.array_equal(np.asarray(run.scratch.get()), np.asarray(c.get()))     # beta: c's copy
+    assert ws == run.workspace.data.ptr and run.workspace.nbytes >= 256 and executed[1][2] == ws
+    assert list(uids) == list(conv._UIDS["cudnnConvolutionForward"])
 
 
 def test_benchmark_mode_keeps_the_fastest_plan_that_runs(monkeypatch):
@@ -294,14 +330,23 @@ def test_benchmark_mode_keeps_the_fastest_plan_that_runs(monkeypatch):
     def time_ms(fn):
         fn()
         return ms[ran[-1]]
-    best = graph.fastest_plan(None, "g", None, run, limit=4, time_ms=time_ms)
+    checked = []
+    best = graph.fastest_plan(None, "g", None, run, limit=4, time_ms=time_ms,
+                              check=lambda: checked.append(ran[-1]))
+    assert checked == [12]                  # the stream checked once, after the failed plan
     assert best.engine == 3 and asked == [4] and ran == [7, 3, 12, 5]
     assert [t[0] for t in best.timings] == [7, 3, 12, 5] and best.timings[1][1] == 0.12
     assert "execution failed" in best.timings[2][1]
-    assert graph.fastest_plan(None, "g", None, run, limit=2, time_ms=time_ms).engine == 3
+    assert graph.fastest_plan(None, "g", None, run, limit=2, time_ms=time_ms,
+                              check=lambda: None).engine == 3
     ms.update({7: None, 3: None})
     with pytest.raises(cl.NotSupported, match="every accepted plan failed"):
-        graph.fastest_plan(None, "g", None, run, limit=3, time_ms=time_ms)
+        graph.fastest_plan(None, "g", None, run, limit=3, time_ms=time_ms, check=lambda: None)
+
+    def sticky():                            # a CUDA error on the stream: raised, not skipped
+        raise RuntimeError("cudaErrorIllegalAddress")
+    with pytest.raises(RuntimeError, match="IllegalAddress"):
+        graph.fastest_plan(None, "g", None, run, limit=3, time_ms=time_ms, check=sticky)
 
 
 def test_execution_plan_keeps_a_variant_pack_per_pointer_set(monkeypatch):

@@ -252,11 +252,11 @@ def parse_args(argv=None):
                         "C), PyTorch's channels_last, for cuDNN's NHWC kernels [channels_last on "
                         "a GPU, contiguous on the CPU; a resumed run keeps its checkpoint's]")
     p.add_argument("--algo", choices=("benchmark", "heuristic"), default=None,
-                   help="how cuDNN's convolution algorithms (graph-API engines) are chosen on a "
-                        "GPU: benchmark times the candidates once per problem and keeps the "
-                        "fastest (pytorch/examples' DCGAN sets cudnn.benchmark = True), "
-                        "heuristic takes cuDNN's first suggestion [benchmark; a GPU flag, an "
-                        "error with --device cpu]")
+                   help="how cuDNN's convolution algorithms (or the graph API's engines) are "
+                        "chosen on a GPU: benchmark times the candidates once per problem and "
+                        "keeps the fastest (pytorch/examples' DCGAN sets cudnn.benchmark = "
+                        "True), heuristic takes cuDNN's first suggestion [benchmark; a GPU flag, "
+                        "an error with --device cpu]")
     p.add_argument("--conv-api", choices=("graph", "legacy"), default=None,
                    help="cuDNN's convolution entry points on a GPU: the backend (graph) API's "
                         "cached plans (26-33 us of host time a call in an H100 step) or the "
