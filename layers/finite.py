@@ -175,10 +175,8 @@ class FiniteCheck:
             if n is None:
                 _flag_kernel()(x, np.int64(k), self.step, self.first_event)
                 return
-            _word_kernel(name)((kernels.grid(n, WORD_THREADS, x.device.id),),
-                                       (WORD_THREADS,),
-                                       (x, np.int64(n), np.int64(k), self.step,
-                                        self.first_event))
+            _word_kernel(name)((kernels.grid(n, WORD_THREADS, x.device.id),), (WORD_THREADS,),
+                               (x, np.int64(n), np.int64(k), self.step, self.first_event))
         elif self.first_event[0] == NONE and not np.isfinite(x).all():
             self.first_event[0] = self.step[0] * STEP + k
 
