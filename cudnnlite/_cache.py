@@ -24,6 +24,22 @@ class LRU:
             entries.move_to_end(key)
         return value
 
+    def peek(self, key):
+        """The value for key (moved to the back), or None: a lookup that makes nothing."""
+        value = self._entries.get(key)
+        if value is not None:
+            try:
+                self._entries.move_to_end(key)
+            except KeyError:        # (dropped by another thread meanwhile: still a hit)
+                pass
+        return value
+
+    def put(self, key, value):
+        entries = self._entries
+        entries[key] = value
+        while len(entries) > max(self.size, 0):
+            entries.popitem(last=False)
+
     def __len__(self):
         return len(self._entries)
 

@@ -3,7 +3,17 @@ module-global `settings` (cudnnlite.conv, cudnnlite.blas): every cache key inclu
 settings object, so swapping it takes effect at once."""
 import sys
 from contextlib import contextmanager
-from dataclasses import replace
+from dataclasses import astuple, replace
+
+
+def cached_hash(self):
+    """__hash__ for a settings dataclass (frozen: its fields never change), computed once: the
+    settings object is part of every cache key, looked up on every call."""
+    h = self.__dict__.get("_hash")
+    if h is None:
+        h = hash(astuple(self))
+        object.__setattr__(self, "_hash", h)
+    return h
 
 
 def settings_functions(module_name, check=lambda changes: None):

@@ -129,6 +129,30 @@ def output(out, shape, dtype):
     return cupy.empty(shape, dtype=dtype)
 
 
+CALL_CACHE = True
+"""True: the convolution and batch-norm calls keep what their checks concluded per signature
+(below) and skip the checks on a repeated call; False: every call takes them (what
+tools.bench_dcgan --call-cache compares)."""
+
+
+def signature(*arrays):
+    """Everything the checks above read of each array (None stays None): its type, shape,
+    strides, dtype, device and the alignment of its first element. Two calls whose arrays have
+    one signature pass or fail every check alike, so a call can keep what the checks concluded
+    under it (a steady-state training step makes the same calls every step: see
+    cudnnlite.conv's and cudnnlite.batchnorm's `_seen_call`). None when an array is of a type
+    device_array has not accepted yet (a NumPy array, say), or with CALL_CACHE off: such a call
+    takes the checks."""
+    if not CALL_CACHE:
+        return None
+    for a in arrays:
+        if a is not None and type(a) not in _DEVICE_TYPES:
+            return None
+    return tuple(None if a is None else
+                 (type(a), a.shape, a.strides, a.dtype, a.device.id, a.data.ptr % ALIGNMENT)
+                 for a in arrays)
+
+
 def handle(function, **arrays):
     """The current device's handle (bound to CuPy's current stream), after checking every array
     (None skipped) lives on that device."""

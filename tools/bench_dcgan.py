@@ -19,6 +19,7 @@ per step and GPU-busy time.
                                            [--thin-input-gemm off|on|both]
                                            [--vector-pointwise off|on|both]
                                            [--finite-check off|on|both]
+                                           [--call-cache off|on|both]
 
 --precision bf16 times this engine in train.dcgan --precision bf16 (bfloat16 models, batch norm
 float32, float32 master weights) and PyTorch with its models in bfloat16 (model.to(bfloat16):
@@ -142,6 +143,11 @@ def main():
                     help="this engine's on-device non-finite check of every layer output and "
                          "gradient (train.dcgan's step has it; PyTorch's has none), or rows "
                          "without it, or both [on]")
+    ap.add_argument("--call-cache", default="on", choices=list(ROWS),
+                    help="this engine's convolution and batch-norm calls skipping the checks "
+                         "of a call seen before with arrays of the same signature "
+                         "(cudnnlite.boundary.CALL_CACHE, on by default: eager host time), or "
+                         "every call checked, or rows of both [on]")
     ap.add_argument("--memory-format", default="channels_last",
                     choices=["contiguous", "channels_last"],
                     help="both engines' models stored so (channels_last: NHWC kernels, "
@@ -150,7 +156,7 @@ def main():
     cli.use_device(args.device, gpu_only="this tool times the GPU path (cuDNN, CUDA graphs) "
                                          "against PyTorch's")
     import cupy
-    from cudnnlite import conv
+    from cudnnlite import boundary, conv
     conv.configure(algo_mode=args.algo, allow_tf32=True)
     apis = ["legacy", "graph"] if args.conv_api == "both" else [args.conv_api]
     precisions = ["fp32", "bf16"] if args.precision == "both" else [args.precision]
@@ -159,6 +165,7 @@ def main():
     thins = ROWS[args.thin_input_gemm]
     vectors = ROWS[args.vector_pointwise]
     checks = ROWS[args.finite_check]
+    caches = ROWS[args.call_cache]
     from layers import kernels as layer_kernels
     from layers.ops import conv as ops_conv
     runs = {}                                        # name -> (step, sync, conv api)
@@ -166,20 +173,22 @@ def main():
         tag = "" if precision == "fp32" else " bf16"
         for api in apis:
             with conv.using(api=api):
-                for captured, foreach, gemm, thin, vector, check in itertools.product(
-                        (False, True), foreachs, gemms, thins, vectors, checks):
+                for captured, foreach, gemm, thin, vector, check, cache in itertools.product(
+                        (False, True), foreachs, gemms, thins, vectors, checks, caches):
                     name = (f"cudnnlite {'captured' if captured else 'eager'}{tag}"
                             f"{' (legacy API)' if api == 'legacy' else ''}"
                             f"{'' if foreach else ' per-tensor'}"
                             f"{'' if gemm else ' whole-input cuDNN'}"
                             f"{'' if thin else ' thin-input cuDNN'}"
                             f"{'' if vector else ' elementwise relu'}"
-                            f"{'' if check else ' unchecked'}")
+                            f"{'' if check else ' unchecked'}"
+                            f"{'' if cache else ' no call cache'}")
                     step, sync = ours(args.device, args.batch_size, captured, precision,
                                       args.memory_format, check)
                     step = with_foreach(foreach, step)
                     step = with_setting(ops_conv, "WHOLE_INPUT_AS_GEMM", gemm, step)
                     step = with_setting(ops_conv, "THIN_INPUT_AS_GEMM", thin, step)
+                    step = with_setting(boundary, "CALL_CACHE", cache, step)
                     runs[name] = (with_setting(layer_kernels, "VECTOR_POINTWISE", vector, step),
                                   sync, api)
         for variant, label in (("eager", "eager"), ("fused", "eager, fused Adam"),

@@ -1,0 +1,174 @@
+"""The boundary's steady-state path (cudnnlite.conv's and cudnnlite.batchnorm's `_calls`): a call
+repeated with arrays of one boundary.signature skips the checks -- and any property that differs
+takes them again, so nothing a check would refuse or copy gets through. Run with the GPU path on
+the host (tests/host_kernels.py): cuDNN's calls answered from the memory the pointers name."""
+import numpy as np
+import pytest
+
+import cudnnlite as cl
+from cudnnlite import api, batchnorm, boundary, conv
+
+from host_kernels import CXX, HostArray
+
+pytest.importorskip("cupy")
+pytestmark = pytest.mark.skipif(CXX is None, reason="no host C++ compiler")
+
+
+@pytest.fixture
+def counted(request, monkeypatch):
+    """The GPU path on the host, each module's first check counted (calls of the checked path),
+    and every pointer cuDNN's stand-ins are given checked for 16-byte alignment."""
+    from conftest import gpu_path_on_host
+    gpu_path_on_host(request, monkeypatch)
+    counts = {"conv": 0, "bn": 0, "misaligned": []}
+    boundary.device_array("cudnnFoo", "x", dev(np.zeros(1)))   # (a type it accepts: see signature)
+
+    def counting(module, name, key):
+        real = getattr(module, name)
+
+        def f(*a, **k):
+            counts[key] += 1
+            return real(*a, **k)
+        monkeypatch.setattr(module, name, f)
+    counting(conv, "common_dtype", "conv")
+    counting(batchnorm, "_setup", "bn")
+    for name in ("cudnnConvolutionForward", "cudnnConvolutionBackwardData",
+                 "cudnnConvolutionBackwardFilter", "cudnnBatchNormalizationForwardTrainingEx",
+                 "cudnnBatchNormalizationBackwardEx"):
+        real = getattr(api, name)
+
+        def aligned(*args, _real=real, _name=name):
+            for a in args:
+                if isinstance(a, int) and a > 1 << 16 and a % boundary.ALIGNMENT:
+                    counts["misaligned"].append(_name)
+            return _real(*args)
+        monkeypatch.setattr(api, name, aligned)
+    return counts
+
+
+def dev(a):
+    return np.ascontiguousarray(a).view(HostArray)
+
+
+def _conv_ref(x, W, pad):
+    """float64 cross-correlation, NCHW."""
+    x = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    K, C, R, S = W.shape
+    P, Q = x.shape[2] - R + 1, x.shape[3] - S + 1
+    y = np.zeros((x.shape[0], K, P, Q))
+    for r in range(R):
+        for s in range(S):
+            y += np.einsum("nchw,kc->nkhw", x[:, :, r:r + P, s:s + Q], W[:, :, r, s])
+    return y
+
+
+rng = np.random.default_rng(0)
+X = rng.standard_normal((2, 3, 6, 6)).astype(np.float32)
+WT = rng.standard_normal((4, 3, 3, 3)).astype(np.float32)
+
+
+def test_a_repeated_conv_call_takes_the_checks_once_and_gives_the_same_result(counted):
+    x, W = dev(X), dev(WT)
+    ref = _conv_ref(X, WT, 1)
+    for _ in range(3):
+        np.testing.assert_allclose(conv.forward(x, W, pad=1), ref, rtol=1e-5, atol=1e-5)
+    assert counted["conv"] == 1
+    gy = dev(rng.standard_normal((2, 4, 6, 6)).astype(np.float32))
+    gx = [conv.backward_data(W, gy, X.shape, pad=1) for _ in range(2)]
+    gW = [conv.backward_filter(x, gy, WT.shape, pad=1) for _ in range(2)]
+    assert counted["conv"] == 3                      # once per direction
+    np.testing.assert_array_equal(gx[0], gx[1])
+    np.testing.assert_array_equal(gW[0], gW[1])
+    assert not counted["misaligned"]
+
+
+def test_a_view_the_checks_would_copy_is_copied_after_a_hit(counted):
+    """A misaligned and a strided view of the same shape follow a packed call: each has its
+    own signature, is checked, copied, and gives the same result."""
+    x, W = dev(X), dev(WT)
+    conv.forward(x, W, pad=1)
+    conv.forward(x, W, pad=1)
+    assert counted["conv"] == 1
+    ref = _conv_ref(X, WT, 1)
+    buf = np.zeros(X.size + 1, np.float32).view(HostArray)
+    buf[1:] = X.ravel()
+    misaligned = buf[1:].reshape(X.shape)            # 4 bytes past a 16-byte boundary
+    assert misaligned.data.ptr % boundary.ALIGNMENT
+    wide = dev(np.zeros((2, 3, 6, 12), np.float32))
+    wide[..., ::2] = X
+    for view in (misaligned, wide[..., ::2], misaligned):
+        np.testing.assert_allclose(conv.forward(view, W, pad=1), ref, rtol=1e-5, atol=1e-5)
+    assert counted["conv"] == 4                      # each a miss: never kept (a copy was made)
+    assert not counted["misaligned"]
+
+
+@pytest.mark.parametrize("bad", ["W dtype", "W int32", "out shape", "out dtype", "device", "settings"])
+def test_a_changed_property_after_a_hit_is_checked(counted, monkeypatch, bad):
+    x, W = dev(X), dev(WT)
+    out = dev(np.zeros((2, 4, 6, 6), np.float32))
+    for _ in range(2):
+        conv.forward(x, W, pad=1, out=out)
+    assert counted["conv"] == 1
+    if bad == "W dtype":
+        with pytest.raises(cl.BadParam, match="x and W must have one dtype"):
+            conv.forward(x, dev(WT.astype(np.float64)), pad=1, out=out)
+    elif bad == "W int32":                           # (the same strides as float32's)
+        with pytest.raises(cl.BadParam, match="x and W must have one dtype, got float32 and int32"):
+            conv.forward(x, dev(WT.astype(np.int32)), pad=1, out=out)
+    elif bad == "out shape":
+        with pytest.raises(cl.BadParamShapeMismatch, match="out has shape"):
+            conv.forward(x, W, pad=1, out=dev(np.zeros((2, 4, 6, 5), np.float32)))
+    elif bad == "out dtype":
+        with pytest.raises(cl.BadParam, match="x and out must have one dtype"):
+            conv.forward(x, W, pad=1, out=dev(np.zeros((2, 4, 6, 6), np.float64)))
+    elif bad == "device":                            # the current device is now another one
+        from types import SimpleNamespace
+        monkeypatch.setattr(boundary, "get_handle",
+                            lambda: SimpleNamespace(device_id=1, workspace=lambda size: 0))
+        with pytest.raises(cl.BadParam, match="x is on device 0 but the current device is 1"):
+            conv.forward(x, W, pad=1, out=out)
+    else:
+        with conv.using(allow_tf32=False):
+            conv.forward(x, W, pad=1, out=out)
+        conv.forward(x, W, pad=1, out=out)           # (the old settings again: still kept)
+        assert counted["conv"] == 2
+        return
+    assert counted["conv"] == 2
+
+
+def test_batch_norm_ex_calls_take_the_checks_once_and_a_changed_property_again(counted):
+    """forward_training_ex / backward_ex as the conv calls: the checked set-up once per
+    signature, the same results on a hit, and a float64 gamma or a short reserve refused
+    after hits."""
+    x = dev(rng.standard_normal((4, 5, 3, 3)).astype(np.float32).transpose(0, 2, 3, 1))
+    g, b = dev(np.linspace(0.5, 1.5, 5, dtype=np.float32)), dev(np.zeros(5, np.float32))
+    rm, rv = dev(np.zeros(5, np.float32)), dev(np.ones(5, np.float32))
+    outs = [batchnorm.forward_training_ex(x, g, b, rm, rv) for _ in range(3)]
+    assert counted["bn"] == 1
+    for y, mean, invstd, _ in outs[1:]:
+        np.testing.assert_array_equal(y, outs[0][0])
+        np.testing.assert_array_equal(mean, outs[0][1])
+    xs = np.asarray(x, np.float64)
+    mu, var = xs.mean((0, 1, 2)), xs.var((0, 1, 2))
+    np.testing.assert_allclose(outs[0][0], (xs - mu) / np.sqrt(var + 1e-5) * np.asarray(g),
+                               rtol=1e-4, atol=1e-4)
+    y, mean, invstd, reserve = outs[0]
+    gy = dev(rng.standard_normal(x.shape).astype(np.float32))
+    grads = [batchnorm.backward_ex(x, gy, g, b, mean, invstd, reserve) for _ in range(2)]
+    assert counted["bn"] == 2
+    for a, c in zip(*grads):
+        np.testing.assert_array_equal(a, c)
+    with pytest.raises(cl.BadParam, match="gamma must be float32"):
+        batchnorm.forward_training_ex(x, dev(np.asarray(g, np.float64)), b, rm, rv)
+    if reserve.size:
+        with pytest.raises(cl.BadParam, match="reserve must be"):
+            batchnorm.backward_ex(x, gy, g, b, mean, invstd, reserve[:-1])
+    assert not counted["misaligned"]
+
+
+def test_with_the_call_cache_off_every_call_is_checked(counted, monkeypatch):
+    monkeypatch.setattr(boundary, "CALL_CACHE", False)
+    x, W = dev(X), dev(WT)
+    for _ in range(3):
+        conv.forward(x, W, pad=1)
+    assert counted["conv"] == 3
