@@ -75,20 +75,22 @@ class Function:
         needs = False
         for t in inputs:
             if isinstance(t, Tensor):
+                a = t.data
                 if first is None:
-                    first = t
-                elif is_gpu(t.data) != is_gpu(first.data) or (
-                        is_gpu(t.data) and t.data.device.id != first.data.device.id):
+                    first, gpu = t, is_gpu(a)
+                    device = a.device.id if gpu else None
+                elif is_gpu(a) != gpu or (gpu and a.device.id != device):
                     raise RuntimeError(
                         f"{cls.__name__}: inputs on different devices: {first.device} "
                         f"(shape {first.shape}) and {t.device} (shape {t.shape})")
-                arrays.append(t.data)
-                needs = needs or t.requires_grad
+                arrays.append(a)
+                if t.requires_grad:
+                    needs = True
             else:
                 arrays.append(t)
         if first is None:
             raise TypeError(f"{cls.__name__}: at least one input must be a Tensor")
-        fn.gpu = is_gpu(first.data)
+        fn.gpu = gpu
         half = None if fn.gpu or not fn.upcast_half else _half_of(inputs)
         if half is not None:              # the NumPy path computes half data in float32
             fn.half = half
@@ -162,6 +164,27 @@ def _keep_half(out, dtype, inputs):
     return outs if isinstance(out, tuple) else outs[0]
 
 
+_ARRAY_TYPES = {np.ndarray}     # array types a Tensor holds as they come (+ device arrays seen)
+
+
+def _as_array(data, dtype):
+    """What a Tensor of `data` holds: a NumPy or device array (a Tensor's own, a NumPy scalar's,
+    a torch tensor's, one made of a list), in `dtype` when one is given."""
+    if isinstance(data, Tensor):
+        data = data.data
+    if isinstance(data, np.generic):            # NumPy reductions return scalars
+        data = np.asarray(data)
+    foreign = from_foreign(data)
+    if foreign is data and is_gpu(data):
+        _ARRAY_TYPES.add(type(data))            # (a torch tensor is never `foreign is data`)
+    data = foreign
+    if not (isinstance(data, np.ndarray) or is_gpu(data)):
+        data = np.asarray(data, dtype=dtype or np.float32)
+    elif dtype is not None and data.dtype != dtype:
+        data = data.astype(dtype)
+    return data
+
+
 class Tensor:
     """An n-d array (NumPy or CuPy) that can record the ops applied to it. Its operators and
     array methods (+ - * / ** @ [], .sum(), .reshape(), .astype(), .T, ...) are spellings of
@@ -171,15 +194,8 @@ class Tensor:
     __array_priority__ = 1000    # so ndarray * Tensor defers to Tensor.__rmul__
 
     def __init__(self, data, requires_grad=False, dtype=None):
-        if isinstance(data, Tensor):
-            data = data.data
-        if isinstance(data, np.generic):            # NumPy reductions return scalars
-            data = np.asarray(data)
-        data = from_foreign(data)
-        if not (isinstance(data, np.ndarray) or is_gpu(data)):
-            data = np.asarray(data, dtype=dtype or np.float32)
-        elif dtype is not None and data.dtype != dtype:
-            data = data.astype(dtype)
+        if dtype is not None or type(data) not in _ARRAY_TYPES:   # (else: an op's own result)
+            data = _as_array(data, dtype)
         self.data = data
         self.grad = None
         self.requires_grad = requires_grad

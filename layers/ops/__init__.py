@@ -30,9 +30,16 @@ def _views(arrays, perm):
     """Each 4-d array of `arrays` (one array, or a tuple of arrays, Nones and Fresh-wrapped
     gradients: still Fresh, a view of an array no one else holds) transposed by `perm`; the
     rest as they are."""
-    if isinstance(arrays, tuple):
-        return tuple(_view(a, perm) for a in arrays)
-    return _view(arrays, perm)
+    if type(arrays) is not tuple:
+        return _view(arrays, perm)
+    out = []
+    for a in arrays:             # (_view inline: this runs twice an op, forward and backward)
+        if a is not None and type(a) is not Fresh and a.ndim == 4:
+            a = a.transpose(perm)
+        elif type(a) is Fresh:
+            a = Fresh(_view(a.array, perm))
+        out.append(a)
+    return tuple(out)
 
 
 def _view(a, perm):
