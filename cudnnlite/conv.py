@@ -409,13 +409,16 @@ def _warn_fallback(refusal):
                   f"{first}", RuntimeWarning, stacklevel=3)
 
 
-def _run(d, p, a, b, c, alpha, beta, algo, handle):
+def _run(d, p, a, b, c, alpha, beta, algo, handle, seen=None):
     # the graph path: ungrouped problems with no explicit legacy algorithm that a graph-API
     # engine takes (grouped ones, an `algo=` naming a legacy algorithm and the problems in
-    # graph_fallbacks go through the legacy calls)
+    # graph_fallbacks go through the legacy calls); a steady-state call (`seen`, below) keeps
+    # the plan for its next time
     if settings.api == "graph" and algo is None and p.geometry[3] == 1:
         plan = p.graph_plan_or_refusal(d, handle, float(alpha), float(beta), (a, b, c))
         if not isinstance(plan, NotSupported):
+            if seen is not None:
+                seen.graph = plan
             return _run_graph(d, plan, a, b, c, handle)
         graph_fallbacks["calls"] += 1
         graph_fallbacks["last"] = plan
@@ -439,16 +442,20 @@ CALL_CACHE_SIZE = 4096
 _calls = LRU(CALL_CACHE_SIZE)
 
 
-class _Seen(NamedTuple):
-    d: _Direction
-    p: Plan
-    device: int
-    shape: tuple             # the output's
-    dtype: object
+class _Seen:
+    """What a call's checks concluded -- its direction, Plan, device and output -- and, once it
+    has run through the graph API, the execution plan it ran (the one graph_plan keeps)."""
+    __slots__ = ("d", "p", "device", "shape", "dtype", "graph")
+
+    def __init__(self, d, p, device, shape, dtype):
+        self.d, self.p, self.device, self.shape, self.dtype = d, p, device, shape, dtype
+        self.graph = None
 
     def run(self, h, a, b, out, alpha, beta, algo):
-        return _run(self.d, self.p, a, b, output(out, self.shape, self.dtype), alpha, beta, algo,
-                    h)
+        c = output(out, self.shape, self.dtype)
+        if self.graph is not None:
+            return _run_graph(self.d, self.graph, a, b, c, h)
+        return _run(self.d, self.p, a, b, c, alpha, beta, algo, h, self)
 
 
 def _call_key(d, arrays, *args):

@@ -800,6 +800,8 @@ def install_cudnn(monkeypatch):
     monkeypatch.setattr(batchnorm, "_ex_sizes", LRU(64))
     monkeypatch.setattr(batchnorm, "_calls", LRU(64))      # (and the calls seen: see conv's)
     monkeypatch.setattr(cconv, "_calls", LRU(256))
+    from cudnnlite import activation
+    monkeypatch.setattr(activation, "_calls", LRU(64))
     monkeypatch.setattr(boundary, "get_handle",
                         lambda: SimpleNamespace(device_id=0, workspace=lambda size: 0))
     for name, fn in (("cudnnBatchNormalizationForwardTraining", _bn_forward_training),

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import cudnnlite as cl
-from cudnnlite import api, batchnorm, boundary, conv
+from cudnnlite import activation, api, batchnorm, boundary, conv
 
 from host_kernels import CXX, HostArray
 
@@ -20,7 +20,7 @@ def counted(request, monkeypatch):
     and every pointer cuDNN's stand-ins are given checked for 16-byte alignment."""
     from conftest import gpu_path_on_host
     gpu_path_on_host(request, monkeypatch)
-    counts = {"conv": 0, "bn": 0, "misaligned": []}
+    counts = {"conv": 0, "bn": 0, "act": 0, "misaligned": []}
     boundary.device_array("cudnnFoo", "x", dev(np.zeros(1)))   # (a type it accepts: see signature)
 
     def counting(module, name, key):
@@ -32,9 +32,11 @@ def counted(request, monkeypatch):
         monkeypatch.setattr(module, name, f)
     counting(conv, "common_dtype", "conv")
     counting(batchnorm, "_setup", "bn")
+    counting(activation, "_checked", "act")
     for name in ("cudnnConvolutionForward", "cudnnConvolutionBackwardData",
                  "cudnnConvolutionBackwardFilter", "cudnnBatchNormalizationForwardTrainingEx",
-                 "cudnnBatchNormalizationBackwardEx"):
+                 "cudnnBatchNormalizationBackwardEx", "cudnnActivationForward",
+                 "cudnnActivationBackward"):
         real = getattr(api, name)
 
         def aligned(*args, _real=real, _name=name):
@@ -172,3 +174,57 @@ def test_with_the_call_cache_off_every_call_is_checked(counted, monkeypatch):
     for _ in range(3):
         conv.forward(x, W, pad=1)
     assert counted["conv"] == 3
+
+
+def test_a_repeated_graph_api_call_runs_the_plan_it_ran_before(counted, monkeypatch):
+    """With api='graph', a call seen before keeps the execution plan it ran (no plan lookup on
+    the next calls), and runs it on each call's own arrays; other settings make another."""
+    from types import SimpleNamespace
+    built, ran = [], []
+
+    def new_plan(p, d, handle, alpha, beta, arrays=None):
+        plan = SimpleNamespace(workspace=0, execute=lambda h, uids, ptrs, ws: ran.append(
+            (plan, uids, ptrs)))
+        built.append(plan)
+        return plan
+    monkeypatch.setattr(conv, "_new_graph_plan", new_plan)
+    from cudnnlite._cache import LRU
+    monkeypatch.setattr(conv, "_plans", LRU(16))       # (no plan, nor refusal, of earlier tests)
+    lookups = []
+    real_lookup = conv.Plan.graph_plan_or_refusal
+    monkeypatch.setattr(conv.Plan, "graph_plan_or_refusal",
+                        lambda *a, **k: lookups.append(1) or real_lookup(*a, **k))
+    x, W = dev(X), dev(WT)
+    with conv.using(api="graph"):
+        ys = [conv.forward(x, W, pad=1) for _ in range(4)]
+    assert len(built) == 1 and len(lookups) == 2      # the checked call, then the first hit
+    assert [r[0] for r in ran] == built * 4
+    for y, (_, uids, ptrs) in zip(ys, ran):
+        assert uids == (1, 2, 3) and ptrs == (x.data.ptr, W.data.ptr, y.data.ptr)
+    with conv.using(api="graph", algo_mode="benchmark"):
+        conv.forward(x, W, pad=1)
+    assert len(built) == 2
+
+
+def test_activation_calls_take_the_checks_once_and_a_changed_property_again(counted):
+    """cudnnlite.activation's forward / backward as the conv calls: checked once per signature,
+    the same results (against NumPy's tanh) on a hit, a float64 gy refused and a misaligned x
+    copied after hits."""
+    x = dev(rng.standard_normal((2, 3, 4, 4)).astype(np.float32))
+    ys = [activation.forward(x, cl.ActivationMode.TANH) for _ in range(3)]
+    assert counted["act"] == 1
+    for y in ys:
+        np.testing.assert_allclose(y, np.tanh(np.asarray(x)), rtol=1e-6, atol=1e-6)
+    gy = dev(np.ones(x.shape, np.float32))
+    gxs = [activation.backward(ys[0], gy, x, cl.ActivationMode.TANH) for _ in range(3)]
+    assert counted["act"] == 2
+    for gx in gxs:
+        np.testing.assert_allclose(gx, 1 - np.asarray(ys[0]) ** 2, rtol=1e-5, atol=1e-6)
+    with pytest.raises(cl.BadParam, match="must have one dtype"):
+        activation.backward(ys[0], dev(np.ones(x.shape)), x, cl.ActivationMode.TANH)
+    buf = np.zeros(x.size + 1, np.float32).view(HostArray)
+    buf[1:] = np.asarray(x).ravel()
+    misaligned = buf[1:].reshape(x.shape)
+    np.testing.assert_allclose(activation.forward(misaligned, cl.ActivationMode.TANH), ys[0],
+                               rtol=1e-6, atol=1e-6)
+    assert counted["act"] == 4 and not counted["misaligned"]
