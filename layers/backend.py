@@ -281,7 +281,7 @@ def _keeping_layout(a, copy):
     if is_channels_last(a):
         return copy(a.transpose(0, 2, 3, 1)).transpose(0, 3, 1, 2)
     order = dense_order(a)
-    if a.flags.c_contiguous or order is None or order == list(range(a.ndim)):
+    if a.flags.c_contiguous or order is None or order == tuple(range(a.ndim)):
         return copy(a)
     back = [0] * a.ndim
     for i, axis in enumerate(order):
@@ -291,15 +291,30 @@ def _keeping_layout(a, copy):
 
 def dense_order(a):
     """a's axes, outermost in memory first, when a is a permutation of a dense array (C-ordered,
-    channels-last, transposed: a.transpose(order) is C-contiguous); else None."""
-    order = sorted(range(a.ndim), key=lambda i: -abs(a.strides[i]))
-    if a.size == 0:
+    channels-last, transposed: a.transpose(order) is C-contiguous), as a tuple; else None.
+    Memoised on (shape, strides, itemsize): the vector kernels and the non-finite check ask it
+    of every activation, every step."""
+    key = (a.shape, a.strides, a.itemsize)
+    order = _DENSE_ORDERS.get(key, False)
+    if order is False:
+        if len(_DENSE_ORDERS) >= 4096:
+            _DENSE_ORDERS.clear()
+        order = _DENSE_ORDERS[key] = _dense_order(*key)
+    return order
+
+
+_DENSE_ORDERS = {}
+
+
+def _dense_order(shape, strides, itemsize):
+    order = tuple(sorted(range(len(shape)), key=lambda i: -abs(strides[i])))
+    if 0 in shape:
         return order
-    inner = a.itemsize        # (told from the strides: a view made to ask costs CuPy ~2 us)
+    inner = itemsize        # (told from the strides: a view made to ask costs CuPy ~2 us)
     for i in reversed(order):
-        if a.shape[i] != 1 and a.strides[i] != inner:
+        if shape[i] != 1 and strides[i] != inner:
             return None
-        inner *= a.shape[i]
+        inner *= shape[i]
     return order
 
 

@@ -193,6 +193,29 @@ def test_sixteen_byte_vectors_are_counted_only_for_dense_aligned_whole_memory(on
     assert kernels.vectors16(host(np.zeros((0, 4), np.float32))) is None
 
 
+def test_dense_order_is_the_axis_order_that_makes_a_view_c_contiguous():
+    """layers.backend.dense_order (memoised on shape, strides, itemsize) against a search of every
+    axis order: the order it gives makes the view C-contiguous, and None comes exactly when no
+    order does -- on the first call and on the memo's, for views sharing a shape."""
+    import itertools
+    from layers.backend import dense_order
+    a = np.zeros((4, 3, 2, 5), np.float32)
+    views = [a, a.transpose(0, 2, 3, 1), a.transpose(3, 1, 0, 2), a[:, :1], a[:, :, ::2],
+             a[::-1], a[:1, :1], a[:, :0], np.zeros((4, 1, 2, 1), np.float64)[:, :, ::1],
+             np.zeros((4, 1, 2, 1), np.float32).transpose(0, 3, 1, 2), a[..., 1:4],
+             to_channels_last(np.zeros((2, 1, 3, 3), np.float32))]
+    for _ in range(2):
+        for v in views:
+            order = dense_order(v)
+            fits = [p for p in itertools.permutations(range(v.ndim))
+                    if v.transpose(p).flags.c_contiguous and
+                    all(s >= 0 for s in v.strides)]
+            if order is None:
+                assert not fits, (v.shape, v.strides)
+            else:
+                assert v.transpose(order).flags.c_contiguous, (v.shape, v.strides, order)
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_the_finite_check_reads_dense_memory_as_words(on_host, dtype):
     """FiniteCheck._check on a dense, aligned tensor (the word kernel: 16-byte chunks, exponent
