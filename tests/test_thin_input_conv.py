@@ -180,3 +180,36 @@ def test_dcgan_one_channel_layers_at_full_size_on_the_gpu(transposed, monkeypatc
         # grow as the square root of the count: 1e-5 of the largest entry holds all three
         np.testing.assert_allclose(got.numpy(), want, rtol=0, atol=1e-5 * np.abs(want).max(),
                                    err_msg=what)
+
+
+@pytest.mark.parametrize("view", ["rows", "columns", "batch"])
+def test_a_strided_channels_last_view_through_the_thin_input_route(view, calls):
+    """The input a view of a larger channels-last array (every other row, a column crop, a batch
+    slice: strides the route's im2col must follow, or a copy it must make) against PyTorch CPU
+    in float64, forward and backward; the route, not cuDNN, ran it."""
+    from cudnnlite import conv
+    rng = np.random.default_rng(5)
+    big = rng.standard_normal((3, 1, 22, 12)).astype(np.float32)
+    cut = {"rows": (slice(None), slice(None), slice(None, None, 2), slice(None)),
+           "columns": (slice(None), slice(None), slice(0, 11), slice(1, 11)),
+           "batch": (slice(1, 3), slice(None), slice(0, 11), slice(None))}[view]
+    b = rng.standard_normal((16, 1, 4, 4)).astype(np.float32)
+    xb = L.tensor(to_channels_last(big), device=0)
+    x = xb[cut]
+    x.requires_grad_()
+    assert not x.data.flags.c_contiguous and not L.backend.is_channels_last(x.data) or \
+        view == "batch"
+    w = L.tensor(to_channels_last(b), device=0, requires_grad=True)
+    with conv.using(allow_tf32=False):
+        y = F.conv2d(x, w, stride=2, padding=1)
+        g = rng.standard_normal(y.shape).astype(np.float32)
+        y.backward(L.tensor(to_channels_last(g), device=0))
+    tx = torch.tensor(big[cut].astype(np.float64), requires_grad=True)
+    tw = torch.tensor(b.astype(np.float64), requires_grad=True)
+    ty = torch.conv2d(tx, tw, stride=2, padding=1)
+    ty.backward(torch.tensor(g.astype(np.float64)))
+    for what, got, want in (("y", y, ty), ("gx", x.grad, tx.grad), ("gW", w.grad, tw.grad)):
+        want = want.detach().numpy()
+        np.testing.assert_allclose(got.numpy(), want, rtol=0,
+                                   atol=1e-5 * max(1.0, np.abs(want).max()), err_msg=what)
+    assert calls["matmul"] == 3 and calls["im2col_nhwc"] == 2, calls
