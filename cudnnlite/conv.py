@@ -338,16 +338,24 @@ def _new_graph_plan(p, d, handle, alpha, beta, arrays=None):
         # (no timing while a CUDA graph is being captured: the heuristics' first plan then)
         if settings.algo_mode == "benchmark" and arrays is not None and \
                 not cupy.cuda.get_current_stream().is_capturing():
-            best = graph.fastest_plan(handle, ops, _accept(p, handle, grow=False),
+            plan = graph.fastest_plan(handle, ops, _accept(p, handle, grow=False),
                                       _TimingRun(d, *arrays, beta, handle))
-            handle.workspace(best.workspace)        # the handle's grows to the winner's only
-            return best
-        return graph.first_plan(handle, ops, _accept(p, handle))
+            handle.workspace(plan.workspace)        # the handle's grows to the winner's only
+        else:
+            plan = graph.first_plan(handle, ops, _accept(p, handle))
+        plan.desc.problem = _problem(d.name, p)     # (what tools.kernels says it computes)
+        return plan
     except NotSupported as e:
         raise NotSupported(e.function, {"direction": d.name, "x": p.x, "w": p.w, "y": p.y,
                                         "geometry": p.geometry,
                                         "alpha": alpha, "beta": beta, "settings": settings,
                                         **e.arguments}, e.detail) from None
+
+
+def _problem(what, p):
+    """(what, x dims, W dims, y dims, (pad, stride, dilation, groups)) of problem p: a plan's
+    description for profilers (values, not p: the plan is kept by p's own cache)."""
+    return what, p.x.dims, p.w.dims, p.y.dims, p.geometry
 
 
 def graph_operations(p, d, handle, alpha=1.0, beta=0.0):
@@ -576,7 +584,9 @@ def _new_fused_plan(p, handle, activation):
                                           compute=compute),
                 graph.pointwise_operation(ACTIVATIONS[activation], biased, y, compute=compute)]
     try:
-        return graph.first_plan(handle, graph.operation_graph(handle, ops), _accept(p, handle))
+        plan = graph.first_plan(handle, graph.operation_graph(handle, ops), _accept(p, handle))
+        plan.desc.problem = _problem(f"conv + bias + {activation}", p)     # (tools.kernels)
+        return plan
     except NotSupported as e:
         raise NotSupported(e.function, {"fusion": f"conv + bias + {activation}", "x": p.x,
                                         "w": p.w, "y": p.y, "geometry": p.geometry,

@@ -82,6 +82,27 @@ def test_describe_call_reads_the_descriptors_in_cudnn_letters():
     assert algo == "ALGO_1 TENSOR_OP"
 
 
+def test_a_graph_api_plan_is_described_by_the_convolution_it_was_built_for():
+    """A cudnnBackendExecute row: its plan's engine summary, and the direction and problem
+    cudnnlite.conv recorded on the plan (plan.problem), in the legacy rows' letters."""
+    from types import SimpleNamespace
+    from cudnnlite import api, conv
+    p = conv.plan((128, 32, 24, 64), (49152, 1536, 64, 1), (128, 4, 4, 64), "float32", "NHWC",
+                  pad=(1, 1), stride=(2, 2), dilation=(1, 1), groups=1)
+    names = api.cudnnBackendExecute.arg_names
+    for what, label in (("cudnnConvolutionBackwardFilter", "backward-filter"),
+                        ("conv + bias + relu", "conv + bias + relu")):
+        plan = SimpleNamespace(summary="engine 7 TENSOR_CORE", problem=conv._problem(what, p))
+        args = dict(zip(names, [None] * len(names))) | dict(executionPlan=plan)
+        params, algo = kernels.describe_call("cudnnBackendExecute", args)
+        assert params == (f"{label}: N=128,C=64,H=32,W=24,K=128,P=16,Q=12,R=4,S=4 pad=1,1 "
+                          f"stride=2,2")
+        assert algo == "engine 7 TENSOR_CORE"
+    plan = SimpleNamespace(summary="engine 3")                  # a plan made elsewhere
+    params, algo = kernels.describe_call("cudnnBackendExecute", dict(executionPlan=plan))
+    assert (params, algo) == ("", "engine 3")
+
+
 def test_gemm_sizes_of_products():
     from layers.trace import Scope
     s = Scope(0, "fprop", "l", "Linear", ((64, 7, 512), (1024, 512), (1024,)), "float32")
@@ -152,7 +173,7 @@ def test_every_kernel_of_a_dcgan_step_is_listed_and_matched_to_its_op(tmp_path, 
     out = tmp_path / "k.csv"
     md = tmp_path / "k.md"
     assert kernels.main(["dcgan", "--device", "0", "--batch-size", "16", "--warmup", "2",
-                         "--csv", str(out), "--markdown", str(md)]) == 0
+                         "--conv-api", "legacy", "--csv", str(out), "--markdown", str(md)]) == 0
     rows = list(csv.DictReader(open(out)))
     assert len(rows) > 100
     assert all(float(r["us"]) >= 0 for r in rows)
@@ -176,6 +197,25 @@ def test_every_kernel_of_a_dcgan_step_is_listed_and_matched_to_its_op(tmp_path, 
     else:
         assert "netD.main.0.weight" in updates and "netG.main.1.bias" in updates
     assert "kernels (and memcpy / memset) per step" in md.read_text()
+
+
+@pytest.mark.gpu
+def test_with_the_graph_api_each_plan_row_names_its_convolution(tmp_path):
+    """tools.kernels' default for dcgan, train.dcgan's: the convolutions run cuDNN's graph-API
+    plans, whose rows say which convolution each computes (netD's inner ones forward, netG's
+    inner transposed ones backward-data) and which engine ran it."""
+    pytest.importorskip("cupti")
+    out = tmp_path / "k.csv"
+    assert kernels.main(["dcgan", "--device", "0", "--batch-size", "16", "--warmup", "2",
+                         "--csv", str(out)]) == 0
+    rows = [r for r in csv.DictReader(open(out)) if r["function"] == "cudnnBackendExecute"]
+
+    def layers(what):
+        return {r["layer"] for r in rows if r["params"].startswith(what + ":") and
+                r["direction"] == "fprop"}
+    assert layers("forward") == {f"netD.main.{i}" for i in (2, 5, 8)}
+    assert layers("backward-data") == {f"netG.main.{i}" for i in (3, 6, 9)}
+    assert rows and all(r["algo"].startswith("engine ") for r in rows)
 
 
 def test_a_scope_left_open_is_closed_when_the_trace_ends_and_a_failing_hook_opens_none():

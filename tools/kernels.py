@@ -1,6 +1,7 @@
 """One training step, one row per GPU kernel: the seeds' PyProf tables, for this engine.
 
-    python -m tools.kernels dcgan --device 0 [--batch-size 128] [--markdown F] [--csv F]
+    python -m tools.kernels dcgan --device 0 [--batch-size 128] [--conv-api graph|legacy]
+                                  [--markdown F] [--csv F]
     python -m tools.kernels tacotron2 --device 0 [--text "In his defense."] [--markdown F] [--csv F]
 
 Each row: index, direction (fprop / bprop / optimizer), layer path ('netD.main.2',
@@ -92,6 +93,25 @@ def describe_call(name, args):
         return "", ""
 
 
+# what a graph-API plan's row says it computes (cudnnlite.conv sets plan.problem)
+GRAPH_DIRECTIONS = {"cudnnConvolutionForward": "forward",
+                    "cudnnConvolutionBackwardData": "backward-data",
+                    "cudnnConvolutionBackwardFilter": "backward-filter"}
+
+
+def _conv_params(x, w, y, pad, stride, dilation, groups):
+    """A convolution in cuDNN's letters: N, C, H, W of x, K and the filter's R, S, the output's
+    P, Q, then pad / stride (dilation and groups where not 1)."""
+    if len(x) == 4:        # C from x: the filter's is C / groups
+        letters = dict(zip("KCRS", w)) | dict(zip("NKPQ", y)) | dict(zip("NCHW", x))
+        text = ",".join(f"{k}={letters[k]}" for k in "NCHWKPQRS")
+    else:                  # 3-d: the shapes as they are
+        text = f"x={'x'.join(map(str, x))} w={'x'.join(map(str, w))} y={'x'.join(map(str, y))}"
+    return (text + f" pad={','.join(map(str, pad))} stride={','.join(map(str, stride))}"
+            + ("" if all(d == 1 for d in dilation) else f" dil={','.join(map(str, dilation))}")
+            + ("" if groups == 1 else f" groups={groups}"))
+
+
 def _describe_call(name, args):
     from cudnnlite import enums
     if name == "cublasLtMatmul":
@@ -107,18 +127,17 @@ def _describe_call(name, args):
         else:
             x, w, y, algo = _dims(args["xDesc"]), _dims(args["dwDesc"]), _dims(args["dyDesc"]), \
                 enums.ConvBwdFilterAlgo(args["algo"]).name
-        if len(x) == 4:        # C from x: the filter's is C / groups
-            letters = dict(zip("KCRS", w)) | dict(zip("NKPQ", y)) | dict(zip("NCHW", x))
-            text = ",".join(f"{k}={letters[k]}" for k in "NCHWKPQRS")
-        else:                  # 3-d: the shapes as they are
-            text = f"x={'x'.join(map(str, x))} w={'x'.join(map(str, w))} y={'x'.join(map(str, y))}"
-        text += (f" pad={','.join(map(str, conv.pad))} stride={','.join(map(str, conv.stride))}"
-                 + ("" if all(d == 1 for d in conv.dilation) else
-                    f" dil={','.join(map(str, conv.dilation))}")
-                 + ("" if conv.groups == 1 else f" groups={conv.groups}"))
-        return text, f"{algo} {conv.math_type.name}"
-    if name == "cudnnBackendExecute":                  # a graph-API plan: its engine and notes
-        return "", getattr(args.get("executionPlan"), "summary", "")
+        return _conv_params(x, w, y, conv.pad, conv.stride, conv.dilation, conv.groups), \
+            f"{algo} {conv.math_type.name}"
+    if name == "cudnnBackendExecute":                  # a graph-API plan: its engine and notes,
+        plan = args.get("executionPlan")              # and the convolution it was built for
+        summary = getattr(plan, "summary", "")
+        problem = getattr(plan, "problem", None)
+        if problem is None:
+            return "", summary
+        what, x, w, y, (pad, stride, dilation, groups) = problem
+        return (f"{GRAPH_DIRECTIONS.get(what, what)}: "
+                + _conv_params(x, w, y, pad, stride, dilation, groups), summary)
     if name == "cudnnConvolutionBackwardBias":
         return ",".join(f"{k}={v}" for k, v in zip("NKPQ", _dims(args["dyDesc"]))), ""
     if name.startswith("cudnnBatchNormalization"):
@@ -407,8 +426,10 @@ def dcgan_step(args):
     info = [f"DCGAN (pytorch/examples' netG / netD, 1 channel, 64×64, nz=100, ngf=ndf=64), batch "
             f"{args.batch_size}: one training step of train.dcgan (D on real and fake, G, two Adam "
             f"updates, the on-device non-finite check); precision {args.precision}, "
-            f"{args.memory_format}, convolutions through cuDNN's legacy calls (train.dcgan "
-            f"defaults to the graph API, whose calls all read cudnnBackendExecute)."]
+            f"{args.memory_format}, convolutions through cuDNN's "
+            + ("graph API (train.dcgan's default: each plan's row reads cudnnBackendExecute, "
+               "with the convolution it computes and its engine)." if args.conv_api == "graph"
+               else "legacy calls (train.dcgan --conv-api legacy).")]
     return step, {"netG": G, "netD": D}, cupy.cuda.get_current_stream().synchronize, info, None
 
 
@@ -480,6 +501,9 @@ def main(argv=None):
     ap.add_argument("--algo", default=None, choices=["benchmark", "heuristic"],
                     help="cuDNN's convolution algorithm choice [the job's default: benchmark "
                          "for dcgan, heuristic for tacotron2]")
+    ap.add_argument("--conv-api", default="graph", choices=["graph", "legacy"],
+                    help="dcgan's convolutions through cuDNN's graph API (cudnnBackendExecute "
+                         "rows) or its legacy calls [graph, train.dcgan's default]")
     ap.add_argument("--markdown", default=None, help="write the tables to this .md file")
     ap.add_argument("--csv", default=None, help="write every row to this .csv file")
     ap.add_argument("--rows", type=cli.nonnegative_int, default=None,
@@ -503,7 +527,8 @@ def main(argv=None):
         args.batch_size = 128 if args.job == "dcgan" else 64
     from cudnnlite import conv
     algo = args.algo or ("benchmark" if args.job == "dcgan" else "heuristic")
-    with conv.using(algo_mode=algo):          # (for this job only: the process keeps its own)
+    api = args.conv_api if args.job == "dcgan" else conv.settings.api
+    with conv.using(algo_mode=algo, api=api):   # (for this job only: the process keeps its own)
         rows, scopes, wall_ms, info, seconds = _traced(args)
     rows = with_readable_names(rows)
     n, busy = len(rows), busy_us(rows)
@@ -521,7 +546,8 @@ def main(argv=None):
                     f"CuPy {cupy.__version__}. Command: `python -m tools.kernels {args.job} "
                     f"--device {args.device} --batch-size {args.batch_size} --precision "
                     f"{args.precision}"
-                    + (f" --memory-format {args.memory_format}" if args.job == "dcgan" else "")
+                    + (f" --memory-format {args.memory_format} --conv-api {args.conv_api}"
+                       if args.job == "dcgan" else "")
                     + f" --algo {algo}`."] + [""] + summary
     for line in summary:
         print(line)
