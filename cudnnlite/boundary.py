@@ -130,9 +130,9 @@ def output(out, shape, dtype):
 
 
 CALL_CACHE = True
-"""True: the convolution and batch-norm calls keep what their checks concluded per signature
-(below) and skip the checks on a repeated call; False: every call takes them (what
-tools.bench_dcgan --call-cache compares)."""
+"""True: the convolution, batch-norm *Ex and activation calls keep what their checks concluded
+per signature (below) and skip the checks on a repeated call; False: every call takes them
+(what tools.bench_dcgan --call-cache compares)."""
 
 
 def signature(*arrays):
@@ -140,7 +140,7 @@ def signature(*arrays):
     strides, dtype, device and the alignment of its first element. Two calls whose arrays have
     one signature pass or fail every check alike, so a call can keep what the checks concluded
     under it (a steady-state training step makes the same calls every step: see
-    cudnnlite.conv's and cudnnlite.batchnorm's `_seen_call`). None when an array is of a type
+    cudnnlite.conv's, .batchnorm's and .activation's `_seen_call`). None when an array is of a type
     device_array has not accepted yet (a NumPy array, say), or with CALL_CACHE off: such a call
     takes the checks."""
     if not CALL_CACHE:

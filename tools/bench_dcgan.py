@@ -144,8 +144,8 @@ def main():
                          "gradient (train.dcgan's step has it; PyTorch's has none), or rows "
                          "without it, or both [on]")
     ap.add_argument("--call-cache", default="on", choices=list(ROWS),
-                    help="this engine's convolution and batch-norm calls skipping the checks "
-                         "of a call seen before with arrays of the same signature "
+                    help="this engine's convolution, batch-norm and activation calls skipping "
+                         "the checks of a call seen before with arrays of the same signature "
                          "(cudnnlite.boundary.CALL_CACHE, on by default: eager host time), or "
                          "every call checked, or rows of both [on]")
     ap.add_argument("--memory-format", default="channels_last",
