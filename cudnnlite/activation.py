@@ -2,8 +2,8 @@
 and tensor arithmetic (cudnnAddTensor with broadcasting, cudnnScaleTensor) on CuPy arrays."""
 from . import api
 from ._cache import LRU
-from .boundary import (ALIGNMENT, check_out, check_shape, common_dtype, handle, is_packed, output,
-                       packed, scalar, signature)
+from .boundary import (ALIGNMENT, CallCache, check_out, check_shape, common_dtype, handle,
+                       is_packed, output, packed, scalar)
 from .descriptors import ActivationDescriptor, TensorDescriptor
 from .enums import ActivationMode, NanPropagation
 from .errors import BadParam, BadParamShapeMismatch
@@ -38,40 +38,14 @@ def _checked(function, dtype, **arrays):
 # concluded (data type, descriptor) kept per call signature; only calls whose arrays went
 # through uncopied are kept.
 CALL_CACHE_SIZE = 256
-_calls = LRU(CALL_CACHE_SIZE)
-
-
-def _call_key(fn, arrays, *args):
-    sig = signature(*arrays)
-    return None if sig is None else (fn, sig, args)
-
-
-def _seen_call(key):
-    """((device, data type, descriptor), the current handle), or None (not seen, or seen on
-    another device: the checked path then says which array is where)."""
-    try:
-        seen = None if key is None else _calls.peek(key)
-    except TypeError:                   # (an unhashable argument: the checked path)
-        return None
-    if seen is None:
-        return None
-    h = handle("cudnnCreate")
-    return (seen, h) if h.device_id == seen[0] else None
-
-
-def _remember(key, h, dt, desc):
-    if key is not None:
-        try:
-            _calls.put(key, (h.device_id, dt, desc))
-        except TypeError:
-            pass
+_calls = CallCache(CALL_CACHE_SIZE)      # -> (data type, descriptor)
 
 
 def forward(x, mode, coef=0.0, *, out=None, alpha=1.0, beta=0.0, dtype=None):
     """y = alpha * act(x) + beta * out. coef: clipped-relu ceiling, elu alpha, swish beta."""
     fn = "cudnnActivationForward"
-    key = _call_key(fn, (x, out), mode, coef, alpha, beta, dtype)
-    seen = _seen_call(key)
+    key = _calls.key((x, out), fn, mode, coef, alpha, beta, dtype)
+    seen = _calls.seen(key)
     if seen is None:
         given = x
         dt = _checked(fn, dtype, x=x, out=out)
@@ -80,9 +54,9 @@ def forward(x, mode, coef=0.0, *, out=None, alpha=1.0, beta=0.0, dtype=None):
         h = handle(fn, x=x, out=out)
         desc = TensorDescriptor.cached(_as4d(x), dtype=dt)
         if x is given:
-            _remember(key, h, dt, desc)
+            _calls.remember(key, h, (dt, desc))
     else:
-        (_, dt, desc), h = seen
+        (dt, desc), h = seen
     out = output(out, x.shape, x.dtype)
     x4, y4 = _as4d(x), _as4d(out)
     api.cudnnActivationForward(h, _activation(mode, coef), scalar(dt, alpha), desc, x4.data.ptr,
@@ -93,8 +67,8 @@ def forward(x, mode, coef=0.0, *, out=None, alpha=1.0, beta=0.0, dtype=None):
 def backward(y, gy, x, mode, coef=0.0, *, out=None, alpha=1.0, beta=0.0, dtype=None):
     """gx = alpha * act'(x) * gy + beta * out, given the forward's x and y."""
     fn = "cudnnActivationBackward"
-    key = _call_key(fn, (y, gy, x, out), mode, coef, alpha, beta, dtype)
-    seen = _seen_call(key)
+    key = _calls.key((y, gy, x, out), fn, mode, coef, alpha, beta, dtype)
+    seen = _calls.seen(key)
     if seen is None:
         given = y, gy, x
         dt = _checked(fn, dtype, y=y, gy=gy, x=x, out=out)
@@ -105,9 +79,9 @@ def backward(y, gy, x, mode, coef=0.0, *, out=None, alpha=1.0, beta=0.0, dtype=N
         h = handle(fn, y=y, gy=gy, x=x, out=out)
         desc = TensorDescriptor.cached(_as4d(x), dtype=dt)
         if all(a is b for a, b in zip((y, gy, x), given)):
-            _remember(key, h, dt, desc)
+            _calls.remember(key, h, (dt, desc))
     else:
-        (_, dt, desc), h = seen
+        (dt, desc), h = seen
     out = output(out, x.shape, x.dtype)
     y4, gy4, x4, gx4 = _as4d(y), _as4d(gy), _as4d(x), _as4d(out)
     api.cudnnActivationBackward(h, _activation(mode, coef), scalar(dt, alpha), desc, y4.data.ptr,

@@ -16,8 +16,8 @@ from typing import NamedTuple
 
 from . import api
 from ._cache import LRU
-from .boundary import (check_shape, common_dtype, device_array, handle, packed, scalar,
-                       signature)
+from .boundary import (CallCache, check_shape, common_dtype, device_array, handle, packed,
+                       scalar)
 from .descriptors import TensorDescriptor
 from .enums import BatchNormMode, BatchNormOps, DataType
 from .errors import BadParam, BadParamShapeMismatch
@@ -160,11 +160,10 @@ def _ex_sizes_for(h, xdesc, bdesc, dt, mode, backward):
 # a hit goes straight to the C call. Only calls whose x (and gy) went through as they came are
 # kept.
 CALL_CACHE_SIZE = 1024
-_calls = LRU(CALL_CACHE_SIZE)
+_calls = CallCache(CALL_CACHE_SIZE)
 
 
 class _Seen(NamedTuple):
-    device: int
     x4_shape: tuple          # x's (N, C, L) as the 4-d array cuDNN is given; None: x is 4-d
     xdesc: TensorDescriptor
     bdesc: TensorDescriptor
@@ -174,32 +173,8 @@ class _Seen(NamedTuple):
     reserve: int
 
 
-def _call_key(fn, arrays, *args):
-    sig = signature(*arrays)
-    return None if sig is None else (fn, sig, args)
-
-
-def _seen_call(key):
-    """(what a call with this key found, the current handle), or None (not seen, or seen on
-    another device: the checked path then says which array is where)."""
-    try:
-        seen = None if key is None else _calls.peek(key)
-    except TypeError:                   # (an unhashable argument: the checked path)
-        return None
-    if seen is None:
-        return None
-    h = handle("cudnnCreate")      # (boundary's: the current device's, on the current stream)
-    return (seen, h) if h.device_id == seen.device else None
-
-
-def _remember(key, h, x, x4, xdesc, bdesc, mode, dt, ws, rs):
-    if key is None:
-        return
-    try:
-        _calls.put(key, _Seen(h.device_id, None if x4.ndim == x.ndim else x4.shape, xdesc,
-                              bdesc, mode, dt, ws, rs))
-    except TypeError:
-        pass
+def _seen(x, x4, *rest):
+    return _Seen(None if x4.ndim == x.ndim else x4.shape, *rest)
 
 
 def forward_training_ex(x, gamma, beta, running_mean=None, running_var=None, *, momentum=0.1,
@@ -210,8 +185,8 @@ def forward_training_ex(x, gamma, beta, running_mean=None, running_var=None, *, 
     (a uint8 array, maybe empty) that backward_ex must be given."""
     import cupy
     fn = "cudnnBatchNormalizationForwardTrainingEx"
-    key = _call_key(fn, (x, gamma, beta, running_mean, running_var), mode, layout, dtype)
-    seen = _seen_call(key)
+    key = _calls.key((x, gamma, beta, running_mean, running_var), fn, mode, layout, dtype)
+    seen = _calls.seen(key)
     if seen is None:
         given = x
         x, x4, xdesc, bdesc, mode, dt = _setup(fn, x, layout, mode, dtype, dict(
@@ -220,9 +195,9 @@ def forward_training_ex(x, gamma, beta, running_mean=None, running_var=None, *, 
                    running_var=running_var)
         ws, rs = _ex_sizes_for(h, xdesc, bdesc, dt, mode, backward=False)
         if x is given:
-            _remember(key, h, x, x4, xdesc, bdesc, mode, dt, ws, rs)
+            _calls.remember(key, h, _seen(x, x4, xdesc, bdesc, mode, dt, ws, rs))
     else:
-        (_, x4_shape, xdesc, bdesc, mode, dt, ws, rs), h = seen
+        (x4_shape, xdesc, bdesc, mode, dt, ws, rs), h = seen
         x4 = x if x4_shape is None else x.reshape(x4_shape)
     y = cupy.empty_like(x4)
     saved_mean = cupy.empty(gamma.shape, dtype=gamma.dtype)
@@ -242,9 +217,9 @@ def backward_ex(x, gy, gamma, beta, saved_mean, saved_invstd, reserve, *, eps=1e
     statistics and reserve space (same mode): (gx, ggamma, gbeta)."""
     import cupy
     fn = "cudnnBatchNormalizationBackwardEx"
-    key = _call_key(fn, (x, gy, gamma, beta, saved_mean, saved_invstd, reserve), mode, layout,
-                    dtype)
-    seen = _seen_call(key)
+    key = _calls.key((x, gy, gamma, beta, saved_mean, saved_invstd, reserve), fn, mode, layout,
+                     dtype)
+    seen = _calls.seen(key)
     if seen is None:
         given = x, gy
         x, x4, xdesc, bdesc, mode, dt = _setup(fn, x, layout, mode, dtype, dict(
@@ -262,9 +237,9 @@ def backward_ex(x, gy, gamma, beta, saved_mean, saved_invstd, reserve, *, eps=1e
                            "reserve must be forward_training_ex's reserve space for this x and "
                            "mode")
         if x is given[0] and gy_packed is given[1]:
-            _remember(key, h, x, x4, xdesc, bdesc, mode, dt, ws, rs)
+            _calls.remember(key, h, _seen(x, x4, xdesc, bdesc, mode, dt, ws, rs))
     else:
-        (_, x4_shape, xdesc, bdesc, mode, dt, ws, rs), h = seen
+        (x4_shape, xdesc, bdesc, mode, dt, ws, rs), h = seen
         x4, gy4 = (x, gy) if x4_shape is None else (x.reshape(x4_shape), gy.reshape(x4_shape))
     gx = cupy.empty_like(x4)
     ggamma = cupy.empty_like(gamma)

@@ -139,8 +139,8 @@ def signature(*arrays):
     """Everything the checks above read of each array (None stays None): its type, shape,
     strides, dtype, device and the alignment of its first element. Two calls whose arrays have
     one signature pass or fail every check alike, so a call can keep what the checks concluded
-    under it (a steady-state training step makes the same calls every step: see
-    cudnnlite.conv's, .batchnorm's and .activation's `_seen_call`). None when an array is of a type
+    under it (a steady-state training step makes the same calls every step: CallCache, below,
+    as cudnnlite.conv, .batchnorm and .activation keep them). None when an array is of a type
     device_array has not accepted yet (a NumPy array, say), or with CALL_CACHE off: such a call
     takes the checks."""
     if not CALL_CACHE:
@@ -151,6 +151,52 @@ def signature(*arrays):
     return tuple(None if a is None else
                  (type(a), a.shape, a.strides, a.dtype, a.device.id, a.data.ptr % ALIGNMENT)
                  for a in arrays)
+
+
+class CallCache:
+    """A boundary function's steady-state path: what its checks concluded (descriptors, sizes,
+    an output's shape) kept per call -- the signature of each of its arrays and its other
+    arguments -- for the next call with the same, which skips the checks. Kept only for calls
+    whose arrays went through as they came (no copy made); the caller says so by calling
+    `remember` only then."""
+
+    def __init__(self, size):
+        self.entries = LRU(size)
+
+    @staticmethod
+    def key(arrays, *args):
+        """The call's key, or None (nothing kept or looked up: CALL_CACHE off, or an array of a
+        type device_array has not accepted yet)."""
+        sig = signature(*arrays)
+        return None if sig is None else (sig, args)
+
+    def seen(self, key):
+        """(what was kept, the current handle), or None: not seen, an unhashable argument (a
+        list as `pad`), or kept on another device than the current one -- the checked path then
+        says which array is where."""
+        try:
+            kept = None if key is None else self.entries.peek(key)
+        except TypeError:
+            return None
+        if kept is None:
+            return None
+        device, value = kept
+        h = handle("cudnnCreate")        # the current device's, bound to the current stream
+        return (value, h) if h.device_id == device else None
+
+    def remember(self, key, h, value):
+        """Keep `value` for `key` on handle h's device (the checks passed there)."""
+        if key is not None:
+            try:
+                self.entries.put(key, (h.device_id, value))
+            except TypeError:
+                pass
+
+    def clear(self):
+        self.entries.clear()
+
+    def __len__(self):
+        return len(self.entries)
 
 
 def handle(function, **arrays):

@@ -22,7 +22,7 @@ from ._cache import LRU
 from ._settings import cached_hash, settings_functions
 from .handle import keep_alive
 from .boundary import (ALIGNMENT, check_out, check_shape, common_dtype, device_array, handle,
-                       output, packed, scalar, signature, strided)
+                       output, packed, scalar, strided, CallCache)
 
 
 @dataclass(frozen=True)
@@ -447,16 +447,16 @@ def _run(d, p, a, b, c, alpha, beta, algo, handle, seen=None):
 # arrays went through as they came (packed: no copy made) are kept.
 
 CALL_CACHE_SIZE = 4096
-_calls = LRU(CALL_CACHE_SIZE)
+_calls = CallCache(CALL_CACHE_SIZE)
 
 
 class _Seen:
-    """What a call's checks concluded -- its direction, Plan, device and output -- and, once it
-    has run through the graph API, the execution plan it ran (the one graph_plan keeps)."""
-    __slots__ = ("d", "p", "device", "shape", "dtype", "graph")
+    """What a call's checks concluded -- its direction, Plan and output -- and, once it has run
+    through the graph API, the execution plan it ran (the one graph_plan keeps)."""
+    __slots__ = ("d", "p", "shape", "dtype", "graph")
 
-    def __init__(self, d, p, device, shape, dtype):
-        self.d, self.p, self.device, self.shape, self.dtype = d, p, device, shape, dtype
+    def __init__(self, d, p, shape, dtype):
+        self.d, self.p, self.shape, self.dtype = d, p, shape, dtype
         self.graph = None
 
     def run(self, h, a, b, out, alpha, beta, algo):
@@ -466,42 +466,15 @@ class _Seen:
         return _run(self.d, self.p, a, b, c, alpha, beta, algo, h, self)
 
 
-def _call_key(d, arrays, *args):
-    sig = signature(*arrays)
-    return None if sig is None else (d, sig, args, settings)
-
-
-def _seen_call(key):
-    """(what a call with this key found, the current handle), or None: not seen, or seen on
-    another device than the current one (the checked path then says which array is where)."""
-    try:
-        seen = None if key is None else _calls.peek(key)
-    except TypeError:           # (an unhashable argument, a list as `pad`: the checked path)
-        return None
-    if seen is None:
-        return None
-    h = handle("cudnnCreate")      # (boundary's: the current device's, on the current stream)
-    return (seen, h) if h.device_id == seen.device else None
-
-
-def _remember(key, d, p, h, shape, dtype):
-    if key is None:
-        return
-    try:
-        _calls.put(key, _Seen(d, p, h.device_id, shape, dtype))
-    except TypeError:
-        pass
-
-
 def forward(x, W, *, stride=1, pad=0, dilation=1, groups=1, layout="NCHW", algo=None, out=None,
             alpha=1.0, beta=0.0, dtype=None):
     """y = alpha * conv(x, W) + beta * out. x may be a strided view (its strides go in the
     descriptor when cuDNN can take them, else one copy is made); W is copied if not packed.
     `dtype` names the data type when the storage dtype does not (bf16 bits in uint16 arrays)."""
     fn = "cudnnConvolutionForward"
-    key = _call_key(FWD, (x, W, out), stride, pad, dilation, groups, layout, algo, alpha, beta,
-                    dtype)
-    seen = _seen_call(key)
+    key = _calls.key((x, W, out), FWD, stride, pad, dilation, groups, layout, algo, alpha, beta,
+                     dtype, settings)
+    seen = _calls.seen(key)
     if seen is not None:
         return seen[0].run(seen[1], x, W, out, alpha, beta, algo)
     given = x, W
@@ -512,7 +485,7 @@ def forward(x, W, *, stride=1, pad=0, dilation=1, groups=1, layout="NCHW", algo=
     h = handle(fn, x=x, W=W, out=out)
     out = output(out, p.y_shape, x.dtype)
     if x is given[0] and W is given[1] and x.flags.c_contiguous:
-        _remember(key, FWD, p, h, p.y_shape, x.dtype)
+        _calls.remember(key, h, _Seen(FWD, p, p.y_shape, x.dtype))
     return _strided_or_packed(x, lambda x: _run(
         FWD, _array_plan(x, W.shape, dt, layout, pad, stride, dilation, groups), x, W, out, alpha,
         beta, algo, h))
@@ -598,9 +571,9 @@ def backward_data(W, gy, x_shape, *, stride=1, pad=0, dilation=1, groups=1, layo
     """gx = alpha * conv^T(gy, W) + beta * out, gx of shape x_shape (the transposed convolution)."""
     fn = "cudnnConvolutionBackwardData"
     x_shape = tuple(x_shape)
-    key = _call_key(BWD_DATA, (W, gy, out), x_shape, stride, pad, dilation, groups, layout, algo,
-                    alpha, beta, dtype)
-    seen = _seen_call(key)
+    key = _calls.key((W, gy, out), BWD_DATA, x_shape, stride, pad, dilation, groups, layout,
+                     algo, alpha, beta, dtype, settings)
+    seen = _calls.seen(key)
     if seen is not None:
         return seen[0].run(seen[1], W, gy, out, alpha, beta, algo)
     given = W, gy
@@ -611,7 +584,7 @@ def backward_data(W, gy, x_shape, *, stride=1, pad=0, dilation=1, groups=1, layo
     check_out(fn, "out", out, x_shape, gy.dtype, beta)
     h = handle(fn, W=W, gy=gy, out=out)
     if W is given[0] and gy is given[1]:
-        _remember(key, BWD_DATA, p, h, x_shape, gy.dtype)
+        _calls.remember(key, h, _Seen(BWD_DATA, p, x_shape, gy.dtype))
     return _run(BWD_DATA, p, W, gy, output(out, x_shape, gy.dtype), alpha, beta, algo, h)
 
 
@@ -620,9 +593,9 @@ def backward_filter(x, gy, w_shape, *, stride=1, pad=0, dilation=1, groups=1, la
     """gW = alpha * wgrad(x, gy) + beta * out, gW of shape w_shape (in layout)."""
     fn = "cudnnConvolutionBackwardFilter"
     w_shape = tuple(w_shape)
-    key = _call_key(BWD_FILTER, (x, gy, out), w_shape, stride, pad, dilation, groups, layout,
-                    algo, alpha, beta, dtype)
-    seen = _seen_call(key)
+    key = _calls.key((x, gy, out), BWD_FILTER, w_shape, stride, pad, dilation, groups, layout,
+                     algo, alpha, beta, dtype, settings)
+    seen = _calls.seen(key)
     if seen is not None:
         return seen[0].run(seen[1], x, gy, out, alpha, beta, algo)
     given = x, gy
@@ -634,7 +607,7 @@ def backward_filter(x, gy, w_shape, *, stride=1, pad=0, dilation=1, groups=1, la
     h = handle(fn, x=x, gy=gy, out=out)
     out = output(out, w_shape, x.dtype)
     if x is given[0] and gy is given[1] and x.flags.c_contiguous:
-        _remember(key, BWD_FILTER, p, h, w_shape, x.dtype)
+        _calls.remember(key, h, _Seen(BWD_FILTER, p, w_shape, x.dtype))
     return _strided_or_packed(x, lambda x: _run(
         BWD_FILTER, _array_plan(x, w_shape, dt, layout, pad, stride, dilation, groups), x, gy,
         out, alpha, beta, algo, h))

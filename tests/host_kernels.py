@@ -798,10 +798,9 @@ def install_cudnn(monkeypatch):
     from cudnnlite import batchnorm
     from cudnnlite._cache import LRU
     monkeypatch.setattr(batchnorm, "_ex_sizes", LRU(64))
-    monkeypatch.setattr(batchnorm, "_calls", LRU(64))      # (and the calls seen: see conv's)
-    monkeypatch.setattr(cconv, "_calls", LRU(256))
     from cudnnlite import activation
-    monkeypatch.setattr(activation, "_calls", LRU(64))
+    for module in (batchnorm, cconv, activation):        # (and the calls seen: boundary.CallCache)
+        monkeypatch.setattr(module, "_calls", boundary.CallCache(256))
     monkeypatch.setattr(boundary, "get_handle",
                         lambda: SimpleNamespace(device_id=0, workspace=lambda size: 0))
     for name, fn in (("cudnnBatchNormalizationForwardTraining", _bn_forward_training),

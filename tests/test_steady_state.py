@@ -1,7 +1,8 @@
-"""The boundary's steady-state path (cudnnlite.conv's and cudnnlite.batchnorm's `_calls`): a call
-repeated with arrays of one boundary.signature skips the checks -- and any property that differs
-takes them again, so nothing a check would refuse or copy gets through. Run with the GPU path on
-the host (tests/host_kernels.py): cuDNN's calls answered from the memory the pointers name."""
+"""The boundary's steady-state path (boundary.CallCache, kept by cudnnlite.conv, .batchnorm and
+.activation): a call repeated with arrays of one boundary.signature skips the checks -- and any
+property that differs takes them again, so nothing a check would refuse or copy gets through.
+Run with the GPU path on the host (tests/host_kernels.py): cuDNN's calls answered from the
+memory the pointers name."""
 import numpy as np
 import pytest
 
@@ -104,7 +105,8 @@ def test_a_view_the_checks_would_copy_is_copied_after_a_hit(counted):
     assert not counted["misaligned"]
 
 
-@pytest.mark.parametrize("bad", ["W dtype", "W int32", "out shape", "out dtype", "device", "settings"])
+@pytest.mark.parametrize("bad", ["W dtype", "W int32", "out shape", "out dtype", "device",
+                                 "settings"])
 def test_a_changed_property_after_a_hit_is_checked(counted, monkeypatch, bad):
     x, W = dev(X), dev(WT)
     out = dev(np.zeros((2, 4, 6, 6), np.float32))
