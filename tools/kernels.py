@@ -501,9 +501,10 @@ def main(argv=None):
     ap.add_argument("--algo", default=None, choices=["benchmark", "heuristic"],
                     help="cuDNN's convolution algorithm choice [the job's default: benchmark "
                          "for dcgan, heuristic for tacotron2]")
-    ap.add_argument("--conv-api", default="graph", choices=["graph", "legacy"],
-                    help="dcgan's convolutions through cuDNN's graph API (cudnnBackendExecute "
-                         "rows) or its legacy calls [graph, train.dcgan's default]")
+    ap.add_argument("--conv-api", default=None, choices=["graph", "legacy"],
+                    help="the convolutions through cuDNN's graph API (cudnnBackendExecute rows) "
+                         "or its legacy calls [the job's default: graph for dcgan, as "
+                         "train.dcgan; the library's, legacy, for tacotron2]")
     ap.add_argument("--markdown", default=None, help="write the tables to this .md file")
     ap.add_argument("--csv", default=None, help="write every row to this .csv file")
     ap.add_argument("--rows", type=cli.nonnegative_int, default=None,
@@ -527,8 +528,10 @@ def main(argv=None):
         args.batch_size = 128 if args.job == "dcgan" else 64
     from cudnnlite import conv
     algo = args.algo or ("benchmark" if args.job == "dcgan" else "heuristic")
-    api = args.conv_api if args.job == "dcgan" else conv.settings.api
-    with conv.using(algo_mode=algo, api=api):   # (for this job only: the process keeps its own)
+    if args.conv_api is None:
+        args.conv_api = "graph" if args.job == "dcgan" else conv.settings.api
+    # (for this job only: the process keeps its own settings)
+    with conv.using(algo_mode=algo, api=args.conv_api):
         rows, scopes, wall_ms, info, seconds = _traced(args)
     rows = with_readable_names(rows)
     n, busy = len(rows), busy_us(rows)
@@ -546,8 +549,8 @@ def main(argv=None):
                     f"CuPy {cupy.__version__}. Command: `python -m tools.kernels {args.job} "
                     f"--device {args.device} --batch-size {args.batch_size} --precision "
                     f"{args.precision}"
-                    + (f" --memory-format {args.memory_format} --conv-api {args.conv_api}"
-                       if args.job == "dcgan" else "")
+                    + (f" --memory-format {args.memory_format}" if args.job == "dcgan" else "")
+                    + f" --conv-api {args.conv_api}"
                     + f" --algo {algo}`."] + [""] + summary
     for line in summary:
         print(line)

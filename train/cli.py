@@ -116,8 +116,8 @@ def use_device(device, gpu_only=None):
         import cupy
     except ImportError as e:
         fail(f"--device {device}: CuPy is not installed ({e}); install the GPU extra: "
-             f"pip install -e '.[cuda12]' (or '.[cuda13]' for a CUDA 13 driver), or "
-             + (gpu_only if gpu_only else "use --device cpu for the NumPy path"))
+             f"pip install -e '.[cuda12]' (or '.[cuda13]' for a CUDA 13 driver)"
+             + (f" ({gpu_only})" if gpu_only else ", or use --device cpu for the NumPy path"))
     try:
         count = cupy.cuda.runtime.getDeviceCount()
     except Exception as e:       # CUDARuntimeError when there is no driver
