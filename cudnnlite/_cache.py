@@ -37,6 +37,7 @@ class LRU:
     def put(self, key, value):
         entries = self._entries
         entries[key] = value
+        entries.move_to_end(key)        # (a key put again is the most recent too)
         while len(entries) > max(self.size, 0):
             entries.popitem(last=False)
 

@@ -16,6 +16,14 @@ def cached_hash(self):
     return h
 
 
+def state_without_hash(self):
+    """__getstate__ for the same: a pickled or copied settings object does not carry the cached
+    hash (another process hashes its strings with another seed)."""
+    state = dict(self.__dict__)
+    state.pop("_hash", None)
+    return state
+
+
 def settings_functions(module_name, check=lambda changes: None):
     """(configure, using) for the module named `module_name`; check(changes) raises on a bad
     value before anything changes."""

@@ -41,6 +41,12 @@ CALL_CACHE_SIZE = 256
 _calls = CallCache(CALL_CACHE_SIZE)      # -> (data type, descriptor)
 
 
+def clear_cache():
+    """Forget the activation descriptors and the calls kept."""
+    _activations.clear()
+    _calls.clear()
+
+
 def forward(x, mode, coef=0.0, *, out=None, alpha=1.0, beta=0.0, dtype=None):
     """y = alpha * act(x) + beta * out. coef: clipped-relu ceiling, elu alpha, swish beta."""
     fn = "cudnnActivationForward"

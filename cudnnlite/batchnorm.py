@@ -177,6 +177,13 @@ def _seen(x, x4, *rest):
     return _Seen(None if x4.ndim == x.ndim else x4.shape, *rest)
 
 
+def clear_cache():
+    """Forget the derived parameter descriptors, the *Ex calls' sizes and the calls kept."""
+    _derived.clear()
+    _ex_sizes.clear()
+    _calls.clear()
+
+
 def forward_training_ex(x, gamma, beta, running_mean=None, running_var=None, *, momentum=0.1,
                         eps=1e-5, mode=BatchNormMode.SPATIAL_PERSISTENT, layout="NHWC",
                         dtype=None):

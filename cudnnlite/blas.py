@@ -32,7 +32,7 @@ from typing import NamedTuple
 from . import api
 from ._cache import LRU
 from ._lib import load
-from ._settings import cached_hash, settings_functions
+from ._settings import cached_hash, settings_functions, state_without_hash
 from .boundary import ALIGNMENT
 from .handle import Workspace
 
@@ -419,6 +419,7 @@ class Preference(_Descriptor):
 class Settings:
     """Part of every plan's key, so a change takes effect at once."""
     __hash__ = cached_hash
+    __getstate__ = state_without_hash
     allow_tf32: bool = False            # float32 products may use TF32 tensor cores (off, as
                                         # torch.backends.cuda.matmul.allow_tf32 by default)
     workspace_limit: int = 32 << 20     # bytes an algorithm may use (cuBLAS's Hopper advice)

@@ -8,6 +8,7 @@ PLAN_CACHE_SIZE); each direction's algorithm is chosen once per Plan, device and
 (heuristics, benchmark, or explicit). Arrays pass cudnnlite.boundary's checks first.
 """
 import ctypes
+import weakref
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -19,7 +20,7 @@ from .enums import (ConvBwdDataAlgo, ConvBwdFilterAlgo, ConvFwdAlgo, DataType, M
                     PointwiseMode, Status)
 from .errors import BadParam, BadParamShapeMismatch, NotSupported
 from ._cache import LRU
-from ._settings import cached_hash, settings_functions
+from ._settings import cached_hash, settings_functions, state_without_hash
 from .handle import keep_alive
 from .boundary import (ALIGNMENT, check_out, check_shape, common_dtype, device_array, handle,
                        output, packed, scalar, strided, CallCache)
@@ -29,6 +30,7 @@ from .boundary import (ALIGNMENT, check_out, check_shape, common_dtype, device_a
 class Settings:
     """How algorithms are chosen. Part of every cache key, so changing it takes effect at once."""
     __hash__ = cached_hash
+    __getstate__ = state_without_hash
     algo_mode: str = "heuristic"        # "heuristic" (cudnnGet*_v7; the graph heuristics' first)
                                         # or "benchmark" (cudnnFind*Ex; timing the graph's plans)
     deterministic: bool = False         # only algorithms cuDNN reports as deterministic
@@ -426,7 +428,7 @@ def _run(d, p, a, b, c, alpha, beta, algo, handle, seen=None):
         plan = p.graph_plan_or_refusal(d, handle, float(alpha), float(beta), (a, b, c))
         if not isinstance(plan, NotSupported):
             if seen is not None:
-                seen.graph = plan
+                seen.keep_graph(plan)
             return _run_graph(d, plan, a, b, c, handle)
         graph_fallbacks["calls"] += 1
         graph_fallbacks["last"] = plan
@@ -451,19 +453,32 @@ _calls = CallCache(CALL_CACHE_SIZE)
 
 
 class _Seen:
-    """What a call's checks concluded -- its direction, Plan and output -- and, once it has run
-    through the graph API, the execution plan it ran (the one graph_plan keeps)."""
-    __slots__ = ("d", "p", "shape", "dtype", "graph")
+    """What a call's checks concluded -- its direction, output and Plan -- and, once it has run
+    through the graph API, the execution plan it ran (the one graph_plan keeps). Both plans by
+    weak reference: the problem's cache (_plans, PLAN_CACHE_SIZE) owns them, so a problem it
+    has dropped is not kept alive here, and a call that finds its Plan gone takes the checks."""
+    __slots__ = ("d", "_p", "shape", "dtype", "_graph")
 
     def __init__(self, d, p, shape, dtype):
-        self.d, self.p, self.shape, self.dtype = d, p, shape, dtype
-        self.graph = None
+        self.d, self._p, self.shape, self.dtype = d, weakref.ref(p), shape, dtype
+        self._graph = None
 
     def run(self, h, a, b, out, alpha, beta, algo):
+        """The call, or _UNSEEN where its Plan is gone."""
+        p = self._p()
+        if p is None:
+            return _UNSEEN
         c = output(out, self.shape, self.dtype)
-        if self.graph is not None:
-            return _run_graph(self.d, self.graph, a, b, c, h)
-        return _run(self.d, self.p, a, b, c, alpha, beta, algo, h, self)
+        graph = self._graph() if self._graph is not None else None
+        if graph is not None:
+            return _run_graph(self.d, graph, a, b, c, h)
+        return _run(self.d, p, a, b, c, alpha, beta, algo, h, self)
+
+    def keep_graph(self, plan):
+        self._graph = weakref.ref(plan)
+
+
+_UNSEEN = object()
 
 
 def forward(x, W, *, stride=1, pad=0, dilation=1, groups=1, layout="NCHW", algo=None, out=None,
@@ -476,7 +491,9 @@ def forward(x, W, *, stride=1, pad=0, dilation=1, groups=1, layout="NCHW", algo=
                      dtype, settings)
     seen = _calls.seen(key)
     if seen is not None:
-        return seen[0].run(seen[1], x, W, out, alpha, beta, algo)
+        done = seen[0].run(seen[1], x, W, out, alpha, beta, algo)
+        if done is not _UNSEEN:
+            return done
     given = x, W
     dt = common_dtype(fn, dtype, x=x, W=W, out=out)
     x, W = strided(fn, "x", x), packed(fn, "W", W)
@@ -575,7 +592,9 @@ def backward_data(W, gy, x_shape, *, stride=1, pad=0, dilation=1, groups=1, layo
                      algo, alpha, beta, dtype, settings)
     seen = _calls.seen(key)
     if seen is not None:
-        return seen[0].run(seen[1], W, gy, out, alpha, beta, algo)
+        done = seen[0].run(seen[1], W, gy, out, alpha, beta, algo)
+        if done is not _UNSEEN:
+            return done
     given = W, gy
     dt = common_dtype(fn, dtype, W=W, gy=gy, out=out)
     W, gy = packed(fn, "W", W), packed(fn, "gy", gy)
@@ -597,7 +616,9 @@ def backward_filter(x, gy, w_shape, *, stride=1, pad=0, dilation=1, groups=1, la
                      algo, alpha, beta, dtype, settings)
     seen = _calls.seen(key)
     if seen is not None:
-        return seen[0].run(seen[1], x, gy, out, alpha, beta, algo)
+        done = seen[0].run(seen[1], x, gy, out, alpha, beta, algo)
+        if done is not _UNSEEN:
+            return done
     given = x, gy
     dt = common_dtype(fn, dtype, x=x, gy=gy, out=out)
     x, gy = strided(fn, "x", x), packed(fn, "gy", gy)

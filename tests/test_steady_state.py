@@ -181,14 +181,17 @@ def test_with_the_call_cache_off_every_call_is_checked(counted, monkeypatch):
 def test_a_repeated_graph_api_call_runs_the_plan_it_ran_before(counted, monkeypatch):
     """With api='graph', a call seen before keeps the execution plan it ran (no plan lookup on
     the next calls), and runs it on each call's own arrays; other settings make another."""
-    from types import SimpleNamespace
     built, ran = [], []
 
+    class FakePlan:                                  # (an ExecutionPlan's run, recorded)
+        workspace = 0
+
+        def execute(self, h, uids, ptrs, ws):
+            ran.append((self, uids, ptrs))
+
     def new_plan(p, d, handle, alpha, beta, arrays=None):
-        plan = SimpleNamespace(workspace=0, execute=lambda h, uids, ptrs, ws: ran.append(
-            (plan, uids, ptrs)))
-        built.append(plan)
-        return plan
+        built.append(FakePlan())
+        return built[-1]
     monkeypatch.setattr(conv, "_new_graph_plan", new_plan)
     from cudnnlite._cache import LRU
     monkeypatch.setattr(conv, "_plans", LRU(16))       # (no plan, nor refusal, of earlier tests)
@@ -230,3 +233,49 @@ def test_activation_calls_take_the_checks_once_and_a_changed_property_again(coun
     np.testing.assert_allclose(activation.forward(misaligned, cl.ActivationMode.TANH), ys[0],
                                rtol=1e-6, atol=1e-6)
     assert counted["act"] == 4 and not counted["misaligned"]
+
+
+def test_a_problem_its_cache_dropped_is_not_kept_alive_by_the_calls_kept(counted, monkeypatch):
+    """The calls kept hold their Plans (and graph plans) weakly: with room for 2 problems, 5
+    problems leave at most 2 Plans alive, and a call whose Plan is gone takes the checks again
+    and gives the right result."""
+    import gc
+    import weakref
+    from cudnnlite._cache import LRU
+    monkeypatch.setattr(conv, "_plans", LRU(2))
+    W = dev(WT)
+    xs = [dev(rng.standard_normal((2, 3, 5 + i, 6)).astype(np.float32)) for i in range(5)]
+    plans = []
+    real_new_plan = conv._new_plan
+    monkeypatch.setattr(conv, "_new_plan", lambda *a: plans.append(real_new_plan(*a)) or
+                        plans[-1])
+    for x in xs:
+        conv.forward(x, W, pad=1)
+    refs = [weakref.ref(p) for p in plans]
+    del plans[:]
+    gc.collect()
+    assert sum(r() is not None for r in refs) <= 2
+    n = counted["conv"]
+    np.testing.assert_allclose(conv.forward(xs[0], W, pad=1), _conv_ref(np.asarray(xs[0]), WT, 1),
+                               rtol=1e-5, atol=1e-5)
+    assert counted["conv"] == n + 1                  # checked again: its Plan was gone
+
+
+def test_settings_hash_once_and_do_not_carry_the_hash_when_pickled():
+    import dataclasses
+    import pickle
+    s = dataclasses.replace(conv.settings, workspace_limit=123)
+    assert hash(s) == hash(dataclasses.replace(conv.settings, workspace_limit=123))
+    assert hash(s) != hash(dataclasses.replace(s, api="graph"))
+    t = pickle.loads(pickle.dumps(s))
+    assert t == s and "_hash" not in t.__dict__ and hash(t) == hash(s)
+
+
+def test_an_entry_put_again_is_the_most_recent():
+    from cudnnlite._cache import LRU
+    c = LRU(2)
+    c.put("a", 1)
+    c.put("b", 2)
+    c.put("a", 3)                                    # "b" is now the oldest
+    c.put("c", 4)
+    assert "b" not in c and c.peek("a") == 3 and c.peek("c") == 4
