@@ -22,8 +22,8 @@ from .errors import BadParam, BadParamShapeMismatch, NotSupported
 from ._cache import LRU
 from ._settings import cached_hash, settings_functions, state_without_hash
 from .handle import keep_alive
-from .boundary import (ALIGNMENT, check_out, check_shape, common_dtype, device_array, handle,
-                       output, packed, scalar, strided, CallCache)
+from .boundary import (ALIGNMENT, CallCache, check_out, check_shape, common_dtype, device_array,
+                       handle, output, packed, scalar, strided)
 
 
 @dataclass(frozen=True)
