@@ -2,7 +2,8 @@
 legacy API and through the graph API, batch norm (plain, and the *Ex calls channels-last training
 takes), activation, a CuPy elementwise kernel, CuPy views, a layers op through the autograd engine
 -- on tiny tensors, so the GPU is never the bottleneck: what a step pays per launch before any
-kernel runs.
+kernel runs. The cudnnlite calls are timed twice: as a training step repeats them (the boundary's
+call cache: the checks' conclusions reused) and with every call checked (CALL_CACHE off).
 
     python -m tools.bench_calls --device 0
 """
@@ -36,7 +37,7 @@ def main():
     import cupy
     import cudnnlite as cl
     import layers as L
-    from cudnnlite import activation, batchnorm, conv
+    from cudnnlite import activation, batchnorm, boundary, conv
     from layers import kernels
     x = cupy.asarray(np.random.default_rng(0).standard_normal((2, 8, 8, 8)), np.float32)
     W = cupy.asarray(np.random.default_rng(1).standard_normal((8, 8, 3, 3)), np.float32)
@@ -86,6 +87,8 @@ def main():
         ("batchnorm.backward_ex (NHWC)",
          lambda: batchnorm.backward_ex(x, x, g, b, mean, invstd, reserve)),
         ("activation.forward (relu)", lambda: activation.forward(x, cl.ActivationMode.RELU)),
+        ("boundary.signature of 3 arrays (the call cache's key)",
+         lambda: boundary.signature(x, W, y)),
         ("layers.kernels.leaky_relu (CuPy ElementwiseKernel)", lambda: kernels.leaky_relu(x, 0.2)),
         ("cupy x + x", lambda: x + x),
         ("cupy.empty_like", lambda: cupy.empty_like(x)),
@@ -96,14 +99,22 @@ def main():
         ("layers nn.Conv2d forward (engine)", lambda: conv_m(xt)),
         ("layers nn.BatchNorm2d forward, training (engine)", lambda: bn_m(xt)),
     ]
-    print(f"{'call':<58} {'host us/call':>12}")
+    print(f"{'call':<58} {'host us/call':>12} {'checked':>8}")
     for name, fn in rows:
-        if fn is None:                       # the graph API: the same call under api='graph'
-            with conv.using(api="graph"):
-                us = host_us(lambda: conv.forward(x, W, pad=1))
-        else:
+        graph = fn is None                   # the graph API: the same call under api='graph'
+        if graph:
+            fn = lambda: conv.forward(x, W, pad=1)      # noqa: E731
+        with conv.using(api="graph" if graph else conv.settings.api):
             us = host_us(fn)
-        print(f"{name:<58} {us:12.1f}")
+            # the cudnnlite calls once more with every call checked (boundary.CALL_CACHE off)
+            checked = ""
+            if name.startswith(("conv.", "batchnorm.", "activation.", "layers nn.")):
+                boundary.CALL_CACHE = False
+                try:
+                    checked = f"{host_us(fn):8.1f}"
+                finally:
+                    boundary.CALL_CACHE = True
+        print(f"{name:<58} {us:12.1f} {checked:>8}")
 
 
 if __name__ == "__main__":
