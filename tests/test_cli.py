@@ -302,7 +302,11 @@ def test_gpu_tool_refuses_cpu(tool):
 @no_gpu
 @pytest.mark.parametrize("tool", GPU_TOOLS + ["bench_overhead"])
 def test_tool_without_a_gpu(tool):
-    assert_usage_error(run(f"tools.{tool}", "--device", "0"), "--device 0", "no CUDA device")
+    r = run(f"tools.{tool}", "--device", "0")
+    assert_usage_error(r, "--device 0", "no CUDA device")
+    import ctypes.util
+    if ctypes.util.find_library("cuda") is None:     # no driver at all: said so, not "upgrade it"
+        assert "no NVIDIA driver: libcuda not found" in r.stderr, r.stderr
 
 
 @pytest.mark.parametrize("tool", GPU_TOOLS + ["bench_overhead"])

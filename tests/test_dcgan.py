@@ -196,8 +196,11 @@ def test_cli_dry_run_writes_its_files(tmp_path):
     for name in ("real_samples.png", "fake_samples_epoch_001.png", "loss_curve.png", "losses.csv",
                  "checkpoint.npz", "netG_epoch_001.npz", "netD_epoch_001.npz"):
         assert (tmp_path / name).stat().st_size > 0, name
-    rows = (tmp_path / "losses.csv").read_text().splitlines()
+    text = (tmp_path / "losses.csv").read_bytes().decode()
+    assert "\r" not in text                          # one newline a row, as any CSV reader takes
+    rows = text.splitlines()
     assert rows[0] == "step,epoch,errD,errG,D_x,D_G_z1,D_G_z2,img_per_s" and len(rows) == 2
+    assert f"stopped after step 1 (--dry-run); --resume {tmp_path / 'checkpoint.npz'}" in r.stdout
     from PIL import Image
     assert Image.open(tmp_path / "fake_samples_epoch_001.png").size == (530, 530)  # 8x8 of 64 + 2
     # the saved generator loads into pytorch/examples' netG

@@ -67,6 +67,7 @@ def test_stop_mid_epoch_and_resume_equals_the_straight_run(corpus, tmp_path, pre
     r = train(corpus, split, "--epochs", "2", "--hparams", hparams, "--max-steps", "3",
               "--log-every", "3", "--precision", precision)
     assert r.returncode == 0, r.stderr
+    assert f"stopped after step 3 (--max-steps); --resume {split / 'checkpoint.npz'}" in r.stdout
     assert L.load(split / "checkpoint.npz")["order"].size == 4      # stopped inside epoch 2
     r = train(corpus, split, "--epochs", "2", "--resume", str(split / "checkpoint.npz"),
               "--log-every", "3")

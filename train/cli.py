@@ -121,7 +121,10 @@ def use_device(device, gpu_only=None):
     try:
         count = cupy.cuda.runtime.getDeviceCount()
     except Exception as e:       # CUDARuntimeError when there is no driver
-        count, why = 0, f"{type(e).__name__}: {str(e).splitlines()[0]}"
+        import ctypes.util
+        count, why = 0, ("no NVIDIA driver: libcuda not found"   # (the runtime then says
+                         if ctypes.util.find_library("cuda") is None   # "insufficient driver")
+                         else f"{type(e).__name__}: {str(e).splitlines()[0]}")
     else:
         why = "0 visible"
     if count == 0:

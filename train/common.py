@@ -48,7 +48,7 @@ class LossLog:
         self.path, self.fields = path, list(fields)
         new = not os.path.exists(path)
         self.file = open(path, "a", newline="")
-        self.writer = csv.writer(self.file)
+        self.writer = csv.writer(self.file, lineterminator="\n")
         if new:
             self.writer.writerow(self.fields)
 

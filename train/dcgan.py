@@ -455,6 +455,8 @@ def main(argv=None):
             order, position = batches.order(), 0
             checkpoint(epoch + 1, position, order, step)
         if stop:
+            print(f"stopped after step {step} ({'--dry-run' if args.dry_run else '--max-steps'});"
+                  f" --resume {ckpt} continues the run")
             break
     log.flush()
     return 0

@@ -478,6 +478,7 @@ def train(argv):
                   f"(mel {parts['mel']:.4f}, postnet {parts['postnet']:.4f}, gate "
                   f"{parts['gate']:.4f})")
         if stopped:
+            print(f"stopped after step {step} (--max-steps); --resume {ckpt} continues the run")
             break
     log.flush()
     return 0
