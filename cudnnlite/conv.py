@@ -481,6 +481,13 @@ class _Seen:
 _UNSEEN = object()
 
 
+def _steady(key, a, b, out, alpha, beta, algo):
+    """The call kept under `key` (_calls), run on these arrays; _UNSEEN where none is kept or
+    its Plan is gone (the caller then takes the checks)."""
+    seen = _calls.seen(key)
+    return _UNSEEN if seen is None else seen[0].run(seen[1], a, b, out, alpha, beta, algo)
+
+
 def forward(x, W, *, stride=1, pad=0, dilation=1, groups=1, layout="NCHW", algo=None, out=None,
             alpha=1.0, beta=0.0, dtype=None):
     """y = alpha * conv(x, W) + beta * out. x may be a strided view (its strides go in the
@@ -489,11 +496,9 @@ def forward(x, W, *, stride=1, pad=0, dilation=1, groups=1, layout="NCHW", algo=
     fn = "cudnnConvolutionForward"
     key = _calls.key((x, W, out), FWD, stride, pad, dilation, groups, layout, algo, alpha, beta,
                      dtype, settings)
-    seen = _calls.seen(key)
-    if seen is not None:
-        done = seen[0].run(seen[1], x, W, out, alpha, beta, algo)
-        if done is not _UNSEEN:
-            return done
+    done = _steady(key, x, W, out, alpha, beta, algo)
+    if done is not _UNSEEN:
+        return done
     given = x, W
     dt = common_dtype(fn, dtype, x=x, W=W, out=out)
     x, W = strided(fn, "x", x), packed(fn, "W", W)
@@ -590,11 +595,9 @@ def backward_data(W, gy, x_shape, *, stride=1, pad=0, dilation=1, groups=1, layo
     x_shape = tuple(x_shape)
     key = _calls.key((W, gy, out), BWD_DATA, x_shape, stride, pad, dilation, groups, layout,
                      algo, alpha, beta, dtype, settings)
-    seen = _calls.seen(key)
-    if seen is not None:
-        done = seen[0].run(seen[1], W, gy, out, alpha, beta, algo)
-        if done is not _UNSEEN:
-            return done
+    done = _steady(key, W, gy, out, alpha, beta, algo)
+    if done is not _UNSEEN:
+        return done
     given = W, gy
     dt = common_dtype(fn, dtype, W=W, gy=gy, out=out)
     W, gy = packed(fn, "W", W), packed(fn, "gy", gy)
@@ -614,11 +617,9 @@ def backward_filter(x, gy, w_shape, *, stride=1, pad=0, dilation=1, groups=1, la
     w_shape = tuple(w_shape)
     key = _calls.key((x, gy, out), BWD_FILTER, w_shape, stride, pad, dilation, groups, layout,
                      algo, alpha, beta, dtype, settings)
-    seen = _calls.seen(key)
-    if seen is not None:
-        done = seen[0].run(seen[1], x, gy, out, alpha, beta, algo)
-        if done is not _UNSEEN:
-            return done
+    done = _steady(key, x, gy, out, alpha, beta, algo)
+    if done is not _UNSEEN:
+        return done
     given = x, gy
     dt = common_dtype(fn, dtype, x=x, gy=gy, out=out)
     x, gy = strided(fn, "x", x), packed(fn, "gy", gy)

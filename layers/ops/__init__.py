@@ -32,14 +32,7 @@ def _views(arrays, perm):
     rest as they are."""
     if type(arrays) is not tuple:
         return _view(arrays, perm)
-    out = []
-    for a in arrays:             # (_view inline: this runs twice an op, forward and backward)
-        if a is not None and type(a) is not Fresh and a.ndim == 4:
-            a = a.transpose(perm)
-        elif type(a) is Fresh:
-            a = Fresh(_view(a.array, perm))
-        out.append(a)
-    return tuple(out)
+    return tuple([_view(a, perm) for a in arrays])
 
 
 def _view(a, perm):
