@@ -301,6 +301,9 @@ class Tensor:
         if self._ctx is None:
             _accumulate(self, grad)
             return
+        from .finite import active as finite_check
+        if finite_check.check is not None:     # its queued output checks run now (their arrays
+            finite_check.check.flush()         # are alive: backward frees them as it goes)
         order = _topological_order(self._ctx)
         deferred = {}
         pending = {self._ctx: [None] * self._ctx.n_outputs}

@@ -496,6 +496,7 @@ def install(monkeypatch):
         kernels.pointwise.cache_clear()
         kernels._vector_kernel.cache_clear()
         finite._word_kernel.cache_clear()
+        finite._multi_word_kernel.cache_clear()
         kernels.reduction.cache_clear()
         kernels._sumsq_kernel.cache_clear()
         kernels._blocks_for.cache_clear()

@@ -304,3 +304,36 @@ def test_gpu_gradient_check_names_the_first_in_checking_order(foreach, monkeypat
         model(L.tensor(np.ones((3, 4), np.float32), device=0)).sum().backward()
         check.gradients(opt)
     assert check.first() is None
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "bfloat16"])
+def test_gpu_queued_checks_name_the_first_bad_tensor(dtype):
+    """The queue's one launch on a GPU (the compiled kernel, a pointer table in device memory):
+    tensors of several sizes, a channels-last one and a strided one (checked alone, in order);
+    the first bad tensor in checking order is named, as NumPy says."""
+    import cupy
+    from layers.backend import to_channels_last
+    from layers.finite import FiniteCheck
+    dt = np.dtype(L.backend.bfloat16) if dtype == "bfloat16" else np.dtype(dtype)
+    shapes = [((64, 8, 4, 4), "C"), ((2, 16, 8, 8), "channels_last"), ((4096,), "C"),
+              ((4, 8), "strided"), ((8, 2), "C"), ((1 << 16,), "C")]
+    for bad in ([], [0], [2], [5], [3, 1], [4, 3], [5, 4], [2, 5], [1, 0]):
+        check = FiniteCheck({}, device=0)
+        arrays = []
+        for i, (shape, layout) in enumerate(shapes):
+            a = (np.arange(int(np.prod(shape))) % 5 - 2.0).astype(dt).reshape(shape)
+            if i in bad:
+                a.reshape(-1)[(37 * i) % a.size] = np.nan if i % 2 else -np.inf
+            if layout == "channels_last":
+                a = to_channels_last(a)
+            g = L.backend.to_device(a, 0)      # (keeps the channels-last layout)
+            if layout == "strided":
+                wide = cupy.zeros(shape[:-1] + (2 * shape[-1],), dt)
+                wide[..., ::2] = g
+                g = wide[..., ::2]
+            arrays.append(g)
+        with check:
+            for i, g in enumerate(arrays):
+                check._check(g, f"t{i}")
+        assert check.first() == (f"t{min(bad)}" if bad else None), bad

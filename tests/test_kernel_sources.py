@@ -115,9 +115,10 @@ def _harvest(monkeypatch, dtype):
         kernels.multi_sumsq(Stand("int64"), 2, 16, x)
         kernels.multi_scale(Stand("int64"), 2, 16, x, Stand(dtype), 1.0)
     finite._flag_kernel()
-    finite._multi_flag_kernel()
     finite._word_kernel.cache_clear()
     finite._word_kernel(dtype)
+    finite._multi_word_kernel.cache_clear()
+    finite._multi_word_kernel(dtype)
     kernels._vector_kernel.cache_clear()
     if dtype in kernels._VECTOR_TYPES:             # (the 16-byte-vector ReLU / LeakyReLU)
         for op in kernels._VECTOR_OPS:

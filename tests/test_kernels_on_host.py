@@ -6,6 +6,8 @@ multi-tensor / master-weight kernels, the device random generator, the non-finit
 GPU gets. So a wrong formula, a missed term, a swapped gate or a bad table walk in a kernel fails
 here, in CI with no GPU. (What this cannot see -- CUDA's math library, races, launch limits --
 stays with the `-m gpu` tests.)"""
+import itertools
+
 import numpy as np
 import pytest
 import torch
@@ -152,14 +154,12 @@ def test_pointwise_kernels_run_channels_last_operands_flat(on_host, monkeypatch,
     _close(kernels.activation_grad_from_x("tanh", xc, gyc), t.grad, "float32")
     bad = np.asarray(xc).copy()
     bad[1, 3, 2, 1] = np.nan
-    check = finite.FiniteCheck.__new__(finite.FiniteCheck)
-    check.events, check.step = [], host(np.ones((1,), np.int64))
-    check.first_event = host(np.full((1,), finite.NONE, np.int64))
+    check = _bare_check()
     from host_kernels import CALLS
     CALLS.clear()
     check._check(host(to_channels_last(np.asarray(x))), "fine")
     check._check(host(to_channels_last(bad)), "bad")
-    assert check.first() == "bad" and CALLS["cudnnlite_first_nonfinite_words_float32"] == 2
+    assert check.first() == "bad" and CALLS["cudnnlite_first_nonfinite_multi_float32"] == 1
 
 
 def test_a_pointwise_kernel_called_without_its_output_or_with_mixed_dtypes(on_host):
@@ -239,16 +239,121 @@ def test_the_finite_check_reads_dense_memory_as_words(on_host, dtype):
                 if pos is not None:
                     a[pos] = bad
                 a = store(a.reshape(shape))     # (channels-last: the kernel reads its memory)
-                check = finite.FiniteCheck.__new__(finite.FiniteCheck)
-                check.events, check.step = [], host(np.ones((1,), np.int64))
-                check.first_event = host(np.full((1,), finite.NONE, np.int64))
+                check = _bare_check()
                 CALLS.clear()
                 check._check(host(a), "t")
-                assert CALLS[kernel] == 1, (shape, CALLS)
                 want = None if np.isfinite(a.astype(np.float64)).all() else "t"
                 assert check.first() == want, (shape, pos, bad)
+                assert CALLS[kernel] == 1, (shape, CALLS)     # (a queue of one: this kernel)
                 if pos is None:
                     break
+
+
+def _bare_check():
+    """A FiniteCheck of no models, on device 0 (the host harness), in its first step."""
+    check = finite.FiniteCheck({}, device=0)
+    check.__enter__()
+    finite.active.check = None             # (no Module or backward() of the test sees it)
+    return check
+
+
+def _stored(dtype, shape, layout, bad_at):
+    """A host 'device' array of `shape` laid out C-ordered, channels-last or as a strided view
+    (not dense), with NaN or inf at the element a fraction bad_at of the way through it (0: the
+    first, 1: the last; None: all finite)."""
+    n = int(np.prod(shape))
+    a = (np.arange(n) % 7 - 3.0).astype(_dt(dtype))
+    if bad_at is not None:
+        k = int(round(bad_at * (n - 1)))
+        a[k] = np.nan if k % 2 else np.inf
+    a = a.reshape(shape)
+    if layout == "channels_last":
+        return host(to_channels_last(a))
+    if layout == "strided":                 # every other element of a wider array
+        wide = host(np.zeros(shape[:-1] + (2 * shape[-1],), a.dtype))
+        wide[..., ::2] = a
+        return wide[..., ::2]
+    return host(a)
+
+
+# (shape, layout): dense tensors of several sizes, a channels-last one, one the queue cannot take
+# (strided: checked alone, after the queue before it is launched), then dense ones again
+QUEUED = [((4, 2, 2, 2), "C"), ((2, 4, 2, 2), "channels_last"), ((64,), "C"), ((2, 8, 3), "C"),
+          ((4, 8), "strided"), ((8, 2), "C"), ((16,), "C")]
+
+
+@pytest.mark.parametrize("threads", [256, 1])
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_queued_checks_name_the_first_bad_tensor_in_checking_order(on_host, monkeypatch, dtype,
+                                                                  threads):
+    """On a GPU the checks are queued and one launch reads them all as 16-byte words over a
+    table of pointers (atomicMin keeps the smallest event): for every set of bad tensors below,
+    placed at a chunk's first, middle or last element, the first bad one in checking order is
+    named, as NumPy's isfinite says; a tensor the queue cannot take is checked in its place in
+    that order; the launches are one table launch for the queue before it, its own, and one
+    for the queue after. With one thread a block, a tensor is read by several blocks."""
+    from host_kernels import CALLS
+    monkeypatch.setattr(finite, "WORD_THREADS", threads)
+    sets = [[], [0], [1], [2], [3], [4], [5], [6], [2, 1], [4, 3], [5, 4], [6, 5], [1, 6],
+            [3, 0, 5]]
+    for where, bad in itertools.product((0, 1, 0.6), sets):    # first, last, inner element
+        check = _bare_check()
+        CALLS.clear()
+        arrays = [_stored(dtype, shape, layout, where if i in bad else None)
+                  for i, (shape, layout) in enumerate(QUEUED)]
+        for i, a in enumerate(arrays):
+            check._check(a, f"t{i}")
+        want = next((f"t{i}" for i, a in enumerate(arrays)
+                     if not np.isfinite(np.asarray(a).astype(np.float64)).all()), None)
+        assert want == (f"t{min(bad)}" if bad else None)
+        assert check.first() == want, (where, bad)
+        assert (CALLS[f"cudnnlite_first_nonfinite_multi_{dtype}"],
+                CALLS["cudnnlite_first_nonfinite"]) == (2, 1), CALLS
+
+
+def test_the_queue_is_launched_at_a_dtype_change_and_at_its_limit(on_host, monkeypatch):
+    """A tensor of another dtype than the queue's launches the queue first; QUEUE_LIMIT tensors
+    launch it; either way the first bad tensor in checking order is named."""
+    from host_kernels import CALLS
+    monkeypatch.setattr(finite, "QUEUE_LIMIT", 2)
+    for bad, want in (([1, 2], "t1"), ([2, 1], "t1"), ([3, 4], "t3"), ([4], "t4"), ([], None)):
+        check = _bare_check()
+        CALLS.clear()
+        for i, dtype in enumerate(["float32", "float64", "float64", "float32", "float32"]):
+            check._check(_stored(dtype, (16,), "C", 0.2 if i in bad else None), f"t{i}")
+        assert check.first() == want, bad
+        # float32 | float64 x 2 (at the limit) | float32 x 2 (at the limit)
+        assert (CALLS["cudnnlite_first_nonfinite_words_float32"],
+                CALLS["cudnnlite_first_nonfinite_multi_float64"],
+                CALLS["cudnnlite_first_nonfinite_multi_float32"]) == (1, 1, 1), CALLS
+
+
+@pytest.mark.parametrize("foreach", [False, True])
+def test_queued_output_checks_run_when_backward_starts(on_host, monkeypatch, foreach):
+    """backward() launches the queued checks of the forward's outputs, so the queue holds no
+    array past the moment backward would free it; the NaN is found either way (and, foreach
+    off, each output is checked as it comes)."""
+    import weakref
+    from host_kernels import CALLS, install_cudnn
+    install_cudnn(monkeypatch)
+    monkeypatch.setattr(optim, "FOREACH", foreach)
+    model = L.Sequential(L.nn.Tanh(), L.nn.LeakyReLU(1.5))      # (|slope| > 1: checked too)
+    check = finite.FiniteCheck({"m": model}, device=0)
+    x = np.linspace(-2, 2, 32, dtype=np.float32).reshape(2, 16)
+    for bad in (False, True):
+        CALLS.clear()
+        x[1, 3] = np.nan if bad else 0.5
+        with check:
+            t = L.tensor(x, device=0, requires_grad=True)
+            y = model(t)
+            assert CALLS["cudnnlite_first_nonfinite_words_float32"] == (0 if foreach else 2)
+            out = weakref.ref(y.data)
+            y.sum().backward()
+            del y
+            assert out() is None           # (the queue let go of it)
+        assert check.first() == ("output of m.0 (Tanh)" if bad else None)
+        assert check.events == ["output of m.0 (Tanh)", "output of m.1 (LeakyReLU)"]
+        assert CALLS["cudnnlite_first_nonfinite_multi_float32"] == (1 if foreach else 0)
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
