@@ -17,8 +17,8 @@ import weakref
 
 from . import api
 from ._cache import LRU
-from .enums import (Attr, AttrType, BackendDescriptorType as Kind, DataType, HeurMode,
-                    NumericalNote, PointwiseMode)
+from .enums import (Attr, AttrType, BackendDescriptorType as Kind, DataType, GenStatsMode,
+                    HeurMode, NumericalNote, PointwiseMode)
 from .errors import CudnnError
 
 PACKS_PER_PLAN = 32     # variant packs kept per execution plan (one per pointer set; an eager
@@ -32,7 +32,7 @@ _CTYPES = {
     AttrType.HEUR_MODE: ctypes.c_int, AttrType.NUMERICAL_NOTE: ctypes.c_int,
     AttrType.BEHAVIOR_NOTE: ctypes.c_int, AttrType.BACKEND_DESCRIPTOR: ctypes.c_void_p,
     AttrType.INT32: ctypes.c_int32, AttrType.POINTWISE_MODE: ctypes.c_int,
-    AttrType.NAN_PROPAGATION: ctypes.c_int,
+    AttrType.NAN_PROPAGATION: ctypes.c_int, AttrType.GENSTATS_MODE: ctypes.c_int,
 }
 
 
@@ -159,24 +159,38 @@ def convolution_operation(direction, a, b, c, conv, alpha, beta, double):
         (names[4], scalar, alpha), (names[5], scalar, beta)])
 
 
-def pointwise(mode, compute, finalize=True):
+def pointwise(mode, compute, finalize=True, slope=None):
     """A pointwise descriptor: the operation (PointwiseMode) and the precision it computes in;
-    NaN propagates (cuDNN's default for ReLU drops it; torch keeps it)."""
-    return BackendDescriptor(Kind.POINTWISE_DESCRIPTOR, [
-        (Attr.POINTWISE_MODE, AttrType.POINTWISE_MODE, PointwiseMode(mode)),
-        (Attr.POINTWISE_MATH_PREC, AttrType.DATA_TYPE, DataType(compute)),
-        (Attr.POINTWISE_NAN_PROPAGATION, AttrType.NAN_PROPAGATION, 1)], finalize)
+    NaN propagates (cuDNN's default for ReLU drops it; torch keeps it). slope: RELU_FWD's slope
+    below zero (LeakyReLU's negative_slope)."""
+    attrs = [(Attr.POINTWISE_MODE, AttrType.POINTWISE_MODE, PointwiseMode(mode)),
+             (Attr.POINTWISE_MATH_PREC, AttrType.DATA_TYPE, DataType(compute)),
+             (Attr.POINTWISE_NAN_PROPAGATION, AttrType.NAN_PROPAGATION, 1)]
+    if slope is not None:
+        attrs.append((Attr.POINTWISE_RELU_LOWER_CLIP_SLOPE, AttrType.DOUBLE, slope))
+    return BackendDescriptor(Kind.POINTWISE_DESCRIPTOR, attrs, finalize)
 
 
-def pointwise_operation(mode, x, y, b=None, compute=DataType.FLOAT, finalize=True):
+def pointwise_operation(mode, x, y, b=None, compute=DataType.FLOAT, finalize=True, slope=None):
     """y = mode(x) or y = mode(x, b) (b broadcast along its size-1 dims, as a bias (1, K, 1, 1))."""
     attrs = [(Attr.OPERATION_POINTWISE_PW_DESCRIPTOR, AttrType.BACKEND_DESCRIPTOR,
-              pointwise(mode, compute, finalize)),
+              pointwise(mode, compute, finalize, slope)),
              (Attr.OPERATION_POINTWISE_XDESC, AttrType.BACKEND_DESCRIPTOR, x)]
     if b is not None:
         attrs.append((Attr.OPERATION_POINTWISE_BDESC, AttrType.BACKEND_DESCRIPTOR, b))
     attrs.append((Attr.OPERATION_POINTWISE_YDESC, AttrType.BACKEND_DESCRIPTOR, y))
     return BackendDescriptor(Kind.OPERATION_POINTWISE_DESCRIPTOR, attrs, finalize)
+
+
+def gen_stats_operation(x, sum_, sqsum, compute=DataType.FLOAT, finalize=True):
+    """sum_ and sqsum (1, C, 1, 1) = per-channel sum and sum of squares of x: batch norm's
+    statistics, as an operation a convolution's epilogue can compute."""
+    return BackendDescriptor(Kind.OPERATION_GEN_STATS_DESCRIPTOR, [
+        (Attr.OPERATION_GENSTATS_MODE, AttrType.GENSTATS_MODE, GenStatsMode.SUM_SQSUM),
+        (Attr.OPERATION_GENSTATS_MATH_PREC, AttrType.DATA_TYPE, DataType(compute)),
+        (Attr.OPERATION_GENSTATS_XDESC, AttrType.BACKEND_DESCRIPTOR, x),
+        (Attr.OPERATION_GENSTATS_SUMDESC, AttrType.BACKEND_DESCRIPTOR, sum_),
+        (Attr.OPERATION_GENSTATS_SQSUMDESC, AttrType.BACKEND_DESCRIPTOR, sqsum)], finalize)
 
 
 def operation_graph(handle, ops):

@@ -175,3 +175,18 @@ def test_the_profile_times_each_op_by_direction():
     assert table[("fprop", "Tanh")][0] == 1.0 and table[("bprop", "Tanh")][0] == 1.0
     assert ("optimizer", "SGD") in table and table[("optimizer", "SGD")][0] == 2.0  # W and b
     assert all(n > 0 and us >= 0 for n, us in table.values())
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_each_batch_norm_fusion_that_builds_equals_the_unfused_calls(dtype):
+    """tools.bench_fusions' graphs on netD.main.5's shape: each variant cuDNN builds a plan for
+    gives the convolution of LeakyReLU(x * scale + bias) that cudnnlite.conv computes unfused, and
+    its GenStats the float64 sums of its own output (the tool checks before it times); the
+    statistics-free convolution builds on any GPU."""
+    from tools import bench_fusions
+    fused, unfused = bench_fusions.measure(bench_fusions.LAYERS[1], dtype, plans=1, repeats=1)
+    assert fused["conv"][0] is not None
+    for variant, (us, engine, n, problem, *err) in fused.items():
+        assert us is None or problem is None, (variant, problem)
+    assert all(us > 0 for us in unfused.values())

@@ -291,7 +291,8 @@ def test_outf_an_existing_file_is_left_alone(tmp_path):
 
 # ---- the tools --------------------------------------------------------------------------------
 
-GPU_TOOLS = ["bench_dcgan", "bench_lstm", "bench_calls", "conv_algos", "profile_dcgan"]
+GPU_TOOLS = ["bench_dcgan", "bench_lstm", "bench_calls", "bench_fusions", "conv_algos",
+             "profile_dcgan"]
 
 
 @pytest.mark.parametrize("tool", GPU_TOOLS)

@@ -392,3 +392,55 @@ def test_pointwise_operations_take_their_attributes_with_no_gpu():
                         "POINTWISE_MATH_PREC": DataType.DOUBLE, "POINTWISE_NAN_PROPAGATION": 1}
     with pytest.raises(cl.BadParam):
         pw.set(graph.Attr.POINTWISE_MODE, graph.AttrType.INT64, 3)    # the wrong type
+
+
+def test_batch_norm_fusion_pieces_take_their_attributes_with_no_gpu():
+    """What tools.bench_fusions builds: batch norm's statistics as a GenStats operation, and
+    LeakyReLU as RELU_FWD with a slope below zero; each attribute goes with its type (cuDNN
+    checks at set time, GPU or not: a slope given as an int64 is refused)."""
+    from cudnnlite import graph
+    from cudnnlite.enums import BackendDescriptorType as Kind, DataType, PointwiseMode
+    t = [graph.BackendDescriptor(Kind.TENSOR_DESCRIPTOR, [], finalize=False) for _ in range(3)]
+    stats = graph.gen_stats_operation(t[0], t[1], t[2], finalize=False)
+    assert stats.attrs == {"OPERATION_GENSTATS_MODE": graph.GenStatsMode.SUM_SQSUM,
+                           "OPERATION_GENSTATS_MATH_PREC": DataType.FLOAT,
+                           "OPERATION_GENSTATS_XDESC": t[0], "OPERATION_GENSTATS_SUMDESC": t[1],
+                           "OPERATION_GENSTATS_SQSUMDESC": t[2]}
+    leaky = graph.pointwise_operation(PointwiseMode.RELU_FWD, t[0], t[1], slope=0.2,
+                                      finalize=False)
+    pw = leaky.attrs["OPERATION_POINTWISE_PW_DESCRIPTOR"]
+    assert pw.attrs["POINTWISE_RELU_LOWER_CLIP_SLOPE"] == 0.2
+    assert "RELU_LOWER_CLIP_SLOPE" not in repr(graph.pointwise(PointwiseMode.RELU_FWD,
+                                                               DataType.FLOAT, finalize=False))
+    with pytest.raises(cl.BadParam):
+        pw.set(graph.Attr.POINTWISE_RELU_LOWER_CLIP_SLOPE, graph.AttrType.INT64, 0)
+
+
+# the backend API's enums as cudnnlite spells them -> the headers' prefix; cuDNN's own spelling
+# where it differs
+_HEADER_PREFIX = {"BackendDescriptorType": "CUDNN_BACKEND_", "AttrType": "CUDNN_TYPE_",
+                  "Attr": "CUDNN_ATTR_", "PointwiseMode": "CUDNN_POINTWISE_",
+                  "GenStatsMode": "CUDNN_GENSTATS_", "HeurMode": "CUDNN_HEUR_MODE_",
+                  "NumericalNote": "CUDNN_NUMERICAL_NOTE_", "DataType": "CUDNN_DATA_"}
+_HEADER_SPELLING = {("AttrType", "NAN_PROPAGATION"): "NAN_PROPOGATION"}
+
+
+@pytest.mark.parametrize("enum", sorted(_HEADER_PREFIX))
+def test_backend_enums_equal_the_installed_headers(enum):
+    """Every value cudnnlite.enums gives the graph API equals the installed cuDNN's own header
+    (cudnn_graph.h, found by cuda.pathfinder): a wrong attribute number would set another
+    attribute -- RELU_UPPER_CLIP (4) for RELU_LOWER_CLIP_SLOPE (5) would compute a clipped ReLU,
+    no error."""
+    import pathlib
+    import re
+    from cudnnlite import enums
+    pathfinder = pytest.importorskip("cuda.pathfinder")
+    include = pathfinder.find_nvidia_header_directory("cudnn")
+    if include is None:
+        pytest.skip("no cuDNN headers installed")
+    text = "\n".join(p.read_text() for p in pathlib.Path(include).glob("cudnn*.h"))
+    for m in getattr(enums, enum):
+        name = _HEADER_SPELLING.get((enum, m.name), m.name)
+        found = {int(v) for v in re.findall(
+            rf"\b{_HEADER_PREFIX[enum]}{name}\s*(?:CUDNN_DEPRECATED_ENUM\s*)?=\s*(-?\d+)", text)}
+        assert found == {m.value}, (enum, m.name, m.value, found)
