@@ -67,6 +67,15 @@ class Workspace:
         return ws.data.ptr
 
 
+def why_no_device(error):
+    """Why the CUDA runtime sees no device, from its error: with no NVIDIA driver at all it says
+    'insufficient driver version', which would send a user to upgrade a driver they lack."""
+    import ctypes.util
+    if ctypes.util.find_library("cuda") is None:
+        return "no NVIDIA driver: libcuda not found"
+    return f"{type(error).__name__}: {str(error).splitlines()[0]}"
+
+
 class Handle:
     def __init__(self, device_id):
         cupy = _cupy("cudnnCreate")
@@ -74,7 +83,7 @@ class Handle:
             count = cupy.cuda.runtime.getDeviceCount()
         except cupy.cuda.runtime.CUDARuntimeError as e:
             raise NotInitialized("cudnnCreate", {"device": device_id},
-                                 f"no CUDA device is visible ({e})") from None
+                                 f"no CUDA device is visible ({why_no_device(e)})") from None
         if not 0 <= device_id < count:
             raise NotInitialized("cudnnCreate", {"device": device_id},
                                  f"device {device_id} does not exist ({count} visible)")
@@ -118,7 +127,8 @@ def get_handle():
     try:
         device_id = cupy.cuda.runtime.getDevice()
     except cupy.cuda.runtime.CUDARuntimeError as e:
-        raise NotInitialized("cudnnCreate", {}, f"no CUDA device is visible ({e})") from None
+        raise NotInitialized("cudnnCreate", {},
+                             f"no CUDA device is visible ({why_no_device(e)})") from None
     handle = _handles.get(device_id)
     if handle is None:
         handle = _handles[device_id] = Handle(device_id)

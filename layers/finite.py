@@ -39,10 +39,12 @@ class FiniteCheck:
     children) of these models, named by their named_modules() paths under the given names
     ('netD.main.2'), and their parameters' gradients ('netD.main.2.weight').
 
-    The k-th tensor checked in a step is event k; a device kernel per tensor does
+    The k-th tensor checked in a step is event k. A tensor checked alone (the NumPy path, a GPU
+    tensor the queue below cannot take, FOREACH off) gets a device kernel of its own that does
     `if (!isfinite(x) && first == NONE) first = step * STEP + k` -- every thread writes the same
     value, kernels on one stream run in order, so `first` ends as the earliest non-finite event
-    with no atomics and no sync. `step` is a device counter each step advances. The events of a
+    with no atomics and no sync; the queue's kernel offers its events to atomicMin, which keeps
+    the earliest too. `step` is a device counter each step advances. The events of a
     step are the same every step, so a captured CUDA graph replays them with the list Python
     made while capturing. `first` and the counter are allocated here, outside any graph's pool,
     and the step function that uses this check keeps them alive as long as a graph captured from

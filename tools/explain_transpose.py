@@ -277,8 +277,11 @@ def _gpu_reason():
     try:
         import cupy
         n = cupy.cuda.runtime.getDeviceCount()
-    except Exception as e:     # no CuPy, no driver
+    except ImportError as e:   # no CuPy
         return f"{type(e).__name__}: {str(e).splitlines()[0]}"
+    except Exception as e:     # no driver
+        from cudnnlite.handle import why_no_device
+        return why_no_device(e)
     return None if n > 0 else "0 devices visible"
 
 
