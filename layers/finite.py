@@ -115,7 +115,10 @@ class FiniteCheck:
         active.check = None
         if exc_type is None:
             self.flush()
-        else:                       # the step failed: what it queued goes unchecked
+            return
+        try:                        # the step failed: what it queued is still checked, unless
+            self.flush()            # the launch fails too (a broken capture), and then the
+        except Exception:           # step's own error is the one raised
             self._queue = []
 
     def output(self, module, out, inputs=()):
@@ -157,6 +160,10 @@ class FiniteCheck:
         if not queue:
             return
         x = queue[0][0]
+        with kernels.cupy().cuda.Device(x.device.id):   # (the current device may have changed)
+            self._launch(queue, x)
+
+    def _launch(self, queue, x):
         name = dtype_name(x.dtype)
         if len(queue) == 1:
             n = queue[0][1]
@@ -219,7 +226,9 @@ class FiniteCheck:
                 return
             _word_kernel(name)((kernels.grid(n, WORD_THREADS, x.device.id),), (WORD_THREADS,),
                                (x, np.int64(n), np.int64(k), self.step, self.first_event))
-        elif self.first_event[0] == NONE and not np.isfinite(x).all():
+            return
+        self.flush()                       # (keeps the queue's events k0, k0 + 1, ...)
+        if self.first_event[0] == NONE and not np.isfinite(x).all():
             self.first_event[0] = self.step[0] * STEP + k
 
 

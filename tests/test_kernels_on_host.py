@@ -316,16 +316,49 @@ def test_the_queue_is_launched_at_a_dtype_change_and_at_its_limit(on_host, monke
     launch it; either way the first bad tensor in checking order is named."""
     from host_kernels import CALLS
     monkeypatch.setattr(finite, "QUEUE_LIMIT", 2)
-    for bad, want in (([1, 2], "t1"), ([2, 1], "t1"), ([3, 4], "t3"), ([4], "t4"), ([], None)):
+    for bad, want in (([1, 2], "t1"), ([2, 1], "t1"), ([3, 4], "t3"), ([4], "t4"), ([5], "t5"),
+                      ([5, 4], "t4"), ([], None)):
         check = _bare_check()
         CALLS.clear()
-        for i, dtype in enumerate(["float32", "float64", "float64", "float32", "float32"]):
+        for i, dtype in enumerate(["float32", "float64", "float64", "float32", "float32",
+                                   "float32"]):
             check._check(_stored(dtype, (16,), "C", 0.2 if i in bad else None), f"t{i}")
         assert check.first() == want, bad
-        # float32 | float64 x 2 (at the limit) | float32 x 2 (at the limit)
+        # float32 | float64 x 2 (at the limit) | float32 x 2 (at the limit) | float32 (first())
         assert (CALLS["cudnnlite_first_nonfinite_words_float32"],
                 CALLS["cudnnlite_first_nonfinite_multi_float64"],
-                CALLS["cudnnlite_first_nonfinite_multi_float32"]) == (1, 1, 1), CALLS
+                CALLS["cudnnlite_first_nonfinite_multi_float32"]) == (2, 1, 1), CALLS
+
+
+def test_a_host_tensor_between_queued_ones_keeps_their_events(on_host):
+    """A NumPy tensor checked in a GPU step launches the queue first, so the queued tensors
+    after it are named by their own events."""
+    for bad, want in (([2], "t2"), ([0, 2], "t0"), ([1, 2], "t1"), ([3], "t3")):
+        check = _bare_check()
+        for i in range(4):
+            a = _stored("float32", (16,), "C", 0.5 if i in bad else None)
+            check._check(np.asarray(a) if i == 1 else a, f"t{i}")
+        assert check.first() == want, bad
+
+
+def test_a_step_launches_its_queue_when_it_ends_even_when_it_fails(on_host):
+    """Leaving a step launches what it queued: the next step's start does not drop it (keep_first
+    names the step), and a step that raises still has its queued tensors checked."""
+    check = finite.FiniteCheck({}, device=0, keep_first=True)
+    for step, bad in ((1, False), (2, True), (3, False)):
+        with check:
+            finite.active.check = None
+            check._check(_stored("float32", (16,), "C", 0.5 if bad else None), "t")
+            check._check(_stored("float32", (16,), "C", None), "u")
+    assert (check.first(), check.first_step()) == ("t", 2)
+    check = finite.FiniteCheck({}, device=0)
+    with pytest.raises(RuntimeError, match="the step's own error"):
+        with check:
+            finite.active.check = None
+            check._check(_stored("float32", (16,), "C", None), "t")
+            check._check(_stored("float32", (16,), "C", 0.5), "u")
+            raise RuntimeError("the step's own error")
+    assert check.first() == "u"
 
 
 @pytest.mark.parametrize("foreach", [False, True])
