@@ -164,21 +164,23 @@ class FiniteCheck:
             self._launch(queue, x)
 
     def _launch(self, queue, x):
-        name = dtype_name(x.dtype)
         if len(queue) == 1:
-            n = queue[0][1]
-            _word_kernel(name)((kernels.grid(n, WORD_THREADS, x.device.id),), (WORD_THREADS,),
-                               (x, np.int64(n), np.int64(self._queue_k0), self.step,
-                                self.first_event))
+            self._words(x, queue[0][1], self._queue_k0)
             return
         per_block = WORD_THREADS * UNROLL
         rows, blocks = [], 0
         for a, n in queue:
-            rows.append((a.data.ptr, blocks, n))
+            rows.append((a.data.ptr, blocks, n))            # (QUEUE_COLUMNS)
             blocks += -(-n // per_block)
-        _multi_word_kernel(name)((blocks,), (WORD_THREADS,),
+        _multi_word_kernel(dtype_name(x.dtype))((blocks,), (WORD_THREADS,),
                                  (device_table(rows), np.int32(len(rows)),
                                   np.int64(self._queue_k0), self.step, self.first_event))
+
+    def _words(self, x, n, k):
+        """The one-tensor kernel: x's n 16-byte words, event k."""
+        _word_kernel(dtype_name(x.dtype))(
+            (kernels.grid(n, WORD_THREADS, x.device.id),), (WORD_THREADS,),
+            (x, np.int64(n), np.int64(k), self.step, self.first_event))
 
     def first(self):
         """What went non-finite first -- in the last step, or with keep_first since the reset --
@@ -224,8 +226,7 @@ class FiniteCheck:
             if n is None:
                 _flag_kernel()(x, np.int64(k), self.step, self.first_event)
                 return
-            _word_kernel(name)((kernels.grid(n, WORD_THREADS, x.device.id),), (WORD_THREADS,),
-                               (x, np.int64(n), np.int64(k), self.step, self.first_event))
+            self._words(x, n, k)
             return
         self.flush()                       # (keeps the queue's events k0, k0 + 1, ...)
         if self.first_event[0] == NONE and not np.isfinite(x).all():
@@ -234,6 +235,7 @@ class FiniteCheck:
 
 WORD_THREADS = 256
 UNROLL = 4            # 16-byte chunks a thread of the queue's kernel reads
+QUEUE_COLUMNS = 3     # a queue table row: the words' address, the first block, the words
 QUEUE_LIMIT = 64      # checks queued before a launch (a bound on the table and on what it holds)
 
 # a 32-bit word of the data is non-finite where an element's exponent bits are all ones (inf and
@@ -280,8 +282,8 @@ extern "C" __global__ void cudnnlite_first_nonfinite_multi_%(T)s(
     // together; a non-finite word makes the tensor's event k0 + lo a candidate for atomicMin
     const long long i = blockIdx.x;
 %(FIND)s
-    const Words4* x = reinterpret_cast<const Words4*>(tab[lo * 3]);
-    const long long chunks = tab[lo * 3 + 2];
+    const Words4* x = reinterpret_cast<const Words4*>(tab[lo * %(COLUMNS)d]);
+    const long long chunks = tab[lo * %(COLUMNS)d + 2];
     const long long base = k * blockDim.x * %(UNROLL)d + threadIdx.x;
     bool bad = false;
 #pragma unroll
@@ -305,7 +307,8 @@ def _multi_word_kernel(dtype):
     return kernels.cupy().RawKernel(
         _MULTI_WORD_SOURCE % {"BAD": _NONFINITE_WORD[dtype], "T": dtype, "NONE": NONE,
                               "STEP": STEP, "UNROLL": UNROLL,
-                              "FIND": kernels.find_tensor(3, 1)},
+                              "COLUMNS": QUEUE_COLUMNS,
+                              "FIND": kernels.find_tensor(QUEUE_COLUMNS, 1)},
         f"cudnnlite_first_nonfinite_multi_{dtype}")
 
 

@@ -12,10 +12,8 @@ def _gpu_reason():
     try:
         n = cupy.cuda.runtime.getDeviceCount()
     except Exception as e:  # CUDARuntimeError when there is no driver
-        import ctypes.util
-        if ctypes.util.find_library("cuda") is None:    # (the runtime then says "insufficient
-            return "no CUDA device (no NVIDIA driver: libcuda not found)"   # driver version")
-        return f"no CUDA device ({type(e).__name__}: {str(e).splitlines()[0]})"
+        from cudnnlite.handle import why_no_device
+        return f"no CUDA device ({why_no_device(e)})"
     return None if n > 0 else "no CUDA device (0 visible)"
 
 

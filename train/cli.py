@@ -121,10 +121,8 @@ def use_device(device, gpu_only=None):
     try:
         count = cupy.cuda.runtime.getDeviceCount()
     except Exception as e:       # CUDARuntimeError when there is no driver
-        import ctypes.util
-        count, why = 0, ("no NVIDIA driver: libcuda not found"   # (the runtime then says
-                         if ctypes.util.find_library("cuda") is None   # "insufficient driver")
-                         else f"{type(e).__name__}: {str(e).splitlines()[0]}")
+        from cudnnlite.handle import why_no_device
+        count, why = 0, why_no_device(e)
     else:
         why = "0 visible"
     if count == 0:
