@@ -142,10 +142,12 @@ class CapturedStep:
             static = [copy_like(a, a) for a in arrays]   # (layouts kept: channels-last too)
             wrapped = [Tensor(s, requires_grad=i.requires_grad) if isinstance(i, Tensor) else s
                        for s, i in zip(static, inputs)]
+            _flush_finite_check()      # what an open check queued eagerly stays out of it
             self.stream.synchronize()
             self.stream.begin_capture()
             try:
                 out = self.fn(*wrapped, **host)
+                _flush_finite_check()  # and what the step queued is launched inside it
             except Exception as e:
                 try:
                     self.stream.end_capture()
@@ -160,6 +162,17 @@ class CapturedStep:
                     f"layers' matmul and linear use cudnnlite.blas, which captures)") from e
             graph = self.stream.end_capture()
         return graph, static, out, (pool, kept, self._owned(), blocks)
+
+
+def _flush_finite_check():
+    """Launch what the active layers.finite.FiniteCheck has queued. A step captured inside an
+    open `with check:` leaves its checks queued at its end; launched after the capture ends,
+    they would run once, eagerly, and never on a replay -- and a queue left from eager work
+    before the capture, launched inside it, would have every replay read arrays the graph does
+    not own."""
+    from .finite import active
+    if active.check is not None:
+        active.check.flush()
 
 
 def keeping_allocator(cp):

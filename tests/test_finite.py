@@ -337,3 +337,21 @@ def test_gpu_queued_checks_name_the_first_bad_tensor(dtype):
             for i, g in enumerate(arrays):
                 check._check(g, f"t{i}")
         assert check.first() == (f"t{min(bad)}" if bad else None), bad
+
+
+@pytest.mark.gpu
+def test_gpu_checks_of_a_step_captured_inside_an_open_check_run_on_every_replay():
+    """The check opened around the CapturedStep rather than inside it: the outputs the captured
+    call queued are launched inside the graph (layers.graph), so a replay with a NaN input flags
+    the first layer, named from the capture's events."""
+    from layers.graph import CapturedStep
+    model = mlp(0).to(0)
+    check = FiniteCheck({"net": model})
+    step = CapturedStep(lambda x: model(x).data, modules=(model,))
+    good = L.tensor(np.ones((3, 4), np.float32), device=0)
+    bad = L.tensor(np.full((3, 4), np.nan, np.float32), device=0)
+    with check:
+        step(good), step(good)              # the warm-up (events 0-2), the capture (3-5)
+        assert check.first() is None
+        step(bad)                           # a replay
+        assert check.first() == "output of net.0 (Linear)" and check.events[3] == check.first()

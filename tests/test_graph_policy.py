@@ -176,3 +176,57 @@ def test_static_inputs_and_first_gradients_keep_a_channels_last_layout_with_one_
     assert is_channels_last(x) and is_channels_last(copy_like(x, x))
     L.functional.sum(conv(L.Tensor(x))).backward()
     assert is_channels_last(conv.weight.grad.data)
+
+
+def test_an_open_finite_checks_queue_is_launched_on_the_right_side_of_each_capture_edge(
+        monkeypatch):
+    """A step captured inside an open `with check:`: what the check queued eagerly before the
+    capture is launched before it begins (inside, every replay would read arrays the graph does
+    not own), and what the step queued is launched before the capture ends (after it, the
+    checks would run once, eagerly, and never on a replay). The real _capture, its CuPy stood
+    in for by one that logs the stream's capture edges."""
+    import contextlib
+    from types import SimpleNamespace
+    from layers import finite, graph
+    log = []
+
+    class Stream(_Stream):
+        def synchronize(self):
+            pass
+
+        def begin_capture(self):
+            log.append("begin")
+
+        def end_capture(self):
+            log.append("end")
+            return _Graph()
+
+    class Pool:
+        def __init__(self, malloc):
+            self.malloc = malloc
+
+    fake = SimpleNamespace(cuda=SimpleNamespace(
+        Stream=lambda non_blocking: Stream(), get_current_stream=Stream, MemoryPool=Pool,
+        using_allocator=lambda malloc: contextlib.nullcontext()))
+    monkeypatch.setattr(graph, "cupy", lambda: fake)
+
+    class Check:                    # a FiniteCheck's queue, as flush() sees it
+        queue = []
+
+        def flush(self):
+            log.append(("flush", self.queue))
+            self.queue = []
+
+    check = Check()
+    check.queue = ["eager"]
+    monkeypatch.setattr(finite.active, "check", check)
+
+    def fn():
+        log.append("fn")
+        check.queue = ["step"]
+        return "out"
+
+    step = graph.CapturedStep(fn, warmup=0, max_bytes=None)
+    monkeypatch.setattr(step, "_owned", lambda: [])
+    assert step() == "out"
+    assert log == [("flush", ["eager"]), "begin", "fn", ("flush", ["step"]), "end"]
