@@ -159,7 +159,7 @@ def test_the_profile_times_each_op_by_direction():
     real_forward = elementwise.Tanh.forward
 
     def slow(self, *a):
-        time.sleep(0.003)
+        time.sleep(0.02)
         return real_forward(self, *a)
 
     def step():
@@ -167,11 +167,20 @@ def test_the_profile_times_each_op_by_direction():
         model(x).sum().backward()
         opt.step()
     import pytest
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(elementwise.Tanh, "forward", slow)
-        rows = op_times(step, steps=2, models={"net": model})
+    # first-call costs (imports, caches) and a collection of a test session's garbage (120 ms
+    # once, seen) are not the slowed op's to beat
+    import gc
+    step()
+    gc.collect()
+    gc.disable()
+    try:
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(elementwise.Tanh, "forward", slow)
+            rows = op_times(step, steps=2, models={"net": model})
+    finally:
+        gc.enable()
     table = {(d, op): (n, us) for d, op, n, us in rows}
-    assert rows[0][:2] == ("fprop", "Tanh") and table[("fprop", "Tanh")][1] >= 3000
+    assert rows[0][:2] == ("fprop", "Tanh") and table[("fprop", "Tanh")][1] >= 20000, rows
     assert table[("fprop", "Tanh")][0] == 1.0 and table[("bprop", "Tanh")][0] == 1.0
     assert ("optimizer", "SGD") in table and table[("optimizer", "SGD")][0] == 2.0  # W and b
     assert all(n > 0 and us >= 0 for n, us in table.values())
@@ -182,11 +191,16 @@ def test_the_profile_times_each_op_by_direction():
 def test_each_batch_norm_fusion_that_builds_equals_the_unfused_calls(dtype):
     """tools.bench_fusions' graphs on netD.main.5's shape: each variant cuDNN builds a plan for
     gives the convolution of LeakyReLU(x * scale + bias) that cudnnlite.conv computes unfused, and
-    its GenStats the float64 sums of its own output (the tool checks before it times); the
-    statistics-free convolution builds on any GPU."""
+    its GenStats the float64 sums of its own output (the tool checks before it times). The
+    statistics-free convolution builds on any GPU; on a Hopper GPU (compute capability 9.x) every
+    variant does -- cuDNN 9.19's runtime-fusion engine built each on the H100 -- so there a
+    variant with no plan fails rather than passing unchecked."""
+    import cupy
     from tools import bench_fusions
     fused, unfused = bench_fusions.measure(bench_fusions.LAYERS[1], dtype, plans=1, repeats=1)
-    assert fused["conv"][0] is not None
+    hopper = cupy.cuda.Device().compute_capability.startswith("9")
     for variant, (us, engine, n, problem, *err) in fused.items():
+        must_build = hopper or variant == "conv"
+        assert us is not None or not must_build, (variant, problem)
         assert us is None or problem is None, (variant, problem)
     assert all(us > 0 for us in unfused.values())
