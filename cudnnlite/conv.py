@@ -8,6 +8,7 @@ PLAN_CACHE_SIZE); each direction's algorithm is chosen once per Plan, device and
 (heuristics, benchmark, or explicit). Arrays pass cudnnlite.boundary's checks first.
 """
 import ctypes
+import operator
 import weakref
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -592,7 +593,7 @@ def backward_data(W, gy, x_shape, *, stride=1, pad=0, dilation=1, groups=1, layo
                   algo=None, out=None, alpha=1.0, beta=0.0, dtype=None):
     """gx = alpha * conv^T(gy, W) + beta * out, gx of shape x_shape (the transposed convolution)."""
     fn = "cudnnConvolutionBackwardData"
-    x_shape = tuple(x_shape)
+    x_shape = _int_shape(fn, "x_shape", x_shape)
     key = _calls.key((W, gy, out), BWD_DATA, x_shape, stride, pad, dilation, groups, layout,
                      algo, alpha, beta, dtype, settings)
     done = _steady(key, W, gy, out, alpha, beta, algo)
@@ -614,7 +615,7 @@ def backward_filter(x, gy, w_shape, *, stride=1, pad=0, dilation=1, groups=1, la
                     algo=None, out=None, alpha=1.0, beta=0.0, dtype=None):
     """gW = alpha * wgrad(x, gy) + beta * out, gW of shape w_shape (in layout)."""
     fn = "cudnnConvolutionBackwardFilter"
-    w_shape = tuple(w_shape)
+    w_shape = _int_shape(fn, "w_shape", w_shape)
     key = _calls.key((x, gy, out), BWD_FILTER, w_shape, stride, pad, dilation, groups, layout,
                      algo, alpha, beta, dtype, settings)
     done = _steady(key, x, gy, out, alpha, beta, algo)
@@ -633,6 +634,17 @@ def backward_filter(x, gy, w_shape, *, stride=1, pad=0, dilation=1, groups=1, la
     return _strided_or_packed(x, lambda x: _run(
         BWD_FILTER, _array_plan(x, w_shape, dt, layout, pad, stride, dilation, groups), x, gy,
         out, alpha, beta, algo, h))
+
+
+def _int_shape(function, name, shape):
+    """shape as a tuple of Python ints (NumPy integers taken), before it joins a call's key: a
+    float size (2.0) would equal an int one in the key, so a call the checks refuse could be
+    answered from one they passed."""
+    try:
+        return tuple(operator.index(n) for n in shape)
+    except TypeError:
+        raise BadParam(function, {name: shape}, f"{name} must be a sequence of integers, got "
+                       f"{shape!r}") from None
 
 
 def _strided_or_packed(x, run):

@@ -105,6 +105,29 @@ def test_a_view_the_checks_would_copy_is_copied_after_a_hit(counted):
     assert not counted["misaligned"]
 
 
+@pytest.mark.parametrize("direction", ["backward_data", "backward_filter"])
+def test_a_float_shape_equal_to_a_kept_int_one_is_refused_as_on_a_first_call(counted,
+                                                                              direction):
+    """(2.0, 3, 6, 6) == (2, 3, 6, 6) in a key: the shape is made ints, or refused, before the
+    call's key is made, so the float one is refused after a hit as before any; NumPy integers
+    are sizes like ints."""
+    x, W = dev(X), dev(WT)
+    gy = dev(rng.standard_normal((2, 4, 6, 6)).astype(np.float32))
+    call = (lambda shape: conv.backward_data(W, gy, shape, pad=1)) if direction == \
+        "backward_data" else (lambda shape: conv.backward_filter(x, gy, shape, pad=1))
+    shape = X.shape if direction == "backward_data" else WT.shape
+    name = "x_shape" if direction == "backward_data" else "w_shape"
+    floats = (float(shape[0]),) + shape[1:]
+    with pytest.raises(cl.BadParam, match=rf"{name} must be a sequence of integers"):
+        call(floats)
+    first = call(shape)
+    np.testing.assert_array_equal(call(tuple(np.int64(n) for n in shape)), first)
+    assert counted["conv"] == 1                     # the NumPy sizes: the kept call's key
+    with pytest.raises(cl.BadParam, match=rf"{name} must be a sequence of integers, got "
+                                          rf"\({floats[0]}, "):
+        call(floats)
+
+
 @pytest.mark.parametrize("bad", ["W dtype", "W int32", "out shape", "out dtype", "device",
                                  "settings"])
 def test_a_changed_property_after_a_hit_is_checked(counted, monkeypatch, bad):
