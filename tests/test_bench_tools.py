@@ -204,3 +204,22 @@ def test_each_batch_norm_fusion_that_builds_equals_the_unfused_calls(dtype):
         assert us is not None or not must_build, (variant, problem)
         assert us is None or problem is None, (variant, problem)
     assert all(us > 0 for us in unfused.values())
+
+
+def test_the_host_benchmark_stubs_every_gpu_call_and_undoes_its_patches():
+    """tools.bench_host times the engine's Python with every GPU call a stub: none of the host
+    harness's real answers (each counted in host_kernels.CALLS) may run -- one that did would
+    be counted as the engine's time -- and the layers' GPU path points back at CuPy after."""
+    pytest.importorskip("cupy")
+    import host_kernels
+    from layers import backend
+    from tools import bench_host
+    before = backend._cupy
+    host_kernels.CALLS.clear()
+    ms, calls, rows = bench_host.measure(width=16, batch=2, steps=2, repeats=1, ops=True)
+    assert not host_kernels.CALLS, dict(host_kernels.CALLS)
+    assert ms > 0 and all(calls[k] > 0 for k in ("cuDNN calls", "CuPy kernels", "allocations",
+                                                 "cuBLAS products", "CuPy operators (kernels)"))
+    assert calls["cuBLAS products"] == 21          # width 16: the thin and whole-input routes
+    assert {(d, op) for d, op, *_ in rows} >= {("fprop", "Conv2d"), ("bprop", "BatchNorm")}
+    assert backend._cupy is before

@@ -315,6 +315,12 @@ def test_tool_device_that_is_not_one(tool):
     assert_usage_error(run(f"tools.{tool}", "--device", "foo"), "--device", "foo")
 
 
+def test_bench_host_runs_on_the_cpu():
+    r = run("tools.bench_host", "--steps", "2", "--repeats", "1")
+    assert r.returncode == 0, r.stderr
+    assert "engine host time:" in r.stdout and "cuDNN calls" in r.stdout
+
+
 def test_bench_overhead_runs_on_the_cpu():
     r = run("tools.bench_overhead", "--device", "cpu")
     assert r.returncode == 0, r.stderr
