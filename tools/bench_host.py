@@ -133,19 +133,33 @@ class Stubs:
             return out if out is not None else hk.host(np.empty((a.shape[0], b.shape[1]),
                                                                 a.dtype))
         patches.setattr(blas, "matmul", self.timed("cuBLAS products", matmul))
-        # CuPy's array functions and operators: NumPy's stand-ins timed apart, allocations and
-        # operator kernels counted
-        real = hk._HostCupy.__getattr__
+        # CuPy's array functions and operators: NumPy's stand-ins timed apart (the module
+        # attribute's lookup too: CuPy's is a plain module attribute), allocations and operator
+        # kernels counted
+        real, wrapped = hk._HostCupy.__getattr__, {}
+
+        def lookup(host, name):
+            attr = wrapped.get(name)
+            if attr is None:
+                attr = real(host, name)
+                if callable(attr) and not isinstance(attr, type):
+                    attr = self.timed("allocations" if name in ALLOCATING else "CuPy functions",
+                                      attr)
+                wrapped[name] = attr
+            return attr
 
         def module_attr(host, name):
-            attr = real(host, name)
-            if callable(attr) and not isinstance(attr, type):
-                return self.timed("allocations" if name in ALLOCATING else "CuPy functions",
-                                  attr)
-            return attr
+            t0 = time.perf_counter()
+            try:
+                return lookup(host, name)
+            finally:
+                self.seconds += time.perf_counter() - t0
         patches.setattr(hk._HostCupy, "__getattr__", module_attr)
+        # .device is a C attribute of CuPy's ndarray, not a Python property (.data, the host
+        # array's other one, is made once per array and then one dict lookup: left as it is)
+        patches.setattr(hk.HostArray, "device", hk._DEVICE0)
 
-        def operator(array, ufunc, method, *inputs, **kwargs):
+        def array_operator(array, ufunc, method, *inputs, **kwargs):
             plain = [np.asarray(i) if isinstance(i, hk.HostArray) else i for i in inputs]
             if "out" in kwargs:
                 kwargs["out"] = tuple(np.asarray(o) if isinstance(o, hk.HostArray) else o
@@ -153,7 +167,7 @@ class Stubs:
             result = getattr(ufunc, method)(*plain, **kwargs)
             return hk.host(result) if isinstance(result, np.ndarray) else result
         patches.setattr(hk.HostArray, "__array_ufunc__",
-                        self.timed("CuPy operators (kernels)", operator))
+                        self.timed("CuPy operators (kernels)", array_operator))
         patches.setattr(kernels, "VECTOR_POINTWISE", True)
 
 
