@@ -16,8 +16,8 @@ from typing import NamedTuple
 
 from . import api
 from ._cache import LRU
-from .boundary import (CallCache, check_shape, common_dtype, device_array, handle, packed,
-                       scalar)
+from .boundary import (CallCache, check_out, check_shape, common_dtype, device_array, handle,
+                       packed, scalar)
 from .descriptors import TensorDescriptor
 from .enums import BatchNormMode, BatchNormOps, DataType
 from .errors import BadParam, BadParamShapeMismatch
@@ -117,25 +117,50 @@ def forward_inference(x, gamma, beta, mean, var, *, eps=1e-5, mode=BatchNormMode
 
 
 def backward(x, gy, gamma, saved_mean, saved_invstd, *, eps=1e-5, mode=BatchNormMode.SPATIAL,
-             layout="NCHW", dtype=None):
-    """(gx, ggamma, gbeta) of training-mode batch norm, from the forward's saved statistics."""
+             layout="NCHW", dtype=None, add_to=None):
+    """(gx, ggamma, gbeta) of training-mode batch norm, from the forward's saved statistics.
+    add_to=(ggamma, gbeta): existing parameter gradients the new ones are added into (cuDNN's
+    betaParamDiff = 1), and returned."""
     import cupy
     fn = "cudnnBatchNormalizationBackward"
     x, x4, xdesc, bdesc, mode, dt = _setup(fn, x, layout, mode, dtype, dict(
         gamma=gamma, saved_mean=saved_mean, saved_invstd=saved_invstd))
     common_dtype(fn, dtype, x=x, gy=gy)
     check_shape(fn, "gy", gy, x.shape, "x has")
+    add_to = _pair(fn, add_to)
+    _check_add_to(fn, add_to, gamma)
     gy4 = packed(fn, "gy", gy).reshape(x4.shape)
-    h = handle(fn, x=x, gy=gy4, gamma=gamma, saved_mean=saved_mean, saved_invstd=saved_invstd)
+    h = handle(fn, x=x, gy=gy4, gamma=gamma, saved_mean=saved_mean, saved_invstd=saved_invstd,
+               **_named(add_to))
     gx = cupy.empty_like(x4)
-    ggamma = cupy.empty_like(gamma)
-    gbeta = cupy.empty_like(gamma)
+    ggamma, gbeta = add_to or (cupy.empty_like(gamma), cupy.empty_like(gamma))
     one, zero = scalar(dt, 1.0), scalar(dt, 0.0)
     api.cudnnBatchNormalizationBackward(
-        h, mode, one, zero, one, zero, xdesc, x4.data.ptr, xdesc, gy4.data.ptr, xdesc, gx.data.ptr,
-        bdesc, gamma.data.ptr, ggamma.data.ptr, gbeta.data.ptr, float(eps), _ptr(saved_mean),
-        _ptr(saved_invstd))
+        h, mode, one, zero, one, one if add_to else zero, xdesc, x4.data.ptr, xdesc,
+        gy4.data.ptr, xdesc, gx.data.ptr, bdesc, gamma.data.ptr, ggamma.data.ptr,
+        gbeta.data.ptr, float(eps), _ptr(saved_mean), _ptr(saved_invstd))
     return gx.reshape(x.shape), ggamma, gbeta
+
+
+def _pair(function, add_to):
+    """add_to as a tuple (ggamma, gbeta), or None."""
+    if add_to is None:
+        return None
+    if not isinstance(add_to, (tuple, list)) or len(add_to) != 2:
+        raise BadParam(function, {"add_to": type(add_to).__name__},
+                       "add_to must be a pair (ggamma, gbeta)")
+    return tuple(add_to)
+
+
+def _check_add_to(function, add_to, gamma):
+    """add_to (backward's): None, or (ggamma, gbeta) as cuDNN writes them -- device arrays of
+    gamma's shape and dtype, C-contiguous and aligned (check_out)."""
+    for name, a in zip(("add_to[0] (ggamma)", "add_to[1] (gbeta)"), _pair(function, add_to) or ()):
+        check_out(function, name, a, gamma.shape, gamma.dtype)
+
+
+def _named(add_to):
+    return {} if add_to is None else {"add_to[0]": add_to[0], "add_to[1]": add_to[1]}
 
 
 def _ex_sizes_for(h, xdesc, bdesc, dt, mode, backward):
@@ -219,13 +244,14 @@ def forward_training_ex(x, gamma, beta, running_mean=None, running_var=None, *, 
 
 
 def backward_ex(x, gy, gamma, beta, saved_mean, saved_invstd, reserve, *, eps=1e-5,
-                mode=BatchNormMode.SPATIAL_PERSISTENT, layout="NHWC", dtype=None):
+                mode=BatchNormMode.SPATIAL_PERSISTENT, layout="NHWC", dtype=None, add_to=None):
     """backward through cudnnBatchNormalizationBackwardEx, from forward_training_ex's saved
-    statistics and reserve space (same mode): (gx, ggamma, gbeta)."""
+    statistics and reserve space (same mode): (gx, ggamma, gbeta). add_to as backward's."""
     import cupy
     fn = "cudnnBatchNormalizationBackwardEx"
-    key = _calls.key((x, gy, gamma, beta, saved_mean, saved_invstd, reserve), fn, mode, layout,
-                     dtype)
+    add_to = _pair(fn, add_to)
+    key = _calls.key((x, gy, gamma, beta, saved_mean, saved_invstd, reserve) +
+                     (add_to or (None, None)), fn, mode, layout, dtype)
     seen = _calls.seen(key)
     if seen is None:
         given = x, gy
@@ -233,10 +259,11 @@ def backward_ex(x, gy, gamma, beta, saved_mean, saved_invstd, reserve, *, eps=1e
             gamma=gamma, beta=beta, saved_mean=saved_mean, saved_invstd=saved_invstd))
         common_dtype(fn, dtype, x=x, gy=gy)
         check_shape(fn, "gy", gy, x.shape, "x has")
+        _check_add_to(fn, add_to, gamma)
         gy_packed = packed(fn, "gy", gy)
         gy4 = gy_packed.reshape(x4.shape)
         h = handle(fn, x=x, gy=gy4, gamma=gamma, beta=beta, saved_mean=saved_mean,
-                   saved_invstd=saved_invstd, reserve=reserve)
+                   saved_invstd=saved_invstd, reserve=reserve, **_named(add_to))
         ws, rs = _ex_sizes_for(h, xdesc, bdesc, dt, mode, backward=True)
         if reserve.dtype != cupy.uint8 or reserve.size < rs:
             raise BadParam(fn, {"reserve.size": reserve.size, "reserve.dtype": reserve.dtype.name,
@@ -249,11 +276,11 @@ def backward_ex(x, gy, gamma, beta, saved_mean, saved_invstd, reserve, *, eps=1e
         (x4_shape, xdesc, bdesc, mode, dt, ws, rs), h = seen
         x4, gy4 = (x, gy) if x4_shape is None else (x.reshape(x4_shape), gy.reshape(x4_shape))
     gx = cupy.empty_like(x4)
-    ggamma = cupy.empty_like(gamma)
-    gbeta = cupy.empty_like(gamma)
+    ggamma, gbeta = add_to or (cupy.empty_like(gamma), cupy.empty_like(gamma))
     one, zero = scalar(dt, 1.0), scalar(dt, 0.0)
     api.cudnnBatchNormalizationBackwardEx(
-        h, mode, BatchNormOps.BN, one, zero, one, zero, xdesc, x4.data.ptr, None, None, xdesc,
+        h, mode, BatchNormOps.BN, one, zero, one, one if add_to else zero, xdesc, x4.data.ptr,
+        None, None, xdesc,
         gy4.data.ptr, None, None, xdesc, gx.data.ptr, bdesc, gamma.data.ptr, beta.data.ptr,
         ggamma.data.ptr, gbeta.data.ptr, float(eps), _ptr(saved_mean), _ptr(saved_invstd), None,
         h.workspace(ws), ws, reserve.data.ptr if rs else None, rs)

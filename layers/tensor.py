@@ -35,11 +35,30 @@ def is_grad_enabled():
     return _grad_mode.enabled
 
 
+class _Added:
+    """What an op's backward returns for an input whose gradient it has added into that leaf's
+    existing .grad itself (Function.grad_into)."""
+
+    def __repr__(self):
+        return "ADDED"
+
+
+ADDED = _Added()
+
+
 class Function:
     """One differentiable op. Subclasses set `forward_cpu`/`forward_gpu` (or `forward`) and
     `backward`; `self.saved` holds what backward needs; `self.needs_input_grad` says which inputs
-    want a gradient (return None for the others)."""
+    want a gradient (return None for the others).
+
+    An op whose class sets `adds_into_grad` is handed, before its backward runs, `grad_into`:
+    per input, the array of that leaf's .grad where the leaf has one already (a second backward
+    into the same parameters: DCGAN's discriminator, three a step), else None. Its backward may
+    add an input's gradient straight into that array -- a GEMM's or cuDNN's beta = 1, no
+    gradient array made, no addition launched after -- and return ADDED for it; or ignore it."""
     inputs = None          # the input Tensors (or constants), dropped after backward
+    adds_into_grad = False
+    grad_into = None
     half = None            # float16 / bfloat16 when the NumPy path runs it in float32 (_half_of)
     upcast_half = True     # False: the op handles half data itself (a cast)
     n_outputs = 1
@@ -355,7 +374,7 @@ class Fresh:
 
 
 def fresh(a):
-    return None if a is None else Fresh(a)
+    return a if a is None or a is ADDED else Fresh(a)
 
 
 class Deferred:
@@ -384,6 +403,8 @@ def _backward_one(fn, grads, pending, deferred):
     if half is not None:                  # (see _half_of) its gradients too, in float32
         grads = [g.astype(np.float32) if g is not None and g.dtype == half else g
                  for g in grads]
+    if fn.adds_into_grad:
+        fn.grad_into = _grads_of_leaves(fn.inputs)
     gxs = fn.backward(*grads)
     if not isinstance(gxs, tuple):
         gxs = (gxs,)
@@ -391,6 +412,8 @@ def _backward_one(fn, grads, pending, deferred):
         own = type(gx) is Fresh          # an array no one else holds: a leaf may keep it
         if own:
             gx = gx.array
+        if gx is ADDED:                  # already in t's .grad (Function.grad_into)
+            continue
         if gx is None or not isinstance(t, Tensor) or not t.requires_grad:
             continue
         if isinstance(gx, Deferred):
@@ -454,6 +477,14 @@ class _DeferredSum:
     def value(self):
         g = self.acc.astype(self.tensor.dtype, copy=False)
         return g if self.dense is None else self.dense + g
+
+
+def _grads_of_leaves(inputs):
+    """Function.grad_into: per input, the .grad array of a leaf that wants a gradient and has
+    one, else None; None when no input has one."""
+    into = [t.grad.data if isinstance(t, Tensor) and t._ctx is None and t.requires_grad and
+            t.grad is not None else None for t in inputs]
+    return tuple(into) if any(a is not None for a in into) else None
 
 
 def _accumulate(leaf, g, own=False):

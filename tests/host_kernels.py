@@ -751,8 +751,9 @@ def _to_cudnnlite(name):
         from layers.ops import conv as ops_conv
         n = 2 if name == "conv_forward" else 3         # (x, W) or (W / x, gy, shape)
         stride, pad, dilation, groups, *layout = args[n:]
+        into = {"into": kwargs["into"]} if "into" in kwargs else {}    # (backward-filter's)
         return ops_conv.on_gpu(name, *args[:n], stride, pad, dilation, groups,
-                               kwargs.get("layout", layout[0] if layout else "NCHW"))
+                               kwargs.get("layout", layout[0] if layout else "NCHW"), **into)
     return conv
 
 

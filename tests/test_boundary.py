@@ -74,6 +74,20 @@ REFUSED = {  # name: (call, error class, message pattern)
     "bn gy shape": (lambda: batchnorm.backward(Dev((4, 5, 6, 6)), Dev((4, 5, 6, 7)), Dev((5,)),
                                                Dev((5,)), Dev((5,))),
                     cl.BadParamShapeMismatch, r"gy has shape \(4, 5, 6, 7\), x has \(4, 5, 6, 6\)"),
+    "bn add_to dtype": (lambda: batchnorm.backward(Dev((4, 5, 6, 6)), Dev((4, 5, 6, 6)),
+                                                   Dev((5,)), Dev((5,)), Dev((5,)),
+                                                   add_to=(Dev((5,), "float64"), Dev((5,)))),
+                        cl.BadParam, r"cudnnBatchNormalizationBackward failed.*add_to\[0\] "
+                                     r"\(ggamma\) has dtype float64, the result is float32"),
+    "bn add_to not a pair": (lambda: batchnorm.backward(Dev((4, 5, 6, 6)), Dev((4, 5, 6, 6)),
+                                                        Dev((5,)), Dev((5,)), Dev((5,)),
+                                                        add_to=Dev((5,))),
+                             cl.BadParam, r"add_to must be a pair \(ggamma, gbeta\)"),
+    "bn ex add_to strided": (lambda: batchnorm.backward_ex(
+        Dev((4, 6, 6, 5)), Dev((4, 6, 6, 5)), Dev((5,)), Dev((5,)), Dev((5,)), Dev((5,)),
+        Dev((48,), "uint8"), add_to=(Dev((5,)), Dev((10,))[::2])),
+        cl.BadParam, r"cudnnBatchNormalizationBackwardEx failed.*add_to\[1\] \(gbeta\) must be "
+                     r"C-contiguous"),
     "act gy shape": (lambda: activation.backward(Dev((3, 4)), Dev((4, 3)), Dev((3, 4)),
                                                  cl.ActivationMode.RELU),
                      cl.BadParamShapeMismatch, r"cudnnActivationBackward.*gy has shape \(4, 3\)"),

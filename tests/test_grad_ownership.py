@@ -58,3 +58,53 @@ def test_a_gradient_handed_to_two_leaves_is_copied_for_each(copies):
     np.testing.assert_array_equal(x.grad.numpy(), [4, 4, 4])
     a.grad.data[0] = 7
     assert b.grad.numpy()[0] == 2
+
+
+@pytest.mark.parametrize("device", ["host", pytest.param(0, marks=pytest.mark.gpu)])
+@pytest.mark.parametrize("memory_format", ["channels_last", "contiguous"])
+def test_a_second_backward_adds_into_the_existing_gradients_on_the_gpu(where, memory_format,
+                                                                     monkeypatch):
+    """On the GPU a parameter's second gradient goes straight into its .grad where the call can
+    add (Function.grad_into): batch norm's weight and bias through cuDNN's betaParamDiff = 1,
+    a convolution filter on a cuBLASLt route (a thin input's im2col product, a whole-input
+    product) through beta = 1 -- backward() adds none of them itself -- and cuDNN's own
+    backward-filter (the contiguous first convolution) is added by backward(). Two passes (as
+    DCGAN's discriminator sees real, then fake, images) equal torch's float64 gradients."""
+    import importlib
+    engine = importlib.import_module("layers.tensor")
+    rng = np.random.default_rng(1)
+    w1, w2 = rng.standard_normal((16, 1, 4, 4)) / 4, rng.standard_normal((1, 16, 4, 4)) / 16
+    g, b = rng.uniform(0.5, 1.5, 16), rng.uniform(-0.5, 0.5, 16)
+    batches = [(rng.standard_normal((2, 1, 8, 8)), rng.standard_normal((2, 1, 1, 1)))
+               for _ in range(2)]
+    params = [L.tensor(a.astype(np.float32), requires_grad=True, device=where)
+              for a in (w1, g, b, w2)]
+    if memory_format == "channels_last":
+        params[0].data, params[3].data = (backend.to_channels_last(p.data)
+                                          for p in (params[0], params[3]))
+    W1, G, B, W2 = params
+    added_by_backward = []
+    real = engine._accumulate
+    monkeypatch.setattr(engine, "_accumulate", lambda leaf, gx, own=False: (
+        added_by_backward.append(next(i for i, p in enumerate(params) if p is leaf))
+        if leaf.grad is not None else None, real(leaf, gx, own))[1])
+    for x, r in batches:
+        xt = L.tensor(x.astype(np.float32), device=where)
+        if memory_format == "channels_last":
+            xt = L.Tensor(backend.to_channels_last(xt.data))
+        h = F.leaky_relu(F.batch_norm(F.conv2d(xt, W1, None, 2, 1), None, None, G, B,
+                                      training=True), 0.2)
+        (F.conv2d(h, W2) * L.tensor(r.astype(np.float32), device=where)).sum().backward()
+    # the second pass: what backward() itself added
+    assert added_by_backward == ([] if memory_format == "channels_last" else [0])
+    tp = [torch.tensor(a, requires_grad=True) for a in (w1, g, b, w2)]
+    for x, r in batches:
+        th = torch.nn.functional.leaky_relu(torch.nn.functional.batch_norm(
+            torch.nn.functional.conv2d(torch.tensor(x), tp[0], None, 2, 1), None, None, tp[1],
+            tp[2], training=True), 0.2)
+        (torch.nn.functional.conv2d(th, tp[3]) * torch.tensor(r)).sum().backward()
+    for ours, ref in zip(params, tp):
+        ref = ref.grad.numpy()
+        got = np.asarray(ours.grad.data.get() if hasattr(ours.grad.data, "get") else
+                         ours.grad.data, np.float64)
+        np.testing.assert_allclose(got, ref, rtol=0, atol=1e-5 * np.abs(ref).max())

@@ -1,6 +1,6 @@
 """The differentiable ops, one family per file; each op's NumPy forward, GPU forward and backward
 live together in one Function subclass. `layers.functional` is the user-facing spelling."""
-from ..tensor import Fresh
+from ..tensor import ADDED, Fresh
 
 
 def nchw_views(cls):
@@ -20,6 +20,8 @@ def nchw_views(cls):
     def backward_views(self, *grads):
         if not self.nchw:
             return backward(self, *grads)
+        if self.grad_into is not None:       # (the leaves' .grad arrays the op may add into)
+            self.grad_into = _views(self.grad_into, (0, 2, 3, 1))
         return _views(backward(self, *_views(grads, (0, 2, 3, 1))), (0, 3, 1, 2))
 
     cls.forward, cls.backward, cls.nchw = forward_views, backward_views, False
@@ -29,15 +31,24 @@ def nchw_views(cls):
 def _views(arrays, perm):
     """Each 4-d array of `arrays` (one array, or a tuple of arrays, Nones and Fresh-wrapped
     gradients: still Fresh, a view of an array no one else holds) transposed by `perm`; the
-    rest as they are."""
+    rest (ADDED too) as they are."""
     if type(arrays) is not tuple:
         return _view(arrays, perm)
     return tuple([_view(a, perm) for a in arrays])
 
 
 def _view(a, perm):
-    if a is None:
+    if a is None or a is ADDED:
         return a
     if type(a) is Fresh:
         return Fresh(_view(a.array, perm))
     return a.transpose(perm) if a.ndim == 4 else a
+
+
+def addable(into, shape, dtype):
+    """A leaf's .grad array (Function.grad_into) a GPU call can add its result into as it is:
+    of `shape` and `dtype`, C-contiguous and 16-byte aligned (what an out= of cudnnlite and
+    cudnnlite.blas must be; else the op returns its gradient and backward() adds it)."""
+    from cudnnlite.boundary import is_packed
+    return into is not None and tuple(into.shape) == tuple(shape) and into.dtype == dtype and \
+        is_packed(into)

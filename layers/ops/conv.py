@@ -9,8 +9,8 @@ transposed conv's gx is conv forward, and both take gW from backward-filter.
 import numpy as np
 
 from .. import kernels
-from ..tensor import Function, fresh
-from . import nchw_views
+from ..tensor import ADDED, Function, fresh
+from . import addable, nchw_views
 
 
 # ---- the three array functions (NCHW or NHWC, NumPy or CuPy) ---------------------------------
@@ -88,11 +88,14 @@ def conv_backward_data(W, gy, x_shape, stride, pad, dilation, groups, layout="NC
     return _from_nchw(col2im(cols, H, Wd, stride, pad, dilation), layout)
 
 
-def conv_backward_filter(x, gy, w_shape, stride, pad, dilation, groups, layout="NCHW"):
-    """gW[k, c, r, s] = sum over n, p, q of gy[n, k, p, q] * x_pad[n, c, p*sh + r*dh, q*sw + s*dw]."""
+def conv_backward_filter(x, gy, w_shape, stride, pad, dilation, groups, layout="NCHW",
+                         into=None):
+    """gW[k, c, r, s] = sum over n, p, q of gy[n, k, p, q] * x_pad[n, c, p*sh + r*dh, q*sw + s*dw].
+    `into`: an existing gradient gW may be added into (on the GPU's cuBLASLt routes, whose
+    beta = 1 adds it; ADDED is then returned); the NumPy path and cuDNN's call return gW."""
     if not isinstance(x, np.ndarray):
         return on_gpu("conv_backward_filter", x, gy, w_shape, stride, pad, dilation, groups,
-                      layout)
+                      layout, into=into)
     x, gy = _nchw(x, layout), _nchw(gy, layout)
     K, R, S = w_shape[0], (w_shape[1] if layout == "NHWC" else w_shape[2]), \
         (w_shape[2] if layout == "NHWC" else w_shape[3])
@@ -110,10 +113,13 @@ WHOLE_INPUT_AS_GEMM = True      # False: every convolution goes to cuDNN
 THIN_INPUT_AS_GEMM = True       # False: thin-input convolutions go to cuDNN too
 
 
-def on_gpu(name, a, b, *args):
+def on_gpu(name, a, b, *args, into=None):
     """The GPU branch of conv_forward (a, b = x, W), conv_backward_data (W, gy, x_shape) and
     conv_backward_filter (x, gy, w_shape): cudnnlite.conv's call, or one cuBLASLt product when
-    the filter covers its whole input (whole_input)."""
+    the filter covers its whole input (whole_input) or the input is thin (thin_input). With
+    `into` (backward-filter), a cuBLASLt product adds its gW into it and ADDED is returned.
+    cuDNN's backward-filter is not asked to (its graph API would build and benchmark plans for
+    beta = 1, a narrower set of engines than beta = 0's): it returns gW."""
     from cudnnlite import conv
     stride, pad, dilation, groups, layout = args[-5:]
     if name == "conv_forward":
@@ -129,8 +135,10 @@ def on_gpu(name, a, b, *args):
         route = _as_im2col_gemm, (name, a, b, x_shape, w_shape, stride, pad, dilation)
     if route is not None:
         from cudnnlite import blas
+        if not addable(into, w_shape, a.dtype):
+            into = None
         try:
-            out = route[0](*route[1])
+            out = route[0](*route[1], into=into)
             if out is not None:
                 return out
         except blas.NotSupported:       # no cuBLASLt algorithm for the product: cuDNN's call
@@ -151,7 +159,17 @@ def whole_input(x_shape, w_shape, pad, dilation, groups):
         len(x_shape) == 4 and tuple(x_shape[1:]) == tuple(w_shape[1:])
 
 
-def _as_gemm(name, a, b, x_shape, w_shape, layout):
+def _filter_product(gy_t, cols, w_shape, into, tf32):
+    """gW = gy^T @ cols as w_shape, or added into `into` (beta = 1; ADDED returned)."""
+    from cudnnlite import blas
+    if into is None:
+        return blas.matmul(gy_t, cols, allow_tf32=tf32).reshape(w_shape)
+    blas.matmul(gy_t, cols, out=into.reshape(gy_t.shape[0], cols.shape[1]), beta=1.0,
+                allow_tf32=tf32)
+    return ADDED
+
+
+def _as_gemm(name, a, b, x_shape, w_shape, layout, into=None):
     """on_gpu's product for a whole_input problem: the two operands as matrices (views where
     their strides allow, else copies), one cudnnlite.blas.matmul (TF32 for float32 exactly when
     cuDNN's convolutions may use it: conv.settings.allow_tf32), the result in the shape the
@@ -165,8 +183,8 @@ def _as_gemm(name, a, b, x_shape, w_shape, layout):
         return y.reshape((N, 1, 1, K) if layout == "NHWC" else (N, K, 1, 1))
     if name == "conv_backward_data":                 # gx (N, CHW) = gy (N, K) . W
         return blas.matmul(b.reshape(N, K), a.reshape(K, chw), allow_tf32=tf32).reshape(x_shape)
-    return blas.matmul(b.reshape(N, K).T, a.reshape(N, chw),   # gW (K, CRS) = gy^T . x
-                       allow_tf32=tf32).reshape(w_shape)
+    # gW (K, CRS) = gy^T . x
+    return _filter_product(b.reshape(N, K).T, a.reshape(N, chw), w_shape, into, tf32)
 
 
 def thin_input(x_shape, w_shape, layout, groups, itemsize):
@@ -186,7 +204,7 @@ def thin_input(x_shape, w_shape, layout, groups, itemsize):
     return x_shape[-1] == C and C * itemsize < 16 and R * S * C <= K and min(x_shape) > 0
 
 
-def _as_im2col_gemm(name, a, b, x_shape, w_shape, stride, pad, dilation):
+def _as_im2col_gemm(name, a, b, x_shape, w_shape, stride, pad, dilation, into=None):
     """on_gpu's route for a thin_input problem, NHWC throughout (the product's (N*P*Q, K)
     result is the NHWC output itself):
         forward          y  = im2col(x) @ W^T            (N*P*Q, R*S*C) . (R*S*C, K)
@@ -211,7 +229,7 @@ def _as_im2col_gemm(name, a, b, x_shape, w_shape, stride, pad, dilation):
         gcols = blas.matmul(gy, a.reshape(K, R * S * C), allow_tf32=tf32)
         return kernels.col2im_nhwc(gcols, tuple(x_shape), R, S, stride, pad, dilation, P, Q)
     cols = kernels.im2col_nhwc(a, R, S, stride, pad, dilation, P, Q)
-    return blas.matmul(gy.T, cols, allow_tf32=tf32).reshape(w_shape)
+    return _filter_product(gy.T, cols, w_shape, into, tf32)
 
 
 def _bias_shape(K, ndim, layout):
@@ -250,8 +268,18 @@ _NP_ACT_GRAD = {"relu": lambda y, gy: np.where(y <= 0, 0, gy).astype(gy.dtype), 
 _UNFUSED = []         # [LRU of the problems no cuDNN engine fuses], made on the first GPU call
 
 
+class _AddsIntoGrad(Function):
+    """A convolution whose backward may add the filter's gradient into the weight's existing
+    .grad (Function.grad_into; conv_backward_filter's `into`)."""
+    adds_into_grad = True
+
+    def _into(self, i):
+        into = self.grad_into
+        return None if into is None or not self.gpu else into[i]
+
+
 @nchw_views
-class Conv2d(Function):
+class Conv2d(_AddsIntoGrad):
     """y = activation(conv(x, W) + b). Params: stride, pad, dilation (pairs), groups, layout,
     activation (None, 'relu', 'tanh', 'sigmoid'). With a bias and an activation on the GPU, the
     three are one cuDNN operation graph (cudnnlite.conv.forward_fused, the seed's Conv-Bias-ReLU
@@ -301,7 +329,8 @@ class Conv2d(Function):
         gy = self.xp.ascontiguousarray(gy)
         args = self.stride, self.pad, self.dilation, self.groups, self.layout
         gx = conv_backward_data(W, gy, x.shape, *args) if self.needs_input_grad[0] else None
-        gW = conv_backward_filter(x, gy, W.shape, *args) if self.needs_input_grad[1] else None
+        gW = conv_backward_filter(x, gy, W.shape, *args, into=self._into(1)) \
+            if self.needs_input_grad[1] else None
         gb = None
         if len(self.needs_input_grad) > 2 and self.needs_input_grad[2]:
             gb = _sum_bias(gy, self.layout, self.gpu)
@@ -313,7 +342,7 @@ def transposed_size(in_size, k, stride, padding, output_padding, dilation):
 
 
 @nchw_views
-class ConvTranspose2d(Function):
+class ConvTranspose2d(_AddsIntoGrad):
     """y = conv^T(x, W) + b, the window [begin, begin + size) of the full (unpadded) transposed
     convolution, zeros past its end. W is (Cin, Cout/G, R, S) as PyTorch keeps it -- which is
     the conv filter (K = Cin, C = Cout/G) whose backward-data this is.
@@ -387,5 +416,6 @@ class ConvTranspose2d(Function):
         # the forward was backward-data with filter W, so gx is conv forward of gy, and gW is
         # backward-filter with the roles of input (gy) and output gradient (x) swapped
         gx = conv_forward(gy, W, *args) if self.needs_input_grad[0] else None
-        gW = conv_backward_filter(gy, x, W.shape, *args) if self.needs_input_grad[1] else None
+        gW = conv_backward_filter(gy, x, W.shape, *args, into=self._into(1)) \
+            if self.needs_input_grad[1] else None
         return fresh(gx), fresh(gW), fresh(gb)      # each made here (see tensor.Fresh)

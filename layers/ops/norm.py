@@ -8,15 +8,18 @@ as cuDNN requires; the NumPy path computes half-precision data in float32 too.
 import numpy as np
 
 from ..backend import accumulation_dtype
-from ..tensor import Function, fresh
-from . import nchw_views
+from ..tensor import ADDED, Function, fresh
+from . import addable, nchw_views
 
 
 @nchw_views
 class BatchNorm(Function):
     """Params: running_mean, running_var (arrays or None), training, momentum, eps; layout
-    'NCHW' (channels on axis 1) or 'NHWC' (4-d, channels last)."""
+    'NCHW' (channels on axis 1) or 'NHWC' (4-d, channels last). On the GPU, training mode, the
+    weight's and bias's gradients are added by cuDNN into their existing .grad arrays when both
+    have one (Function.grad_into)."""
     layout = "NCHW"
+    adds_into_grad = True
 
     def _stats_axes(self, x):
         return tuple(range(x.ndim - 1)) if self.layout == "NHWC" else \
@@ -94,14 +97,20 @@ class BatchNorm(Function):
         gy4 = gy.reshape(x4.shape)
         if self.training:
             from cudnnlite import batchnorm
+            into = self.grad_into
+            add_to = (into[1], into[2]) if into is not None and len(into) == 3 and \
+                all(addable(a, gamma.shape, gamma.dtype) for a in into[1:]) else None
             if ex is not None:
                 beta, reserve = ex
                 gx, ggamma, gbeta = batchnorm.backward_ex(x4, gy4, gamma, beta, mean, invstd,
                                                           reserve, eps=self.eps,
-                                                          layout=self.layout)
+                                                          layout=self.layout, add_to=add_to)
             else:
                 gx, ggamma, gbeta = batchnorm.backward(x4, gy4, gamma, mean, invstd,
-                                                       eps=self.eps, layout=self.layout)
+                                                       eps=self.eps, layout=self.layout,
+                                                       add_to=add_to)
+            if add_to is not None:
+                return fresh(gx.reshape(gy.shape)), ADDED, ADDED
             return fresh(gx.reshape(gy.shape)), fresh(ggamma), fresh(gbeta)    # cuDNN's outputs
         cp = self.xp
         bshape = self._bshape(x4)
