@@ -76,12 +76,13 @@ class FiniteCheck:
         self._seen = set()
         self._checked = {}          # id(Tensor) -> weakref to it: outputs checked this step
         self._leaves, self._params = {}, {}
-        for name, model in models.items():
+        for name, model in models.items():     # (the events' names, made once)
             for path, m in model.named_modules(name):
                 if next(m.children(), None) is None:
-                    self._leaves[id(m)] = f"{path} ({type(m).__name__})"
+                    self._leaves[id(m)] = f"output of {path} ({type(m).__name__})"
             for path, p in model.named_parameters(name):
-                self._params[id(p)] = path
+                self._params[id(p)] = f"gradient of {path}"
+        self._kinds = {}            # (type, shape, strides, dtype) -> how _check takes it
         if device is None:
             device = next((p.device for model in models.values() for p in model.parameters()),
                           None)
@@ -125,15 +126,19 @@ class FiniteCheck:
         """Check what a leaf module returned (a Tensor, or tuples of Tensors) from `inputs` (its
         positional arguments): skipped for a finite-preserving module whose inputs were all
         checked (see the class)."""
-        path = self._leaves.get(id(module))
-        if path is None or (not self.every_call and id(module) in self._seen):
+        what = self._leaves.get(id(module))
+        if what is None or (not self.every_call and id(module) in self._seen):
             return
         self._seen.add(id(module))
         if module.finite_preserving and inputs and \
                 all(self._was_checked(t) for t in inputs):
             return
+        if type(out) is Tensor:
+            self._check(out.data, what)
+            self._checked[id(out)] = weakref.ref(out)
+            return
         for t in _tensors(out):
-            self._check(t.data, f"output of {path}")
+            self._check(t.data, what)
             self._checked[id(t)] = weakref.ref(t)
 
     def _was_checked(self, t):
@@ -149,8 +154,7 @@ class FiniteCheck:
         params = [p for group in optimizer.param_groups for p in group["params"]]
         for p in reversed(params):
             if p.grad is not None:
-                self._check(p.grad.data,
-                            f"gradient of {self._params.get(id(p), 'a parameter')}")
+                self._check(p.grad.data, self._params.get(id(p), "gradient of a parameter"))
         self.flush()
 
     def flush(self):
@@ -202,14 +206,30 @@ class FiniteCheck:
         code = int(self.first_event[0])
         return None if code == NONE else code // STEP
 
+    def _kind(self, x):
+        """(floating, on a GPU, dtype name, kernels.dense_vectors16 -- 16-byte words when
+        dense, the alignment of the first element aside) of arrays of x's type, shape, strides
+        and dtype; made once per kind (a step checks the same kinds every step)."""
+        key = (type(x), x.shape, x.strides, x.dtype)
+        kind = self._kinds.get(key)
+        if kind is None:
+            if len(self._kinds) >= 4096:       # (variable-length batches: a bound)
+                self._kinds.clear()
+            name = dtype_name(x.dtype)
+            kind = self._kinds[key] = (is_floating(x.dtype), is_gpu(x), name,
+                                       kernels.dense_vectors16(x) if name in _NONFINITE_WORD
+                                       else None)
+        return kind
+
     def _check(self, x, what):
-        if not is_floating(x.dtype):       # integer outputs are always finite
+        floating, gpu, name, n = self._kind(x)
+        if not floating:                   # integer outputs are always finite
             return
         k = len(self.events)
         self.events.append(what)
-        if is_gpu(x):
-            name = dtype_name(x.dtype)
-            n = kernels.vectors16(x) if name in _NONFINITE_WORD else None
+        if gpu:
+            if n is not None and x.data.ptr % 16:      # (kernels.vectors16, in two parts)
+                n = None
             if n is not None and optim.FOREACH:
                 queue = self._queue
                 if queue and (queue[0][0].dtype != x.dtype or

@@ -167,7 +167,14 @@ def vectors16(a):
     else None. What the kernels that read memory 16 bytes at a time take (vector_pointwise, the
     finite check's word kernel), handed the array itself: for a dense array with no negative
     stride its data pointer is its lowest address, so no view is made."""
-    if a.size == 0 or a.nbytes % 16 or a.data.ptr % 16 or dense_order(a) is None:
+    n = dense_vectors16(a)
+    return None if n is None or a.data.ptr % 16 else n
+
+
+def dense_vectors16(a):
+    """vectors16 but for the alignment: what a's shape, strides and dtype alone decide (so a
+    caller may keep it per kind of array and test each one's pointer)."""
+    if a.size == 0 or a.nbytes % 16 or dense_order(a) is None:
         return None
     return a.nbytes // 16
 

@@ -273,13 +273,18 @@ def _stored(dtype, shape, layout, bad_at):
         wide = host(np.zeros(shape[:-1] + (2 * shape[-1],), a.dtype))
         wide[..., ::2] = a
         return wide[..., ::2]
+    if layout == "misaligned":              # dense, whole words, one element past 16 bytes
+        longer = host(np.zeros(n + 1, a.dtype))
+        longer[1:] = a.reshape(-1)
+        return longer[1:].reshape(shape)
     return host(a)
 
 
-# (shape, layout): dense tensors of several sizes, a channels-last one, one the queue cannot take
-# (strided: checked alone, after the queue before it is launched), then dense ones again
+# (shape, layout): dense tensors of several sizes, a channels-last one, two the queue cannot take
+# (strided, misaligned: each checked alone, after the queue before it is launched), then dense
+# ones again
 QUEUED = [((4, 2, 2, 2), "C"), ((2, 4, 2, 2), "channels_last"), ((64,), "C"), ((2, 8, 3), "C"),
-          ((4, 8), "strided"), ((8, 2), "C"), ((16,), "C")]
+          ((4, 8), "strided"), ((16,), "misaligned"), ((8, 2), "C"), ((16,), "C")]
 
 
 @pytest.mark.parametrize("threads", [256, 1])
@@ -290,12 +295,12 @@ def test_queued_checks_name_the_first_bad_tensor_in_checking_order(on_host, monk
     table of pointers (atomicMin keeps the smallest event): for every set of bad tensors below,
     placed at a chunk's first, middle or last element, the first bad one in checking order is
     named, as NumPy's isfinite says; a tensor the queue cannot take is checked in its place in
-    that order; the launches are one table launch for the queue before it, its own, and one
+    that order; the launches are one table launch for the queue before them, their own, and one
     for the queue after. With one thread a block, a tensor is read by several blocks."""
     from host_kernels import CALLS
     monkeypatch.setattr(finite, "WORD_THREADS", threads)
-    sets = [[], [0], [1], [2], [3], [4], [5], [6], [2, 1], [4, 3], [5, 4], [6, 5], [1, 6],
-            [3, 0, 5]]
+    sets = [[], [0], [1], [2], [3], [4], [5], [6], [7], [2, 1], [4, 3], [5, 4], [6, 5], [1, 6],
+            [3, 0, 5], [7, 5]]
     for where, bad in itertools.product((0, 1, 0.6), sets):    # first, last, inner element
         check = _bare_check()
         CALLS.clear()
@@ -308,7 +313,7 @@ def test_queued_checks_name_the_first_bad_tensor_in_checking_order(on_host, monk
         assert want == (f"t{min(bad)}" if bad else None)
         assert check.first() == want, (where, bad)
         assert (CALLS[f"cudnnlite_first_nonfinite_multi_{dtype}"],
-                CALLS["cudnnlite_first_nonfinite"]) == (2, 1), CALLS
+                CALLS["cudnnlite_first_nonfinite"]) == (2, 2), CALLS
 
 
 def test_the_queue_is_launched_at_a_dtype_change_and_at_its_limit(on_host, monkeypatch):
