@@ -153,10 +153,22 @@ def _pair(function, add_to):
 
 
 def _check_add_to(function, add_to, gamma):
-    """add_to (backward's): None, or (ggamma, gbeta) as cuDNN writes them -- device arrays of
-    gamma's shape and dtype, C-contiguous and aligned (check_out)."""
-    for name, a in zip(("add_to[0] (ggamma)", "add_to[1] (gbeta)"), _pair(function, add_to) or ()):
+    """add_to (backward's): None, or (ggamma, gbeta) as cuDNN writes them -- two device arrays
+    of gamma's shape and dtype, C-contiguous and aligned (check_out), whose memory does not
+    overlap (cuDNN adds the two gradients into them at once)."""
+    add_to = _pair(function, add_to)
+    if add_to is None:
+        return
+    names = ("add_to[0] (ggamma)", "add_to[1] (gbeta)")
+    for name, a in zip(names, add_to):
+        if a is None:
+            raise BadParam(function, {name: None}, f"{name} must be an array to add into, got None")
         check_out(function, name, a, gamma.shape, gamma.dtype)
+    a, b = add_to
+    if abs(a.data.ptr - b.data.ptr) < a.nbytes:
+        raise BadParam(function, {f"{names[0]}.ptr": a.data.ptr, f"{names[1]}.ptr": b.data.ptr,
+                                  "bytes": a.nbytes},
+                       "add_to's two arrays overlap: cuDNN writes both gradients at once")
 
 
 def _named(add_to):

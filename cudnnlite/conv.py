@@ -495,6 +495,7 @@ def forward(x, W, *, stride=1, pad=0, dilation=1, groups=1, layout="NCHW", algo=
     descriptor when cuDNN can take them, else one copy is made); W is copied if not packed.
     `dtype` names the data type when the storage dtype does not (bf16 bits in uint16 arrays)."""
     fn = "cudnnConvolutionForward"
+    stride, pad, dilation, groups = _geometry(fn, stride, pad, dilation, groups)
     key = _calls.key((x, W, out), FWD, stride, pad, dilation, groups, layout, algo, alpha, beta,
                      dtype, settings)
     done = _steady(key, x, W, out, alpha, beta, algo)
@@ -528,6 +529,7 @@ def forward_fused(x, W, bias, activation=None, *, stride=1, pad=0, dilation=1, l
     engine fuses raises NotSupported naming every engine tried (callers fall back to the
     separate calls). Ungrouped convolutions only."""
     fn = "cudnnBackendExecute"
+    stride, pad, dilation, _ = _geometry(fn, stride, pad, dilation, 1)
     if activation not in ACTIVATIONS:
         raise BadParam(fn, {"activation": activation},
                        f"activation must be one of {list(ACTIVATIONS)}, got {activation!r}")
@@ -594,6 +596,7 @@ def backward_data(W, gy, x_shape, *, stride=1, pad=0, dilation=1, groups=1, layo
     """gx = alpha * conv^T(gy, W) + beta * out, gx of shape x_shape (the transposed convolution)."""
     fn = "cudnnConvolutionBackwardData"
     x_shape = _int_shape(fn, "x_shape", x_shape)
+    stride, pad, dilation, groups = _geometry(fn, stride, pad, dilation, groups)
     key = _calls.key((W, gy, out), BWD_DATA, x_shape, stride, pad, dilation, groups, layout,
                      algo, alpha, beta, dtype, settings)
     done = _steady(key, W, gy, out, alpha, beta, algo)
@@ -616,6 +619,7 @@ def backward_filter(x, gy, w_shape, *, stride=1, pad=0, dilation=1, groups=1, la
     """gW = alpha * wgrad(x, gy) + beta * out, gW of shape w_shape (in layout)."""
     fn = "cudnnConvolutionBackwardFilter"
     w_shape = _int_shape(fn, "w_shape", w_shape)
+    stride, pad, dilation, groups = _geometry(fn, stride, pad, dilation, groups)
     key = _calls.key((x, gy, out), BWD_FILTER, w_shape, stride, pad, dilation, groups, layout,
                      algo, alpha, beta, dtype, settings)
     done = _steady(key, x, gy, out, alpha, beta, algo)
@@ -645,6 +649,27 @@ def _int_shape(function, name, shape):
     except TypeError:
         raise BadParam(function, {name: shape}, f"{name} must be a sequence of integers, got "
                        f"{shape!r}") from None
+
+
+def _geometry(function, stride, pad, dilation, groups):
+    """stride, pad, dilation (an int, or one per spatial dimension) and groups as Python ints,
+    NumPy integers taken, anything else a BadParam naming `function` -- before they join the
+    call's key (a float equal to a kept int would be answered from the call cache) or a Plan's
+    (its descriptor would truncate 1.5 to 1)."""
+    out = []
+    for name, v in (("stride", stride), ("pad", pad), ("dilation", dilation),
+                    ("groups", groups)):
+        t = type(v)
+        if t is int or t is tuple and all(type(i) is int for i in v):
+            out.append(v)
+            continue
+        try:
+            out.append(tuple(operator.index(i) for i in v) if isinstance(v, (tuple, list))
+                       else operator.index(v))
+        except TypeError:
+            raise BadParam(function, {name: v}, f"{name} must be an integer or a sequence of "
+                           f"integers, got {v!r}") from None
+    return out
 
 
 def _strided_or_packed(x, run):
@@ -699,7 +724,8 @@ def conv_transpose(x, W, *, stride=1, padding=0, output_padding=0, dilation=1, g
     device_array("cudnnConvolutionBackwardData", "x", x)
     device_array("cudnnConvolutionBackwardData", "W", W)
     spatial = x.ndim - 2
-    s, p, op, d = (as_tuple(v, spatial) for v in (stride, padding, output_padding, dilation))
+    s, p, op, d = (as_tuple(v, spatial, "cudnnConvolutionBackwardData")
+                   for v in (stride, padding, output_padding, dilation))
     axes = logical_axes(x.ndim, layout)
     x_dims = [x.shape[i] for i in axes]
     w_dims = [W.shape[i] for i in axes]

@@ -5,6 +5,7 @@ Shape legend: N batch, C channels, H W (D) spatial; K output channels; R S filte
 Dims are always given in cuDNN's logical order (N, C, *spatial) / (K, C, *spatial); `layout`
 says how they lie in memory: 'NCHW' (channels first) or 'NHWC' (channels last).
 """
+import operator
 import weakref
 from ctypes import byref, c_double, c_int, c_void_p
 
@@ -260,10 +261,16 @@ class ConvolutionDescriptor(Descriptor):
                 f"compute={ct.name}, groups={groups}, math={math.name}")
 
 
-def as_tuple(v, n):
-    if isinstance(v, (int, np.integer)):
-        return (int(v),) * n
-    return tuple(int(x) for x in v)
+def as_tuple(v, n, function="cudnnSetConvolutionNdDescriptor"):
+    """An int (n times) or a sequence of ints as a tuple of Python ints; a float, even a whole
+    one, is a BadParam naming `function` (int() would have cut 1.5 to 1)."""
+    try:
+        if isinstance(v, (int, np.integer)):
+            return (operator.index(v),) * n
+        return tuple(operator.index(x) for x in v)
+    except TypeError:
+        raise BadParam(function, {"value": v}, f"expected an integer or a sequence of "
+                       f"integers, got {v!r}") from None
 
 
 class ActivationDescriptor(Descriptor):

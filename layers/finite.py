@@ -92,6 +92,7 @@ class FiniteCheck:
         self.first_event = to_device(np.full((1,), NONE, np.int64), device)
         self.step = to_device(np.zeros((1,), np.int64), device)    # steps since the reset
         self.events = []            # event k -> 'output of netD.main.2 (Conv2d)'
+        self._new_step = False      # the events are the last step's until the next check
         self._queue, self._queue_k0 = [], 0     # (array, 16-byte words) of events k0, k0 + 1..
 
     def reset(self):
@@ -100,12 +101,14 @@ class FiniteCheck:
         self.step.fill(0)
 
     def __enter__(self):
-        """Start a step: a fresh list of events (and, unless keep_first, nothing found yet); make
-        this the active check."""
+        """Start a step: a fresh list of events from its first check on (and, unless keep_first,
+        nothing found yet); make this the active check. A step that checks nothing from Python
+        -- a CUDA graph's replay, inside this block -- keeps the events of the last step that
+        did (the capture's), which name what the replay's kernels find."""
         if not self.keep_first:
             self.reset()
         self.step += 1
-        self.events = []
+        self._new_step = True
         self._queue = []
         self._seen = set()
         self._checked = {}
@@ -225,6 +228,8 @@ class FiniteCheck:
         floating, gpu, name, n = self._kind(x)
         if not floating:                   # integer outputs are always finite
             return
+        if self._new_step:
+            self.events, self._new_step = [], False
         k = len(self.events)
         self.events.append(what)
         if gpu:

@@ -405,7 +405,12 @@ def _backward_one(fn, grads, pending, deferred):
                  for g in grads]
     if fn.adds_into_grad:
         fn.grad_into = _grads_of_leaves(fn.inputs)
-    gxs = fn.backward(*grads)
+        try:
+            gxs = fn.backward(*grads)
+        finally:
+            fn.grad_into = None          # (an op a Tensor still holds would keep the .grads)
+    else:
+        gxs = fn.backward(*grads)
     if not isinstance(gxs, tuple):
         gxs = (gxs,)
     for t, gx in zip(fn.inputs, gxs):

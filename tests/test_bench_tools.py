@@ -223,3 +223,9 @@ def test_the_host_benchmark_stubs_every_gpu_call_and_undoes_its_patches():
     assert calls["cuBLAS products"] == 21          # width 16: the thin and whole-input routes
     assert {(d, op) for d, op, *_ in rows} >= {("fprop", "Conv2d"), ("bprop", "BatchNorm")}
     assert backend._cupy is before
+    # and no stub stays in the layers' kernel caches: the next kernel made is CuPy's own
+    import cupy
+    from layers import finite, kernels
+    assert type(finite._multi_word_kernel("float32")) is cupy.RawKernel
+    assert type(kernels.elementwise("cudnnlite_probe", "T x", "T y", "y = x")) is \
+        cupy.ElementwiseKernel

@@ -52,6 +52,19 @@ REFUSED = {  # name: (call, error class, message pattern)
                        cl.BadParamShapeMismatch,
                        r"cudnnConvolutionBackwardData.*gy has shape \(2, 4, 5, 5\), the "
                        r"convolution's output is \(2, 4, 6, 6\)"),
+    "conv float stride": (lambda: conv.forward(x, W, stride=1.0), cl.BadParam,
+                          r"cudnnConvolutionForward failed.*stride must be an integer or a "
+                          r"sequence of integers, got 1\.0"),
+    "conv fractional pad": (lambda: conv.forward(x, W, pad=(1.5, 1.5)), cl.BadParam,
+                            r"pad must be an integer or a sequence of integers, got \(1\.5"),
+    "dgrad float groups": (lambda: conv.backward_data(W, Dev((2, 4, 6, 6)), (2, 3, 8, 8),
+                                                      groups=1.0), cl.BadParam,
+                           r"cudnnConvolutionBackwardData.*groups must be an integer"),
+    "transpose fractional padding": (lambda: conv.conv_transpose(Dev((2, 4, 5, 5)),
+                                                                 Dev((4, 3, 4, 4)),
+                                                                 padding=(0.5, 0.5)),
+                                     cl.BadParam, r"cudnnConvolutionBackwardData.*expected an "
+                                                  r"integer or a sequence of integers"),
     "wgrad out shape": (lambda: conv.backward_filter(x, Dev((2, 4, 6, 6)), (4, 3, 3, 3),
                                                      out=Dev((4, 3, 3, 2))),
                         cl.BadParamShapeMismatch, r"out has shape \(4, 3, 3, 2\), the result is "
@@ -83,6 +96,14 @@ REFUSED = {  # name: (call, error class, message pattern)
                                                         Dev((5,)), Dev((5,)), Dev((5,)),
                                                         add_to=Dev((5,))),
                              cl.BadParam, r"add_to must be a pair \(ggamma, gbeta\)"),
+    "bn add_to None": (lambda: batchnorm.backward(Dev((4, 5, 6, 6)), Dev((4, 5, 6, 6)),
+                                                  Dev((5,)), Dev((5,)), Dev((5,)),
+                                                  add_to=(Dev((5,)), None)),
+                       cl.BadParam, r"add_to\[1\] \(gbeta\) must be an array to add into"),
+    "bn add_to overlapping": (lambda: batchnorm.backward(
+        Dev((4, 5, 6, 6)), Dev((4, 5, 6, 6)), Dev((5,)), Dev((5,)), Dev((5,)),
+        add_to=(Dev((5,), ptr=1 << 21), Dev((5,), ptr=(1 << 21) + 16))),
+        cl.BadParam, r"add_to's two arrays overlap"),
     "bn ex add_to strided": (lambda: batchnorm.backward_ex(
         Dev((4, 6, 6, 5)), Dev((4, 6, 6, 5)), Dev((5,)), Dev((5,)), Dev((5,)), Dev((5,)),
         Dev((48,), "uint8"), add_to=(Dev((5,)), Dev((10,))[::2])),

@@ -240,6 +240,22 @@ def test_dcgan_keeps_the_last_good_checkpoint(tmp_path, monkeypatch, capsys):
     assert not (tmp_path / "bad" / "netD_epoch_002.npz").exists()
 
 
+def test_a_step_that_checks_nothing_keeps_the_last_steps_events(on_host):
+    """A CUDA graph's replay runs no Python: the step's events stay those of the last step that
+    checked (the capture's), which name what the replay's kernels find; the next step that
+    checks starts its own list."""
+    import host_kernels
+    check = FiniteCheck({}, device=0)
+    with check:
+        check._check(host_kernels.host(np.ones(8, np.float32)), "t0")
+    with check:                             # a replay
+        check.first_event[...] = check.step * (1 << 32)     # (its kernel's finding: event 0)
+    assert check.events == ["t0"] and check.first() == "t0"
+    with check:
+        check._check(host_kernels.host(np.ones(8, np.float32)), "u0")
+    assert check.events == ["u0"] and check.first() is None
+
+
 def test_dcgan_logs_the_finite_steps_read_back_with_the_bad_one(tmp_path, monkeypatch, capsys):
     """Losses are read back every --log-every steps: the finite steps of the window that holds
     the bad step are still logged, the bad one is not."""
@@ -341,17 +357,17 @@ def test_gpu_queued_checks_name_the_first_bad_tensor(dtype):
 
 @pytest.mark.gpu
 def test_gpu_checks_of_a_step_captured_inside_an_open_check_run_on_every_replay():
-    """The check opened around the CapturedStep rather than inside it: the outputs the captured
-    call queued are launched inside the graph (layers.graph), so a replay with a NaN input flags
-    the first layer, named from the capture's events."""
+    """The check opened around the CapturedStep rather than inside it, a step each: the outputs
+    the captured call queued are launched inside the graph (layers.graph), so a replay with a
+    NaN input flags the first layer, named from the capture's events (a replay checks nothing
+    from Python, so the step keeps them)."""
     from layers.graph import CapturedStep
     model = mlp(0).to(0)
     check = FiniteCheck({"net": model})
     step = CapturedStep(lambda x: model(x).data, modules=(model,))
     good = L.tensor(np.ones((3, 4), np.float32), device=0)
     bad = L.tensor(np.full((3, 4), np.nan, np.float32), device=0)
-    with check:
-        step(good), step(good)              # the warm-up (events 0-2), the capture (3-5)
-        assert check.first() is None
-        step(bad)                           # a replay
-        assert check.first() == "output of net.0 (Linear)" and check.events[3] == check.first()
+    for x in (good, good, good, bad):       # warm-up, capture, replays
+        with check:
+            step(x)
+        assert check.first() == (None if x is good else "output of net.0 (Linear)")

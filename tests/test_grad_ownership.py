@@ -108,3 +108,45 @@ def test_a_second_backward_adds_into_the_existing_gradients_on_the_gpu(where, me
         got = np.asarray(ours.grad.data.get() if hasattr(ours.grad.data, "get") else
                          ours.grad.data, np.float64)
         np.testing.assert_allclose(got, ref, rtol=0, atol=1e-5 * np.abs(ref).max())
+
+
+@pytest.mark.parametrize("device", ["host", pytest.param(0, marks=pytest.mark.gpu)])
+def test_batch_norm_with_one_tensor_as_weight_and_bias_adds_its_two_gradients(where):
+    """Weight and bias the same Tensor: one .grad takes both gradients, so they are not handed
+    to cuDNN to add into at once (cudnnlite refuses add_to arrays that overlap); the engine adds
+    them, and two passes equal torch's."""
+    rng = np.random.default_rng(2)
+    w0 = rng.uniform(0.5, 1.5, 3)
+    xs = [rng.standard_normal((4, 3, 2, 2)) for _ in range(2)]
+    r = rng.standard_normal((4, 3, 2, 2))
+    w, tw = L.tensor(w0.astype(np.float32), requires_grad=True, device=where), \
+        torch.tensor(w0, requires_grad=True)
+    for x in xs:
+        (F.batch_norm(L.tensor(x.astype(np.float32), device=where), None, None, w, w,
+                      training=True) * L.tensor(r.astype(np.float32), device=where)).sum() \
+            .backward()
+        (torch.nn.functional.batch_norm(torch.tensor(x), None, None, tw, tw, training=True) *
+         torch.tensor(r)).sum().backward()
+    got = np.asarray(w.grad.data.get() if hasattr(w.grad.data, "get") else w.grad.data)
+    np.testing.assert_allclose(got, tw.grad.numpy(), rtol=0,
+                               atol=1e-5 * np.abs(tw.grad.numpy()).max())
+
+
+@pytest.mark.parametrize("device", ["host", pytest.param(0, marks=pytest.mark.gpu)])
+def test_an_op_keeps_no_gradient_it_was_offered_after_backward(where):
+    """Function.grad_into is dropped once the op's backward has run: an output Tensor kept by
+    the caller (its op with it) does not keep the parameters' old .grad arrays alive."""
+    import weakref
+    W = L.tensor(np.ones((4, 3, 3, 3), np.float32), requires_grad=True, device=where)
+    x = L.tensor(np.ones((2, 3, 5, 5), np.float32), device=where)
+    kept = []
+    for _ in range(2):
+        y = F.conv2d(x, W, None, 1, 1)
+        y.sum().backward()
+        kept.append(y)
+    old = weakref.ref(W.grad.data)
+    W.grad = None
+    import gc
+    gc.collect()
+    assert old() is None
+    assert kept[1]._ctx.grad_into is None

@@ -128,6 +128,19 @@ def test_a_float_shape_equal_to_a_kept_int_one_is_refused_as_on_a_first_call(cou
         call(floats)
 
 
+@pytest.mark.parametrize("name", ["stride", "pad", "dilation", "groups"])
+def test_a_float_geometry_equal_to_a_kept_int_one_is_refused_as_on_a_first_call(counted, name):
+    """stride=1.0 == 1 in a key: the geometry is made ints, or refused, before the call's key
+    is made."""
+    x, W = dev(X), dev(WT)
+    good = dict(stride=1, pad=1, dilation=1, groups=1)
+    conv.forward(x, W, **good)
+    conv.forward(x, W, **{**good, name: np.int64(good[name])})     # NumPy ints: the same call
+    assert counted["conv"] == 1
+    with pytest.raises(cl.BadParam, match=rf"{name} must be an integer"):
+        conv.forward(x, W, **{**good, name: float(good[name])})
+
+
 @pytest.mark.parametrize("bad", ["W dtype", "W int32", "out shape", "out dtype", "device",
                                  "settings"])
 def test_a_changed_property_after_a_hit_is_checked(counted, monkeypatch, bad):

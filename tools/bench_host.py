@@ -48,6 +48,10 @@ class _Patches:
             self._undo.append(lambda: mapping.pop(key, None))
         mapping[key] = value
 
+    def defer(self, fn):
+        """Run fn at undo, in its place among the patches (last made, first undone)."""
+        self._undo.append(fn)
+
     def undo(self):
         while self._undo:
             self._undo.pop()()
@@ -80,6 +84,7 @@ class Stubs:
         from layers import kernels
         installing = hk.install(patches)
         next(installing)
+        patches.defer(lambda: next(installing, None))     # (its end clears the kernel caches)
         hk.install_cudnn(patches)
         stubs = self
 

@@ -97,9 +97,10 @@ class BatchNorm(Function):
         gy4 = gy.reshape(x4.shape)
         if self.training:
             from cudnnlite import batchnorm
-            into = self.grad_into
+            into = self.grad_into       # (weight's and bias's, two arrays apart: cuDNN
             add_to = (into[1], into[2]) if into is not None and len(into) == 3 and \
-                all(addable(a, gamma.shape, gamma.dtype) for a in into[1:]) else None
+                all(addable(a, gamma.shape, gamma.dtype) for a in into[1:]) and \
+                abs(into[1].data.ptr - into[2].data.ptr) >= into[1].nbytes else None  # writes both)
             if ex is not None:
                 beta, reserve = ex
                 gx, ggamma, gbeta = batchnorm.backward_ex(x4, gy4, gamma, beta, mean, invstd,
