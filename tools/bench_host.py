@@ -238,9 +238,22 @@ def main(argv=None):
                     help="also each op's host time (forward, backward, optimizer), stubs "
                          "included")
     args = ap.parse_args(argv)
+    try:
+        import cupy  # noqa: F401  (the kernels' parameter rules are CuPy's own)
+        import cudnnlite.api  # noqa: F401  (descriptors stay real: libcudnn is loaded)
+    except Exception as e:
+        cli.fail(f"tools.bench_host needs CuPy and the cuDNN wheel (pip install -e "
+                 f"'.[cuda12]'; no GPU needed) and a checkout with tests/: {e}")
+    if not os.path.exists(os.path.join(HARNESS, "host_kernels.py")):
+        cli.fail(f"tools.bench_host runs on the checkout's host harness, {HARNESS}/host_kernels.py, "
+                 f"which is not there (run it from a git checkout)")
     ms, calls, rows = measure(args.width, args.batch, args.steps, args.repeats, args.ops)
     print(f"DCGAN eager step, width {args.width}, batch {args.batch}, GPU calls stubbed")
-    print(f"engine host time: {ms:.3f} ms/step")
+    print(f"engine host time: {ms:.3f} ms/step (the fastest of {args.repeats} runs; the stubs' "
+          f"and NumPy's stand-ins' time left out)")
+    print("calls a step (counted, not timed): cuDNN calls, cuBLAS products, CuPy kernels (the "
+          "layers' own), CuPy operators (+=, ... on arrays: a kernel each), CuPy functions "
+          "(module functions that make no array), allocations")
     for kind, n in calls.items():
         print(f"  {kind:<26} {n:7.1f} per step")
     if rows:
