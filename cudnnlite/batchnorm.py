@@ -17,7 +17,7 @@ from typing import NamedTuple
 from . import api
 from ._cache import LRU
 from .boundary import (CallCache, check_out, check_shape, common_dtype, device_array, handle,
-                       packed, scalar)
+                       overlap, packed, scalar)
 from .descriptors import TensorDescriptor
 from .enums import BatchNormMode, BatchNormOps, DataType
 from .errors import BadParam, BadParamShapeMismatch
@@ -153,10 +153,9 @@ def _pair(function, add_to):
 
 
 def _check_add_to(function, add_to, gamma):
-    """add_to (backward's): None, or (ggamma, gbeta) as cuDNN writes them -- two device arrays
-    of gamma's shape and dtype, C-contiguous and aligned (check_out), whose memory does not
-    overlap (cuDNN adds the two gradients into them at once)."""
-    add_to = _pair(function, add_to)
+    """add_to (backward's, through _pair): None, or (ggamma, gbeta) as cuDNN writes them -- two
+    device arrays of gamma's shape and dtype, C-contiguous and aligned (check_out), whose memory
+    does not overlap (cuDNN adds the two gradients into them at once)."""
     if add_to is None:
         return
     names = ("add_to[0] (ggamma)", "add_to[1] (gbeta)")
@@ -165,7 +164,7 @@ def _check_add_to(function, add_to, gamma):
             raise BadParam(function, {name: None}, f"{name} must be an array to add into, got None")
         check_out(function, name, a, gamma.shape, gamma.dtype)
     a, b = add_to
-    if abs(a.data.ptr - b.data.ptr) < a.nbytes:
+    if overlap(a, b):
         raise BadParam(function, {f"{names[0]}.ptr": a.data.ptr, f"{names[1]}.ptr": b.data.ptr,
                                   "bytes": a.nbytes},
                        "add_to's two arrays overlap: cuDNN writes both gradients at once")

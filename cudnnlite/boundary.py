@@ -92,6 +92,11 @@ def packed(function, name, a):
     return a.copy(order="C")
 
 
+def overlap(a, b):
+    """True when arrays a and b (dense, of one size) share memory."""
+    return abs(a.data.ptr - b.data.ptr) < a.nbytes
+
+
 def check_shape(function, name, a, shape, what="the call expects"):
     if tuple(a.shape) != tuple(shape):
         raise BadParamShapeMismatch(function, {f"{name}.shape": tuple(a.shape),

@@ -289,6 +289,14 @@ def _keeping_layout(a, copy):
     return copy(a.transpose(order)).transpose(back)
 
 
+def addable(a, shape, dtype):
+    """Device array `a` (a leaf's .grad) can be handed as the out= of a GPU call that adds its
+    result into it (beta = 1) as it is: `shape` and `dtype`, C-contiguous, 16-byte aligned --
+    what cudnnlite's and cudnnlite.blas's out= must be. None is not."""
+    return a is not None and is_gpu(a) and tuple(a.shape) == tuple(shape) and \
+        a.dtype == dtype and a.flags.c_contiguous and a.data.ptr % 16 == 0
+
+
 def dense_order(a):
     """a's axes, outermost in memory first, when a is a permutation of a dense array (C-ordered,
     channels-last, transposed: a.transpose(order) is C-contiguous), as a tuple; else None.

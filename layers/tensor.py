@@ -9,8 +9,9 @@ import threading
 
 import numpy as np
 
-from .backend import (bfloat16, concatenate, device_of, floating_dtype_or_none, from_foreign,
-                      is_floating, is_gpu, is_half, parse_device, to_device, xp_of, xp_of_gpu)
+from .backend import (addable, bfloat16, concatenate, device_of, floating_dtype_or_none,
+                      from_foreign, is_floating, is_gpu, is_half, parse_device, to_device, xp_of,
+                      xp_of_gpu)
 from .trace import active as _trace
 
 
@@ -51,11 +52,12 @@ class Function:
     `backward`; `self.saved` holds what backward needs; `self.needs_input_grad` says which inputs
     want a gradient (return None for the others).
 
-    An op whose class sets `adds_into_grad` is handed, before its backward runs, `grad_into`:
-    per input, the array of that leaf's .grad where the leaf has one already (a second backward
-    into the same parameters: DCGAN's discriminator, three a step), else None. Its backward may
-    add an input's gradient straight into that array -- a GEMM's or cuDNN's beta = 1, no
-    gradient array made, no addition launched after -- and return ADDED for it; or ignore it."""
+    An op on the GPU whose class sets `adds_into_grad` is handed, before its backward runs,
+    `grad_into`: per input, the array of that leaf's .grad where the leaf has one already (a
+    second backward into the same parameters: DCGAN's discriminator, three a step), else None.
+    Its backward may add an input's gradient straight into that array -- a GEMM's or cuDNN's
+    beta = 1, no gradient array made, no addition launched after -- and return ADDED for it; or
+    ignore it."""
     inputs = None          # the input Tensors (or constants), dropped after backward
     adds_into_grad = False
     grad_into = None
@@ -403,7 +405,7 @@ def _backward_one(fn, grads, pending, deferred):
     if half is not None:                  # (see _half_of) its gradients too, in float32
         grads = [g.astype(np.float32) if g is not None and g.dtype == half else g
                  for g in grads]
-    if fn.adds_into_grad:
+    if fn.adds_into_grad and fn.gpu:
         fn.grad_into = _grads_of_leaves(fn.inputs)
         try:
             gxs = fn.backward(*grads)
@@ -535,8 +537,7 @@ def _accumulate_deferred(leaf, parts, stacked):
         g = _column_sums(a)
     else:
         b = _stack([p.b for p in parts], stacked)
-        if grad is not None and is_gpu(grad) and grad.dtype == a.dtype and \
-                grad.shape == leaf.shape and grad.flags.c_contiguous and grad.data.ptr % 16 == 0:
+        if addable(grad, leaf.shape, a.dtype):
             mm(a.T, b, out=grad)
             return
         g = mm(a.T, b)

@@ -245,7 +245,8 @@ def main(argv=None):
         cli.fail(f"tools.bench_host needs CuPy and the cuDNN wheel (pip install -e "
                  f"'.[cuda12]'; no GPU needed) and a checkout with tests/: {e}")
     if not os.path.exists(os.path.join(HARNESS, "host_kernels.py")):
-        cli.fail(f"tools.bench_host runs on the checkout's host harness, {HARNESS}/host_kernels.py, "
+        cli.fail(f"tools.bench_host runs on the checkout's host harness, "
+                 f"{HARNESS}/host_kernels.py, "
                  f"which is not there (run it from a git checkout)")
     ms, calls, rows = measure(args.width, args.batch, args.steps, args.repeats, args.ops)
     print(f"DCGAN eager step, width {args.width}, batch {args.batch}, GPU calls stubbed")

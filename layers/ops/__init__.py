@@ -44,11 +44,3 @@ def _view(a, perm):
         return Fresh(_view(a.array, perm))
     return a.transpose(perm) if a.ndim == 4 else a
 
-
-def addable(into, shape, dtype):
-    """A leaf's .grad array (Function.grad_into) a GPU call can add its result into as it is:
-    of `shape` and `dtype`, C-contiguous and 16-byte aligned (what an out= of cudnnlite and
-    cudnnlite.blas must be; else the op returns its gradient and backward() adds it)."""
-    from cudnnlite.boundary import is_packed
-    return into is not None and tuple(into.shape) == tuple(shape) and into.dtype == dtype and \
-        is_packed(into)

@@ -10,7 +10,8 @@ import numpy as np
 
 from .. import kernels
 from ..tensor import ADDED, Function, fresh
-from . import addable, nchw_views
+from ..backend import addable
+from . import nchw_views
 
 
 # ---- the three array functions (NCHW or NHWC, NumPy or CuPy) ---------------------------------
@@ -274,8 +275,7 @@ class _AddsIntoGrad(Function):
     adds_into_grad = True
 
     def _into(self, i):
-        into = self.grad_into
-        return None if into is None or not self.gpu else into[i]
+        return None if self.grad_into is None else self.grad_into[i]
 
 
 @nchw_views

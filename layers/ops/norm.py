@@ -7,9 +7,9 @@ as cuDNN requires; the NumPy path computes half-precision data in float32 too.
 """
 import numpy as np
 
-from ..backend import accumulation_dtype
+from ..backend import accumulation_dtype, addable
 from ..tensor import ADDED, Function, fresh
-from . import addable, nchw_views
+from . import nchw_views
 
 
 @nchw_views
@@ -97,10 +97,11 @@ class BatchNorm(Function):
         gy4 = gy.reshape(x4.shape)
         if self.training:
             from cudnnlite import batchnorm
-            into = self.grad_into       # (weight's and bias's, two arrays apart: cuDNN
+            from cudnnlite.boundary import overlap
+            into = self.grad_into       # weight's and bias's: two arrays apart (cuDNN writes both)
             add_to = (into[1], into[2]) if into is not None and len(into) == 3 and \
                 all(addable(a, gamma.shape, gamma.dtype) for a in into[1:]) and \
-                abs(into[1].data.ptr - into[2].data.ptr) >= into[1].nbytes else None  # writes both)
+                not overlap(into[1], into[2]) else None
             if ex is not None:
                 beta, reserve = ex
                 gx, ggamma, gbeta = batchnorm.backward_ex(x4, gy4, gamma, beta, mean, invstd,
