@@ -297,7 +297,10 @@ GPU_TOOLS = ["bench_dcgan", "bench_lstm", "bench_calls", "bench_fusions", "conv_
 
 @pytest.mark.parametrize("tool", GPU_TOOLS)
 def test_gpu_tool_refuses_cpu(tool):
-    assert_usage_error(run(f"tools.{tool}", "--device", "cpu"), "--device cpu", "GPU")
+    r = run(f"tools.{tool}", "--device", "cpu")
+    assert_usage_error(r, "--device cpu", "GPU")
+    if tool in ("bench_dcgan", "profile_dcgan"):   # the DCGAN step's timers name their CPU twin
+        assert "python -m tools.bench_host" in r.stderr, r.stderr
 
 
 @no_gpu
@@ -360,16 +363,30 @@ def test_readme_cpu_example_matches_torch():
 def test_device_stats_reads_back_every_n_steps_in_order():
     from train.common import DeviceStats
     stats = DeviceStats(["a", "b"], every=3)
-    got = []
+    got, rates = [], []
     for step in range(1, 8):
         values = np.array([step, -step], np.float32)
         rows = stats.add(step, values, items=10)
         values[:] = 99                          # a captured step rewrites its output buffer
         got.append([r["step"] for r in rows])
+        rates += [r["rate"] for r in rows]
     assert got == [[], [], [1, 2, 3], [], [], [4, 5, 6], []]
+    # the window's rate on its last row only: not a per-step figure repeated on each
+    assert [r is None for r in rates] == [True, True, False] * 2 and min(rates[2::3]) > 0
     rows = stats.flush()
     assert [(r["step"], r["a"], r["b"]) for r in rows] == [(7, 7.0, -7.0)]
     assert rows[0]["rate"] > 0 and stats.flush() == []
+
+
+def test_a_window_rate_is_written_once_in_the_csv(tmp_path):
+    from train.common import DeviceStats, LossLog, rate_cell
+    stats, log = DeviceStats(["a"], every=2), LossLog(tmp_path / "l.csv", ["step", "a", "per_s"])
+    for step in (1, 2):
+        for r in stats.add(step, np.array([step], np.float32), items=4):
+            log.write(dict(r, per_s=rate_cell(r["rate"])))
+    log.flush()
+    rows = (tmp_path / "l.csv").read_text().splitlines()
+    assert rows[:2] == ["step,a,per_s", "1,1.0,"] and float(rows[2].split(",")[2]) > 0
 
 
 def test_first_non_finite_names_the_step_and_the_statistic():

@@ -155,7 +155,8 @@ def main():
                          "train.dcgan's default on a GPU) [channels_last]")
     args = ap.parse_args()
     cli.use_device(args.device, gpu_only="this tool times the GPU path (cuDNN, CUDA graphs) "
-                                         "against PyTorch's")
+                                         "against PyTorch's; with no GPU, python -m "
+                                         "tools.bench_host times the eager step's own Python")
     import cupy
     from cudnnlite import boundary, conv
     conv.configure(algo_mode=args.algo, allow_tf32=True)

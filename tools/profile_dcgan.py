@@ -146,7 +146,8 @@ def main():
                     help="rows of the cProfile table [35]")
     args = ap.parse_args()
     cli.use_device(args.device, gpu_only="this tool profiles the GPU path (host against device "
-                                         "time)")
+                                         "time); with no GPU, python -m tools.bench_host --ops "
+                                         "times the eager step's own Python per op")
     import cupy
     from cupyx.profiler import benchmark
     import layers as L

@@ -79,6 +79,11 @@ class LossLog:
         plt.close(fig)
 
 
+def rate_cell(rate):
+    """A DeviceStats row's rate as a CSV cell: empty where the row is not its window's last."""
+    return "" if rate is None else round(rate, 1)
+
+
 class DeviceStats:
     """Per-step statistics (a device array of len(names) values per step) copied aside on the
     device and read back every `every` steps in one transfer, so the training loop does not wait
@@ -88,8 +93,10 @@ class DeviceStats:
 
     `add(step, values, items)` returns the rows read back (a list of dicts with 'step' and every
     name), empty until `every` steps are pending; `flush()` reads back what is pending (call it
-    before a checkpoint, a validation or the end). Each row also gets `rate`: items per second
-    over the window it was read back in (per-step times mean nothing once steps overlap).
+    before a checkpoint, a validation or the end). Each row also gets `rate`: on the window's last
+    row, items per second over that window; None on the others (per-step times mean nothing once
+    steps overlap, and one window's rate repeated on each of its rows reads as a per-step one).
+    `rate_cell(rate)` is its CSV cell.
 
     With `finite`, a layers.finite.FiniteCheck made with keep_first=True, a window whose rows
     are all finite resets the check, so when a row is not, `where(step)` names the first
@@ -116,8 +123,9 @@ class DeviceStats:
         host = host.get() if hasattr(host, "get") else host     # the one sync of the window
         now = time.perf_counter()
         rate = sum(n for _, _, n in self.pending) / max(now - self.t0, 1e-9)
-        rows = [dict(zip(self.names, (float(x) for x in values)), step=step, rate=rate)
+        rows = [dict(zip(self.names, (float(x) for x in values)), step=step, rate=None)
                 for (step, _, _), values in zip(self.pending, host)]
+        rows[-1]["rate"] = rate
         self.pending, self.t0 = [], now
         if self.finite is not None and first_non_finite(rows, self.names) is None:
             self.finite.reset()

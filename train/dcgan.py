@@ -23,7 +23,8 @@ from layers.finite import FiniteCheck
 from . import cli, data
 from .common import (PRECISIONS, CheckpointError, DeviceStats, LossLog, checkpoint_meta,
                      first_non_finite, load_checkpoint, load_weights, override_hyper,
-                     resume_point, save_checkpoint, save_image_grid, set_precision)
+                     rate_cell, resume_point, save_checkpoint, save_image_grid,
+                     set_precision)
 
 
 class Generator(nn.Module):
@@ -403,7 +404,7 @@ def main(argv=None):
             nonlocal sums, count
             bad = first_non_finite(rows, STATS)
             for r in rows if bad is None else rows[:rows.index(bad[0])]:
-                log.write(dict(r, epoch=epoch + 1, img_per_s=round(r["rate"], 1)))
+                log.write(dict(r, epoch=epoch + 1, img_per_s=rate_cell(r["rate"])))
                 sums += [r[k] for k in STATS]
                 count += 1
             if bad is not None:

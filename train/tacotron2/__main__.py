@@ -24,7 +24,8 @@ from layers.finite import FiniteCheck
 from .. import cli
 from ..common import (PRECISIONS, CheckpointError, DeviceStats, LossLog, checkpoint_meta,
                       first_non_finite, load_checkpoint, meta_of, override_hyper, pyplot,
-                      read_arrays, resume_point, save_checkpoint, set_precision)
+                      rate_cell, read_arrays, resume_point, save_checkpoint,
+                      set_precision)
 from . import audio, data
 from .hparams import HParams
 from .model import Tacotron2, loss_parts, make_optimizer, make_step, stat_names, targets
@@ -427,7 +428,7 @@ def train(argv):
         when one is not finite."""
         bad = first_non_finite(rows, stat_names(hp))
         for row in rows if bad is None else rows[:rows.index(bad[0])]:
-            log.write(dict(row, epoch=epoch_ + 1, frames_per_s=round(row["rate"], 1)))
+            log.write(dict(row, epoch=epoch_ + 1, frames_per_s=rate_cell(row["rate"])))
         if bad is not None:
             row, k = bad
             log.flush()
