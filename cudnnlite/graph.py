@@ -33,6 +33,7 @@ _CTYPES = {
     AttrType.BEHAVIOR_NOTE: ctypes.c_int, AttrType.BACKEND_DESCRIPTOR: ctypes.c_void_p,
     AttrType.INT32: ctypes.c_int32, AttrType.POINTWISE_MODE: ctypes.c_int,
     AttrType.NAN_PROPAGATION: ctypes.c_int, AttrType.GENSTATS_MODE: ctypes.c_int,
+    AttrType.KNOB_TYPE: ctypes.c_int,
 }
 
 
@@ -235,6 +236,30 @@ def engine_notes(cfg):
     return index, known
 
 
+KNOB_TYPES = 46          # CUDNN_KNOB_TYPE_COUNTS: at most one choice per knob type
+
+
+def engine_knobs(cfg):
+    """The knob choices of an engine configuration: ((knob type, value), ...), sorted."""
+    choices = [BackendDescriptor(Kind.KNOB_CHOICE_DESCRIPTOR, finalize=False)
+               for _ in range(KNOB_TYPES)]
+    arr = (ctypes.c_void_p * KNOB_TYPES)(*[_pointer_value(c) for c in choices])
+    got = ctypes.c_int64()
+    api.cudnnBackendGetAttribute(cfg, Attr.ENGINECFG_KNOB_CHOICES, AttrType.BACKEND_DESCRIPTOR,
+                                 KNOB_TYPES, ctypes.byref(got), arr)
+    knobs = []
+    for c in choices[:got.value]:
+        c.finalized = True              # cuDNN filled them
+        knobs.append((c.get(Attr.KNOB_CHOICE_KNOB_TYPE, AttrType.KNOB_TYPE)[0],
+                      c.get(Attr.KNOB_CHOICE_KNOB_VALUE, AttrType.INT64)[0]))
+    return tuple(sorted(knobs))
+
+
+def config_key(cfg):
+    """What makes two engine configurations the same: (engine global index, knob choices)."""
+    return engine_notes(cfg)[0], engine_knobs(cfg)
+
+
 class ExecutionPlan:
     """A finalized execution plan: the engine chosen, its notes, its workspace size."""
 
@@ -273,9 +298,10 @@ def accepted_plans(handle, graph, accept=lambda notes, workspace: True, limit=1)
     """Up to `limit` plans, in the heuristics' order (mode A, then the fallback list), built
     from the engine configurations that finalize into a plan `accept(notes, workspace)` takes;
     CudnnError NotSupported naming every configuration tried (and how each failed) when none
-    does."""
+    does. A configuration met before (the same engine and knob choices: the two lists overlap)
+    is skipped, so `limit` distinct ones are tried."""
     from .errors import NotSupported
-    tried, plans = [], []
+    tried, plans, met = [], [], set()
     for mode in (HeurMode.A, HeurMode.FALLBACK):
         try:
             cfgs = engine_configs(graph, mode)
@@ -283,6 +309,14 @@ def accepted_plans(handle, graph, accept=lambda notes, workspace: True, limit=1)
             tried.append(f"heuristics {mode.name}: {str(e).splitlines()[0]}")
             continue
         for cfg in cfgs:
+            try:
+                key = config_key(cfg)
+            except CudnnError:
+                key = None                    # (unreadable: tried as it comes)
+            if key is not None:
+                if key in met:
+                    continue
+                met.add(key)
             try:
                 plan = ExecutionPlan(handle, cfg)
             except CudnnError as e:

@@ -349,6 +349,35 @@ def test_benchmark_mode_keeps_the_fastest_plan_that_runs(monkeypatch):
         graph.fastest_plan(None, "g", None, run, limit=3, time_ms=time_ms, check=sticky)
 
 
+def test_accepted_plans_skip_a_configuration_met_before(monkeypatch):
+    """The heuristics' mode-A list and fallback list overlap: an engine configuration with the
+    engine and knob choices of one met before is not built or counted again, so `limit` (the
+    benchmark's 10) reaches that many distinct configurations; one whose key cannot be read is
+    tried as it comes."""
+    from types import SimpleNamespace
+    from cudnnlite import graph
+    from cudnnlite.enums import HeurMode
+    lists = {HeurMode.A: ["a1", "a2", "a3"], HeurMode.FALLBACK: ["f1", "f2", "f3", "f4"]}
+    keys = {"a1": (7, ((3, 1),)), "a2": (7, ((3, 2),)), "a3": (9, ()), "f1": (7, ((3, 1),)),
+            "f2": (9, ()), "f3": None, "f4": (11, ())}
+    monkeypatch.setattr(graph, "engine_configs", lambda g, mode: lists[mode])
+
+    def config_key(cfg):
+        if keys[cfg] is None:
+            raise cl.NotSupported("cudnnBackendGetAttribute", {}, "unreadable")
+        return keys[cfg]
+    monkeypatch.setattr(graph, "config_key", config_key)
+    built = []
+
+    def plan(handle, cfg):
+        built.append(cfg)
+        return SimpleNamespace(cfg=cfg, engine=cfg, notes=[], workspace=0)
+    monkeypatch.setattr(graph, "ExecutionPlan", plan)
+    got = graph.accepted_plans(None, "g", limit=10)
+    assert [p.cfg for p in got] == built == ["a1", "a2", "a3", "f3", "f4"]
+    assert [p.cfg for p in graph.accepted_plans(None, "g", limit=4)] == ["a1", "a2", "a3", "f3"]
+
+
 def test_execution_plan_keeps_a_variant_pack_per_pointer_set(monkeypatch):
     """An eager loop alternates pointer sets (netD on real, then on fake images): each set's pack
     is made once and found again, up to PACKS_PER_PLAN sets; the pack handed to cuDNN is the one

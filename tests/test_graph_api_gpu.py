@@ -151,6 +151,9 @@ def test_every_plan_benchmark_mode_may_pick_gives_the_reference(direction):
         plans = graph.accepted_plans(h, conv.graph_operations(p, d, h), conv._accept(p, h),
                                      limit=graph.BENCHMARK_LIMIT)
     assert plans
+    keys = [graph.config_key(plan.cfg) for plan in plans]        # each a distinct configuration
+    assert len(set(keys)) == len(keys), keys
+    assert all(0 <= t < graph.KNOB_TYPES for _, knobs in keys for t, _ in knobs), keys
     for plan in plans:
         out = cupy.full(out_shape, np.nan, np.float32)
         plan.execute(h, conv._UIDS[d.name], (a.data.ptr, b.data.ptr, out.data.ptr),
