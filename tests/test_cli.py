@@ -457,3 +457,46 @@ def test_a_gpu_device_without_cupy_says_cupy_is_missing(monkeypatch, capsys):
     err = capsys.readouterr().err.strip()
     assert e.value.code == 2 and len(err.splitlines()) == 1
     assert err.startswith("error: --device 0: CuPy is not installed") and ".[cuda12]" in err
+
+
+# ---- an --outf that holds a run ---------------------------------------------------------------
+
+def _steps(outf):
+    return [int(row.split(",")[0]) for row in (outf / "losses.csv").read_text().splitlines()[1:]]
+
+
+def test_a_new_run_refuses_an_outf_that_holds_one(tmp_path):
+    """A new run would replace the earlier run's checkpoint and mix both runs' rows in one
+    losses.csv: refused, pointing to --resume; nothing there changed."""
+    r = run("train.dcgan", *SMALL, "--max-steps", "2", "--outf", str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    r = run("train.dcgan", *SMALL, "--max-steps", "2", "--outf", str(tmp_path))
+    assert_usage_error(r, f"--outf {tmp_path}", "earlier run",
+                       f"--resume {tmp_path / 'checkpoint.npz'}")
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
+
+
+def test_a_run_resumed_from_an_earlier_checkpoint_logs_each_step_once(tmp_path):
+    """Resumed from the step-2 checkpoint after the run reached step 4 (the recovery after a
+    crash or a non-finite stop): steps 3 and 4 are logged once, not twice."""
+    out = ("--outf", str(tmp_path))
+    assert run("train.dcgan", *SMALL, "--max-steps", "2", *out).returncode == 0
+    (tmp_path / "at2.npz").write_bytes((tmp_path / "checkpoint.npz").read_bytes())
+    for ckpt in ("checkpoint.npz", "at2.npz"):
+        r = run("train.dcgan", *SMALL, "--max-steps", "4", *out, "--resume",
+                str(tmp_path / ckpt))
+        assert r.returncode == 0, r.stderr
+    assert _steps(tmp_path) == [1, 2, 3, 4]
+
+
+def test_a_resumed_log_of_other_columns_is_refused(tmp_path):
+    from train.common import LossLog
+    path = tmp_path / "losses.csv"
+    path.write_text("step,epoch,a\n1,1,0.5\n2,1,0.25\n")
+    with pytest.raises(ValueError, match=r"logs the columns \['step', 'epoch', 'a'\]"):
+        LossLog(str(path), ["step", "epoch", "a", "b"], resume_step=1)
+    log = LossLog(str(path), ["step", "epoch", "a"], resume_step=1)
+    log.write({"step": 2, "epoch": 1, "a": 0.125})
+    log.flush()
+    assert path.read_text() == "step,epoch,a\n1,1,0.5\n2,1,0.125\n"

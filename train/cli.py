@@ -2,6 +2,7 @@
 is one line on stderr, `error: --flag value: what was expected`, and exit status 2 -- never a
 traceback, never argparse's usage block -- and --device is parsed and checked in one place."""
 import argparse
+import os
 import sys
 
 import layers as L
@@ -87,6 +88,20 @@ def saved_setting(flag, what, key, given, default, resume_meta=None, resume=None
         fail(f"{flag} {given}: the checkpoint {resume} was trained with {what} {saved}; "
              f"expected that (or no {flag}), to continue exactly")
     return given or saved or default
+
+
+def new_run_outf(outf, resume):
+    """A new run (no --resume) refuses an --outf that holds an earlier run (its checkpoint.npz or
+    losses.csv): it would replace the checkpoint and mix the two runs' logs in one CSV."""
+    if resume:
+        return
+    from .common import earlier_run
+    found = earlier_run(outf)
+    if found:
+        ckpt = os.path.join(outf, "checkpoint.npz")
+        fail(f"--outf {outf}: holds an earlier run ({', '.join(found)}); "
+             + (f"--resume {ckpt} continues it, or " if "checkpoint.npz" in found else "")
+             + "expected another --outf (or those files removed) for a new run")
 
 
 def check_max_steps(max_steps, step, resume):

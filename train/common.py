@@ -41,16 +41,47 @@ def pyplot():
     return plt
 
 
-class LossLog:
-    """A CSV of per-step values (appended, so resumed runs continue it) and a PNG plot."""
+RUN_FILES = ("checkpoint.npz", "losses.csv")     # what says a folder holds a run already
 
-    def __init__(self, path, fields):
+
+def earlier_run(outf):
+    """The files of an earlier run in `outf` (RUN_FILES that exist): a new run there would
+    replace its checkpoint and mix its log in with the earlier one's."""
+    return [name for name in RUN_FILES if os.path.exists(os.path.join(outf, name))]
+
+
+class LossLog:
+    """A CSV of per-step values (a 'step' column first) and a PNG plot. A new run (`resume_step`
+    None) starts the file; a resumed one keeps its rows up to `resume_step`, the checkpoint's
+    step, and goes on from there (a run resumed from an earlier checkpoint logs the steps after
+    it once, not twice). ValueError where the file's columns are not `fields` (one run's log)."""
+
+    def __init__(self, path, fields, resume_step=None):
         self.path, self.fields = path, list(fields)
-        new = not os.path.exists(path)
+        kept = []
+        if resume_step is not None and os.path.exists(path):
+            with open(path, newline="") as f:
+                rows = list(csv.reader(f))
+            if rows and rows[0] != self.fields:
+                raise ValueError(f"{path} logs the columns {rows[0]}; this run logs "
+                                 f"{self.fields}: move it aside to resume with these settings")
+            for r in rows[1:]:
+                if not r:
+                    continue
+                try:
+                    if int(r[0]) <= resume_step:
+                        kept.append(r)
+                except ValueError:
+                    raise ValueError(f"{path}: a row whose step is {r[0]!r}, expected an "
+                                     f"integer: move the file aside to resume") from None
+        tmp = f"{path}.tmp"            # the kept rows, replaced in one rename
+        with open(tmp, "w", newline="") as f:
+            writer = csv.writer(f, lineterminator="\n")
+            writer.writerow(self.fields)
+            writer.writerows(kept)
+        os.replace(tmp, path)
         self.file = open(path, "a", newline="")
         self.writer = csv.writer(self.file, lineterminator="\n")
-        if new:
-            self.writer.writerow(self.fields)
 
     def write(self, row):
         self.writer.writerow([row[k] for k in self.fields])

@@ -301,6 +301,7 @@ def main(argv=None):
     """Check and load everything (device, dataset, weights, checkpoint) before writing anything
     in --outf; then train, and stop with status 1 at a step whose statistics are not finite."""
     args = parse_args(argv)
+    cli.new_run_outf(args.outf, args.resume)
     resume_meta = _load("--resume", args.resume,
                         lambda: checkpoint_meta(args.resume, ("netG", "netD")),
                         "the checkpoint.npz of a train.dcgan run") if args.resume else None
@@ -369,9 +370,13 @@ def main(argv=None):
     except OSError as e:           # FileExistsError: a file has that name
         cli.fail(f"--outf {args.outf}: cannot be made a folder ({e.strerror}); expected a "
                  f"folder, made if missing")
+    try:
+        log = LossLog(os.path.join(args.outf, "losses.csv"),
+                      ["step", "epoch", "errD", "errG", "D_x", "D_G_z1", "D_G_z2", "img_per_s"],
+                      resume_step=step if args.resume else None)
+    except ValueError as e:
+        cli.fail(f"--resume {args.resume}: {e}")
     save_image_grid(data.to_float(images[:64]), os.path.join(args.outf, "real_samples.png"))
-    log = LossLog(os.path.join(args.outf, "losses.csv"),
-                  ["step", "epoch", "errD", "errG", "D_x", "D_G_z1", "D_G_z2", "img_per_s"])
     print(f"{len(images)} images ({args.dataset}), {len(batches)} "
           f"batch{'es' if len(batches) != 1 else ''} of {args.batch_size} "
           f"per epoch, device {device}, precision {args.precision}, {args.memory_format}")

@@ -322,6 +322,7 @@ def train(argv):
                  f"expected no --dataroot with it")
     if os.path.exists(args.outf) and not os.path.isdir(args.outf):
         cli.fail(f"--outf {args.outf}: exists and is not a folder")
+    cli.new_run_outf(args.outf, args.resume)
     device = cli.use_device(args.device)
     if args.cuda_graph and device == "cpu":
         cli.fail("--cuda-graph: captures the step in a CUDA graph; expected a GPU --device")
@@ -394,10 +395,14 @@ def train(argv):
         override_hyper(optimizers, args.resume, lr=args.lr)
 
     os.makedirs(args.outf, exist_ok=True)
-    log = LossLog(os.path.join(args.outf, "losses.csv"),
-                  ["step", "epoch"] + list(stat_names(hp)) + ["frames_per_s"])
-    vlog = LossLog(os.path.join(args.outf, "validation.csv"),
-                   ["step", "epoch", "loss", "mel", "postnet", "gate"])
+    resume_step = step if args.resume else None
+    try:
+        log = LossLog(os.path.join(args.outf, "losses.csv"),
+                      ["step", "epoch"] + list(stat_names(hp)) + ["frames_per_s"], resume_step)
+        vlog = LossLog(os.path.join(args.outf, "validation.csv"),
+                       ["step", "epoch", "loss", "mel", "postnet", "gate"], resume_step)
+    except ValueError as e:
+        cli.fail(f"--resume {args.resume}: {e}")
     ckpt = os.path.join(args.outf, "checkpoint.npz")
     finite = FiniteCheck({"model": model}, every_call=False,   # not once per decoder frame
                          keep_first=True)
