@@ -119,7 +119,7 @@ def test_mel_cache_computes_once_then_reads_back_the_same_mels(corpus):
     items = data.load_ljspeech(corpus, warn=lambda message: None)
     cache = data.MelCache(corpus, HP)
     mels = [cache.mel(item) for item in items]
-    assert cache.computed == len(items) and cache.folder == os.path.join(corpus, "mels")
+    assert cache.computed == len(items) and cache.folder == os.path.join(corpus, data.MEL_FOLDER)
     for item, mel in zip(items, mels):
         assert mel.dtype == np.float32
         assert np.array_equal(mel, audio.mel_spectrogram(audio.load_wav(item.wav)[0]))
@@ -134,19 +134,40 @@ def test_mel_cache_recomputes_when_an_audio_parameter_changes(corpus):
     assert data.MelCache(corpus, HP).mel(items[0]).shape[1] == 1 + n // 256
     changed = data.MelCache(corpus, HP.replace(hop_length=128))
     assert changed.mel(items[0]).shape[1] == 1 + n // 128 and changed.computed == 1
-    assert not os.path.exists(os.path.join(corpus, "mels", items[1].id + ".npy"))   # stale: gone
+    assert not os.path.exists(os.path.join(corpus, data.MEL_FOLDER, items[1].id + ".npy"))  # stale
     back = data.MelCache(corpus, HP)
     assert back.mel(items[0]).shape[1] == 1 + n // 256 and back.computed == 1
 
 
 def test_mel_cache_falls_back_to_cache_dir_when_the_data_folder_is_unusable(corpus, tmp_path):
+    """In a folder of its own in cache_dir, named for the data folder: the other files there
+    (a user's .npy among them) are left as they were, when it starts and when the audio
+    parameters change."""
     items = data.load_ljspeech(corpus, warn=lambda message: None)
-    open(os.path.join(corpus, "mels"), "w").close()     # a file where the cache folder would go
-    with pytest.raises(DatasetError, match=f"{os.path.join(corpus, 'mels')}: cannot write"):
+    mine = os.path.join(corpus, data.MEL_FOLDER)
+    open(mine, "w").close()     # a file where the cache folder would go
+    with pytest.raises(DatasetError, match=f"{mine}: cannot write"):
         data.MelCache(corpus, HP)
-    cache = data.MelCache(corpus, HP, cache_dir=str(tmp_path / "cache"))
+    theirs = tmp_path / "cache"
+    theirs.mkdir()
+    np.save(theirs / "results.npy", np.arange(3))
+    cache = data.MelCache(corpus, HP, cache_dir=str(theirs))
     cache.mel(items[0])
-    assert os.path.isfile(tmp_path / "cache" / f"{items[0].id}.npy")
+    assert os.path.dirname(cache.folder) == str(theirs)
+    assert os.path.isfile(os.path.join(cache.folder, f"{items[0].id}.npy"))
+    data.MelCache(corpus, HP.replace(hop_length=128), cache_dir=str(theirs))   # stale: cleared
+    assert not os.path.exists(os.path.join(cache.folder, f"{items[0].id}.npy"))
+    assert np.array_equal(np.load(theirs / "results.npy"), np.arange(3))
+
+
+def test_mel_cache_leaves_another_tools_mels_folder_alone(corpus):
+    items = data.load_ljspeech(corpus, warn=lambda message: None)
+    other = os.path.join(corpus, "mels")
+    os.makedirs(other)
+    np.save(os.path.join(other, f"{items[0].id}.npy"), np.zeros(2))
+    cache = data.MelCache(corpus, HP)
+    assert cache.mel(items[0]).shape[0] == HP.n_mel_channels
+    assert np.array_equal(np.load(os.path.join(other, f"{items[0].id}.npy")), np.zeros(2))
 
 
 def test_mels_for_gives_text_ids_and_mels(corpus):

@@ -212,11 +212,16 @@ def _writable_folder(path):
         return False
 
 
+MEL_FOLDER = "cudnnlite_mels"      # the cache's own folder: it deletes .npy files only there
+
+
 class MelCache:
     """The log-mels of one LJSpeech-layout folder, each computed once and kept as
-    DATAROOT/mels/ID.npy (in cache_dir instead when DATAROOT/mels cannot be written). manifest.json
-    there records the audio parameters and the data folder: when they differ from hparams', every
-    cached mel is deleted and recomputed."""
+    DATAROOT/cudnnlite_mels/ID.npy (when that cannot be written, in a folder of cache_dir named
+    for DATAROOT: cudnnlite_mels_HASH). The folder is the cache's own: manifest.json there records
+    the audio parameters and the data folder, and when they differ from hparams', every .npy in
+    it is deleted and recomputed (never a file of another folder: DATAROOT/mels may hold another
+    tool's)."""
 
     def __init__(self, root, hparams=None, cache_dir=None):
         hp = self.hparams = hparams or HParams()
@@ -224,12 +229,15 @@ class MelCache:
                            sr=hp.sampling_rate, n_fft=hp.filter_length, hop=hp.hop_length,
                            win=hp.win_length, n_mels=hp.n_mel_channels, fmin=hp.mel_fmin,
                            fmax=hp.mel_fmax)
-        self.folder = os.path.join(root, "mels")
+        self.folder = os.path.join(root, MEL_FOLDER)
         if not _writable_folder(self.folder):
-            if cache_dir is None or not _writable_folder(cache_dir):
-                also = f" nor in {cache_dir}" if cache_dir else "; pass a writable cache folder"
+            named = hashlib.sha256(self.params["dataroot"].encode()).hexdigest()[:12]
+            fallback = None if cache_dir is None else \
+                os.path.join(cache_dir, f"{MEL_FOLDER}_{named}")
+            if fallback is None or not _writable_folder(fallback):
+                also = f" nor in {fallback}" if fallback else "; pass a writable cache folder"
                 raise DatasetError(f"{self.folder}: cannot write the mel cache there{also}")
-            self.folder = cache_dir
+            self.folder = fallback
         self.computed = 0    # mels this object computed rather than read back
         manifest = os.path.join(self.folder, "manifest.json")
         try:
