@@ -10,7 +10,7 @@ import math
 import numpy as np
 
 from . import kernels
-from .backend import (accumulation_dtype, device_table, is_dense,
+from .backend import (accumulation_dtype, device_table, from_foreign, is_dense,
                       is_floating, is_gpu, is_half, stack, to_device, xp_of)
 from .tensor import Tensor, no_grad
 from .trace import active as _trace
@@ -130,17 +130,56 @@ class Optimizer:
             groups.append({k: v for k, v in group.items() if k != "params"} | {"params": ids})
         return {"state": state, "param_groups": groups}
 
+    # keys of a torch optimizer's param group this one has no setting for that change nothing
+    # here whatever their value (where the step counter lives, the kernel torch picks, autograd
+    # through the step, a scheduler's starting lr); any other unknown key is refused when set
+    NO_EFFECT = frozenset({"capturable", "fused", "differentiable", "initial_lr"})
+
     def load_state_dict(self, state_dict):
-        """Restore hyper-parameters and per-parameter state. State arrays that exist already are
-        overwritten in place (a captured CUDA graph holds their addresses); new ones are made."""
+        """Restore hyper-parameters and per-parameter state (this optimizer's state_dict, or a
+        torch optimizer's of the same class and parameters, tensors included). Everything is
+        checked before anything changes: the groups and their sizes, no setting this optimizer
+        does not do (amsgrad=True, maximize=True, ...), each state array of its parameter's
+        shape. State arrays that exist already are overwritten in place (a captured CUDA graph
+        holds their addresses); new ones are made."""
+        name = f"{type(self).__name__}.load_state_dict"
+        saved_groups = state_dict["param_groups"]
+        if len(saved_groups) != len(self.param_groups):
+            raise ValueError(f"{name}: {len(saved_groups)} parameter groups saved, this "
+                             f"optimizer has {len(self.param_groups)}")
+        settings = []
+        for i, (group, saved) in enumerate(zip(self.param_groups, saved_groups)):
+            if len(saved["params"]) != len(group["params"]):
+                raise ValueError(f"{name}: parameter group {i} saved {len(saved['params'])} "
+                                 f"parameters, this optimizer's has {len(group['params'])}")
+            kept = {}
+            for k, v in saved.items():
+                if k == "params":
+                    continue
+                if k in self.defaults or k in group or k in self.NO_EFFECT:
+                    kept[k] = v
+                elif v:
+                    raise ValueError(f"{name}: parameter group {i} has {k}={v!r}, which "
+                                     f"{type(self).__name__} does not do; expected {k} off")
+            settings.append(kept)
         params = [p for g in self.param_groups for p in g["params"]]
-        if len(state_dict["param_groups"]) != len(self.param_groups):
-            raise ValueError("load_state_dict: the number of parameter groups differs")
-        for group, saved in zip(self.param_groups, state_dict["param_groups"]):
-            group.update({k: v for k, v in saved.items() if k != "params"})
-        state = {}
+        entries = []
         for i, entry in state_dict["state"].items():
+            if not 0 <= int(i) < len(params):
+                raise ValueError(f"{name}: state for parameter {i}, this optimizer has "
+                                 f"{len(params)}")
             p = params[int(i)]
+            entry = {k: from_foreign(v) for k, v in entry.items()}
+            for k, v in entry.items():
+                if k != "step" and not isinstance(v, (int, float)) and \
+                        tuple(np.shape(v)) != tuple(p.shape):
+                    raise ValueError(f"{name}: state {k!r} of parameter {i} has shape "
+                                     f"{tuple(np.shape(v))}, the parameter {tuple(p.shape)}")
+            entries.append((p, entry))
+        for group, kept in zip(self.param_groups, settings):
+            group.update(kept)
+        state = {}
+        for p, entry in entries:
             old = self.state.get(id(p), {})
             new = state[id(p)] = {}
             for k, v in entry.items():
@@ -151,7 +190,7 @@ class Optimizer:
                 if isinstance(v, (int, float)) and (cur is None or isinstance(cur, (int, float))):
                     new[k] = v
                     continue
-                v = v.get() if is_gpu(v) else np.asarray(v)
+                v = v.get() if is_gpu(v) else np.array(v)    # (a copy: never the caller's)
                 if cur is not None and not isinstance(cur, (int, float)) and cur.shape == v.shape:
                     cur[...] = to_device(v.astype(cur.dtype, copy=False), p.device)
                     new[k] = cur

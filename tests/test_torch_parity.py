@@ -300,6 +300,65 @@ def test_optimizer_state_dict_round_trip():
     np.testing.assert_array_equal(p.numpy(), q.numpy())
 
 
+def test_a_torch_optimizers_state_dict_loads_and_the_runs_go_on_equal():
+    """torch's Adam / SGD state_dict (tensors, its own extra keys off) loads; the next steps
+    equal torch's (Adam's arithmetic is torch's, operation for operation)."""
+    for make, tmake in ((lambda ps: L.optim.Adam(ps, lr=0.5), lambda ps: torch.optim.Adam(
+                         ps, lr=0.1, betas=(0.8, 0.99), eps=1e-6)),
+                        (lambda ps: L.optim.SGD(ps, lr=0.5), lambda ps: torch.optim.SGD(
+                         ps, lr=0.1, momentum=0.9))):
+        w = f32(4)
+        tp, p = torch.nn.Parameter(torch.tensor(w)), L.nn.Parameter(w.copy())
+        topt, opt = tmake([tp]), make([p])
+        for _ in range(2):
+            tp.grad = torch.tensor(f32(4))
+            topt.step()
+        p.data[...] = tp.detach().numpy()
+        opt.load_state_dict(topt.state_dict())
+        assert opt.param_groups[0]["lr"] == 0.1
+        for _ in range(2):
+            g = f32(4)
+            tp.grad, p.grad = torch.tensor(g), L.Tensor(g.copy())
+            topt.step(), opt.step()
+        assert rel_err(p.numpy(), tp.detach().numpy()) < 1e-6, type(opt).__name__
+
+
+def test_an_optimizer_state_dict_it_cannot_follow_is_refused_and_nothing_changes():
+    tps = [torch.nn.Parameter(torch.tensor(f32(n))) for n in (3, 2)]
+    p, q = L.nn.Parameter(f32(3)), L.nn.Parameter(f32(2))
+    opt = L.optim.Adam([p, q], lr=0.001)
+    p.grad, q.grad = L.Tensor(f32(3)), L.Tensor(f32(2))
+    opt.step()
+    before = opt.state_dict()
+
+    def refused(sd, *words):
+        with pytest.raises(ValueError) as e:
+            opt.load_state_dict(sd)
+        for w in words:
+            assert w in str(e.value), str(e.value)
+        after = opt.state_dict()        # as it was: nothing half-applied
+        assert after["param_groups"] == before["param_groups"]
+        for i in before["state"]:
+            for k, v in before["state"][i].items():
+                np.testing.assert_array_equal(after["state"][i][k], v)
+    for flag in ("amsgrad", "maximize"):
+        topt = torch.optim.Adam(tps, lr=0.5, **{flag: True})
+        for tp in tps:
+            tp.grad = torch.ones(tp.shape)
+        topt.step()
+        refused(topt.state_dict(), f"{flag}=True", "Adam does not do")
+    tw = torch.optim.AdamW(tps, lr=0.5)
+    tw.step()
+    refused(tw.state_dict(), "decoupled_weight_decay=True")
+    one = L.optim.Adam([L.nn.Parameter(f32(3))], lr=0.5)       # one parameter, not two
+    refused(one.state_dict(), "saved 1 parameters", "has 2")
+    swapped = L.optim.Adam([L.nn.Parameter(f32(2)), L.nn.Parameter(f32(3))], lr=0.5)
+    for a in swapped.param_groups[0]["params"]:
+        a.grad = L.Tensor(np.ones(a.shape, np.float32))
+    swapped.step()
+    refused(swapped.state_dict(), "'exp_avg' of parameter 0 has shape (2,)", "(3,)")
+
+
 def test_clip_grad_norm_matches_torch():
     grads = [f32(5, 3) * 3, f32(4)]
     ps = [L.nn.Parameter(np.zeros_like(g)) for g in grads]
