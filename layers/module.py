@@ -49,8 +49,17 @@ class Module:
         elif name in self._buffers:
             self._buffers[name] = value if value is None or isinstance(value, Tensor) \
                 else Tensor(value)
-        elif name in self._parameters and value is None:
+        elif name in self._parameters:
+            if value is not None:      # (as torch: a plain tensor there would leave the
+                raise TypeError(      # state_dict and the optimizer on the old Parameter)
+                    f"cannot assign {type(value).__name__!r} as parameter {name!r} of "
+                    f"{type(self).__name__}: expected a layers.nn.Parameter or None")
             self._parameters[name] = None
+        elif name in self._modules:
+            if value is not None:
+                raise TypeError(f"cannot assign {type(value).__name__!r} as submodule {name!r} "
+                                f"of {type(self).__name__}: expected a Module or None")
+            self._modules[name] = None
         else:
             object.__setattr__(self, name, value)
             return

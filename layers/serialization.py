@@ -5,6 +5,7 @@ voids): bfloat16 arrays are saved as float32, which holds every bfloat16 value e
 loading them back into a bfloat16 model (load_state_dict casts) gives the same bits."""
 import os
 import tempfile
+import zipfile
 from collections import OrderedDict
 
 import numpy as np
@@ -26,24 +27,55 @@ def _arrays(state_dict):
     return out
 
 
-def save(state_dict, path):
-    """Write a {name: array} dict to `path` (.safetensors, else .npz)."""
+def _umask():
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def write_atomically(path, write):
+    """write(f) into a temporary file beside `path` (binary), then rename it onto `path`: a reader,
+    or a run killed half way, never sees half a file, and the data is on disk before the name is
+    (fsync). The file gets the mode a plain open() would give it (the replaced file's, else 0666
+    less the umask), not the temporary file's 0600."""
     path = os.fspath(path)
-    arrays = _arrays(state_dict)
     folder = os.path.dirname(os.path.abspath(path))
     fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=os.path.basename(path))
-    os.close(fd)
     try:
-        if path.endswith(".safetensors"):
-            from safetensors.numpy import save_file
-            save_file({k: np.ascontiguousarray(v) for k, v in arrays.items()}, tmp)
-        else:
-            with open(tmp, "wb") as f:
-                np.savez(f, **arrays)
+        with os.fdopen(fd, "wb") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        try:
+            mode = os.stat(path).st_mode & 0o7777
+        except FileNotFoundError:
+            mode = 0o666 & ~_umask()
+        os.chmod(tmp, mode)
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
+
+
+def _write_npz(f, arrays):
+    """np.savez's format (a zip of NAME.npy), written entry by entry: any key is a name (np.savez
+    takes them as keyword arguments, so 'file' raised and 'allow_pickle' was dropped)."""
+    with zipfile.ZipFile(f, "w", zipfile.ZIP_STORED, allowZip64=True) as z:
+        for k, v in arrays.items():
+            with z.open(k + ".npy", "w", force_zip64=True) as member:
+                np.lib.format.write_array(member, np.asanyarray(v), allow_pickle=False)
+
+
+def save(state_dict, path):
+    """Write a {name: array} dict to `path` (.safetensors, else .npz), atomically."""
+    path = os.fspath(path)
+    arrays = _arrays(state_dict)
+    if path.endswith(".safetensors"):
+        from safetensors.numpy import save
+        data = save({k: np.ascontiguousarray(v) for k, v in arrays.items()})
+        write_atomically(path, lambda f: f.write(data))
+    else:
+        write_atomically(path, lambda f: _write_npz(f, arrays))
 
 
 def load(path):

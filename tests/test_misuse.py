@@ -120,3 +120,21 @@ def test_a_gpu_index_with_no_such_device_is_one_clear_error():
     with pytest.raises(RuntimeError, match=rf"^device {count}: no such CUDA device here \(.*\); "
                                            r"use 'cpu' for the NumPy path$"):
         m.to(count)
+
+
+def test_a_plain_tensor_or_array_is_not_taken_as_a_parameter_or_a_submodule():
+    """As torch: it would leave state_dict(), parameters() and the optimizer on the old
+    Parameter while forward used the new array."""
+    m = nn.Sequential(nn.Linear(2, 2))
+    lin = m[0]
+    with pytest.raises(TypeError, match="cannot assign 'Tensor' as parameter 'weight' of Linear"):
+        lin.weight = L.Tensor(np.zeros((2, 2), np.float32))
+    with pytest.raises(TypeError, match="cannot assign 'ndarray' as parameter 'bias'"):
+        lin.bias = np.zeros(2, np.float32)
+    with pytest.raises(TypeError, match="cannot assign 'int' as submodule '0' of Sequential"):
+        setattr(m, "0", 3)
+    assert next(lin.parameters()) is lin.weight
+    lin.bias = None                                     # None still removes it, as torch
+    assert list(lin.state_dict()) == ["weight"]
+    lin.weight = nn.Parameter(np.ones((2, 2), np.float32))
+    np.testing.assert_array_equal(lin.state_dict()["weight"], np.ones((2, 2)))

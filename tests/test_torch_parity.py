@@ -1,4 +1,6 @@
 """Every op and layer against PyTorch on the CPU, forward and backward, float32."""
+import os
+
 import numpy as np
 import pytest
 import torch
@@ -239,6 +241,30 @@ def test_save_load_npz(tmp_path):
     assert list(loaded) == list(m.state_dict())
     for k, v in m.state_dict().items():
         np.testing.assert_array_equal(loaded[k], v)
+
+
+def test_save_takes_any_key_and_gives_the_mode_a_plain_write_would(tmp_path):
+    """Keys np.savez takes as its own arguments ('file', 'allow_pickle') are names like any
+    other; the file's mode is a plain open()'s (0666 less the umask; a replaced file's own), not
+    the temporary file's 0600."""
+    import stat
+    arrays = {"file": np.arange(3.0), "allow_pickle": np.ones(2, np.float32), "w": np.eye(2)}
+    path = tmp_path / "m.npz"
+    old = os.umask(0o022)
+    try:
+        L.save(arrays, path)
+    finally:
+        os.umask(old)
+    loaded = L.load(path)
+    assert list(loaded) == list(arrays)
+    for k, v in arrays.items():
+        np.testing.assert_array_equal(loaded[k], v)
+        assert loaded[k].dtype == v.dtype
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o644
+    os.chmod(path, 0o640)
+    L.save(arrays, path)
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o640
+    assert [p.name for p in tmp_path.iterdir()] == ["m.npz"]       # no temporary file left
 
 
 def test_save_load_safetensors(tmp_path):

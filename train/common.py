@@ -2,6 +2,7 @@
 back in batches, weights files, and atomic checkpoints that hold the RNG states and the position
 in the epoch too."""
 import csv
+import io
 import json
 import math
 import os
@@ -13,6 +14,7 @@ import numpy as np
 import layers as L
 from layers.serialization import load as load_arrays
 from layers.serialization import save as save_arrays
+from layers.serialization import write_atomically
 
 
 def save_image_grid(images, path, nrow=8, padding=2):
@@ -74,12 +76,14 @@ class LossLog:
                 except ValueError:
                     raise ValueError(f"{path}: a row whose step is {r[0]!r}, expected an "
                                      f"integer: move the file aside to resume") from None
-        tmp = f"{path}.tmp"            # the kept rows, replaced in one rename
-        with open(tmp, "w", newline="") as f:
-            writer = csv.writer(f, lineterminator="\n")
+
+        def write(f):                  # the kept rows, replaced in one rename
+            text = io.StringIO()
+            writer = csv.writer(text, lineterminator="\n")
             writer.writerow(self.fields)
             writer.writerows(kept)
-        os.replace(tmp, path)
+            f.write(text.getvalue().encode())
+        write_atomically(path, write)
         self.file = open(path, "a", newline="")
         self.writer = csv.writer(self.file, lineterminator="\n")
 

@@ -13,6 +13,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from layers.serialization import write_atomically
 from train.data import DatasetError
 
 from . import audio
@@ -54,19 +55,6 @@ def default_root():
 
 def _stderr(message):
     print(message, file=sys.stderr)
-
-
-def _write_atomically(path, write):
-    """write(f) into a temporary file beside path, then rename it onto path: a reader (or a run that
-    was killed half way) never sees half a file."""
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".tmp-")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            write(f)
-        os.replace(tmp, path)
-    except BaseException:
-        os.remove(tmp)
-        raise
 
 
 # ---- LJSpeech layout ----
@@ -251,7 +239,7 @@ class MelCache:
                 if name.endswith(".npy"):
                     os.remove(os.path.join(self.folder, name))
             text = json.dumps(self.params, indent=1).encode()
-            _write_atomically(manifest, lambda f: f.write(text))
+            write_atomically(manifest, lambda f: f.write(text))
 
     def mel(self, item):
         """(n_mels, T) float32 log-mel of item's WAV: read back, or computed and written."""
@@ -261,7 +249,7 @@ class MelCache:
         except (OSError, ValueError):    # not cached yet, or an unreadable file: compute it again
             pass
         mel = _mel(item.wav, self.hparams, item.where)
-        _write_atomically(path, lambda f: np.save(f, mel))
+        write_atomically(path, lambda f: np.save(f, mel))
         self.computed += 1
         return mel
 
@@ -430,6 +418,6 @@ def default_corpus(root=None, n=None):
         raise DatasetError(f"{folder}: cannot write the default corpus there ({e}); "
                            f"give another data folder") from None
     _synthesize_wavs(texts, [os.path.join(folder, "wavs", id_ + ".wav") for id_ in ids])
-    _write_atomically(os.path.join(folder, "metadata.csv"), lambda f: f.write(metadata))
-    _write_atomically(marker, lambda f: f.write(key.encode()))
+    write_atomically(os.path.join(folder, "metadata.csv"), lambda f: f.write(metadata))
+    write_atomically(marker, lambda f: f.write(key.encode()))
     return folder
