@@ -128,6 +128,10 @@ def test_synthesize_writes_mel_alignment_and_wav(corpus, tmp_path):
     frames = int(r.stdout.split(" frames")[0].split()[-1])
     assert len(wav) == 256 * (frames - 1) or (frames < 4 and len(wav) <= 256 * 3)
     assert ("gate never fired" in r.stdout) == (frames == 12)       # max_decoder_steps
+    r = run("synthesize", "--device", "cpu", "--checkpoint", str(tmp_path / "t" / "checkpoint.npz"),
+            "--outf", str(tmp_path / "s2"), "***")
+    assert r.returncode == 2 and "'***' has no symbol left after the cleaners" in r.stderr
+    assert not (tmp_path / "s2").exists()
 
 
 def test_overfit_runs_on_one_spoken_sentence(tmp_path):
@@ -242,3 +246,18 @@ def test_resume_takes_its_own_hparams_again_and_names_a_changed_one(corpus, tmp_
     assert r.stderr.strip().splitlines() == [
         "error: --hparams decoder_rnn_dim=32: the checkpoint was trained with decoder_rnn_dim=24, "
         "which a resumed run keeps"]
+
+
+def test_speech_is_made_with_the_models_own_audio_parameters():
+    """speak()'s Griffin-Lim takes the model's hparams (40 mel channels, hop 200, window 800,
+    16 kHz here), not the module's defaults: 80 channels raised on a 40-channel mel, and a hop of
+    256 made 11 frames 2816 samples where 2200 are right."""
+    from train.tacotron2 import HParams, Tacotron2
+    from train.tacotron2.__main__ import speak
+    hp = HParams.small().replace(n_mel_channels=40, hop_length=200, win_length=800,
+                                 sampling_rate=16000, mel_fmax=8000.0, max_decoder_steps=12)
+    L.manual_seed(0)
+    mel, align, wav, fired = speak(Tacotron2(hp), "Hello there.", gl_iters=2)
+    assert mel.shape[0] == 40 and len(wav) == 200 * (mel.shape[1] - 1)
+    with pytest.raises(ValueError, match="no symbol left after the cleaners"):
+        speak(Tacotron2(hp), "***")

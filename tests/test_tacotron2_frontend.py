@@ -74,6 +74,9 @@ def test_symbols_are_nvidias_148_in_order():
     ("extra   \t whitespace\n here", "extra whitespace here"),
     ("Dr. Smith paid $3.50 on the 1st of May, 1985.",
      "doctor smith paid three dollars, fifty cents on the first of may, nineteen eighty-five."),
+    # past inflect's range (10**66: it raises, NVIDIA's pipeline with it) a digit at a time
+    ("1" + "0" * 66, "one " + "zero " * 65 + "zero"),
+    ("9" * 67 + "th", " ".join(["nine"] * 67)),
 ])
 def test_english_cleaners(text, expected):
     assert english_cleaners(text) == expected

@@ -198,7 +198,11 @@ def speak(model, text, max_steps=None, gl_iters=60, seed=0):
     """(mel_postnet (n_mels, T) NumPy, alignments (T, L) NumPy, wav, gate fired?) for `text`, the
     model in eval mode (its prenet dropout stays on, as NVIDIA's)."""
     from .text import text_to_sequence
-    ids = np.asarray([text_to_sequence(text, model.hparams.text_cleaners)], np.int64)
+    hp = model.hparams
+    ids = np.asarray([text_to_sequence(text, hp.text_cleaners)], np.int64)
+    if ids.size == 0:
+        raise ValueError(f"the text {text!r} has no symbol left after the cleaners "
+                         f"{list(hp.text_cleaners)}; expected something to say")
     model.eval()
     try:
         with L.no_grad():
@@ -206,7 +210,9 @@ def speak(model, text, max_steps=None, gl_iters=60, seed=0):
     finally:
         model.train()
     mel = mel_postnet.data[0].astype(np.float32, copy=False)     # (a bf16 model's outputs)
-    wav = audio.griffin_lim(mel, n_iter=gl_iters, seed=seed)
+    wav = audio.griffin_lim(mel, n_iter=gl_iters, sr=hp.sampling_rate, n_fft=hp.filter_length,
+                            hop=hp.hop_length, win=hp.win_length, n_mels=hp.n_mel_channels,
+                            fmin=hp.mel_fmin, fmax=hp.mel_fmax, seed=seed)
     return (L.backend.to_device(mel, "cpu"), align.numpy()[0].astype(np.float32, copy=False),
             L.backend.to_device(wav, "cpu"), model.gate_fired)
 
@@ -259,7 +265,7 @@ def report(model, val_batches, epoch, step, args, vlog):
         mel, align, wav, fired = speak(model, sentence, gl_iters=args.gl_iters)
         save_alignment_png(tag + "_inference_alignment.png", align,
                            f"{sentence!r}, epoch {epoch}" + ("" if fired else " (gate never fired)"))
-        audio.save_wav(tag + ".wav", wav)
+        audio.save_wav(tag + ".wav", wav, sr=model.hparams.sampling_rate)
         if not fired or not np.any(wav):
             what = "the gate never fired" if not fired else \
                 f"the gate fired after {mel.shape[1]} frame(s)"
@@ -510,16 +516,20 @@ def synthesize(argv):
                  f"train.tacotron2")
     model.to(device)
     L.manual_seed(args.seed)
-    mel, align, wav, fired = speak(model, args.text, args.max_decoder_steps, args.gl_iters,
-                                   args.seed)
+    try:
+        mel, align, wav, fired = speak(model, args.text, args.max_decoder_steps, args.gl_iters,
+                                       args.seed)
+    except ValueError as e:
+        cli.fail(e)
+    sr = model.hparams.sampling_rate
     os.makedirs(args.outf, exist_ok=True)
     paths = [os.path.join(args.outf, n) for n in ("mel.png", "alignment.png", "speech.wav")]
     save_mel_png(paths[0], [mel], [f"{args.text!r}: predicted mel (postnet)"])
     save_alignment_png(paths[1], align, repr(args.text))
-    audio.save_wav(paths[2], wav)
+    audio.save_wav(paths[2], wav, sr=sr)
     for p in paths:
         print(f"wrote {p}")
-    print(f"{mel.shape[1]} frames, {len(wav) / audio.SAMPLE_RATE:.2f} s of audio")
+    print(f"{mel.shape[1]} frames, {len(wav) / sr:.2f} s of audio")
     if not fired:
         print(f"note: the gate never fired; decoding stopped at max_decoder_steps "
               f"({mel.shape[1]} frames) -- the model may need more training")

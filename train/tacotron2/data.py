@@ -74,6 +74,9 @@ def _parse_row(raw, root, hp):
     text = fields[2].strip() if len(fields) == 3 and fields[2].strip() else fields[1].strip()
     if not text:
         return None, f"{id_}: empty text"
+    if not text_to_sequence(text, hp.text_cleaners):
+        return None, (f"{id_}: the text {text!r} has no symbol left after the cleaners "
+                      f"{list(hp.text_cleaners)}")
     name = f"wavs/{id_}.wav"
     wav = os.path.join(root, "wavs", id_ + ".wav")
     if not os.path.isfile(wav):
@@ -92,7 +95,7 @@ def _parse_row(raw, root, hp):
 
 def load_ljspeech(root, hparams=None, warn=None):
     """The usable rows of ROOT/metadata.csv as Items, in file order. A bad row (malformed, empty
-    text, WAV missing, unreadable, at another sample rate than hparams.sampling_rate or shorter
+    text or none left after the cleaners, WAV missing, unreadable, at another sample rate than hparams.sampling_rate or shorter
     than one STFT window) is skipped with one line to warn (default: stderr) naming the file and
     line, and a summary line after them; a missing folder or metadata.csv, or no usable row, is a
     DatasetError."""

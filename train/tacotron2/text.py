@@ -30,6 +30,19 @@ def _inflect():
     return inflect.engine()
 
 
+_DIGITS = "zero one two three four five six seven eight nine".split()
+
+
+def _number_words(number, **kwargs):
+    """inflect's number_to_words; past its range (10**66 and up: NumOutOfRangeError) the digits
+    one at a time ('one two three ...', an ordinal's suffix dropped), not an error."""
+    import inflect
+    try:
+        return _inflect().number_to_words(number, **kwargs)
+    except inflect.NumOutOfRangeError:
+        return " ".join(_DIGITS[int(d)] for d in str(number) if d.isdigit())
+
+
 def _count(n, unit):
     return f"{n} {unit}" if n == 1 else f"{n} {unit}s"
 
@@ -55,14 +68,14 @@ def _spell_number(m):
     five', 'nineteen hundred'); any other number in full, without 'and'."""
     n = int(m.group(0))
     if not 1000 < n < 3000:
-        return _inflect().number_to_words(n, andword="")
+        return _number_words(n, andword="")
     if n == 2000:
         return "two thousand"
     if 2000 < n < 2010:
-        return "two thousand " + _inflect().number_to_words(n % 100)
+        return "two thousand " + _number_words(n % 100)
     if n % 100 == 0:
-        return _inflect().number_to_words(n // 100) + " hundred"
-    return _inflect().number_to_words(n, andword="", zero="oh", group=2).replace(", ", " ")
+        return _number_words(n // 100) + " hundred"
+    return _number_words(n, andword="", zero="oh", group=2).replace(", ", " ")
 
 
 # NVIDIA's normalize_numbers, applied in this order.
@@ -73,7 +86,7 @@ _NUMBER_RULES = [
     (re.compile(r"£([0-9,]*[0-9]+)"), r"\1 pounds"),
     (re.compile(r"\$([0-9.,]*[0-9]+)"), _spell_dollars),
     (re.compile(r"([0-9]+\.[0-9]+)"), lambda m: m.group(1).replace(".", " point ")),
-    (re.compile(r"[0-9]+(st|nd|rd|th)"), lambda m: _inflect().number_to_words(m.group(0))),
+    (re.compile(r"[0-9]+(st|nd|rd|th)"), lambda m: _number_words(m.group(0))),
     (re.compile(r"[0-9]+"), _spell_number),
 ]
 
