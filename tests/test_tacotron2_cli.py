@@ -167,6 +167,13 @@ def test_overfit_runs_on_one_spoken_sentence(tmp_path):
     (("--hparams", "decoder_rnn_dim=0"), r"decoder_rnn_dim=0: expected a positive integer"),
     (("--hparams", "p_decoder_dropout=1.5"), r"p_decoder_dropout=1.5: expected a probability"),
     (("--lr", "abc"), r"--lr: expected a positive number \(e.g. 1e-3\), got 'abc'"),
+    (("--hparams", "batch_size=2"), r"--hparams batch_size=2: batch_size is set by --batch-size"),
+    (("--hparams", "seed=7"), r"--hparams seed=7: seed is set by --seed"),
+    (("--hparams", "n_frames_per_step=2"), r"n_frames_per_step=2: NVIDIA's model takes 1 only"),
+    (("--hparams", "win_length=2048"), r"win_length=2048 is longer than filter_length=1024"),
+    (("--hparams", "n_symbols=50"), r"n_symbols=50: the text front end has 148 symbols"),
+    (("--hparams", "mel_fmax=0"), r"mel_fmin=0.0, mel_fmax=0.0: expected 0 <= mel_fmin < "),
+    (("--hparams", "mel_fmax=12000"), r"mel_fmax=12000.0: .*<= sampling_rate / 2 = 11025"),
     (("--pad-multiple", "0,4"), r"--pad-multiple: expected two positive integers 'A,B'"),
     (("--pad-multiple", "8"), r"--pad-multiple: expected two positive integers 'A,B'"),
     (("--cuda-graph",), r"--cuda-graph: captures the step in a CUDA graph; expected a GPU"),
@@ -246,6 +253,20 @@ def test_resume_takes_its_own_hparams_again_and_names_a_changed_one(corpus, tmp_
     assert r.stderr.strip().splitlines() == [
         "error: --hparams decoder_rnn_dim=32: the checkpoint was trained with decoder_rnn_dim=24, "
         "which a resumed run keeps"]
+    # the seed and the held-out share drew the split the saved order indexes: kept too
+    # (train() gives --seed 7 --val-ratio 0.2; run() here gives neither, which takes the saved)
+    for flag, value, saved in (("--seed", "8", "seed 7"), ("--val-ratio", "0.4", "val ratio 0.2")):
+        r = run("--device", "cpu", "--dataroot", corpus, "--outf", str(out), "--epochs", "1",
+                "--resume", ckpt, flag, value)
+        assert r.returncode == 2 and f"{flag} {value}: the checkpoint {ckpt} was trained with " \
+            f"{saved}" in r.stderr, r.stderr
+    r = run("--device", "cpu", "--dataroot", corpus, "--outf", str(out), "--epochs", "2",
+            "--resume", ckpt, "--batch-size", "2", "--gl-iters", "3", "--max-steps", "3")
+    assert r.returncode == 0, r.stderr
+    import json
+    meta = json.loads(str(L.load(ckpt)["meta"]))
+    assert (meta["seed"], meta["val_ratio"]) == (7, 0.2)
+    assert (meta["hparams"]["seed"], meta["hparams"]["batch_size"]) == (7, 2)
 
 
 def test_speech_is_made_with_the_models_own_audio_parameters():

@@ -82,12 +82,13 @@ def memory_format(given, resume_meta=None, resume=None, default="contiguous"):
 def saved_setting(flag, what, key, given, default, resume_meta=None, resume=None, missing=None):
     """A setting an exact resume must keep: the flag's value, else the checkpoint's (meta[key])
     when resuming, else `default`; a flag that differs from the checkpoint is an error.
-    `missing`: the value of a checkpoint whose meta predates the setting."""
+    `missing`: the value of a checkpoint whose meta predates the setting. (None is "not given":
+    0 is a value, a seed's say.)"""
     saved = None if resume_meta is None else resume_meta.get(key, missing)
     if given is not None and saved is not None and given != saved:
         fail(f"{flag} {given}: the checkpoint {resume} was trained with {what} {saved}; "
              f"expected that (or no {flag}), to continue exactly")
-    return given or saved or default
+    return given if given is not None else saved if saved is not None else default
 
 
 def new_run_outf(outf, resume):

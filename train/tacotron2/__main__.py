@@ -35,6 +35,11 @@ FIXED_SENTENCE = "In his defense."      # the seed's sentence: spoken at every r
 
 # ---- arguments ---------------------------------------------------------------------------------
 
+# NVIDIA's hparams that this CLI takes as flags (the training loop reads the flags, not these)
+BY_FLAG = {"batch_size": "--batch-size", "epochs": "--epochs", "seed": "--seed",
+           "iters_per_checkpoint": "--every (epochs between checkpoints)"}
+
+
 def hparams_from(text, base=None):
     """HParams with NVIDIA-style overrides 'name=value,name=value' (train.py's --hparams)."""
     hp = base or HParams()
@@ -48,6 +53,8 @@ def hparams_from(text, base=None):
         if not eq or name not in fields:
             cli.fail(f"--hparams {text}: {item!r} is not name=value with a name of HParams "
                      f"(e.g. decoder_rnn_dim=1024; the names: {', '.join(sorted(fields))})")
+        if name in BY_FLAG:
+            cli.fail(f"--hparams {text}: {name} is set by {BY_FLAG[name]}; expected it there")
         kind = type(getattr(hp, name))
         try:
             if kind is bool:
@@ -70,7 +77,22 @@ def hparams_from(text, base=None):
             cli.fail(f"--hparams {text}: {name}={v}: expected "
                      + ("a probability in [0, 1)" if name.startswith("p_") or
                         name == "gate_threshold" else "a finite number >= 0"))
-    return hp.replace(**changes)
+    hp = hp.replace(**changes)
+    from .text import symbols
+    for bad, why in ((hp.n_frames_per_step != 1,
+                      f"n_frames_per_step={hp.n_frames_per_step}: NVIDIA's model takes 1 only"),
+                     (hp.win_length > hp.filter_length,
+                      f"win_length={hp.win_length} is longer than filter_length="
+                      f"{hp.filter_length}; expected a window within the FFT"),
+                     (hp.n_symbols < len(symbols),
+                      f"n_symbols={hp.n_symbols}: the text front end has {len(symbols)} "
+                      f"symbols; expected at least that"),
+                     (not 0 <= hp.mel_fmin < hp.mel_fmax <= hp.sampling_rate / 2,
+                      f"mel_fmin={hp.mel_fmin}, mel_fmax={hp.mel_fmax}: expected 0 <= mel_fmin "
+                      f"< mel_fmax <= sampling_rate / 2 = {hp.sampling_rate / 2:g}")):
+        if bad:
+            cli.fail(f"--hparams {text}: {why}")
+    return hp
 
 
 def train_parser():
@@ -98,10 +120,12 @@ def train_parser():
     p.add_argument("--lr", type=cli.positive_float, default=None,
                    help="Adam's learning rate [1e-3; given with --resume, it replaces the "
                         "checkpoint's]")
-    p.add_argument("--seed", type=cli.seed, default=1234, help="[1234]")
-    p.add_argument("--val-ratio", type=float, default=0.05,
+    p.add_argument("--seed", type=cli.seed, default=None,
+                   help="[1234; a resumed run keeps its checkpoint's: it drew the data split]")
+    p.add_argument("--val-ratio", type=float, default=None,
                    help="share of the data held out for validation; 0: none, the validation "
-                        "loss and plots then use the first training utterance [0.05]")
+                        "loss and plots then use the first training utterance [0.05; a resumed "
+                        "run keeps its checkpoint's]")
     p.add_argument("--every", type=cli.positive_int, default=10,
                    help="epochs between reports and checkpoints [10]")
     p.add_argument("--gl-iters", type=cli.positive_int, default=60,
@@ -321,7 +345,7 @@ def train(argv):
     require_tts(espeak=not args.dataroot)
     if args.overfit is not None and not args.overfit.strip():
         cli.fail(f"--overfit {args.overfit!r}: expected a sentence to say")
-    if not 0 <= args.val_ratio < 1:
+    if args.val_ratio is not None and not 0 <= args.val_ratio < 1:
         cli.fail(f"--val-ratio {args.val_ratio}: expected a number in [0, 1)")
     if args.overfit is not None and args.dataroot:
         cli.fail(f"--overfit {args.overfit!r}: trains on espeak-ng's speech of the sentence; "
@@ -358,6 +382,12 @@ def train(argv):
                  f"{resume_meta['overfit']!r} run, which a resumed run continues")
     args.overfit = cli.saved_setting("--overfit", "--overfit", "overfit", args.overfit, None,
                                      resume_meta, args.resume)
+    # the split of the data (and the order within it) a resumed run continues: drawn with these
+    args.seed = cli.saved_setting("--seed", "seed", "seed", args.seed, 1234, resume_meta,
+                                  args.resume)
+    args.val_ratio = cli.saved_setting("--val-ratio", "val ratio", "val_ratio", args.val_ratio,
+                                       0.05, resume_meta, args.resume)
+    hp = hp.replace(batch_size=args.batch_size, seed=args.seed)   # (the checkpoint says so)
     if args.lr is not None:
         hp = hp.replace(learning_rate=args.lr)
     L.manual_seed(args.seed)
@@ -426,6 +456,7 @@ def train(argv):
                         {"epoch": epoch_, "position": position_, "step": step,
                          "batch_size": args.batch_size, "pad_multiple": list(args.pad_multiple),
                          "precision": args.precision, "overfit": args.overfit,
+                         "seed": args.seed, "val_ratio": args.val_ratio,
                          "hparams": dataclasses.asdict(hp)}, rng,
                         {"order": order_})
 
