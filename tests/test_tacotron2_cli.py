@@ -164,6 +164,10 @@ def test_overfit_runs_on_one_spoken_sentence(tmp_path):
     (("--val-ratio", "1.5"), r"--val-ratio 1.5: expected a number in \[0, 1\)"),
     (("--overfit", "Hi.", "--dataroot", "x"), r"--overfit 'Hi.': .* expected no --dataroot"),
     (("--overfit", ""), r"--overfit '': expected a sentence"),
+    (("--overfit", "."), r"--overfit '.': espeak-ng's speech .* holds \d+ samples, fewer than "
+                         r"one STFT window \(1024\)"),
+    (("--overfit", "{HH AH0 L OW1}"), r"--overfit '\{HH AH0 L OW1\}': .*braces as ARPAbet "
+                                      r"phones, espeak-ng reads them as letters"),
     (("--hparams", "decoder_rnn_dim=0"), r"decoder_rnn_dim=0: expected a positive integer"),
     (("--hparams", "p_decoder_dropout=1.5"), r"p_decoder_dropout=1.5: expected a probability"),
     (("--lr", "abc"), r"--lr: expected a positive number \(e.g. 1e-3\), got 'abc'"),

@@ -316,7 +316,8 @@ def load_data(args, hp):
                 data.mels_for(val_items or train_items[:1], hp, args.data_cache),
                 bool(val_items))
     except (data.DatasetError, ValueError) as e:
-        cli.fail(f"--dataroot {args.dataroot or '(default corpus)'}: {e}")
+        cli.fail(f"--overfit {args.overfit!r}: {e}" if args.overfit is not None else
+                 f"--dataroot {args.dataroot or '(default corpus)'}: {e}")
 
 
 def checkpoint_hparams(meta):

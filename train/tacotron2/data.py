@@ -179,6 +179,9 @@ def _mel(wav_path, hp, where):
     if sr != hp.sampling_rate:
         raise DatasetError(f"{where}: {wav_path} is sampled at {sr} Hz, "
                            f"expected {hp.sampling_rate}")
+    if len(wav) < hp.filter_length:           # (load_ljspeech's rule for a row)
+        raise DatasetError(f"{where}: {wav_path} holds {len(wav)} samples, fewer than one STFT "
+                           f"window ({hp.filter_length})")
     return audio.mel_spectrogram(wav, sr, hp.filter_length, hp.hop_length, hp.win_length,
                                  hp.n_mel_channels, hp.mel_fmin, hp.mel_fmax)
 
@@ -376,6 +379,10 @@ def overfit_dataset(text, wav=None, batch_size=64, hparams=None):
     speech of it when wav is None -- repeated batch_size times, as a dataset for Batches."""
     hp = hparams or HParams()
     ids = _text_ids(text, hp, "overfit sentence")
+    if wav is None and "{" in text:
+        raise DatasetError(f"overfit sentence {text!r}: the text reads braces as ARPAbet phones, "
+                           f"espeak-ng reads them as letters, so text and speech would differ; "
+                           f"expected plain text")
     if wav is None:
         with tempfile.TemporaryDirectory() as tmp:
             path = os.path.join(tmp, "overfit.wav")
