@@ -2,6 +2,7 @@
 cache, bucketed batches against NVIDIA's collate rules and their exact resume, the overfit set, and
 the espeak-ng default corpus."""
 import os
+import time
 
 import numpy as np
 import pytest
@@ -127,6 +128,21 @@ def test_mel_cache_computes_once_then_reads_back_the_same_mels(corpus):
     again = data.MelCache(corpus, HP)
     assert all(np.array_equal(again.mel(item), mel) for item, mel in zip(items, mels))
     assert again.computed == 0
+
+
+def test_mel_cache_recomputes_a_wav_replaced_after_its_mel(corpus):
+    items = data.load_ljspeech(corpus, warn=lambda message: None)
+    first = data.MelCache(corpus, HP).mel(items[0])
+    write_wav(items[0].wav, 0.5, seed=99)                        # another recording, same name
+    later = os.stat(os.path.join(corpus, data.MEL_FOLDER, items[0].id + ".npy")).st_mtime_ns + 10**6
+    os.utime(items[0].wav, ns=(later, later))
+    time.sleep(0.05)
+    cache = data.MelCache(corpus, HP)
+    again = cache.mel(items[0])
+    assert cache.computed == 1 and again.shape != first.shape
+    assert np.array_equal(again, audio.mel_spectrogram(audio.load_wav(items[0].wav)[0]))
+    kept = data.MelCache(corpus, HP)
+    assert np.array_equal(kept.mel(items[0]), again) and kept.computed == 0     # then kept
 
 
 def test_mel_cache_recomputes_when_an_audio_parameter_changes(corpus):

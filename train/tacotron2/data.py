@@ -248,10 +248,13 @@ class MelCache:
             write_atomically(manifest, lambda f: f.write(text))
 
     def mel(self, item):
-        """(n_mels, T) float32 log-mel of item's WAV: read back, or computed and written."""
+        """(n_mels, T) float32 log-mel of item's WAV: read back, or computed and written (again when
+        the WAV is newer than its cached mel)."""
         path = os.path.join(self.folder, item.id + ".npy")
         try:
-            return np.load(path)
+            # a WAV written after its mel (replaced in place) is computed again
+            if os.stat(path).st_mtime_ns >= os.stat(item.wav).st_mtime_ns:
+                return np.load(path)
         except (OSError, ValueError):    # not cached yet, or an unreadable file: compute it again
             pass
         mel = _mel(item.wav, self.hparams, item.where)
