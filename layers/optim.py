@@ -169,7 +169,8 @@ class Optimizer:
                 raise ValueError(f"{name}: state for parameter {i}, this optimizer has "
                                  f"{len(params)}")
             p = params[int(i)]
-            entry = {k: from_foreign(v) for k, v in entry.items()}
+            # (None: a state torch keeps no array for, an older SGD's momentum_buffer at 0)
+            entry = {k: from_foreign(v) for k, v in entry.items() if v is not None}
             for k, v in entry.items():
                 if k != "step" and not isinstance(v, (int, float)) and \
                         tuple(np.shape(v)) != tuple(p.shape):

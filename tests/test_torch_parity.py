@@ -364,6 +364,17 @@ def test_a_torch_optimizers_state_dict_loads_and_the_runs_go_on_equal():
         assert rel_err(p.numpy(), tp.detach().numpy()) < 1e-6, type(opt).__name__
 
 
+def test_a_state_torch_keeps_as_none_is_no_state():
+    """Older torch SGDs saved momentum_buffer None at momentum 0: loaded as no buffer, not
+    refused as an array of the wrong shape."""
+    p = L.nn.Parameter(f32(3))
+    opt = L.optim.SGD([p], lr=0.1)
+    opt.load_state_dict({"state": {0: {"momentum_buffer": None}}, "param_groups": [
+        dict(lr=0.2, momentum=0, dampening=0, weight_decay=0, nesterov=False, maximize=False,
+             foreach=None, params=[0])]})
+    assert opt.param_groups[0]["lr"] == 0.2 and opt.state[id(p)] == {}
+
+
 def test_an_optimizer_state_dict_it_cannot_follow_is_refused_and_nothing_changes():
     tps = [torch.nn.Parameter(torch.tensor(f32(n))) for n in (3, 2)]
     p, q = L.nn.Parameter(f32(3)), L.nn.Parameter(f32(2))
