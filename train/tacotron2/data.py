@@ -95,10 +95,10 @@ def _parse_row(raw, root, hp):
 
 def load_ljspeech(root, hparams=None, warn=None):
     """The usable rows of ROOT/metadata.csv as Items, in file order. A bad row (malformed, empty
-    text or none left after the cleaners, WAV missing, unreadable, at another sample rate than hparams.sampling_rate or shorter
-    than one STFT window) is skipped with one line to warn (default: stderr) naming the file and
-    line, and a summary line after them; a missing folder or metadata.csv, or no usable row, is a
-    DatasetError."""
+    text or none left after the cleaners, WAV missing, unreadable, at another sample rate than
+    hparams.sampling_rate or shorter than one STFT window) is skipped with one line to warn
+    (default: stderr) naming the file and line, and a summary line after them; a missing folder
+    or metadata.csv, or no usable row, is a DatasetError."""
     hp = hparams or HParams()
     warn = warn or _stderr
     if not os.path.isdir(root):
