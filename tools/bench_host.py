@@ -9,7 +9,8 @@ pointwise kernels) run on tests/host_kernels.py's host "device" (NumPy arrays wi
 attributes), with that harness's answers replaced by stubs that allocate the outputs and compute
 nothing: the NumPy work left is each output's allocation and the array operators' stand-ins,
 timed apart and left out of the engine's time. A narrow model keeps them small; the width sets
-which convolutions take cuBLAS (16 and up: as at 64).
+which convolutions take cuBLAS (16 and up: as at 64). The host device builds no graph-API plan,
+so its convolutions run the legacy calls' Python (train.dcgan on a GPU runs the graph API's).
 
     python -m tools.bench_host [--width 16] [--batch 2] [--steps 200] [--ops]
 """
