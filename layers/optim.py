@@ -133,7 +133,7 @@ class Optimizer:
     # keys of a torch optimizer's param group this one has no setting for that change nothing
     # here whatever their value (where the step counter lives, the kernel torch picks, autograd
     # through the step, a scheduler's starting lr); any other unknown key is refused when set
-    NO_EFFECT = frozenset({"capturable", "fused", "differentiable", "initial_lr"})
+    NO_EFFECT = frozenset({"capturable", "fused", "foreach", "differentiable", "initial_lr"})
 
     def load_state_dict(self, state_dict):
         """Restore hyper-parameters and per-parameter state (this optimizer's state_dict, or a
@@ -389,20 +389,35 @@ class SGD(Optimizer):
                 if buf is None:
                     buf = st["momentum_buffer"] = g.copy()
                 else:
-                    buf *= mu
+                    _scale(buf, mu)
                     _add_scaled(buf, 1 - group["dampening"], g, out=buf)
                 g = _add_scaled(g, mu, buf) if group["nesterov"] else buf
             _add_scaled(p.data, -group["lr"], g, out=p.data)
 
 
+def _scale(a, s):
+    """a *= s in place, as torch's a.mul_(s) on the CPU: in the op's math type with s rounded to
+    it (float32 for half data; NumPy would round s to the half dtype first)."""
+    if a.dtype.itemsize == 2:
+        a[...] = (a.astype(np.float32) * np.float32(s)).astype(a.dtype)
+    else:
+        a *= a.dtype.type(s)
+
+
 def _add_scaled(a, alpha, b, out=None):
-    """a + alpha * b rounded once to a's dtype, as torch's a.add(b, alpha=alpha) computes it (one
-    fused multiply-add in the op's math type, alpha first rounded to that type: float32 for
-    float32 and half data). Computed in float64, where a float32 alpha * b is exact; two roundings
-    (alpha * b, then the sum) differed from torch in ~9 % of a float32 update's elements."""
-    math_type = np.float64 if a.dtype == np.float64 else np.float32
-    alpha = float(math_type(alpha))
-    r = (a.astype(np.float64) + alpha * b.astype(np.float64)).astype(a.dtype)
+    """a + alpha * b as torch's a.add(b, alpha=alpha) computes it on the CPU: alpha rounded to a's
+    dtype, then one fused multiply-add in the op's math type (float32 for float32 and half data),
+    rounded to a's dtype. Computed in float64, where the float32 (or half) product alpha * b is
+    exact; two roundings (alpha * b, then the sum) differed from torch in ~9 % of a float32
+    update's elements. (torch on CUDA rounds alpha to float32 for half data.)"""
+    alpha = float(a.dtype.type(alpha))
+    # float64 data: in long double on the CPU (x86's 64-bit significand: the sum is rounded
+    # twice only where the product's last bits decide it); CuPy has no wider type
+    wide = np.longdouble if a.dtype == np.float64 and isinstance(a, np.ndarray) else np.float64
+    r = a.astype(wide) + wide(alpha) * b.astype(wide)
+    if a.dtype.itemsize == 2:
+        r = r.astype(np.float32)          # (half data: torch's float32 result, then rounded)
+    r = r.astype(a.dtype)
     if out is None:
         return r
     out[...] = r

@@ -47,9 +47,19 @@ RUN_FILES = ("checkpoint.npz", "losses.csv")     # what says a folder holds a ru
 
 
 def earlier_run(outf):
-    """The files of an earlier run in `outf` (RUN_FILES that exist): a new run there would
-    replace its checkpoint and mix its log in with the earlier one's."""
-    return [name for name in RUN_FILES if os.path.exists(os.path.join(outf, name))]
+    """The files of an earlier run in `outf`: its checkpoint.npz, its losses.csv where that holds
+    a step (a run stopped before its first step leaves only the header). A new run there would
+    replace the checkpoint and mix its log in with the earlier one's."""
+    found = []
+    for name in RUN_FILES:
+        path = os.path.join(outf, name)
+        if name == "losses.csv" and os.path.isfile(path):
+            with open(path, newline="") as f:
+                if sum(1 for row in csv.reader(f) if row) < 2:
+                    continue
+        if os.path.exists(path):
+            found.append(name)
+    return found
 
 
 class LossLog:
@@ -68,7 +78,7 @@ class LossLog:
                 raise ValueError(f"{path} logs the columns {rows[0]}; this run logs "
                                  f"{self.fields}: move it aside to resume with these settings")
             for r in rows[1:]:
-                if not r:
+                if len(r) != len(self.fields):      # (blank, or cut short by a killed run)
                     continue
                 try:
                     if int(r[0]) <= resume_step:
