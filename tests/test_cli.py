@@ -490,6 +490,18 @@ def test_a_run_resumed_from_an_earlier_checkpoint_logs_each_step_once(tmp_path):
     assert _steps(tmp_path) == [1, 2, 3, 4]
 
 
+def test_a_log_with_no_step_is_no_earlier_run_and_a_cut_row_is_dropped(tmp_path):
+    """A run stopped before its first step leaves losses.csv with its header only: a new run
+    may go there. A run killed while writing a row leaves it cut short: a resume drops it."""
+    from train.common import LossLog, earlier_run
+    (tmp_path / "losses.csv").write_text("step,epoch,a\n")
+    assert earlier_run(str(tmp_path)) == []
+    (tmp_path / "losses.csv").write_text("step,epoch,a\n1,1,0.5\n2,1\n")
+    assert earlier_run(str(tmp_path)) == ["losses.csv"]
+    LossLog(str(tmp_path / "losses.csv"), ["step", "epoch", "a"], resume_step=2).flush()
+    assert (tmp_path / "losses.csv").read_text() == "step,epoch,a\n1,1,0.5\n"
+
+
 def test_a_resumed_log_of_other_columns_is_refused(tmp_path):
     from train.common import LossLog
     path = tmp_path / "losses.csv"

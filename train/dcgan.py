@@ -388,7 +388,9 @@ def main(argv=None):
     ckpt = os.path.join(args.outf, "checkpoint.npz")
 
     def checkpoint(epoch, position, order, step):
-        """(epoch, position) is where to go on: image `position` of that epoch's `order`."""
+        """(epoch, position) is where to go on: image `position` of that epoch's `order`. The
+        log's rows are on disk first: a resume keeps those up to the checkpoint's step."""
+        log.flush()
         save_checkpoint(ckpt, modules, optimizers,
                         {"epoch": epoch, "position": position, "step": step,
                          "batch_size": args.batch_size, "precision": args.precision,

@@ -453,6 +453,7 @@ def train(argv):
           f", matmuls {'TF32' if args.allow_tf32 else 'float32'}")
 
     def save(epoch_, position_, order_):
+        log.flush(), vlog.flush()       # (on disk first: a resume keeps the rows up to its step)
         save_checkpoint(ckpt, modules, optimizers,
                         {"epoch": epoch_, "position": position_, "step": step,
                          "batch_size": args.batch_size, "pad_multiple": list(args.pad_multiple),
