@@ -4,7 +4,7 @@ Neither NumPy's .npz nor safetensors' NumPy API has bfloat16 (NumPy would write 
 voids): bfloat16 arrays are saved as float32, which holds every bfloat16 value exactly, so
 loading them back into a bfloat16 model (load_state_dict casts) gives the same bits."""
 import os
-import tempfile
+import secrets
 import zipfile
 from collections import OrderedDict
 
@@ -27,30 +27,35 @@ def _arrays(state_dict):
     return out
 
 
-def _umask():
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
+def _temporary_beside(path):
+    """(fd, name) of a new file beside `path`, made as a plain open() makes one: mode 0666 less
+    the umask (mkstemp's is 0600; reading the umask means setting it, which is not thread-safe)."""
+    folder = os.path.dirname(os.path.abspath(path))
+    for _ in range(100):
+        name = os.path.join(folder, f".tmp-{secrets.token_hex(6)}-{os.path.basename(path)}")
+        try:
+            return os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666), name
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"no free temporary name beside {path}")
 
 
 def write_atomically(path, write):
     """write(f) into a temporary file beside `path` (binary), then rename it onto `path`: a reader,
     or a run killed half way, never sees half a file, and the data is on disk before the name is
-    (fsync). The file gets the mode a plain open() would give it (the replaced file's, else 0666
-    less the umask), not the temporary file's 0600."""
+    (fsync). The file gets the mode a plain open() would give it: the replaced file's, else 0666
+    less the umask."""
     path = os.fspath(path)
-    folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=os.path.basename(path))
+    fd, tmp = _temporary_beside(path)
     try:
         with os.fdopen(fd, "wb") as f:
             write(f)
             f.flush()
             os.fsync(f.fileno())
         try:
-            mode = os.stat(path).st_mode & 0o7777
+            os.chmod(tmp, os.stat(path).st_mode & 0o7777)
         except FileNotFoundError:
-            mode = 0o666 & ~_umask()
-        os.chmod(tmp, mode)
+            pass
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):
