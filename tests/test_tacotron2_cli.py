@@ -286,3 +286,15 @@ def test_speech_is_made_with_the_models_own_audio_parameters():
     assert mel.shape[0] == 40 and len(wav) == 200 * (mel.shape[1] - 1)
     with pytest.raises(ValueError, match="no symbol left after the cleaners"):
         speak(Tacotron2(hp), "***")
+
+
+def test_a_resumed_runs_hparams_are_read_over_its_checkpoints(corpus, tmp_path):
+    """Repeating one of a pair (filter_length=512 of a run trained with win_length=512 too) is
+    the checkpoint's own value, not a window longer than NVIDIA's default FFT."""
+    out = tmp_path / "out"
+    pair = TINY + ",filter_length=512,win_length=512"
+    assert train(corpus, out, "--epochs", "2", "--hparams", pair, "--max-steps", "1"
+                 ).returncode == 0
+    r = train(corpus, out, "--epochs", "2", "--resume", str(out / "checkpoint.npz"),
+              "--hparams", "filter_length=512", "--max-steps", "2")
+    assert r.returncode == 0, r.stderr

@@ -77,6 +77,7 @@ def test_symbols_are_nvidias_148_in_order():
     # past inflect's range (10**66: it raises, NVIDIA's pipeline with it) a digit at a time
     ("1" + "0" * 66, "one " + "zero " * 65 + "zero"),
     ("9" * 67 + "th", " ".join(["nine"] * 67)),
+    ("7" * 5000, " ".join(["seven"] * 5000)),      # (past int()'s 4300 digits too)
 ])
 def test_english_cleaners(text, expected):
     assert english_cleaners(text) == expected

@@ -360,7 +360,8 @@ def train(argv):
     if args.allow_tf32 and device == "cpu":
         cli.fail("--allow-tf32: TF32 is a GPU's tensor-core format (the NumPy path computes in "
                  "float32); expected a GPU --device")
-    hp = hparams_from(args.hparams)
+    # a resumed run's --hparams are read over its checkpoint's (below), a new run's over NVIDIA's
+    hp = hparams_from(args.hparams) if not args.resume else None
     resume_meta = None
     if args.resume:
         try:

@@ -38,6 +38,8 @@ def _number_words(number, **kwargs):
     one at a time ('one two three ...', an ordinal's suffix dropped), not an error."""
     import inflect
     try:
+        if len(str(number)) > 66:
+            raise inflect.NumOutOfRangeError
         return _inflect().number_to_words(number, **kwargs)
     except inflect.NumOutOfRangeError:
         return " ".join(_DIGITS[int(d)] for d in str(number) if d.isdigit())
@@ -65,7 +67,10 @@ def _spell_dollars(m):
 
 def _spell_number(m):
     """NVIDIA's _expand_number: 1001..2999 are read as years ('nineteen eighty-five', 'two thousand
-    five', 'nineteen hundred'); any other number in full, without 'and'."""
+    five', 'nineteen hundred'); any other number in full, without 'and' (past inflect's range, a
+    digit at a time: _number_words)."""
+    if len(m.group(0)) > 66:              # (int() refuses past 4300 digits; inflect past 66)
+        return _number_words(m.group(0))
     n = int(m.group(0))
     if not 1000 < n < 3000:
         return _number_words(n, andword="")
