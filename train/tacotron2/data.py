@@ -22,7 +22,7 @@ from .text import text_to_sequence
 
 LAYOUT = "metadata.csv (id|text|normalized text, UTF-8, no header) and wavs/ID.wav"
 SENTENCES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sentences.txt")
-MEL_CACHE_VERSION = 1    # bump when audio.mel_spectrogram's numbers change: cached mels are redone
+MEL_CACHE_VERSION = 2    # bump when audio.mel_spectrogram's numbers change: cached mels are redone
 
 
 class Item(NamedTuple):
@@ -206,15 +206,15 @@ def _writable_folder(path):
         return False
 
 
-MEL_FOLDER = "cudnnlite_mels"      # the cache's own folder: it deletes .npy files only there
+MEL_FOLDER = "cudnnlite_mels"      # the cache's own folder: it deletes cached mels only there
 
 
 class MelCache:
     """The log-mels of one LJSpeech-layout folder, each computed once and kept as
-    DATAROOT/cudnnlite_mels/ID.npy (when that cannot be written, in a folder of cache_dir named
+    DATAROOT/cudnnlite_mels/ID.npz (when that cannot be written, in a folder of cache_dir named
     for DATAROOT: cudnnlite_mels_HASH). The folder is the cache's own: manifest.json there records
-    the audio parameters and the data folder, and when they differ from hparams', every .npy in
-    it is deleted and recomputed (never a file of another folder: DATAROOT/mels may hold another
+    the audio parameters and the data folder, and when they differ from hparams', every cached mel
+    in it is deleted and recomputed (never a file of another folder: DATAROOT/mels may hold another
     tool's)."""
 
     def __init__(self, root, hparams=None, cache_dir=None):
@@ -240,25 +240,28 @@ class MelCache:
         except (OSError, ValueError):
             current = None
         if current != self.params:
-            # Stale mels go before the new manifest is written: a cached .npy always matches it.
+            # Stale mels go before the new manifest is written: a cached mel always matches it.
             for name in os.listdir(self.folder):
-                if name.endswith(".npy"):
+                if name.endswith((".npy", ".npz")):
                     os.remove(os.path.join(self.folder, name))
             text = json.dumps(self.params, indent=1).encode()
             write_atomically(manifest, lambda f: f.write(text))
 
     def mel(self, item):
-        """(n_mels, T) float32 log-mel of item's WAV: read back, or computed and written (again when
-        the WAV is newer than its cached mel)."""
-        path = os.path.join(self.folder, item.id + ".npy")
+        """(n_mels, T) float32 log-mel of item's WAV: read back, or computed and written (again
+        when the WAV's size or modification time is not the one its mel was made from: a WAV
+        replaced in place; no clock is compared with another)."""
+        path = os.path.join(self.folder, item.id + ".npz")
+        st = os.stat(item.wav)
+        made_from = np.array([st.st_size, st.st_mtime_ns], np.int64)
         try:
-            # a WAV written after its mel (replaced in place) is computed again
-            if os.stat(path).st_mtime_ns >= os.stat(item.wav).st_mtime_ns:
-                return np.load(path)
-        except (OSError, ValueError):    # not cached yet, or an unreadable file: compute it again
+            with np.load(path) as cached:
+                if np.array_equal(cached["wav"], made_from):
+                    return cached["mel"]
+        except (OSError, ValueError, KeyError):    # not cached yet, or unreadable: compute it
             pass
         mel = _mel(item.wav, self.hparams, item.where)
-        write_atomically(path, lambda f: np.save(f, mel))
+        write_atomically(path, lambda f: np.savez(f, mel=mel, wav=made_from))
         self.computed += 1
         return mel
 
