@@ -402,7 +402,7 @@ def test_first_non_finite_names_the_step_and_the_statistic():
     ([], "benchmark", "graph"), (["--algo", "heuristic"], "heuristic", "graph"),
     (["--conv-api", "legacy", "--algo", "heuristic"], "heuristic", "legacy")])
 def test_dcgan_chooses_cudnn_algorithms_as_its_algo_flag_says_on_a_gpu(argv, mode, api,
-                                                                       monkeypatch):
+                                                                       monkeypatch, tmp_path):
     """The graph API by default (its eager step is the faster, docs/performance.md), and
     --algo benchmark by default for either API (pytorch/examples' DCGAN sets
     cudnn.benchmark = True): set for the process on a GPU device before anything is built
@@ -417,7 +417,7 @@ def test_dcgan_chooses_cudnn_algorithms_as_its_algo_flag_says_on_a_gpu(argv, mod
         raise data.DatasetError(f"stopped with algo_mode={conv.settings.algo_mode}")
     monkeypatch.setattr(data, "load", stop)
     with pytest.raises(SystemExit):
-        dcgan.main(["--device", "0", "--dataset", "fake", *argv])
+        dcgan.main(["--device", "0", "--dataset", "fake", "--outf", str(tmp_path), *argv])
     assert (conv.settings.algo_mode, conv.settings.api) == (mode, api)
 
 
@@ -441,8 +441,8 @@ def test_resuming_another_jobs_checkpoint_says_so(tmp_path, trained):
     np.savez(tmp_path / "other.npz", **other)
     r = run("train.dcgan", "--device", "cpu", "--resume", str(tmp_path / "other.npz"),
             "--batch-size", "8", "--outf", str(tmp_path / "out"))
-    assert_usage_error(r, "--resume", "holds no netG or netD state", "its models: model",
-                       "train.dcgan run")
+    assert_usage_error(r, "--resume", "holds no state for 'netG' or 'netD'",
+                       "it holds state for: model", "train.dcgan run")
     assert "batch size" not in r.stderr
 
 
@@ -512,3 +512,9 @@ def test_a_resumed_log_of_other_columns_is_refused(tmp_path):
     log.write({"step": 2, "epoch": 1, "a": 0.125})
     log.flush()
     assert path.read_text() == "step,epoch,a\n1,1,0.5\n2,1,0.125\n"
+
+
+def test_a_folder_dataset_with_no_dataroot_says_it_needs_one(tmp_path):
+    r = run("train.dcgan", "--device", "cpu", "--dataset", "folder", "--outf", str(tmp_path / "o"))
+    assert_usage_error(r, "--dataset folder needs --dataroot", "--dataset digits")
+    assert "None" not in r.stderr and not (tmp_path / "o").exists()

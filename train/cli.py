@@ -100,9 +100,9 @@ def new_run_outf(outf, resume):
     found = earlier_run(outf)
     if found:
         ckpt = os.path.join(outf, "checkpoint.npz")
-        fail(f"--outf {outf}: holds an earlier run ({', '.join(found)}); "
-             + (f"--resume {ckpt} continues it, or " if "checkpoint.npz" in found else "")
-             + "expected another --outf (or those files removed) for a new run")
+        fail(f"--outf {outf}: holds an earlier run ({', '.join(found)}); expected another "
+             f"--outf for a new run (or those files removed)"
+             + (f", or --resume {ckpt} to continue it" if "checkpoint.npz" in found else ""))
 
 
 def check_max_steps(max_steps, step, resume):

@@ -318,8 +318,8 @@ def checkpoint_meta(path, modules=()):
     missing = [m for m in modules if not any(k.startswith(f"{m}/") for k in arrays)]
     if missing:
         held = sorted({k.split("/")[0] for k in arrays if "/" in k})
-        raise CheckpointError(f"it holds no {' or '.join(missing)} state (its models: "
-                              f"{', '.join(held) or 'none'})")
+        raise CheckpointError(f"it holds no state for {' or '.join(map(repr, missing))} "
+                              f"(it holds state for: {', '.join(held) or 'nothing'})")
     return meta
 
 

@@ -112,7 +112,10 @@ def load_digits():
 
 def load_folder(root, nc):
     from PIL import Image
-    if not root or not os.path.isdir(root):
+    if not root:
+        raise DatasetError("--dataset folder needs --dataroot (a folder of images); with no "
+                           "--dataroot use --dataset digits")
+    if not os.path.isdir(root):
         raise DatasetError(f"--dataroot {root}: is not a folder; --dataset folder expects a "
                            f"folder of images")
     paths = sorted(os.path.join(d, f) for d, _, files in os.walk(root) for f in files

@@ -52,7 +52,8 @@ def hparams_from(text, base=None):
         name = name.strip()
         if not eq or name not in fields:
             cli.fail(f"--hparams {text}: {item!r} is not name=value with a name of HParams "
-                     f"(e.g. decoder_rnn_dim=1024; the names: {', '.join(sorted(fields))})")
+                     f"(e.g. decoder_rnn_dim=1024; the names: "
+                     f"{', '.join(sorted(set(fields) - set(BY_FLAG)))})")
         if name in BY_FLAG:
             cli.fail(f"--hparams {text}: {name} is set by {BY_FLAG[name]}; expected it there")
         kind = type(getattr(hp, name))
