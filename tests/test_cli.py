@@ -488,6 +488,12 @@ def test_a_run_resumed_from_an_earlier_checkpoint_logs_each_step_once(tmp_path):
                 str(tmp_path / ckpt))
         assert r.returncode == 0, r.stderr
     assert _steps(tmp_path) == [1, 2, 3, 4]
+    other = tmp_path / "other"                      # resumed into a folder of another run
+    assert run("train.dcgan", *SMALL, "--max-steps", "1", "--outf", str(other)).returncode == 0
+    r = run("train.dcgan", *SMALL, "--max-steps", "6", "--outf", str(other), "--resume",
+            str(tmp_path / "checkpoint.npz"))
+    assert_usage_error(r, f"--outf {other}: holds another run", "own folder")
+    assert _steps(other) == [1]
 
 
 def test_a_log_with_no_step_is_no_earlier_run_and_a_cut_row_is_dropped(tmp_path):

@@ -93,11 +93,16 @@ def saved_setting(flag, what, key, given, default, resume_meta=None, resume=None
 
 def new_run_outf(outf, resume):
     """A new run (no --resume) refuses an --outf that holds an earlier run (its checkpoint.npz or
-    losses.csv): it would replace the checkpoint and mix the two runs' logs in one CSV."""
-    if resume:
-        return
+    losses.csv): it would replace the checkpoint and mix the two runs' logs in one CSV. So does
+    a resumed one, unless --outf is its checkpoint's own folder."""
     from .common import earlier_run
     found = earlier_run(outf)
+    if resume and found and os.path.realpath(os.path.dirname(os.path.abspath(resume))) != \
+            os.path.realpath(outf):
+        fail(f"--outf {outf}: holds another run ({', '.join(found)}) than --resume {resume}'s; "
+             f"expected the checkpoint's own folder or another --outf")
+    if resume:
+        return
     if found:
         ckpt = os.path.join(outf, "checkpoint.npz")
         fail(f"--outf {outf}: holds an earlier run ({', '.join(found)}); expected another "
