@@ -215,12 +215,23 @@ def test_the_host_benchmark_stubs_every_gpu_call_and_undoes_its_patches():
     from layers import backend
     from tools import bench_host
     before = backend._cupy
+    from cudnnlite import conv
+    settings_before = conv.settings
     host_kernels.CALLS.clear()
     ms, calls, rows = bench_host.measure(width=16, batch=2, steps=2, repeats=1, ops=True)
     assert not host_kernels.CALLS, dict(host_kernels.CALLS)
     assert ms > 0 and all(calls[k] > 0 for k in ("cuDNN calls", "CuPy kernels", "allocations",
                                                  "cuBLAS products", "CuPy operators (kernels)"))
     assert calls["cuBLAS products"] == 21          # width 16: the thin and whole-input routes
+    # the other convolutions through the graph API, as train.dcgan's on a GPU (none through the
+    # legacy calls' fallback), and the settings as they were after. A step's convolutions: 20
+    # forward (netD's 5 three times, netG's 5 transposed), 17 data gradients (netD's 4, 4 and
+    # 5 -- its first layer's input is the image, wanted only through the fake one -- and
+    # netG's 4), 20 filter gradients
+    from cudnnlite import conv
+    assert calls["cuDNN graph executions"] + calls["cuBLAS products"] == 20 + 17 + 20
+    assert conv.graph_fallbacks["calls"] == 0
+    assert conv.settings.api == settings_before.api
     assert {(d, op) for d, op, *_ in rows} >= {("fprop", "Conv2d"), ("bprop", "BatchNorm")}
     assert backend._cupy is before
     # and no stub stays in the layers' kernel caches: the next kernel made is CuPy's own

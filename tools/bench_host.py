@@ -9,8 +9,9 @@ pointwise kernels) run on tests/host_kernels.py's host "device" (NumPy arrays wi
 attributes), with that harness's answers replaced by stubs that allocate the outputs and compute
 nothing: the NumPy work left is each output's allocation and the array operators' stand-ins,
 timed apart and left out of the engine's time. A narrow model keeps them small; the width sets
-which convolutions take cuBLAS (16 and up: as at 64). The host device builds no graph-API plan,
-so its convolutions run the legacy calls' Python (train.dcgan on a GPU runs the graph API's).
+which convolutions take cuBLAS (16 and up: as at 64). Convolutions take the graph API, as
+train.dcgan's do on a GPU: the host device builds no plan, so each problem's stand-in runs
+graph.ExecutionPlan's own execute() with a stand-in variant pack and a stubbed cudnnBackendExecute.
 
     python -m tools.bench_host [--width 16] [--batch 2] [--steps 200] [--ops]
 """
@@ -18,6 +19,7 @@ import collections
 import functools
 import os
 import sys
+import threading
 import time
 
 import numpy as np
@@ -175,6 +177,26 @@ class Stubs:
         patches.setattr(hk.HostArray, "__array_ufunc__",
                         self.timed("CuPy operators (kernels)", array_operator))
         patches.setattr(kernels, "VECTOR_POINTWISE", True)
+        # train.dcgan's convolutions on a GPU: the graph API (conv.configure(api="graph")). The
+        # host device builds no plan (finalizing needs libcuda), so each problem gets a HostPlan:
+        # graph.ExecutionPlan's own execute() -- its variant pack looked up by pointers, made where
+        # missing (a stand-in here), then one cudnnBackendExecute (stubbed)
+        from cudnnlite import conv, graph
+        from cudnnlite._cache import LRU
+
+        class HostPlan:
+            workspace, desc = 0, None
+            execute = graph.ExecutionPlan.execute
+
+            def __init__(self):
+                self._packs, self._lock = LRU(graph.PACKS_PER_PLAN), threading.Lock()
+
+        patches.setattr(conv, "_new_graph_plan", lambda *args: HostPlan())
+        patches.setattr(graph, "BackendDescriptor", lambda *args, **kwargs: object())
+        patches.setattr(api, "cudnnBackendExecute",
+                        self.timed("cuDNN graph executions", lambda *a: 0))
+        patches.setattr(conv, "settings", conv.settings)          # (restored at the end)
+        conv.configure(api="graph")
 
 
 def dcgan_step(width, batch):
@@ -253,9 +275,10 @@ def main(argv=None):
     print(f"DCGAN eager step, width {args.width}, batch {args.batch}, GPU calls stubbed")
     print(f"engine host time: {ms:.3f} ms/step (the fastest of {args.repeats} runs; the stubs' "
           f"and NumPy's stand-ins' time left out)")
-    print("calls a step (counted, not timed): cuDNN calls, cuBLAS products, CuPy kernels (the "
-          "layers' own), CuPy operators (+=, ... on arrays: a kernel each), CuPy functions "
-          "(module functions that make no array), allocations")
+    print("calls a step (counted, not timed): cuDNN calls (legacy entry points), cuDNN graph "
+          "executions (the convolutions), cuBLAS products, CuPy kernels (the layers' own), CuPy "
+          "operators (+=, ... on arrays: a kernel each), CuPy functions (module functions that "
+          "make no array), allocations")
     for kind, n in calls.items():
         print(f"  {kind:<26} {n:7.1f} per step")
     if rows:
