@@ -409,11 +409,13 @@ def _add_scaled(a, alpha, b, out=None):
     dtype, then one fused multiply-add in the op's math type (float32 for float32 and half data),
     rounded to a's dtype. Computed in float64, where the float32 (or half) product alpha * b is
     exact; two roundings (alpha * b, then the sum) differed from torch in ~9 % of a float32
-    update's elements. (torch on CUDA rounds alpha to float32 for half data.)"""
-    alpha = float(a.dtype.type(alpha))
+    update's elements. On the GPU, as torch's CUDA kernel: alpha in float32 for half data."""
+    gpu = is_gpu(a)
+    # (torch on CUDA rounds alpha to float32 for half data, on the CPU to the half dtype)
+    alpha = float(np.float32(alpha) if gpu and a.dtype.itemsize == 2 else a.dtype.type(alpha))
     # float64 data: in long double on the CPU (x86's 64-bit significand: the sum is rounded
     # twice only where the product's last bits decide it); CuPy has no wider type
-    wide = np.longdouble if a.dtype == np.float64 and isinstance(a, np.ndarray) else np.float64
+    wide = np.longdouble if a.dtype == np.float64 and not gpu else np.float64
     r = a.astype(wide) + wide(alpha) * b.astype(wide)
     if a.dtype.itemsize == 2:
         r = r.astype(np.float32)          # (half data: torch's float32 result, then rounded)

@@ -27,14 +27,14 @@ def _arrays(state_dict):
     return out
 
 
-def _temporary_beside(path):
-    """(fd, name) of a new file beside `path`, made as a plain open() makes one: mode 0666 less
-    the umask (mkstemp's is 0600; reading the umask means setting it, which is not thread-safe)."""
+def _temporary_beside(path, mode):
+    """(fd, name) of a new file beside `path`, made with `mode` less the umask, as a plain open()
+    makes one (mkstemp's is 0600; reading the umask means setting it, which is not thread-safe)."""
     folder = os.path.dirname(os.path.abspath(path))
     for _ in range(100):
         name = os.path.join(folder, f".tmp-{secrets.token_hex(6)}-{os.path.basename(path)}")
         try:
-            return os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666), name
+            return os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode), name
         except FileExistsError:
             continue
     raise FileExistsError(f"no free temporary name beside {path}")
@@ -46,16 +46,20 @@ def write_atomically(path, write):
     (fsync). The file gets the mode a plain open() would give it: the replaced file's, else 0666
     less the umask."""
     path = os.fspath(path)
-    fd, tmp = _temporary_beside(path)
+    try:
+        kept = os.stat(path).st_mode & 0o7777
+    except FileNotFoundError:
+        kept = None
+    # made no wider than the file it replaces (a 0600 checkpoint is never readable by others
+    # while it is written), that mode set exactly after
+    fd, tmp = _temporary_beside(path, 0o666 if kept is None else kept & 0o777)
     try:
         with os.fdopen(fd, "wb") as f:
             write(f)
             f.flush()
             os.fsync(f.fileno())
-        try:
-            os.chmod(tmp, os.stat(path).st_mode & 0o7777)
-        except FileNotFoundError:
-            pass
+        if kept is not None:
+            os.chmod(tmp, kept)
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):

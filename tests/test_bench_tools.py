@@ -232,6 +232,8 @@ def test_the_host_benchmark_stubs_every_gpu_call_and_undoes_its_patches():
     assert calls["cuDNN graph executions"] + calls["cuBLAS products"] == 20 + 17 + 20
     assert conv.graph_fallbacks["calls"] == 0
     assert conv.settings.api == settings_before.api
+    assert not any(type(plan).__name__ == "HostPlan" for problem in conv._plans._entries.values()
+                   for plan in problem._graph_plans._entries.values())   # no stand-in kept
     assert {(d, op) for d, op, *_ in rows} >= {("fprop", "Conv2d"), ("bprop", "BatchNorm")}
     assert backend._cupy is before
     # and no stub stays in the layers' kernel caches: the next kernel made is CuPy's own

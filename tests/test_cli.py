@@ -504,6 +504,9 @@ def test_a_log_with_no_step_is_no_earlier_run_and_a_cut_row_is_dropped(tmp_path)
     assert earlier_run(str(tmp_path)) == []
     (tmp_path / "losses.csv").write_text("step,epoch,a\n1,1,0.5\n2,1\n")
     assert earlier_run(str(tmp_path)) == ["losses.csv"]
+    (tmp_path / "losses.csv").write_bytes(b"step,\xff\n1,2\n")             # not UTF-8: a run
+    assert earlier_run(str(tmp_path)) == ["losses.csv"]
+    (tmp_path / "losses.csv").write_text("step,epoch,a\n1,1,0.5\n2,1\n")
     LossLog(str(tmp_path / "losses.csv"), ["step", "epoch", "a"], resume_step=2).flush()
     assert (tmp_path / "losses.csv").read_text() == "step,epoch,a\n1,1,0.5\n"
 

@@ -153,3 +153,23 @@ def test_minus_on_bool_tensors_is_refused_as_torch(where):
                  lambda: F.sub(on(where, I64), on(where, MASK)), lambda: -on(where, MASK)):
         with pytest.raises(TypeError, match="the - operator does not take bool tensors"):
             ours()
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_half_sgd_step_rounds_lr_as_torch_does_where_it_runs(where):
+    """torch's add(g, alpha=-lr) on float16 data: alpha rounded to float16 on the CPU, to float32
+    on CUDA (the CUDA kernel's scalar is the float32 math type's); then one rounding of the sum
+    through float32. lr = 1e-3 is 0.0010004 in float16."""
+    p0 = np.linspace(-1e-4, 1e-4, 64).astype(np.float16)   # (small: the lr's last bits show)
+    g = np.linspace(1, 9, 64).astype(np.float16)
+    p = L.nn.Parameter(on(where, p0).data)
+    p.grad = on(where, g)
+    L.optim.SGD([p], lr=1e-3).step()
+    lr = np.float16(1e-3) if where == "cpu" else np.float32(1e-3)
+    want = (p0.astype(np.float64) - float(lr) * g.astype(np.float64)).astype(np.float32)
+    np.testing.assert_array_equal(values(p), want.astype(np.float16))
+    if where == "cpu":                               # and torch's own CPU step
+        tp = torch.nn.Parameter(torch.tensor(p0))
+        tp.grad = torch.tensor(g)
+        torch.optim.SGD([tp], lr=1e-3).step()
+        np.testing.assert_array_equal(values(p), tp.detach().numpy())

@@ -143,6 +143,12 @@ def test_mel_cache_recomputes_a_wav_replaced_in_place(corpus):
     assert np.array_equal(again, audio.mel_spectrogram(audio.load_wav(items[0].wav)[0]))
     kept = data.MelCache(corpus, HP)
     assert np.array_equal(kept.mel(items[0]), again) and kept.computed == 0     # then kept
+    # a damaged cache file (a run killed on a file system with no atomic rename) is made again
+    cached = os.path.join(corpus, data.MEL_FOLDER, items[0].id + ".npz")
+    with open(cached, "r+b") as f:
+        f.truncate(os.path.getsize(cached) // 2)
+    damaged = data.MelCache(corpus, HP)
+    assert np.array_equal(damaged.mel(items[0]), again) and damaged.computed == 1
 
 
 def test_mel_cache_recomputes_when_an_audio_parameter_changes(corpus):

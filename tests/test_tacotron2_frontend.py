@@ -78,6 +78,7 @@ def test_symbols_are_nvidias_148_in_order():
     ("1" + "0" * 66, "one " + "zero " * 65 + "zero"),
     ("9" * 67 + "th", " ".join(["nine"] * 67)),
     ("7" * 5000, " ".join(["seven"] * 5000)),      # (past int()'s 4300 digits too)
+    ("$" + "7" * 5000, " ".join(["seven"] * 5000) + " dollars"),
 ])
 def test_english_cleaners(text, expected):
     assert english_cleaners(text) == expected

@@ -265,6 +265,12 @@ def test_save_takes_any_key_and_gives_the_mode_a_plain_write_would(tmp_path):
     L.save(arrays, path)
     assert stat.S_IMODE(os.stat(path).st_mode) == 0o640
     assert [p.name for p in tmp_path.iterdir()] == ["m.npz"]       # no temporary file left
+    # a private file stays private while its replacement is written
+    from layers.serialization import write_atomically
+    os.chmod(path, 0o600)
+    seen = []
+    write_atomically(path, lambda f: seen.append(stat.S_IMODE(os.fstat(f.fileno()).st_mode)))
+    assert seen == [0o600] and stat.S_IMODE(os.stat(path).st_mode) == 0o600
 
 
 def test_save_load_safetensors(tmp_path):

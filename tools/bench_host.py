@@ -192,6 +192,8 @@ class Stubs:
                 self._packs, self._lock = LRU(graph.PACKS_PER_PLAN), threading.Lock()
 
         patches.setattr(conv, "_new_graph_plan", lambda *args: HostPlan())
+        # the problems' plan cache too: no stand-in plan outlives the measure (restored after)
+        patches.setattr(conv, "_plans", LRU(conv.PLAN_CACHE_SIZE))
         patches.setattr(graph, "BackendDescriptor", lambda *args, **kwargs: object())
         patches.setattr(api, "cudnnBackendExecute",
                         self.timed("cuDNN graph executions", lambda *a: 0))

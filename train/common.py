@@ -54,7 +54,7 @@ def earlier_run(outf):
     for name in RUN_FILES:
         path = os.path.join(outf, name)
         if name == "losses.csv" and os.path.isfile(path):
-            with open(path, newline="") as f:
+            with open(path, newline="", encoding="utf-8", errors="replace") as f:
                 if sum(1 for row in csv.reader(f) if row) < 2:
                     continue
         if os.path.exists(path):

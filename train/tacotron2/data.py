@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import zipfile
 from typing import NamedTuple
 
 import numpy as np
@@ -258,8 +259,8 @@ class MelCache:
             with np.load(path) as cached:
                 if np.array_equal(cached["wav"], made_from):
                     return cached["mel"]
-        except (OSError, ValueError, KeyError):    # not cached yet, or unreadable: compute it
-            pass
+        except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):
+            pass                          # not cached yet, or unreadable: compute it again
         mel = _mel(item.wav, self.hparams, item.where)
         write_atomically(path, lambda f: np.savez(f, mel=mel, wav=made_from))
         self.computed += 1

@@ -52,7 +52,7 @@ def _count(n, unit):
 def _spell_dollars(m):
     """'3.50' -> '3 dollars, 50 cents' (later rules spell the digits); NVIDIA's _expand_dollars."""
     parts = m.group(1).split(".")
-    if len(parts) > 2:
+    if len(parts) > 2 or any(len(part) > 66 for part in parts):    # (int() refuses 4300 digits)
         return m.group(1) + " dollars"
     dollars = int(parts[0]) if parts[0] else 0
     cents = int(parts[1]) if len(parts) > 1 and parts[1] else 0
