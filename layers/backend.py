@@ -162,6 +162,26 @@ def from_foreign(a):
     return t.numpy()
 
 
+def out_of_range(name, idx, n, what, skip=None):
+    """The entries of integer array `idx` outside [0, n) (`skip`: a value exempt, an ignore_index):
+    on the host an IndexError naming the first (NumPy would wrap a negative index silently, as
+    a GPU gather would); on a device, where reading them back would wait for the GPU, a boolean
+    mask of them, which the op turns into NaN outputs -- the loss goes non-finite and the
+    training loop's check says where -- as torch's CUDA kernels assert on the device. None when
+    there is none to mark (the host's case)."""
+    xp = xp_of(idx)
+    bad = (idx < 0) | (idx >= n)
+    if skip is not None:
+        bad &= idx != skip
+    if xp is not np:
+        return bad
+    if bad.any():
+        first = idx[bad].flat[0]
+        raise IndexError(f"{name}: {what} {int(first)} is out of range for {n} "
+                         f"({int(bad.sum())} such)")
+    return None
+
+
 def accumulation_dtype(dtype):
     """The dtype sums, means, softmaxes and losses of `dtype` data are computed in: float32 for
     half-precision data (float16 and bfloat16, as torch accumulates), else the data's own dtype."""

@@ -173,3 +173,36 @@ def test_a_half_sgd_step_rounds_lr_as_torch_does_where_it_runs(where):
         tp.grad = torch.tensor(g)
         torch.optim.SGD([tp], lr=1e-3).step()
         np.testing.assert_array_equal(values(p), tp.detach().numpy())
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_an_index_out_of_range_is_never_wrapped(where):
+    """torch refuses a class target or an embedding index outside [0, n): NumPy and a GPU gather
+    would wrap -1 to the last row silently. Here the host path raises, naming the value; a device
+    gives NaN there (no read-back: the loss goes non-finite and the training loop says so)."""
+    logits = L.Tensor(on(where, np.zeros((3, 4), np.float32)).data, requires_grad=True)
+    target = on(where, np.array([1, -1, 2]))
+    W = on(where, np.arange(8, dtype=np.float32).reshape(4, 2))
+    if where == "cpu":
+        with pytest.raises(IndexError, match="cross_entropy: target -1 is out of range for 4"):
+            F.cross_entropy(logits, target)
+        with pytest.raises(IndexError, match="embedding: index 4 is out of range for 4"):
+            F.embedding(on(where, np.array([0, 4])), W)
+        return
+    assert np.isnan(values(F.cross_entropy(logits, target)))
+    got = values(F.embedding(on(where, np.array([[0, -1], [3, 4]])), W))
+    np.testing.assert_array_equal(got[0, 0], [0, 1])
+    np.testing.assert_array_equal(got[1, 0], [6, 7])
+    assert np.isnan(got[0, 1]).all() and np.isnan(got[1, 1]).all()
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_cross_entropy_with_every_target_ignored_has_a_zero_gradient(where):
+    logits = L.Tensor(on(where, np.ones((2, 3), np.float32)).data, requires_grad=True)
+    loss = F.cross_entropy(logits, on(where, np.array([-100, -100])))
+    tl = torch.ones(2, 3, requires_grad=True)
+    tloss = torch.nn.functional.cross_entropy(tl, torch.tensor([-100, -100]))
+    tloss.backward()
+    assert np.isnan(values(loss)) and torch.isnan(tloss)
+    loss.backward()
+    np.testing.assert_array_equal(values(logits.grad), tl.grad.numpy())      # zeros, not NaN

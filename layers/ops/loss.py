@@ -5,7 +5,7 @@ engine), as torch's losses accumulate."""
 import numpy as np
 
 from .. import kernels
-from ..backend import accumulation_dtype
+from ..backend import accumulation_dtype, out_of_range
 from ..tensor import Function
 
 
@@ -137,14 +137,21 @@ class CrossEntropyLoss(Function):
         x, = _wide(x)
         shifted = x - x.max(axis=1, keepdims=True)
         logp = shifted - xp.log(xp.exp(shifted).sum(axis=1, keepdims=True))
+        bad = out_of_range("cross_entropy", target, x.shape[1], "target",
+                           skip=self.ignore_index)
         valid = target != self.ignore_index
+        if bad is not None:
+            valid &= ~bad
         safe = xp.where(valid, target, 0)
         picked = xp.take_along_axis(logp, xp.expand_dims(safe, 1), axis=1).squeeze(1)
         l = xp.where(valid, -picked, 0).astype(x.dtype)
+        if bad is not None:                   # (a device: NaN where a target is out of range)
+            l = xp.where(bad, xp.nan, l).astype(x.dtype)
         self.saved = logp, safe, valid
         if self.reduction == "mean":
             self.count = valid.sum().astype(x.dtype)     # stays on the device
-            return (l.sum() / self.count).astype(dtype, copy=False)
+            with np.errstate(invalid="ignore"):      # (every target ignored: NaN, as torch)
+                return (l.sum() / self.count).astype(dtype, copy=False)
         return _reduce(l, self.reduction, dtype)
 
     def backward(self, gy):
@@ -156,7 +163,8 @@ class CrossEntropyLoss(Function):
         xp.put_along_axis(onehot, xp.expand_dims(safe, 1), 1, axis=1)
         g = (g - onehot) * xp.expand_dims(valid, 1)
         gy, = _wide(gy)
-        scale = gy / self.count if self.reduction == "mean" else gy
+        # (every target ignored: a NaN loss, as torch, but a zero gradient, as torch)
+        scale = gy / xp.maximum(self.count, 1) if self.reduction == "mean" else gy
         if self.reduction == "none":
             scale = xp.expand_dims(gy, 1)
         return g * scale, None

@@ -2,7 +2,7 @@
 embedding lookup."""
 import numpy as np
 
-from ..backend import accumulation_dtype, concatenate, cupy, stack
+from ..backend import accumulation_dtype, concatenate, cupy, out_of_range, stack
 from ..tensor import Function
 
 
@@ -165,9 +165,15 @@ class Embedding(Function):
     """y[..., :] = W[idx[...], :]; rows at padding_idx get no gradient (as torch)."""
 
     def forward(self, W, idx):
+        bad = out_of_range("embedding", idx, W.shape[0], "index")
+        if bad is not None:                   # (a device: NaN rows where an index is out of range)
+            idx = self.xp.where(bad, 0, idx)
         self.saved = idx
         self.w_shape = W.shape
-        return W[idx]
+        y = W[idx]
+        if bad is not None:
+            y = self.xp.where(bad[..., None], self.xp.nan, y).astype(W.dtype)
+        return y
 
     def backward(self, gy):
         idx = self.saved
