@@ -61,9 +61,31 @@ def sub(a, b): return _ew.Sub.apply(*_operands(_no_bool(a, "sub"), _no_bool(b, "
 def mul(a, b): return _ew.Mul.apply(*_operands(a, b))
 def div(a, b): return _ew.Div.apply(*_operands(a, b))
 def neg(x): return _ew.Neg.apply(_no_bool(x, "neg"))
-def pow(x, exponent): return _ew.Pow.apply(x, exponent=exponent)
-def exp(x): return _ew.Exp.apply(x)
-def log(x): return _ew.Log.apply(x)
+def pow(x, exponent):
+    if isinstance(exponent, float) or not isinstance(exponent, (int, np.integer)):
+        x = _floating(x)                      # (an integer base to a float power: float32)
+    return _ew.Pow.apply(x, exponent=exponent)
+
+
+def exp(x): return _ew.Exp.apply(_floating(x))
+def log(x): return _ew.Log.apply(_floating(x))
+
+
+def _floating(x):
+    """x, or for integer / bool data its float32 copy: as torch, a floating function of integers
+    (exp, log, sigmoid, tanh, a float power or bound) computes in the default float dtype; NumPy
+    would give float64, or integers (sigmoid's zeros)."""
+    if isinstance(x, Tensor) and x.dtype.kind in "biu":
+        return Tensor(x.data.astype(np.float32))
+    return x
+
+
+def _float_only(x, name):
+    """x, unless it holds integer / bool data: refused as torch refuses it (NumPy would truncate a
+    slope, a softmax, to integers)."""
+    if isinstance(x, Tensor) and x.dtype.kind in "biu":
+        raise TypeError(f"{name}: takes floating data, got {x.dtype} (as torch); cast it first")
+    return x
 
 
 def _no_bool(a, name):
@@ -104,10 +126,18 @@ def linear(x, weight, bias=None):
 # ---- activations ------------------------------------------------------------------------------
 
 def relu(x): return _ew.ReLU.apply(x)
-def sigmoid(x): return _ew.Sigmoid.apply(x)
-def tanh(x): return _ew.Tanh.apply(x)
-def leaky_relu(x, negative_slope=0.01): return _ew.LeakyReLU.apply(x, slope=negative_slope)
-def clamp(x, min=None, max=None): return _ew.Clamp.apply(x, lo=min, hi=max)
+def sigmoid(x): return _ew.Sigmoid.apply(_floating(x))
+def tanh(x): return _ew.Tanh.apply(_floating(x))
+
+
+def leaky_relu(x, negative_slope=0.01):
+    return _ew.LeakyReLU.apply(_float_only(x, "leaky_relu"), slope=negative_slope)
+
+
+def clamp(x, min=None, max=None):
+    if any(isinstance(b, float) for b in (min, max)):
+        x = _floating(x)                      # (integers clamped to a float bound: float32)
+    return _ew.Clamp.apply(x, lo=min, hi=max)
 
 
 def where(cond, a, b):
@@ -203,8 +233,19 @@ def _attention_checks(name, query, processed_memory, v, memory, mask, more):
     return mask
 
 
-def softmax(x, axis=-1): return _red.Softmax.apply(x, axis=axis)
-def log_softmax(x, axis=-1): return _red.LogSoftmax.apply(x, axis=axis)
+def softmax(x, axis=-1): return _softmax(_red.Softmax, "softmax", x, axis)
+def log_softmax(x, axis=-1): return _softmax(_red.LogSoftmax, "log_softmax", x, axis)
+
+
+def _softmax(op, name, x, axis):
+    """op along axis: of a 0-d tensor as of its one-element 1-d view (as torch), of an empty one
+    an empty result (a maximum over nothing has no value)."""
+    x = _float_only(x, name)
+    if x.ndim == 0:
+        return reshape(op.apply(reshape(x, 1), axis=0), ())
+    if x.size == 0:
+        return mul(x, 1)
+    return op.apply(x, axis=axis)
 
 
 # ---- reductions and shapes ----------------------------------------------------------------------
@@ -224,6 +265,18 @@ def reshape(x, *shape):
 
 
 def transpose(x, *axes):
+    """x with its axes permuted: no axes, reversed (NumPy's, torch's .T); two axes, those two
+    swapped (torch's transpose(dim0, dim1): NumPy's reading of (0, 1) on a 2-d tensor, a
+    permutation that changes nothing, is never what a torch user meant); a tuple or one axis per
+    dimension, that permutation (NumPy's, torch's permute)."""
+    if len(axes) == 2 and all(isinstance(a, (int, np.integer)) for a in axes):
+        for a in axes:
+            if not -x.ndim <= a < x.ndim:
+                raise ValueError(f"transpose: axis {a} is out of range for a {x.ndim}-d tensor")
+        perm = list(range(x.ndim))
+        i, j = axes[0] % x.ndim, axes[1] % x.ndim
+        perm[i], perm[j] = perm[j], perm[i]
+        axes = tuple(perm)
     axes = tuple(axes[0]) if len(axes) == 1 and isinstance(axes[0], (tuple, list)) else axes
     if axes and sorted(a % x.ndim for a in axes) != list(range(x.ndim)):
         raise ValueError(f"transpose: axes {axes} are not a permutation of a {x.ndim}-d tensor")

@@ -206,3 +206,55 @@ def test_cross_entropy_with_every_target_ignored_has_a_zero_gradient(where):
     assert np.isnan(values(loss)) and torch.isnan(tloss)
     loss.backward()
     np.testing.assert_array_equal(values(logits.grad), tl.grad.numpy())      # zeros, not NaN
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_floating_functions_of_integers_are_float32_and_float_only_ones_refuse_them(where):
+    """As torch: sigmoid / tanh / exp / log / a float power / a float bound of integer data give
+    float32 (NumPy gave float64, and a sigmoid of zeros in int64); leaky_relu and softmax refuse
+    integers (NumPy truncated the slope, the probabilities, to integers)."""
+    a = np.array([-1, 2, 3])
+    x, t = on(where, a), torch.tensor(a)
+    for ours, theirs in ((F.sigmoid, torch.sigmoid), (F.tanh, torch.tanh), (F.exp, torch.exp),
+                         (lambda v: v ** 0.5, lambda v: v ** 0.5),
+                         (lambda v: F.clamp(v, 0.5, 1.5), lambda v: v.clamp(0.5, 1.5))):
+        got, want = ours(x), theirs(t)
+        assert got.dtype == np.float32 and want.dtype == torch.float32
+        np.testing.assert_allclose(values(got), want.numpy(), rtol=1e-6, equal_nan=True)
+    assert (x ** 2).dtype == np.int64 and F.clamp(x, 0, 1).dtype == np.int64  # (integers stay)
+    for refused in (lambda v: F.leaky_relu(v, 0.5), lambda v: F.softmax(v, 0),
+                    lambda v: F.log_softmax(v, 0)):
+        with pytest.raises(TypeError, match="takes floating data, got int64"):
+            refused(x)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_edge_shapes_and_exponents_match_torch(where):
+    """x ** 0's gradient at 0 (NaN from 0 * 0 ** -1; torch: 0), a dot product's backward (it
+    raised), transpose(dim0, dim1) (NumPy read (0, 1) of a 2-d tensor as no change), softmax of
+    a 0-d and of an empty tensor (raised), an activation of an empty batch (cuDNN refuses)."""
+    w = L.Tensor(on(where, np.array([0.0, 1.0], np.float32)).data, requires_grad=True)
+    (w ** 0).sum().backward()
+    np.testing.assert_array_equal(values(w.grad), [0, 0])
+    a = L.Tensor(on(where, np.array([1.0, 2, 3], np.float32)).data, requires_grad=True)
+    b = L.Tensor(on(where, np.array([4.0, 5, 6], np.float32)).data, requires_grad=True)
+    (a @ b).backward()
+    np.testing.assert_array_equal(values(a.grad), [4, 5, 6])
+    np.testing.assert_array_equal(values(b.grad), [1, 2, 3])
+    m = on(where, np.arange(6, dtype=np.float32).reshape(2, 3))
+    np.testing.assert_array_equal(values(m.transpose(0, 1)), np.arange(6).reshape(2, 3).T)
+    c = on(where, np.zeros((2, 3, 4), np.float32))
+    assert F.transpose(c, 0, 2).shape == tuple(torch.zeros(2, 3, 4).transpose(0, 2).shape)
+    assert F.transpose(c, 1, 0, 2).shape == (3, 2, 4)            # (a permutation, as NumPy)
+    z = L.Tensor(on(where, np.array(2.0, np.float32)).data, requires_grad=True)
+    s = F.softmax(z, 0)
+    assert s.shape == () and float(values(s)) == float(torch.softmax(torch.tensor(2.0), 0))
+    F.log_softmax(z, 0).backward()
+    assert float(values(z.grad)) == 0.0
+    e = L.Tensor(on(where, np.zeros((0, 3), np.float32)).data, requires_grad=True)
+    for f in (lambda v: F.softmax(v, 0), lambda v: F.log_softmax(v, 1), F.relu, F.sigmoid,
+              F.tanh):
+        y = f(e)
+        assert y.shape == (0, 3)
+        y.sum().backward()
+        assert e.grad.shape == (0, 3)

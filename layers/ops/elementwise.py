@@ -112,6 +112,8 @@ class Pow(Function):
 
     def backward(self, gy):
         x = self.saved
+        if self.exponent == 0:                # (0 * 0 ** -1 is NaN at x = 0; torch gives 0)
+            return self.xp.zeros_like(gy)
         return gy * self.exponent * x ** (self.exponent - 1)
 
 
@@ -148,7 +150,7 @@ class _CudnnActivation(Function):
 
     def forward_gpu(self, x):
         from cudnnlite import activation, boundary
-        self.kernel = is_half(x.dtype)
+        self.kernel = is_half(x.dtype) or x.size == 0     # (cuDNN takes no empty tensor)
         if self.kernel:
             self.saved = x, None
             return kernels.activation(self.name, x)

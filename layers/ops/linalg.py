@@ -63,9 +63,11 @@ class MatMul(Function):
         a2 = a[None, :] if a.ndim == 1 else a
         b2 = b[:, None] if b.ndim == 1 else b
         g2 = gy
-        if a.ndim == 1:
+        if a.ndim == 1 and b.ndim == 1:           # (a dot product: gy is 0-d)
+            g2 = gy.reshape(1, 1)
+        elif a.ndim == 1:
             g2 = xp.expand_dims(g2, -2)
-        if b.ndim == 1:
+        elif b.ndim == 1:
             g2 = xp.expand_dims(g2, -1)
         ga = gb = None
         if self.needs_input_grad[0]:
