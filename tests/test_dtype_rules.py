@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import layers as L
-from layers import F
+from layers import F, nn
 
 DEVICES = ["cpu", pytest.param(0, marks=pytest.mark.gpu), "host"]   # (conftest's `where`)
 
@@ -258,3 +258,27 @@ def test_edge_shapes_and_exponents_match_torch(where):
         assert y.shape == (0, 3)
         y.sum().backward()
         assert e.grad.shape == (0, 3)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("channels_last", [False, True])
+def test_a_convolution_of_an_empty_batch_is_torchs(where, channels_last):
+    """N = 0 (cuDNN takes no empty tensor): an empty output and input gradient, a zero filter
+    gradient, as torch's; the transposed convolution too."""
+    for conv, tconv in ((nn.Conv2d(3, 4, 3, stride=2, padding=1),
+                         torch.nn.Conv2d(3, 4, 3, stride=2, padding=1)),
+                        (nn.ConvTranspose2d(3, 4, 4, stride=2, padding=1),
+                         torch.nn.ConvTranspose2d(3, 4, 4, stride=2, padding=1))):
+        conv.to(where)
+        if channels_last:
+            conv.to(memory_format="channels_last")
+        x = L.Tensor(on(where, np.zeros((0, 3, 8, 8), np.float32)).data, requires_grad=True)
+        y = conv(x)
+        tx = torch.zeros(0, 3, 8, 8, requires_grad=True)
+        ty = tconv(tx)
+        assert y.shape == tuple(ty.shape)
+        y.sum().backward()
+        ty.sum().backward()
+        assert x.grad.shape == (0, 3, 8, 8)
+        np.testing.assert_array_equal(values(conv.weight.grad), tconv.weight.grad.numpy())
+        np.testing.assert_array_equal(values(conv.bias.grad), tconv.bias.grad.numpy())

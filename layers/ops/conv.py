@@ -129,6 +129,8 @@ def on_gpu(name, a, b, *args, into=None):
         x_shape, w_shape, call = args[0], a.shape, conv.backward_data
     else:
         x_shape, w_shape, call = a.shape, args[0], conv.backward_filter
+    if x_shape[0] == 0:                   # an empty batch: cuDNN takes no empty tensor
+        return _empty_batch(name, a, x_shape, w_shape, stride, pad, dilation, layout, into)
     route = None
     if WHOLE_INPUT_AS_GEMM and whole_input(x_shape, w_shape, pad, dilation, groups):
         route = _as_gemm, (name, a, b, x_shape, w_shape, layout)
@@ -146,6 +148,25 @@ def on_gpu(name, a, b, *args, into=None):
             pass
     return call(a, b, *args[:-5], stride=stride, pad=pad, dilation=dilation, groups=groups,
                 layout=layout)
+
+
+def _empty_batch(name, a, x_shape, w_shape, stride, pad, dilation, layout, into):
+    """on_gpu's answer for N = 0, as torch's: an empty output, an empty gx, a zero gW (a sum
+    over no sample; nothing to add where `into` is given)."""
+    from ..backend import xp_of
+    xp = xp_of(a)
+    if name == "conv_backward_data":
+        return xp.zeros(tuple(x_shape), a.dtype)
+    if name == "conv_backward_filter":
+        return ADDED if into is not None and addable(into, w_shape, a.dtype) else \
+            xp.zeros(tuple(w_shape), a.dtype)
+    nhwc = layout == "NHWC"
+    H, W = x_shape[1:3] if nhwc else x_shape[2:4]
+    R, S = w_shape[1:3] if nhwc else w_shape[2:4]
+    P, Q = (_out_size(n, k, s, p, d) for n, k, s, p, d in zip((H, W), (R, S), stride, pad,
+                                                              dilation))
+    K = w_shape[0]
+    return xp.zeros((0, P, Q, K) if nhwc else (0, K, P, Q), a.dtype)
 
 
 def whole_input(x_shape, w_shape, pad, dilation, groups):
@@ -242,7 +263,7 @@ def _sum_bias(gy, layout, gpu):
     double and half (it answers bfloat16 with NOT_SUPPORTED); bfloat16 and the NumPy path sum with
     a float32 accumulator for half data, rounded once."""
     from ..backend import bfloat16, sum_rounded_once
-    if gpu and gy.dtype != bfloat16:
+    if gpu and gy.dtype != bfloat16 and gy.size:           # (cuDNN takes no empty tensor)
         from cudnnlite import conv
         return conv.backward_bias(gy, layout=layout)
     axes = tuple(range(gy.ndim - 1)) if layout == "NHWC" else (0,) + tuple(range(2, gy.ndim))
