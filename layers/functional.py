@@ -62,7 +62,7 @@ def mul(a, b): return _ew.Mul.apply(*_operands(a, b))
 def div(a, b): return _ew.Div.apply(*_operands(a, b))
 def neg(x): return _ew.Neg.apply(_no_bool(x, "neg"))
 def pow(x, exponent):
-    if isinstance(exponent, float) or not isinstance(exponent, (int, np.integer)):
+    if not isinstance(exponent, (int, np.integer)):
         x = _floating(x)                      # (an integer base to a float power: float32)
     return _ew.Pow.apply(x, exponent=exponent)
 
@@ -75,7 +75,7 @@ def _floating(x):
     """x, or for integer / bool data its float32 copy: as torch, a floating function of integers
     (exp, log, sigmoid, tanh, a float power or bound) computes in the default float dtype; NumPy
     would give float64, or integers (sigmoid's zeros)."""
-    if isinstance(x, Tensor) and x.dtype.kind in "biu":
+    if isinstance(x, Tensor) and not is_floating(x.dtype):
         return Tensor(x.data.astype(np.float32))
     return x
 
@@ -83,7 +83,7 @@ def _floating(x):
 def _float_only(x, name):
     """x, unless it holds integer / bool data: refused as torch refuses it (NumPy would truncate a
     slope, a softmax, to integers)."""
-    if isinstance(x, Tensor) and x.dtype.kind in "biu":
+    if isinstance(x, Tensor) and not is_floating(x.dtype):
         raise TypeError(f"{name}: takes floating data, got {x.dtype} (as torch); cast it first")
     return x
 

@@ -34,15 +34,16 @@ _DIGITS = "zero one two three four five six seven eight nine".split()
 
 
 def _number_words(number, **kwargs):
-    """inflect's number_to_words; past its range (10**66 and up: NumOutOfRangeError) the digits
-    one at a time ('one two three ...', an ordinal's suffix dropped), not an error."""
+    """inflect's number_to_words; past its range (67 digits and up: NumOutOfRangeError) the
+    digits one at a time ('one two three ...', an ordinal's suffix dropped), not an error."""
     import inflect
-    try:
-        if len(str(number)) > 66:
-            raise inflect.NumOutOfRangeError
-        return _inflect().number_to_words(number, **kwargs)
-    except inflect.NumOutOfRangeError:
-        return " ".join(_DIGITS[int(d)] for d in str(number) if d.isdigit())
+    digits = str(number)
+    if len(digits) <= 66:
+        try:
+            return _inflect().number_to_words(number, **kwargs)
+        except inflect.NumOutOfRangeError:
+            pass
+    return " ".join(_DIGITS[int(d)] for d in digits if d.isdigit())
 
 
 def _count(n, unit):
