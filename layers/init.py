@@ -6,6 +6,7 @@ import numpy as np
 
 from .backend import to_device
 from .random import host_generator
+from .tensor import mark_changed
 
 
 def calculate_gain(nonlinearity, param=None):
@@ -32,21 +33,23 @@ def calculate_fan_in_and_fan_out(shape):
     return shape[1] * receptive, shape[0] * receptive
 
 
-def _fill(t, values):
+def _fill(t, values, by):
     t.data[...] = to_device(values.astype(t.dtype), t.device)
+    mark_changed(t, by)
     return t
 
 
 def uniform_(t, a=0.0, b=1.0):
-    return _fill(t, host_generator().uniform(a, b, t.shape))
+    return _fill(t, host_generator().uniform(a, b, t.shape), "init.uniform_")
 
 
 def normal_(t, mean=0.0, std=1.0):
-    return _fill(t, host_generator().normal(mean, std, t.shape))
+    return _fill(t, host_generator().normal(mean, std, t.shape), "init.normal_")
 
 
 def constant_(t, value):
     t.data[...] = value
+    mark_changed(t, "init.constant_")
     return t
 
 

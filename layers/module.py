@@ -9,7 +9,7 @@ from .backend import (bfloat16, floating_dtype_or_none, from_foreign, is_floatin
                       parse_device, to_channels_last, to_contiguous, to_device)
 from .finite import active as _finite
 from .trace import active as _trace
-from .tensor import Tensor
+from .tensor import Tensor, mark_changed
 
 
 class Parameter(Tensor):
@@ -152,6 +152,7 @@ class Module:
                                  f"{tuple(value.shape)} in the state dict but {tuple(t.shape)} "
                                  f"in the module")
             t.data[...] = to_device(value.astype(t.dtype, copy=False), t.device)
+            mark_changed(t, f"{type(self).__name__}.load_state_dict")
         return missing, unexpected
 
     # ---- modes and devices --------------------------------------------------------------------

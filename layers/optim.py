@@ -12,7 +12,7 @@ import numpy as np
 from . import kernels
 from .backend import (accumulation_dtype, device_table, from_foreign, is_dense,
                       is_floating, is_gpu, is_half, stack, to_device, xp_of)
-from .tensor import Tensor, no_grad
+from .tensor import Tensor, mark_changed, no_grad
 from .trace import active as _trace
 
 
@@ -49,6 +49,11 @@ class Optimizer:
     def step(self):
         with self._on_masters():
             self._update()
+        by = f"{type(self).__name__}.step()"
+        for group in self.param_groups:          # (an op that saved one refuses its backward)
+            for p in group["params"]:
+                if p.grad is not None:
+                    mark_changed(p, by)
 
     def _update(self):
         raise NotImplementedError

@@ -4,6 +4,7 @@ A Function's forward runs on arrays (`forward_cpu` with NumPy, `forward_gpu` wit
 or one `forward` written for both via `xp`); its `backward` takes the output gradients as arrays
 and returns one gradient (or None) per input. `backward()` is a topological sort and nothing else.
 """
+import bisect
 import contextlib
 import threading
 
@@ -47,6 +48,132 @@ class _Added:
 ADDED = _Added()
 
 
+# ---- in-place changes (what torch's version counter is for) ------------------------------------
+# A change is a span of memory and a time. An op's backward refuses to run when an array its
+# forward saved overlaps a span changed after that forward: its gradient would be computed from
+# the new values. Spans, not tensors: a view (w.T, x[0], a reshape), a detached alias and an op's
+# output are all caught alike, and a change to memory no backward reads refuses nothing.
+_clock = 0           # in-place changes so far; a Function notes the count at its forward
+_changes = {}        # span -> (clock, what changed it): each span's latest change, oldest first
+_MAX_CHANGES = 4096  # spans remembered (a parameter's span repeats every step: it stays one)
+
+
+def _span(a):
+    """(device, first byte, end): the memory array a spans; None when it has none."""
+    if a.size == 0:
+        return None
+    if is_gpu(a):
+        where, low = a.device.id, a.data.ptr
+    else:
+        where, low = "cpu", a.__array_interface__["data"][0]
+    high = low + a.itemsize
+    for n, step in zip(a.shape, a.strides):
+        if step < 0:
+            low += step * (n - 1)
+        else:
+            high += step * (n - 1)
+    return where, low, high
+
+
+def _overlap(p, q):
+    return p is not None and q is not None and p[0] == q[0] and p[1] < q[2] and q[1] < p[2]
+
+
+def mark_changed(t, by):
+    """Record that Tensor (or array) t's memory was just changed in place, by `by` ('zero_()',
+    'SGD.step()', ...). Every in-place writer of a Tensor's array in this package calls it; a
+    user's own write through .data is not seen (nor is it by torch)."""
+    global _clock
+    span = _span(t.data if isinstance(t, Tensor) else t)
+    if span is None:
+        return
+    _clock += 1
+    _changes.pop(span, None)
+    _changes[span] = (_clock, by)
+    if len(_changes) > _MAX_CHANGES:
+        for old in list(_changes)[:_MAX_CHANGES // 4]:
+            del _changes[old]
+
+
+def _saved_arrays(saved, depth=3):
+    """The arrays in what an op saved for backward: in tuples, lists, dicts and an object's
+    attributes (cudnnlite.rnn.Saved), a few levels down."""
+    if saved is None or depth == 0 or isinstance(saved, (int, float, str, np.dtype)):
+        return
+    if hasattr(saved, "strides") and hasattr(saved, "dtype"):
+        yield saved
+        return
+    if isinstance(saved, Tensor):
+        yield saved.data
+        return
+    if isinstance(saved, dict):
+        saved = tuple(saved.values())
+    elif not isinstance(saved, (tuple, list)):
+        fields = getattr(saved, "__dict__", None)
+        if fields is None:
+            fields = {k: getattr(saved, k, None) for k in getattr(saved, "__slots__", ())}
+        saved = tuple(fields.values())
+    for s in saved:
+        yield from _saved_arrays(s, depth - 1)
+
+
+_recent = [None, None]   # [(stamp, clock), its _changed_since]: every op of one forward shares it
+
+
+def _changed_since(stamp):
+    """The spans changed after clock value `stamp`, merged per device into sorted disjoint
+    intervals: {device: (lows, highs)}."""
+    key = (stamp, _clock)
+    if _recent[0] == key:
+        return _recent[1]
+    spans = []
+    for span, (when, _) in reversed(_changes.items()):
+        if when <= stamp:
+            break
+        spans.append(span)
+    merged = {}
+    for where, low, high in sorted(spans, key=lambda s: (str(s[0]), s[1])):
+        lows, highs = merged.setdefault(where, ([], []))
+        if highs and low <= highs[-1]:
+            highs[-1] = max(highs[-1], high)
+        else:
+            lows.append(low)
+            highs.append(high)
+    _recent[:] = key, merged
+    return merged
+
+
+def _refuse_changed(fn):
+    """Raise if memory fn's forward saved for its backward was changed in place since."""
+    changed = _changed_since(fn.stamp)
+    if not changed:
+        return
+    for a in _saved_arrays(fn.saved):
+        saved = _span(a)
+        if saved is None or saved[0] not in changed:
+            continue
+        lows, highs = changed[saved[0]]
+        i = bisect.bisect_left(lows, saved[2])        # the intervals starting before its end
+        if i and highs[i - 1] > saved[1]:
+            _raise_changed(fn, saved)
+
+
+def _raise_changed(fn, saved):
+    """The error for an op whose saved span `saved` was changed after its forward: what it was
+    (an input, by index, or its output) and what changed it."""
+    by = next(by for span, (when, by) in reversed(_changes.items())
+              if when > fn.stamp and _overlap(span, saved))
+    what = "its output"
+    for i, t in enumerate(fn.inputs):
+        if isinstance(t, Tensor) and _overlap(_span(t.data), saved):
+            what = f"its input {i} (shape {t.shape}, {t.dtype})"
+            break
+    raise RuntimeError(
+        f"{type(fn).__name__}.backward: {what}, which its forward saved for the gradient, was "
+        f"changed in place by {by} after that forward; the gradient would be computed from the "
+        f"new values. Run backward before the change, or run the forward again after it")
+
+
 class Function:
     """One differentiable op. Subclasses set `forward_cpu`/`forward_gpu` (or `forward`) and
     `backward`; `self.saved` holds what backward needs; `self.needs_input_grad` says which inputs
@@ -62,6 +189,10 @@ class Function:
     adds_into_grad = False
     grad_into = None
     half = None            # float16 / bfloat16 when the NumPy path runs it in float32 (_half_of)
+    saved = None           # what backward reads: only what the wanted gradients need (an
+                           # in-place change to memory no backward reads refuses nothing)
+    needs_input_grad = None    # per input, set before forward when a graph is recorded
+    stamp = 0              # the in-place-change clock when its forward ran (mark_changed)
     upcast_half = True     # False: the op handles half data itself (a cast)
     n_outputs = 1
 
@@ -120,6 +251,7 @@ class Function:
         needs = needs and _grad_mode.enabled
         if needs:
             fn.needs_input_grad = tuple(isinstance(t, Tensor) and t.requires_grad for t in inputs)
+            fn.stamp = _clock
         trace = _trace.trace
         if trace is None:
             out = fn.forward(*arrays)
@@ -299,6 +431,7 @@ class Tensor:
 
     def zero_(self):
         self.data[...] = 0
+        mark_changed(self, "zero_()")
         return self
 
     # ---- backward -------------------------------------------------------------------------
@@ -336,6 +469,8 @@ class Tensor:
             if fn.inputs is None:
                 raise RuntimeError("backward through a graph a second time: its saved arrays were "
                                    "freed; call backward(retain_graph=True) the first time")
+            if _clock != fn.stamp:                # something was changed in place since forward
+                _refuse_changed(fn)
             trace = _trace.trace
             if trace is None:
                 _backward_one(fn, grads, pending, deferred)

@@ -53,13 +53,15 @@ class Sub(Function):
 class Mul(Function):
     def forward(self, a, b):
         a, b = same_dtype(a, b)
-        self.saved = a, b
+        need = self.needs_input_grad or (False, False)
+        self.shapes = shape_of(a), shape_of(b)
+        self.saved = (a if need[1] else None), (b if need[0] else None)   # (as torch's mul)
         return a * b
 
     def backward(self, gy):
         a, b = self.saved
-        ga = unbroadcast(gy * b, shape_of(a)) if self.needs_input_grad[0] else None
-        gb = unbroadcast(gy * a, shape_of(b)) if self.needs_input_grad[1] else None
+        ga = unbroadcast(gy * b, self.shapes[0]) if self.needs_input_grad[0] else None
+        gb = unbroadcast(gy * a, self.shapes[1]) if self.needs_input_grad[1] else None
         return ga, gb
 
 
@@ -69,7 +71,9 @@ class Div(Function):
         if not any(is_floating(v.dtype) for v in (a, b) if hasattr(v, "dtype")):
             # true division of bool / integer data: in the default float dtype, as torch
             a, b = (v.astype(DEFAULT_FLOAT) if hasattr(v, "dtype") else v for v in (a, b))
-        self.saved = a, b
+        need = self.needs_input_grad or (False, False)
+        self.shapes = shape_of(a), shape_of(b)
+        self.saved = (a if need[1] else None), b           # (as torch's div)
         return a / b
 
     def backward(self, gy):
@@ -78,8 +82,8 @@ class Div(Function):
             acc = accumulation_dtype(gy.dtype)      # (a Python number operand stays as it is)
             gy, a, b = (v.astype(acc, copy=False) if hasattr(v, "astype") else v
                         for v in (gy, a, b))
-        ga = unbroadcast(gy / b, shape_of(a)) if self.needs_input_grad[0] else None
-        gb = unbroadcast(-gy * a / (b * b), shape_of(b)) if self.needs_input_grad[1] else None
+        ga = unbroadcast(gy / b, self.shapes[0]) if self.needs_input_grad[0] else None
+        gb = unbroadcast(-gy * a / (b * b), self.shapes[1]) if self.needs_input_grad[1] else None
         return ga, gb
 
 

@@ -54,26 +54,30 @@ class MatMul(Function):
     """y = a @ b with numpy.matmul semantics (1-d operands, batch broadcasting)."""
 
     def forward(self, a, b):
-        self.saved = a, b
+        need = self.needs_input_grad or (False, False)
+        self.shapes = a.shape, b.shape
+        self.saved = (a if need[1] else None), (b if need[0] else None)   # (as torch's mm)
         return matmul(a, b)
 
     def backward(self, gy):
         a, b = self.saved
-        xp = self.xp
-        a2 = a[None, :] if a.ndim == 1 else a
-        b2 = b[:, None] if b.ndim == 1 else b
+        (a_shape, b_shape), xp = self.shapes, self.xp
+        a2_shape = (1,) + a_shape if len(a_shape) == 1 else a_shape
+        b2_shape = b_shape + (1,) if len(b_shape) == 1 else b_shape
         g2 = gy
-        if a.ndim == 1 and b.ndim == 1:           # (a dot product: gy is 0-d)
+        if len(a_shape) == 1 and len(b_shape) == 1:     # (a dot product: gy is 0-d)
             g2 = gy.reshape(1, 1)
-        elif a.ndim == 1:
+        elif len(a_shape) == 1:
             g2 = xp.expand_dims(g2, -2)
-        elif b.ndim == 1:
+        elif len(b_shape) == 1:
             g2 = xp.expand_dims(g2, -1)
         ga = gb = None
         if self.needs_input_grad[0]:
-            ga = unbroadcast(matmul(g2, xp.swapaxes(b2, -1, -2)), a2.shape).reshape(a.shape)
+            b2 = b.reshape(b2_shape)
+            ga = unbroadcast(matmul(g2, xp.swapaxes(b2, -1, -2)), a2_shape).reshape(a_shape)
         if self.needs_input_grad[1]:
-            gb = unbroadcast(matmul(xp.swapaxes(a2, -1, -2), g2), b2.shape).reshape(b.shape)
+            a2 = a.reshape(a2_shape)
+            gb = unbroadcast(matmul(xp.swapaxes(a2, -1, -2), g2), b2_shape).reshape(b_shape)
         return ga, gb
 
 
@@ -82,7 +86,8 @@ class Linear(Function):
 
     def forward(self, x, W, b=None):
         x2 = x.reshape(-1, x.shape[-1])
-        self.saved = x2, W, x.shape
+        need = self.needs_input_grad or (False, False)
+        self.saved = (x2 if need[1] else None), (W if need[0] else None), x.shape  # (as torch)
         return mm(x2, W.T, bias=b).reshape(x.shape[:-1] + (W.shape[0],))
 
     def backward(self, gy):
