@@ -556,7 +556,15 @@ def l1_loss(a, b, reduction="mean"):
     return _loss.L1Loss.apply(a, b, reduction=reduction)
 
 
-def cross_entropy(logits, target, ignore_index=-100, reduction="mean"):
+def cross_entropy(logits, target, weight=None, *args, ignore_index=-100, reduction="mean",
+                  label_smoothing=0.0):
+    """torch's F.cross_entropy for class-index targets: logits (N, C, *d), target (N, *d);
+    `weight` (C,) per class, and `label_smoothing` in [0, 1]. The options after weight are
+    keyword-only (torch's third to fifth places are its deprecated size_average / reduce)."""
+    if args:
+        raise TypeError("cross_entropy: ignore_index, reduction and label_smoothing are "
+                        "keyword-only here (torch's positional places after weight are its "
+                        "deprecated size_average and reduce)")
     _check_reduction("cross_entropy", reduction)
     t = Tensor(_on_device_of(logits, target, "cross_entropy"))
     if t.dtype.kind not in "iu":
@@ -564,7 +572,19 @@ def cross_entropy(logits, target, ignore_index=-100, reduction="mean"):
     if (logits.shape[0],) + tuple(logits.shape[2:]) != tuple(t.shape):
         raise ValueError(f"cross_entropy: logits {tuple(logits.shape)} (N, C, ...) and target "
                          f"{tuple(t.shape)} (N, ...) do not match")
-    return _loss.CrossEntropyLoss.apply(logits, t, ignore_index=ignore_index, reduction=reduction)
+    if not 0.0 <= label_smoothing <= 1.0:
+        raise ValueError(f"cross_entropy: label_smoothing must be in [0, 1], got "
+                         f"{label_smoothing}")
+    w = None
+    if weight is not None:
+        w = _on_device_of(logits, weight, "cross_entropy")
+        if tuple(w.shape) != (logits.shape[1],):
+            raise ValueError(f"cross_entropy: a weight of shape {tuple(w.shape)} for "
+                             f"{logits.shape[1]} classes (it needs one per class)")
+        if not is_floating(w.dtype):
+            raise TypeError(f"cross_entropy: weight must be floating, got {w.dtype}")
+    return _loss.CrossEntropyLoss.apply(logits, t, weight=w, ignore_index=ignore_index,
+                                        reduction=reduction, label_smoothing=label_smoothing)
 
 
 # ---- Tensor's operators and array methods: spellings of the functions above, installed on the

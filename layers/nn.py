@@ -247,12 +247,17 @@ class L1Loss(BCELoss):
 
 
 class CrossEntropyLoss(Module):
-    def __init__(self, ignore_index=-100, reduction="mean"):
+    """torch.nn.CrossEntropyLoss: `weight` (C,) is a buffer (in state_dict, moved by .to())."""
+
+    def __init__(self, weight=None, *, ignore_index=-100, reduction="mean", label_smoothing=0.0):
         super().__init__()
+        self.register_buffer("weight", weight)
         self.ignore_index, self.reduction = ignore_index, reduction
+        self.label_smoothing = label_smoothing
 
     def forward(self, logits, target):
-        return F.cross_entropy(logits, target, self.ignore_index, self.reduction)
+        return F.cross_entropy(logits, target, self.weight, ignore_index=self.ignore_index,
+                               reduction=self.reduction, label_smoothing=self.label_smoothing)
 
 
 __all__ = ["Module", "Parameter", "Sequential", "ModuleList", "Linear", "Conv1d", "Conv2d", "ConvTranspose2d",

@@ -128,43 +128,62 @@ class L1Loss(Function):
 
 
 class CrossEntropyLoss(Function):
-    """logits (N, C, *d), integer target (N, *d); l = -log_softmax(logits)[target], targets equal
-    to ignore_index skipped (and not counted in the mean)."""
+    """logits (N, C, *d), integer target (N, *d), as torch's cross_entropy: per item
+        l = (1 - e) * w[t] * -logp[t]  +  (e / C) * sum_c w[c] * -logp[c]
+    with logp = log_softmax(logits) over C, class weights w (self.weight, (C,); None: ones) and
+    label smoothing e; targets equal to ignore_index give 0 and are not counted; "mean" divides
+    by the sum of w[t] over the counted items."""
+    weight = None
+    label_smoothing = 0.0
 
     def forward(self, x, target):
         xp = self.xp
         dtype = x.dtype
         x, = _wide(x)
+        C = x.shape[1]
         shifted = x - x.max(axis=1, keepdims=True)
         logp = shifted - xp.log(xp.exp(shifted).sum(axis=1, keepdims=True))
-        bad = out_of_range("cross_entropy", target, x.shape[1], "target",
-                           skip=self.ignore_index)
+        bad = out_of_range("cross_entropy", target, C, "target", skip=self.ignore_index)
         valid = target != self.ignore_index
         if bad is not None:
             valid &= ~bad
         safe = xp.where(valid, target, 0)
         picked = xp.take_along_axis(logp, xp.expand_dims(safe, 1), axis=1).squeeze(1)
-        l = xp.where(valid, -picked, 0).astype(x.dtype)
+        w = None if self.weight is None else self.weight.astype(x.dtype, copy=False)
+        wt = valid.astype(x.dtype) if w is None else xp.where(valid, w[safe], 0)   # w[t], counted
+        l = xp.where(valid, -picked * wt, 0)                 # (an ignored row's logp may be -inf)
+        e = self.label_smoothing
+        if e:
+            wb = None if w is None else w.reshape((1, C) + (1,) * (x.ndim - 2))
+            smooth = -(logp if wb is None else logp * wb).sum(axis=1)
+            l = (1 - e) * l + (e / C) * xp.where(valid, smooth, 0)
+        l = l.astype(x.dtype, copy=False)
         if bad is not None:                   # (a device: NaN where a target is out of range)
             l = xp.where(bad, xp.nan, l).astype(x.dtype)
-        self.saved = logp, safe, valid
+        self.saved = logp, safe, valid, wt, w
         if self.reduction == "mean":
-            self.count = valid.sum().astype(x.dtype)     # stays on the device
-            with np.errstate(invalid="ignore"):      # (every target ignored: NaN, as torch)
+            self.count = wt.sum()                            # stays on the device
+            with np.errstate(invalid="ignore", divide="ignore"):   # (all ignored: NaN, as torch)
                 return (l.sum() / self.count).astype(dtype, copy=False)
         return _reduce(l, self.reduction, dtype)
 
     def backward(self, gy):
         _no_target_grad(self)
-        logp, safe, valid = self.saved
+        logp, safe, valid, wt, w = self.saved
         xp = self.xp
-        g = xp.exp(logp)
-        onehot = xp.zeros_like(g)
+        p = xp.exp(logp)
+        onehot = xp.zeros_like(p)
         xp.put_along_axis(onehot, xp.expand_dims(safe, 1), 1, axis=1)
-        g = (g - onehot) * xp.expand_dims(valid, 1)
+        g = (p - onehot) * xp.expand_dims(wt, 1)
+        e = self.label_smoothing
+        if e:
+            C = p.shape[1]
+            shape = (1, C) + (1,) * (p.ndim - 2)
+            smooth = p * C - 1 if w is None else p * w.sum() - w.reshape(shape)
+            g = (1 - e) * g + (e / C) * smooth * xp.expand_dims(valid, 1)
         gy, = _wide(gy)
-        # (every target ignored: a NaN loss, as torch, but a zero gradient, as torch)
-        scale = gy / xp.maximum(self.count, 1) if self.reduction == "mean" else gy
-        if self.reduction == "none":
-            scale = xp.expand_dims(gy, 1)
-        return g * scale, None
+        if self.reduction == "mean":          # (nothing counted: a NaN loss, as torch, but a
+            gy = gy / xp.where(self.count == 0, 1, self.count)     # zero gradient, as torch)
+        elif self.reduction == "none":
+            gy = xp.expand_dims(gy, 1)
+        return g * gy, None
