@@ -62,6 +62,10 @@ def mul(a, b): return _ew.Mul.apply(*_operands(a, b))
 def div(a, b): return _ew.Div.apply(*_operands(a, b))
 def neg(x): return _ew.Neg.apply(_no_bool(x, "neg"))
 def pow(x, exponent):
+    """x ** exponent: a constant exponent (a number), or a Tensor one (then x may be a number:
+    2 ** t, Tensor.__rpow__), as torch.pow."""
+    if isinstance(exponent, Tensor):
+        return _ew.PowTensor.apply(x, exponent)
     if not isinstance(exponent, (int, np.integer)):
         x = _floating(x)                      # (an integer base to a float power: float32)
     return _ew.Pow.apply(x, exponent=exponent)
@@ -608,6 +612,7 @@ def _install_tensor_methods():
         "__rtruediv__": lambda self, other: div(other, self),
         "__neg__": lambda self: neg(self),
         "__pow__": lambda self, exponent: pow(self, exponent),
+        "__rpow__": lambda self, base: pow(base, self),
         "__matmul__": lambda self, other: matmul(self, other),
         "__getitem__": lambda self, index: getitem(self, index),
         "sum": lambda self, axis=None, keepdims=False: sum(self, axis, keepdims),

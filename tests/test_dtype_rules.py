@@ -282,3 +282,27 @@ def test_a_convolution_of_an_empty_batch_is_torchs(where, channels_last):
         assert x.grad.shape == (0, 3, 8, 8)
         np.testing.assert_array_equal(values(conv.weight.grad), tconv.weight.grad.numpy())
         np.testing.assert_array_equal(values(conv.bias.grad), tconv.bias.grad.numpy())
+
+
+@pytest.mark.parametrize("dtype,rtol", [(np.float64, 1e-13), (np.float32, 2e-6)])
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_tensor_exponent_and_a_number_base_are_torchs(where, dtype, rtol):
+    """x ** y with y a Tensor (broadcasting) and 2 ** x (__rpow__): values and both gradients as
+    torch's, the zero-base and zero-exponent cases included (log 0 masked, 0 ** -1 masked)."""
+    A = np.array([[0.0, 0.0, 2.0, 1.5], [3.0, 0.5, 0.0, 2.5]])
+    B = np.array([0.0, 2.0, 0.5, -1.5])
+    a = L.Tensor(on(where, A.astype(dtype)).data, requires_grad=True)
+    b = L.Tensor(on(where, B.astype(dtype)).data, requires_grad=True)
+    ta = torch.tensor(A.astype(dtype), requires_grad=True)
+    tb = torch.tensor(B.astype(dtype), requires_grad=True)
+    for ours, theirs in (((a ** b) * 1.5, (ta ** tb) * 1.5), (2 ** b, 2 ** tb),
+                         (0.0 ** b, 0.0 ** tb)):
+        a.grad = b.grad = ta.grad = tb.grad = None
+        assert values(ours).dtype == dtype
+        np.testing.assert_allclose(values(ours), theirs.detach().numpy(), rtol=rtol)
+        ours.sum().backward()
+        theirs.sum().backward()
+        for mine, want in ((a, ta), (b, tb)):
+            if want.grad is not None:
+                np.testing.assert_allclose(values(mine.grad), want.grad.numpy(), rtol=rtol,
+                                           atol=rtol)

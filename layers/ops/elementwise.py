@@ -121,6 +121,32 @@ class Pow(Function):
         return gy * self.exponent * x ** (self.exponent - 1)
 
 
+class PowTensor(Function):
+    """y = a ** b with b a Tensor (a a Tensor or a number: 2 ** x), broadcasting; as torch, the
+    exponent's gradient y * log(a) is 0 where a == 0 and b >= 0, and a's is 0 where b == 0."""
+
+    def forward(self, a, b):
+        a, b = same_dtype(a, b)
+        self.shapes = shape_of(a), shape_of(b)
+        with np.errstate(divide="ignore", invalid="ignore"):   # (0 ** -1 is inf, as torch)
+            y = a ** b
+        self.saved = a, b, y
+        return y
+
+    def backward(self, gy):
+        a, b, y = self.saved
+        xp = self.xp
+        ga = gb = None
+        with np.errstate(divide="ignore", invalid="ignore"):   # (log 0, 0 ** -1: masked)
+            if self.needs_input_grad[0]:
+                ga = xp.where(b == 0, 0, gy * b * a ** (b - 1)).astype(gy.dtype)
+                ga = unbroadcast(ga, self.shapes[0])
+            if self.needs_input_grad[1]:
+                gb = xp.where((a == 0) & (b >= 0), 0, gy * y * xp.log(a)).astype(gy.dtype)
+                gb = unbroadcast(gb, self.shapes[1])
+        return ga, gb
+
+
 class Exp(Function):
     def forward(self, x):
         self.saved = y = self.xp.exp(x)
