@@ -17,6 +17,8 @@ from .tensor import Tensor
 
 def pair(v):
     """An int or a pair of ints as a tuple of two ints (kernel sizes, strides, paddings)."""
+    if isinstance(v, str):
+        raise TypeError(f"expected an int or a pair of ints, got {v!r}")
     return (int(v), int(v)) if isinstance(v, (int, np.integer)) else tuple(int(i) for i in v)
 
 
@@ -356,7 +358,17 @@ def pad(x, pad, value=0.0):
         raise ValueError(f"pad: {pad} must hold (before, after) pairs for at most {x.ndim} axes")
     widths = [(0, 0)] * x.ndim
     for i in range(len(pad) // 2):
-        widths[x.ndim - 1 - i] = (pad[2 * i], pad[2 * i + 1])
+        widths[x.ndim - 1 - i] = (int(pad[2 * i]), int(pad[2 * i + 1]))
+    if any(b < 0 or a < 0 for b, a in widths):          # a negative width crops, as torch's
+        crop = []
+        for axis, ((b, a), n) in enumerate(zip(widths, x.shape)):
+            start, stop = max(-b, 0), n - max(-a, 0)
+            if stop < start:
+                raise ValueError(f"pad: {tuple(pad)} crops axis {axis} of size {n} to "
+                                 f"{n + b + a}")
+            crop.append(slice(start, stop))
+        x = getitem(x, tuple(crop))
+        widths = [(max(b, 0), max(a, 0)) for b, a in widths]
     return _sh.Pad.apply(x, pad_width=tuple(widths), value=value)
 
 
@@ -403,6 +415,7 @@ def _check_conv(name, x, weight, ndim):
 def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, layout="NCHW",
            activation=None):
     """x (N, C, H, W), weight (K, C/groups, R, S) [NHWC: x (N, H, W, C), weight (K, R, S, C/g)].
+    padding: a number, a pair, or 'valid' / 'same' (as torch).
     activation None, 'relu', 'tanh' or 'sigmoid' is applied to conv + bias; on the GPU the three
     run as one fused cuDNN graph where an engine supports it (for float16 / bfloat16 data, tanh
     and the sigmoid run as their own op, which keeps its input for the gradient)."""
@@ -421,20 +434,44 @@ def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, layo
         # the convolution's output is kept and the activation runs as its own op
         act = tanh if activation == "tanh" else sigmoid
         return act(conv2d(x, weight, bias, stride, padding, dilation, groups, layout))
+    if isinstance(padding, str):
+        x, padding = _string_padding("conv2d", x, weight, padding, stride, dilation, layout)
     nchw = layout == "NCHW" and _nhwc_conv(x, weight)    # (NHWC views inside the op)
     return _conv.Conv2d.apply(x, weight, bias, stride=pair(stride), pad=pair(padding),
                               dilation=pair(dilation), groups=groups,
                               layout="NHWC" if nchw else layout, nchw=nchw, activation=activation)
 
 
+def _string_padding(name, x, weight, padding, stride, dilation, layout):
+    """torch's padding='valid' (none) and 'same' (stride 1: the output as large as the input;
+    d * (k - 1) split evenly, an odd one's extra at the end -- padded here, as torch pads it,
+    since cuDNN pads both sides alike) -> (x, symmetric padding)."""
+    if padding not in ("valid", "same"):
+        raise ValueError(f"{name}: padding {padding!r} is neither 'valid' nor 'same' (nor a "
+                         f"number)")
+    if padding == "valid":
+        return x, 0
+    if pair(stride) != (1, 1):
+        raise ValueError(f"{name}: padding='same' needs stride 1 (as torch), got stride "
+                         f"{stride}")
+    kernel = weight.shape[1:3] if layout == "NHWC" else weight.shape[2:]
+    total = [d * (k - 1) for d, k in zip(pair(dilation), kernel)]
+    extra = [t % 2 for t in total]
+    if any(extra):
+        x = pad(x, ((0, 0) if layout == "NHWC" else ()) + (0, extra[1], 0, extra[0]))
+    return x, tuple(t // 2 for t in total)
+
+
 def conv1d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
-    """x (N, C, L), weight (K, C/groups, k): conv2d on (N, C, 1, L)."""
+    """x (N, C, L), weight (K, C/groups, k): conv2d on (N, C, 1, L). padding: a number, or
+    'valid' / 'same' (as torch)."""
     if x.ndim != 3 or weight.ndim != 3:
         raise ValueError(f"conv1d: expected 3-d input and weight, got input {x.shape} and "
                          f"weight {weight.shape}")
     y = conv2d(reshape(x, x.shape[0], x.shape[1], 1, x.shape[2]),
                reshape(weight, weight.shape[0], weight.shape[1], 1, weight.shape[2]), bias,
-               (1, stride), (0, padding), (1, dilation), groups)
+               (1, stride), padding if isinstance(padding, str) else (0, padding),
+               (1, dilation), groups)
     return reshape(y, y.shape[0], y.shape[1], y.shape[3])
 
 

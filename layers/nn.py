@@ -36,6 +36,13 @@ class _ConvNd(Module):
         if in_channels % groups or out_channels % groups:
             raise ValueError(f"{type(self).__name__}: in_channels {in_channels} and out_channels "
                              f"{out_channels} must both be divisible by groups {groups}")
+        if isinstance(padding, str):
+            if padding not in ("valid", "same"):
+                raise ValueError(f"{type(self).__name__}: padding {padding!r} is neither 'valid' "
+                                 f"nor 'same' (nor a number)")
+            if padding == "same" and any(s != 1 for s in stride):
+                raise ValueError(f"{type(self).__name__}: padding='same' needs stride 1 (as "
+                                 f"torch), got stride {stride}")
         self.in_channels, self.out_channels = in_channels, out_channels
         self.kernel_size, self.stride, self.padding = kernel_size, stride, padding
         self.dilation, self.groups = dilation, groups
@@ -46,7 +53,9 @@ class _ConvNd(Module):
     def extra_repr(self):
         s = (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
              f"stride={self.stride}")
-        if any(self.padding if isinstance(self.padding, tuple) else (self.padding,)):
+        if isinstance(self.padding, str):
+            s += f", padding={self.padding!r}"
+        elif any(self.padding):
             s += f", padding={self.padding}"
         return s + ("" if self.bias is not None else ", bias=False")
 
@@ -55,7 +64,8 @@ class Conv2d(_ConvNd):
     def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1,
                  groups=1, bias=True):
         k = _pair(kernel_size)
-        super().__init__(in_channels, out_channels, k, _pair(stride), _pair(padding),
+        super().__init__(in_channels, out_channels, k, _pair(stride),
+                         padding if isinstance(padding, str) else _pair(padding),
                          _pair(dilation), groups, bias, (out_channels, in_channels // groups) + k)
 
     def forward(self, x):
@@ -66,12 +76,14 @@ class Conv2d(_ConvNd):
 class Conv1d(_ConvNd):
     def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1,
                  groups=1, bias=True):
-        super().__init__(in_channels, out_channels, (kernel_size,), (stride,), (padding,),
+        super().__init__(in_channels, out_channels, (kernel_size,), (stride,),
+                         padding if isinstance(padding, str) else (padding,),
                          (dilation,), groups, bias,
                          (out_channels, in_channels // groups, kernel_size))
 
     def forward(self, x):
-        return F.conv1d(x, self.weight, self.bias, self.stride[0], self.padding[0],
+        padding = self.padding if isinstance(self.padding, str) else self.padding[0]
+        return F.conv1d(x, self.weight, self.bias, self.stride[0], padding,
                         self.dilation[0], self.groups)
 
 

@@ -1,0 +1,103 @@
+"""torch's padding='same' / 'valid' for conv2d and conv1d: an even kernel's odd total padding
+(its extra at the end, as torch pads it), dilation, channels-last (NHWC) layout; outputs and
+gradients against torch on the CPU, on the NumPy path and the GPU path; and the refusals."""
+import numpy as np
+import pytest
+import torch
+
+import layers as L
+from layers import F, nn
+
+DEVICES = ["cpu", pytest.param(0, marks=pytest.mark.gpu), "host"]   # (conftest's `where`)
+R = np.random.default_rng(3)
+
+
+def grads_of(y, *xs, nhwc=False):
+    """The inputs' gradients for the output gradient linspace(-1, 1) laid out as NCHW."""
+    shape = (y.shape[0], y.shape[3], y.shape[1], y.shape[2]) if nhwc else y.shape
+    g = np.linspace(-1, 1, int(np.prod(shape)), dtype=np.float32).reshape(shape)
+    if nhwc:
+        g = g.transpose(0, 2, 3, 1).copy()
+    if isinstance(y, torch.Tensor):
+        y.backward(torch.tensor(g))
+        return [x.grad.numpy() for x in xs]
+    y.backward(L.tensor(g, device=y.device))
+    return [x.grad.numpy() for x in xs]
+
+
+@pytest.mark.parametrize("kernel,dilation", [((3, 3), (1, 1)), ((4, 2), (1, 1)),
+                                             ((3, 4), (2, 3)), ((1, 1), (1, 1))])
+@pytest.mark.parametrize("padding", ["same", "valid"])
+@pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
+@pytest.mark.parametrize("device", DEVICES)
+def test_string_padding_is_torchs(where, kernel, dilation, padding, layout):
+    x = R.standard_normal((2, 3, 11, 12)).astype(np.float32)
+    w = R.standard_normal((4, 3) + kernel).astype(np.float32)
+    tx, tw = torch.tensor(x, requires_grad=True), torch.tensor(w, requires_grad=True)
+    ty = torch.nn.functional.conv2d(tx, tw, None, 1, padding, dilation)
+    want = [ty.detach().numpy()] + grads_of(ty, tx, tw)
+    nhwc = (0, 2, 3, 1)
+    if layout == "NHWC":
+        x, w = x.transpose(nhwc).copy(), w.transpose(nhwc).copy()
+    ox = L.Tensor(L.tensor(x, device=where).data, requires_grad=True)
+    ow = L.Tensor(L.tensor(w, device=where).data, requires_grad=True)
+    y = F.conv2d(ox, ow, None, 1, padding, dilation, layout=layout)
+    got = [y.numpy()] + grads_of(y, ox, ow, nhwc=layout == "NHWC")
+    if layout == "NHWC":
+        got = [a.transpose(0, 3, 1, 2) for a in got]
+    for a, b in zip(got, want):
+        assert a.shape == b.shape
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("k", [3, 4])
+@pytest.mark.parametrize("device", DEVICES)
+def test_conv1d_same_is_torchs(where, k):
+    x = R.standard_normal((2, 3, 10)).astype(np.float32)
+    w = R.standard_normal((5, 3, k)).astype(np.float32)
+    tx, tw = torch.tensor(x, requires_grad=True), torch.tensor(w, requires_grad=True)
+    ty = torch.nn.functional.conv1d(tx, tw, None, 1, "same", 2)
+    want = [ty.detach().numpy()] + grads_of(ty, tx, tw)
+    ox = L.Tensor(L.tensor(x, device=where).data, requires_grad=True)
+    ow = L.Tensor(L.tensor(w, device=where).data, requires_grad=True)
+    y = F.conv1d(ox, ow, None, 1, "same", 2)
+    for a, b in zip([y.numpy()] + grads_of(y, ox, ow), want):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("call,pattern", [
+    (lambda x, w: F.conv2d(x, w, None, 2, "same"), r"conv2d: padding='same' needs stride 1"),
+    (lambda x, w: F.conv2d(x, w, None, 1, "full"), r"conv2d: padding 'full' is neither"),
+    (lambda x, w: nn.Conv2d(3, 4, 3, stride=2, padding="same"),
+     r"Conv2d: padding='same' needs stride 1"),
+    (lambda x, w: nn.Conv1d(3, 4, 3, padding="causal"), r"Conv1d: padding 'causal' is neither"),
+])
+def test_a_padding_torch_refuses_is_refused_by_name(call, pattern):
+    x = L.tensor(np.zeros((1, 3, 5, 5), np.float32))
+    w = L.tensor(np.zeros((4, 3, 3, 3), np.float32))
+    with pytest.raises(ValueError, match=pattern):
+        call(x, w)
+
+
+def test_a_transposed_convolution_takes_no_padding_string():
+    with pytest.raises(TypeError, match="expected an int or a pair of ints, got 'same'"):
+        nn.ConvTranspose2d(3, 4, 3, padding="same")
+
+
+@pytest.mark.parametrize("widths", [(1, -2), (-1, 0, 2, -3), (-2, -2, 0, 1, 1, 0), (0, -5)])
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_negative_pad_crops_as_torchs(where, widths):
+    x = R.standard_normal((2, 4, 5)).astype(np.float32)
+    tx = torch.tensor(x, requires_grad=True)
+    ty = torch.nn.functional.pad(tx, widths, value=0.5)
+    ox = L.Tensor(L.tensor(x, device=where).data, requires_grad=True)
+    y = F.pad(ox, widths, value=0.5)
+    assert y.shape == tuple(ty.shape)
+    np.testing.assert_array_equal(y.numpy(), ty.detach().numpy())
+    if y.size:
+        np.testing.assert_array_equal(grads_of(y, ox)[0], grads_of(ty, tx)[0])
+
+
+def test_a_pad_cropping_past_the_size_is_refused():
+    with pytest.raises(ValueError, match=r"pad: \(-3, -3\) crops axis 1 of size 5 to -1"):
+        F.pad(L.tensor(np.zeros((2, 5), np.float32)), (-3, -3))
