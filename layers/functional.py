@@ -10,9 +10,9 @@ from .ops import loss as _loss
 from .ops import norm as _norm
 from .ops import reduce as _red
 from .ops import shape as _sh
-from .backend import (cupy, device_of, is_channels_last, is_floating, is_gpu, promote_types,
-                      to_device)
-from .tensor import Tensor
+from .backend import (DEFAULT_FLOAT, cupy, device_of, is_channels_last, is_floating, is_gpu,
+                      promote_types, same_dtype, to_device)
+from .tensor import Tensor, is_grad_enabled, mark_changed
 
 
 def pair(v):
@@ -628,6 +628,113 @@ def cross_entropy(logits, target, weight=None, *args, ignore_index=-100, reducti
                                         reduction=reduction, label_smoothing=label_smoothing)
 
 
+# ---- in place: x += y, x.add_(y), x[i] = v, x.copy_(y), ... (no graph: torch's rules) ------------
+# An in-place change writes the tensor's own array -- every other name for it, a view, a
+# parameter's optimizer state, sees it -- and is recorded (tensor.mark_changed): an op whose
+# forward saved that memory then refuses its backward. As torch: a leaf that requires grad is
+# changed in place only under no_grad(); a result that needs a cast to a lower category (float
+# into an integer tensor, anything into bool) is refused. Unlike torch, a tensor in a recorded
+# graph is not changed in place (torch rebases the graph): x = x + y makes a new one.
+
+def _in_place_check(x, name, *others):
+    if not is_grad_enabled():
+        return
+    if x.requires_grad and x.is_leaf:
+        raise RuntimeError(f"{name}: a leaf tensor that requires grad (shape {x.shape}) is "
+                           f"changed in place outside no_grad(), as torch refuses it; change it "
+                           f"under `with no_grad():` (an optimizer step, an initialisation)")
+    if x.requires_grad or any(isinstance(o, Tensor) and o.requires_grad for o in others):
+        raise RuntimeError(f"{name}: in-place arithmetic on a tensor of a recorded graph is not "
+                           f"done here (torch records it in place); write x = x + y (a new "
+                           f"tensor), or do it under no_grad()")
+
+
+def _in_place_operand(x, other, name):
+    if isinstance(other, Tensor):
+        if other.device != x.device:
+            raise RuntimeError(f"{name}: the tensor is on {x.device}, the operand on "
+                               f"{other.device}")
+        return other.data
+    other = _operand(other, x)
+    return other.data if isinstance(other, Tensor) else other
+
+
+def _fits(shape, target):
+    """Whether an array of `shape` broadcasts to `target` (an in-place result must)."""
+    try:
+        return np.broadcast_shapes(tuple(shape), target) == target
+    except ValueError:
+        return False
+
+
+def _store(x, result, name):
+    """result (an array or a number) into x's own array, broadcast, cast by torch's rule."""
+    dtype = getattr(result, "dtype", None)
+    if dtype is not None:
+        if is_floating(dtype) and not is_floating(x.dtype) or \
+                (dtype != np.bool_ and x.dtype == np.bool_):
+            raise TypeError(f"{name}: the result's type {dtype} cannot be cast to the tensor's "
+                            f"{x.dtype} (as torch)")
+        shape = tuple(result.shape)
+        if not _fits(shape, x.shape):
+            raise RuntimeError(f"{name}: a result of shape {shape} does not fit the tensor's "
+                               f"shape {x.shape} (an in-place op cannot change the shape)")
+    x.data[...] = result
+    mark_changed(x, name)
+    return x
+
+
+def _arith_(x, other, op, name, alpha=1):
+    _in_place_check(x, name, other)
+    b = _in_place_operand(x, other, name)
+    if alpha != 1:
+        b = b * alpha
+    a, b = same_dtype(x.data, b)
+    return _store(x, op(a, b), name)
+
+
+def _true_divide(a, b):
+    if not any(is_floating(v.dtype) for v in (a, b) if hasattr(v, "dtype")) and \
+            not isinstance(b, float):
+        a = a.astype(DEFAULT_FLOAT)           # (integer data: true division, as torch)
+    return a / b
+
+
+def _setitem(x, index, value):
+    name = "x[...] = value"
+    _in_place_check(x, name, value)
+    if isinstance(index, Tensor):
+        index = index.data
+    elif isinstance(index, tuple):
+        index = tuple(i.data if isinstance(i, Tensor) else i for i in index)
+    x.data[index] = _in_place_operand(x, value, name)
+    mark_changed(x, name)
+
+
+def _copy_(x, src):
+    """torch's copy_: src's values (any dtype, any device: copied over) broadcast into x."""
+    _in_place_check(x, "copy_()", src)
+    data = src.data if isinstance(src, Tensor) else np.asarray(src)
+    if not _fits(data.shape, x.shape):
+        raise RuntimeError(f"copy_(): a source of shape {tuple(data.shape)} does not broadcast "
+                           f"to the tensor's shape {x.shape}")
+    x.data[...] = to_device(data, device_of(x.data)).astype(x.dtype, copy=False)
+    mark_changed(x, "copy_()")
+    return x
+
+
+def _fill_(x, value, name="fill_()"):
+    _in_place_check(x, name)
+    x.data[...] = value
+    mark_changed(x, name)
+    return x
+
+
+def clone(x):
+    """A copy that stays in the graph (its gradient passes through), laid out as x, as torch's."""
+    return _ew.Clone.apply(x)
+
+
 # ---- Tensor's operators and array methods: spellings of the functions above, installed on the
 # class here so that layers.tensor imports no op -------------------------------------------------
 
@@ -665,6 +772,21 @@ def _install_tensor_methods():
         "sigmoid": lambda self: sigmoid(self),
         "clamp": lambda self, min=None, max=None: clamp(self, min, max),
         "astype": _astype,
+        "clone": lambda self: clone(self),
+        "__iadd__": lambda self, other: _arith_(self, other, np.add, "x += y"),
+        "__isub__": lambda self, other: _arith_(self, _no_bool(other, "sub"), np.subtract,
+                                                "x -= y"),
+        "__imul__": lambda self, other: _arith_(self, other, np.multiply, "x *= y"),
+        "__itruediv__": lambda self, other: _arith_(self, other, _true_divide, "x /= y"),
+        "add_": lambda self, other, alpha=1: _arith_(self, other, np.add, "add_()", alpha),
+        "sub_": lambda self, other, alpha=1: _arith_(self, _no_bool(other, "sub"), np.subtract,
+                                                     "sub_()", alpha),
+        "mul_": lambda self, other: _arith_(self, other, np.multiply, "mul_()"),
+        "div_": lambda self, other: _arith_(self, other, _true_divide, "div_()"),
+        "__setitem__": _setitem,
+        "copy_": _copy_,
+        "fill_": _fill_,
+        "zero_": lambda self: _fill_(self, 0, "zero_()"),
         "T": property(lambda self: transpose(self)),
     }
     for name, method in spellings.items():

@@ -429,11 +429,6 @@ class Tensor:
         self.requires_grad = flag
         return self
 
-    def zero_(self):
-        self.data[...] = 0
-        mark_changed(self, "zero_()")
-        return self
-
     # ---- backward -------------------------------------------------------------------------
     def backward(self, grad=None, retain_graph=False):
         """Accumulate d(self)/d(leaf) into every leaf's .grad that requires_grad."""

@@ -27,7 +27,8 @@ class Ours:
         return L.Tensor(L.tensor(a.copy(), device=self.where).data, requires_grad=grad)
 
     def zero_(self, t):
-        t.zero_()
+        with L.no_grad():
+            t.zero_()
 
     def sgd_step(self, p):
         p.grad = L.tensor(np.ones(p.shape, np.float32), device=self.where)
@@ -81,6 +82,12 @@ def saved_input_partly_zeroed_through_a_view(api, w, x):     # one row of x: x's
     return loss
 
 
+def saved_input_added_to(api, w, x):         # x += 1 writes x's own array (torch's in place)
+    loss = (w * x).sum()
+    x += 1
+    return loss
+
+
 def unsaved_input_zeroed(api, w, x):        # a sum saves neither input: no gradient changes
     loss = (w + x).sum()
     api.zero_(w)
@@ -126,7 +133,8 @@ def change_after_a_fresh_forward(api, w, x):    # the change came first: nothing
     return (x @ w.T).sum()
 
 
-CASES = [saved_input_zeroed, saved_input_partly_zeroed_through_a_view, unsaved_input_zeroed, saved_output_zeroed,
+CASES = [saved_input_zeroed, saved_input_partly_zeroed_through_a_view, saved_input_added_to,
+         unsaved_input_zeroed, saved_output_zeroed,
          saved_output_zeroed_through_a_detached_alias, optimizer_step,
          optimizer_step_where_no_gradient_reads_the_weight, initialiser,
          change_after_a_fresh_forward]
@@ -186,3 +194,114 @@ def test_a_second_backward_after_an_optimizer_step_refuses_as_torchs():
         api.sgd_step(w)
         with pytest.raises(RuntimeError):
             loss.backward()
+
+
+# ---- the in-place operations themselves: x += y, x.add_(y), x[i] = v, copy_, fill_, clone -----
+
+X1 = np.array([[1.0, -2.0, 3.5], [0.25, 4.0, -1.0]], np.float32)
+
+
+def _set(x, index, value):
+    x[index] = value
+    return x
+
+
+IN_PLACE = {
+    "iadd": lambda x, m: x.__iadd__(m.tensor(np.array([1.0, 2.0, 3.0], np.float32))),
+    "isub": lambda x, m: x.__isub__(0.5),
+    "imul": lambda x, m: x.__imul__(m.tensor(X1[::-1].copy())),
+    "itruediv": lambda x, m: x.__itruediv__(3),
+    "add_alpha": lambda x, m: x.add_(m.tensor(X1), alpha=-2),
+    "sub_alpha": lambda x, m: x.sub_(m.tensor(X1[:1]), alpha=0.5),
+    "mul_": lambda x, m: x.mul_(-1.5),
+    "div_": lambda x, m: x.div_(m.tensor(np.array([2.0, 4.0, 8.0], np.float32))),
+    "setitem_row": lambda x, m: _set(x, 1, m.tensor(np.array([7.0, 8.0, 9.0], np.float32))),
+    "setitem_slice": lambda x, m: _set(x, (slice(None), slice(1, None)), -3.0),
+    "copy_": lambda x, m: x.copy_(m.tensor(np.array([[5.5, 6, 7]], np.float64))),
+    "fill_": lambda x, m: x.fill_(2.25),
+    "zero_": lambda x, m: x.zero_(),
+}
+
+
+class _TorchMaker:
+    def tensor(self, a):
+        return torch.tensor(a)
+
+
+class _OurMaker:
+    def __init__(self, where):
+        self.where = where
+
+    def tensor(self, a):
+        return L.tensor(a, device=self.where)
+
+
+@pytest.mark.parametrize("op", list(IN_PLACE))
+@pytest.mark.parametrize("device", DEVICES)
+def test_each_in_place_op_changes_the_tensor_and_its_views_as_torchs(where, op):
+    x, tx = L.tensor(X1.copy(), device=where), torch.tensor(X1.copy())
+    view, tview = x[0], tx[0]                      # a view sees the change, as torch's
+    got, want = IN_PLACE[op](x, _OurMaker(where)), IN_PLACE[op](tx, _TorchMaker())
+    assert got is x and want is tx
+    np.testing.assert_array_equal(x.numpy(), tx.numpy())
+    np.testing.assert_array_equal(view.numpy(), tview.numpy())
+    assert x.dtype == np.float32
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_hand_written_sgd_loop_trains_the_model_as_torchs(where):
+    """The tutorial loop `for p in model.parameters(): p -= lr * p.grad` under no_grad: the
+    parameters themselves change (with Python's fallback to `p = p - ...` nothing did)."""
+    torch.manual_seed(0)
+    tm = torch.nn.Linear(3, 2)
+    m = nn.Linear(3, 2)
+    m.load_state_dict({k: v.detach().numpy() for k, v in tm.state_dict().items()})
+    m.to(where)
+    for step in range(3):
+        for model, x in ((m, L.tensor(X1, device=where)), (tm, torch.tensor(X1))):
+            model.zero_grad() if hasattr(model, "zero_grad") else None
+            loss = (model(x) ** 2).sum()
+            loss.backward()
+        with L.no_grad():
+            for p in m.parameters():
+                p -= 0.1 * p.grad
+        with torch.no_grad():
+            for p in tm.parameters():
+                p -= 0.1 * p.grad
+    for k, v in tm.state_dict().items():
+        np.testing.assert_allclose(m.state_dict()[k], v.numpy(), rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize("call,error,pattern", [
+    (lambda w, s: w.__iadd__(1), RuntimeError, r"x \+= y: a leaf tensor that requires grad"),
+    (lambda w, s: w.zero_(), RuntimeError, r"zero_\(\): a leaf tensor that requires grad"),
+    (lambda w, s: s.mul_(2), RuntimeError, r"mul_\(\): in-place arithmetic on a tensor of a "
+                                          r"recorded graph"),
+    (lambda w, s: L.tensor(np.zeros(2, np.float32)).__iadd__(w[0]), RuntimeError,
+     r"recorded graph"),
+    (lambda w, s: L.tensor(np.arange(3)).__itruediv__(2), TypeError,
+     r"x /= y: the result's type float32 cannot be cast to the tensor's int64"),
+    (lambda w, s: L.tensor(np.arange(3)).__iadd__(1.5), TypeError, r"cannot be cast"),
+    (lambda w, s: L.tensor(np.zeros(3, bool)).__iadd__(1), TypeError, r"int64 cannot be cast"),
+    (lambda w, s: L.tensor(np.zeros(3, np.float32)).__iadd__(L.tensor(np.ones((2, 3), np.float32))),
+     RuntimeError, r"a result of shape \(2, 3\) does not fit the tensor's shape \(3,\)"),
+    (lambda w, s: L.tensor(np.zeros(3, np.float32)).copy_(np.ones(4)), RuntimeError,
+     r"copy_\(\): a source of shape \(4,\) does not broadcast to the tensor's shape \(3,\)"),
+])
+def test_an_in_place_op_torch_refuses_is_refused_by_name(call, error, pattern):
+    w = L.Tensor(W0.copy(), requires_grad=True)
+    s = F.sigmoid(w)
+    with pytest.raises(error, match=pattern):
+        call(w, s)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_clone_is_a_copy_in_the_graph_laid_out_as_its_source(where):
+    x = L.Tensor(L.tensor(X1, device=where).data, requires_grad=True)
+    c = x.clone()
+    assert c.data is not x.data and c.requires_grad
+    (c * 3).sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), np.full_like(X1, 3))
+    with L.no_grad():
+        c.zero_()
+    np.testing.assert_array_equal(x.numpy(), X1)          # the source keeps its values
