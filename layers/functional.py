@@ -628,25 +628,35 @@ def cross_entropy(logits, target, weight=None, *args, ignore_index=-100, reducti
                                         reduction=reduction, label_smoothing=label_smoothing)
 
 
-# ---- in place: x += y, x.add_(y), x[i] = v, x.copy_(y), ... (no graph: torch's rules) ------------
+# ---- in place: x += y, x.add_(y), x[i] = v, x.copy_(y), ... (torch's rules) ----------------------
 # An in-place change writes the tensor's own array -- every other name for it, a view, a
 # parameter's optimizer state, sees it -- and is recorded (tensor.mark_changed): an op whose
 # forward saved that memory then refuses its backward. As torch: a leaf that requires grad is
 # changed in place only under no_grad(); a result that needs a cast to a lower category (float
-# into an integer tensor, anything into bool) is refused. Unlike torch, a tensor in a recorded
-# graph is not changed in place (torch rebases the graph): x = x + y makes a new one.
+# into an integer tensor, anything into bool) is refused. One difference: a tensor of a recorded
+# graph (`loss += term` in a loop) is not written (torch rebases its graph): `x += y` makes a
+# new tensor and binds x to it -- the gradients are exact, but another name for the old tensor
+# keeps the old values -- and the method spellings (add_, x[i] = v, ...), which cannot rebind,
+# are refused there.
 
-def _in_place_check(x, name, *others):
+def _in_graph(x, name, *others):
+    """Whether an in-place op on x must be recorded in the graph (grad mode on, x or an operand
+    requires grad); a leaf that requires grad is refused there, as torch refuses it."""
     if not is_grad_enabled():
-        return
+        return False
     if x.requires_grad and x.is_leaf:
         raise RuntimeError(f"{name}: a leaf tensor that requires grad (shape {x.shape}) is "
                            f"changed in place outside no_grad(), as torch refuses it; change it "
                            f"under `with no_grad():` (an optimizer step, an initialisation)")
-    if x.requires_grad or any(isinstance(o, Tensor) and o.requires_grad for o in others):
-        raise RuntimeError(f"{name}: in-place arithmetic on a tensor of a recorded graph is not "
-                           f"done here (torch records it in place); write x = x + y (a new "
-                           f"tensor), or do it under no_grad()")
+    return x.requires_grad or any(isinstance(o, Tensor) and o.requires_grad for o in others)
+
+
+def _in_place_check(x, name, *others):
+    """Refuse an in-place method on x where it would have to be recorded in the graph."""
+    if _in_graph(x, name, *others):
+        raise RuntimeError(f"{name}: a tensor of a recorded graph is not changed in place here "
+                           f"(torch records it in place); write x = x + y (a new tensor), or "
+                           f"do it under no_grad()")
 
 
 def _in_place_operand(x, other, name):
@@ -686,6 +696,18 @@ def _store(x, result, name):
 
 def _arith_(x, other, op, name, alpha=1):
     _in_place_check(x, name, other)
+    return _arith_into(x, other, op, name, alpha)
+
+
+def _augmented(x, other, op, name, out_of_place):
+    """x op= other: in place, or -- for a tensor of a recorded graph -- out_of_place(x, other),
+    which Python binds to x (the header's one difference from torch)."""
+    if _in_graph(x, name, other):
+        return out_of_place(x, other)
+    return _arith_into(x, other, op, name)
+
+
+def _arith_into(x, other, op, name, alpha=1):
     b = _in_place_operand(x, other, name)
     if alpha != 1:
         b = b * alpha
@@ -773,11 +795,12 @@ def _install_tensor_methods():
         "clamp": lambda self, min=None, max=None: clamp(self, min, max),
         "astype": _astype,
         "clone": lambda self: clone(self),
-        "__iadd__": lambda self, other: _arith_(self, other, np.add, "x += y"),
-        "__isub__": lambda self, other: _arith_(self, _no_bool(other, "sub"), np.subtract,
-                                                "x -= y"),
-        "__imul__": lambda self, other: _arith_(self, other, np.multiply, "x *= y"),
-        "__itruediv__": lambda self, other: _arith_(self, other, _true_divide, "x /= y"),
+        "__iadd__": lambda self, other: _augmented(self, other, np.add, "x += y", add),
+        "__isub__": lambda self, other: _augmented(self, _no_bool(other, "sub"), np.subtract,
+                                                   "x -= y", sub),
+        "__imul__": lambda self, other: _augmented(self, other, np.multiply, "x *= y", mul),
+        "__itruediv__": lambda self, other: _augmented(self, other, _true_divide, "x /= y",
+                                                       div),
         "add_": lambda self, other, alpha=1: _arith_(self, other, np.add, "add_()", alpha),
         "sub_": lambda self, other, alpha=1: _arith_(self, _no_bool(other, "sub"), np.subtract,
                                                      "sub_()", alpha),

@@ -275,10 +275,12 @@ def test_a_hand_written_sgd_loop_trains_the_model_as_torchs(where):
 @pytest.mark.parametrize("call,error,pattern", [
     (lambda w, s: w.__iadd__(1), RuntimeError, r"x \+= y: a leaf tensor that requires grad"),
     (lambda w, s: w.zero_(), RuntimeError, r"zero_\(\): a leaf tensor that requires grad"),
-    (lambda w, s: s.mul_(2), RuntimeError, r"mul_\(\): in-place arithmetic on a tensor of a "
-                                          r"recorded graph"),
-    (lambda w, s: L.tensor(np.zeros(2, np.float32)).__iadd__(w[0]), RuntimeError,
-     r"recorded graph"),
+    (lambda w, s: s.mul_(2), RuntimeError, r"mul_\(\): a tensor of a recorded graph is not "
+                                          r"changed in place here"),
+    (lambda w, s: L.tensor(np.zeros(2, np.float32)).add_(w[0]), RuntimeError,
+     r"add_\(\): a tensor of a recorded graph"),
+    (lambda w, s: _set(s, 0, 1.0), RuntimeError, r"x\[\.\.\.\] = value: a tensor of a "
+                                                r"recorded graph"),
     (lambda w, s: L.tensor(np.arange(3)).__itruediv__(2), TypeError,
      r"x /= y: the result's type float32 cannot be cast to the tensor's int64"),
     (lambda w, s: L.tensor(np.arange(3)).__iadd__(1.5), TypeError, r"cannot be cast"),
@@ -305,3 +307,26 @@ def test_clone_is_a_copy_in_the_graph_laid_out_as_its_source(where):
     with L.no_grad():
         c.zero_()
     np.testing.assert_array_equal(x.numpy(), X1)          # the source keeps its values
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_accumulating_a_loss_with_plus_equals_is_torchs(where):
+    """`loss = 0; loss += term` in a loop (a tensor of a recorded graph): a new tensor each time,
+    bound to the name, with torch's value and gradients; the old tensor keeps its values (the one
+    difference from torch, which writes it)."""
+    w = L.Tensor(L.tensor(W0, device=where).data, requires_grad=True)
+    tw = torch.tensor(W0, requires_grad=True)
+    for api_w in (w, tw):
+        loss = 0
+        for k in range(3):
+            loss += (api_w * (k + 1)).sum()
+        first = loss
+        loss *= 2
+        loss -= api_w[0].sum()
+        loss /= 4
+        loss.backward()
+        if api_w is w:
+            ours, old = loss.item(), first.item()
+    assert ours == pytest.approx(loss.item(), rel=1e-6)
+    assert old == pytest.approx(6 * W0.sum(), rel=1e-6)      # (torch's first is now the loss)
+    np.testing.assert_allclose(w.grad.numpy(), tw.grad.numpy(), rtol=1e-6)
