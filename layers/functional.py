@@ -372,12 +372,11 @@ def pad(x, pad, value=0.0):
     return _sh.Pad.apply(x, pad_width=tuple(widths), value=value)
 
 
-def _on_device_of(x, a, name):
+def _on_device_of(x, a, name, what="the indices/target are"):
     """An index / target array moved to x's device; a Tensor elsewhere is a device mix."""
     if isinstance(a, Tensor):
         if a.device != x.device:
-            raise RuntimeError(f"{name}: input is on {x.device} but the indices/target are on "
-                               f"{a.device}")
+            raise RuntimeError(f"{name}: input is on {x.device} but {what} on {a.device}")
         return a.data
     return to_device(np.asarray(a) if isinstance(a, (list, tuple)) else a, x.device)
 
@@ -661,10 +660,7 @@ def _in_place_check(x, name, *others):
 
 def _in_place_operand(x, other, name):
     if isinstance(other, Tensor):
-        if other.device != x.device:
-            raise RuntimeError(f"{name}: the tensor is on {x.device}, the operand on "
-                               f"{other.device}")
-        return other.data
+        return _on_device_of(x, other, name, "the operand is")
     other = _operand(other, x)
     return other.data if isinstance(other, Tensor) else other
 
