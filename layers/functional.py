@@ -364,8 +364,8 @@ def pad(x, pad, value=0.0):
         for axis, ((b, a), n) in enumerate(zip(widths, x.shape)):
             start, stop = max(-b, 0), n - max(-a, 0)
             if stop < start:
-                raise ValueError(f"pad: {tuple(pad)} crops axis {axis} of size {n} to "
-                                 f"{n + b + a}")
+                raise ValueError(f"pad: {tuple(pad)} crops more than axis {axis}'s size {n} "
+                                 f"({-min(b, 0)} before, {-min(a, 0)} after)")
             crop.append(slice(start, stop))
         x = getitem(x, tuple(crop))
         widths = [(max(b, 0), max(a, 0)) for b, a in widths]
@@ -467,6 +467,8 @@ def conv1d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     if x.ndim != 3 or weight.ndim != 3:
         raise ValueError(f"conv1d: expected 3-d input and weight, got input {x.shape} and "
                          f"weight {weight.shape}")
+    if padding == "same" and stride != 1:
+        raise ValueError(f"conv1d: padding='same' needs stride 1 (as torch), got stride {stride}")
     y = conv2d(reshape(x, x.shape[0], x.shape[1], 1, x.shape[2]),
                reshape(weight, weight.shape[0], weight.shape[1], 1, weight.shape[2]), bias,
                (1, stride), padding if isinstance(padding, str) else (0, padding),
@@ -742,7 +744,11 @@ def _copy_(x, src):
 
 
 def _fill_(x, value, name="fill_()"):
-    _in_place_check(x, name)
+    _in_place_check(x, name, value)
+    if isinstance(value, Tensor):             # (a 0-d tensor, as torch's fill_ takes)
+        if value.ndim:
+            raise RuntimeError(f"{name}: takes a number or a 0-d tensor, got shape {value.shape}")
+        value = _on_device_of(x, value, name, "the value is")
     x.data[...] = value
     mark_changed(x, name)
     return x

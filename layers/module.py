@@ -228,6 +228,7 @@ class Module:
                 p.grad = None
             elif p.grad is not None:
                 p.grad.data[...] = 0
+                mark_changed(p.grad, "zero_grad(set_to_none=False)")
 
     def apply(self, fn):
         for m in self.children():

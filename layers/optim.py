@@ -101,6 +101,7 @@ class Optimizer:
                     p.grad = None
                 elif p.grad is not None:
                     p.grad.data[...] = 0
+                    mark_changed(p.grad, "zero_grad(set_to_none=False)")
 
     def _params_with_grad(self):
         """(group, parameter) for each parameter with a gradient; under a layers.trace.Trace the

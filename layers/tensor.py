@@ -50,12 +50,16 @@ ADDED = _Added()
 
 # ---- in-place changes (what torch's version counter is for) ------------------------------------
 # A change is a span of memory and a time. An op's backward refuses to run when an array its
-# forward saved overlaps a span changed after that forward: its gradient would be computed from
-# the new values. Spans, not tensors: a view (w.T, x[0], a reshape), a detached alias and an op's
-# output are all caught alike, and a change to memory no backward reads refuses nothing.
-_clock = 0           # in-place changes so far; a Function notes the count at its forward
-_changes = {}        # span -> (clock, what changed it): each span's latest change, oldest first
-_MAX_CHANGES = 4096  # spans remembered (a parameter's span repeats every step: it stays one)
+# forward kept for it (Function.saved and the attributes Function.kept names) overlaps a span
+# changed after that forward: its gradient would be computed from the new values. Spans, not
+# tensors: a view (w.T, x[0], a reshape), a detached alias and an op's output are all caught
+# alike, and a change to memory no backward reads refuses nothing.
+_clock = 0              # in-place changes so far; a Function notes the count at its forward
+_changes = {}           # span -> (clock, what changed it): each span's latest change, oldest first
+_index = {}             # device -> [lows, spans]: the changed spans sorted by first byte
+_widest = {}            # device -> the longest changed span's length (how far back a search looks)
+_MAX_CHANGES = 1 << 16  # distinct spans remembered (a parameter's span repeats: it stays one)
+_forgotten = 0          # the newest change no longer remembered (a backward older than it refuses)
 
 
 def _span(a):
@@ -88,11 +92,48 @@ def mark_changed(t, by):
     if span is None:
         return
     _clock += 1
-    _changes.pop(span, None)
+    if _changes.pop(span, None) is None:              # a new span: into the address index
+        lows, spans = _index.setdefault(span[0], ([], []))
+        i = bisect.bisect_left(lows, span[1])
+        lows.insert(i, span[1])
+        spans.insert(i, span)
+        _widest[span[0]] = max(_widest.get(span[0], 0), span[2] - span[1])
     _changes[span] = (_clock, by)
     if len(_changes) > _MAX_CHANGES:
-        for old in list(_changes)[:_MAX_CHANGES // 4]:
-            del _changes[old]
+        _forget(len(_changes) - _MAX_CHANGES * 3 // 4)
+
+
+def _forget(n):
+    """Drop the n oldest changes (their spans' latest) and rebuild the address index."""
+    global _forgotten
+    for span in list(_changes)[:n]:
+        _forgotten = max(_forgotten, _changes.pop(span)[0])
+    _index.clear()
+    _widest.clear()
+    for span in sorted(_changes, key=lambda s: s[1]):
+        lows, spans = _index.setdefault(span[0], ([], []))
+        lows.append(span[1])
+        spans.append(span)
+        _widest[span[0]] = max(_widest.get(span[0], 0), span[2] - span[1])
+
+
+def _changed_after(span, stamp):
+    """The latest change after clock value `stamp` of memory overlapping span, as (span, by),
+    or None."""
+    entry = _index.get(span[0])
+    if entry is None:
+        return None
+    lows, spans = entry
+    reach = span[1] - _widest[span[0]]        # no changed span starting before this reaches it
+    for i in range(bisect.bisect_left(lows, span[2]) - 1, -1, -1):
+        if lows[i] <= reach:
+            break
+        other = spans[i]
+        if other[2] > span[1]:
+            when, by = _changes[other]
+            if when > stamp:
+                return other, by
+    return None
 
 
 def _saved_arrays(saved, depth=3):
@@ -117,59 +158,31 @@ def _saved_arrays(saved, depth=3):
         yield from _saved_arrays(s, depth - 1)
 
 
-_recent = [None, None]   # [(stamp, clock), its _changed_since]: every op of one forward shares it
-
-
-def _changed_since(stamp):
-    """The spans changed after clock value `stamp`, merged per device into sorted disjoint
-    intervals: {device: (lows, highs)}."""
-    key = (stamp, _clock)
-    if _recent[0] == key:
-        return _recent[1]
-    spans = []
-    for span, (when, _) in reversed(_changes.items()):
-        if when <= stamp:
-            break
-        spans.append(span)
-    merged = {}
-    for where, low, high in sorted(spans, key=lambda s: (str(s[0]), s[1])):
-        lows, highs = merged.setdefault(where, ([], []))
-        if highs and low <= highs[-1]:
-            highs[-1] = max(highs[-1], high)
-        else:
-            lows.append(low)
-            highs.append(high)
-    _recent[:] = key, merged
-    return merged
-
-
 def _refuse_changed(fn):
-    """Raise if memory fn's forward saved for its backward was changed in place since."""
-    changed = _changed_since(fn.stamp)
-    if not changed:
-        return
-    for a in _saved_arrays(fn.saved):
-        saved = _span(a)
-        if saved is None or saved[0] not in changed:
-            continue
-        lows, highs = changed[saved[0]]
-        i = bisect.bisect_left(lows, saved[2])        # the intervals starting before its end
-        if i and highs[i - 1] > saved[1]:
-            _raise_changed(fn, saved)
+    """Raise if memory fn's forward kept for its backward was changed in place since."""
+    kept = [(name, span) for name in ("saved",) + fn.kept
+            for span in map(_span, _saved_arrays(getattr(fn, name, None))) if span is not None]
+    if kept and fn.stamp < _forgotten:
+        raise RuntimeError(
+            f"{type(fn).__name__}.backward: more than {_MAX_CHANGES} distinct arrays were "
+            f"changed in place since its forward, and whether one it saved for the gradient was "
+            f"among them is no longer known; run backward sooner after the forward")
+    for name, span in kept:
+        found = _changed_after(span, fn.stamp)
+        if found is not None:
+            _raise_changed(fn, span, name, found[1])
 
 
-def _raise_changed(fn, saved):
-    """The error for an op whose saved span `saved` was changed after its forward: what it was
-    (an input, by index, or its output) and what changed it."""
-    by = next(by for span, (when, by) in reversed(_changes.items())
-              if when > fn.stamp and _overlap(span, saved))
-    what = "its output"
+def _raise_changed(fn, saved, name, by):
+    """The error for an op whose kept span `saved` (in its attribute `name`) was changed after
+    its forward: what it was (an input, by index; its output; the attribute) and what changed it."""
+    what = "its output, or an array it saved," if name == "saved" else f"its {name}"
     for i, t in enumerate(fn.inputs):
         if isinstance(t, Tensor) and _overlap(_span(t.data), saved):
             what = f"its input {i} (shape {t.shape}, {t.dtype})"
             break
     raise RuntimeError(
-        f"{type(fn).__name__}.backward: {what}, which its forward saved for the gradient, was "
+        f"{type(fn).__name__}.backward: {what}, which its forward kept for the gradient, was "
         f"changed in place by {by} after that forward; the gradient would be computed from the "
         f"new values. Run backward before the change, or run the forward again after it")
 
@@ -192,6 +205,8 @@ class Function:
     saved = None           # what backward reads: only what the wanted gradients need (an
                            # in-place change to memory no backward reads refuses nothing)
     needs_input_grad = None    # per input, set before forward when a graph is recorded
+    kept = ()              # attributes besides `saved` holding arrays backward reads (GetItem's
+                           # index): an in-place change to them refuses the backward too
     stamp = 0              # the in-place-change clock when its forward ran (mark_changed)
     upcast_half = True     # False: the op handles half data itself (a cast)
     n_outputs = 1

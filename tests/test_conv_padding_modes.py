@@ -68,6 +68,8 @@ def test_conv1d_same_is_torchs(where, k):
 @pytest.mark.parametrize("call,pattern", [
     (lambda x, w: F.conv2d(x, w, None, 2, "same"), r"conv2d: padding='same' needs stride 1"),
     (lambda x, w: F.conv2d(x, w, None, 1, "full"), r"conv2d: padding 'full' is neither"),
+    (lambda x, w: F.conv1d(x[0], w[:, :, 0], None, 2, "same"),
+     r"conv1d: padding='same' needs stride 1 \(as torch\), got stride 2$"),
     (lambda x, w: nn.Conv2d(3, 4, 3, stride=2, padding="same"),
      r"Conv2d: padding='same' needs stride 1"),
     (lambda x, w: nn.Conv1d(3, 4, 3, padding="causal"), r"Conv1d: padding 'causal' is neither"),
@@ -99,5 +101,8 @@ def test_a_negative_pad_crops_as_torchs(where, widths):
 
 
 def test_a_pad_cropping_past_the_size_is_refused():
-    with pytest.raises(ValueError, match=r"pad: \(-3, -3\) crops axis 1 of size 5 to -1"):
+    with pytest.raises(ValueError, match=r"pad: \(-3, -3\) crops more than axis 1's size 5 "
+                                         r"\(3 before, 3 after\)"):
         F.pad(L.tensor(np.zeros((2, 5), np.float32)), (-3, -3))
+    with pytest.raises(ValueError, match=r"crops more than axis 1's size 5 \(0 before, 6 after"):
+        F.pad(L.tensor(np.zeros((2, 5), np.float32)), (1, -6))

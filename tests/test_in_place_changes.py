@@ -330,3 +330,127 @@ def test_accumulating_a_loss_with_plus_equals_is_torchs(where):
     assert ours == pytest.approx(loss.item(), rel=1e-6)
     assert old == pytest.approx(6 * W0.sum(), rel=1e-6)      # (torch's first is now the loss)
     np.testing.assert_allclose(w.grad.numpy(), tw.grad.numpy(), rtol=1e-6)
+
+
+# ---- what else an op keeps for backward, and the record's own limits ----------------------------
+
+def where_mask_changed(api, w, x):           # torch.where keeps its condition
+    m = api.tensor(np.array([[True, False, True], [False, True, False]]), False)
+    loss = api.where_(m, w, 0.0).sum()
+    api.fill_(m, True)
+    return loss
+
+
+def index_changed(api, w, x):                 # advanced indexing keeps its index
+    i = api.tensor(np.array([0, 1]), False)
+    loss = (w[i] * x).sum()
+    api.fill_(i, 1)
+    return loss
+
+
+def grad_zeroed_in_place(api, w, x):          # zero_grad(set_to_none=False) writes .grad
+    w.grad = api.tensor(W0 * 2, False)
+    g = api.tensor(X0, True)
+    loss = (g * w.grad).sum()
+    opt = api.sgd(w)
+    opt.zero_grad(set_to_none=False)
+    w.grad = None
+    g.grad = None
+    return loss, g
+
+
+@pytest.mark.parametrize("case", [where_mask_changed, index_changed], ids=lambda c: c.__name__)
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_kept_mask_or_index_changed_refuses_as_torchs(where, case):
+    ours, theirs = outcome(_Kept(where), case), outcome(_TorchKept(where), case)
+    assert isinstance(theirs, str), theirs
+    assert isinstance(ours, str) and "was changed in place by fill_()" in ours, ours
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_zero_grad_keeping_the_arrays_is_recorded_as_torchs(where):
+    for api in (_Kept(where), _TorchKept(where)):
+        w = api.tensor(W0, True)
+        loss, g = grad_zeroed_in_place(api, w, None)
+        with pytest.raises(RuntimeError):
+            loss.backward()
+
+
+class _Kept(Ours):
+    def where_(self, m, a, b):
+        return F.where(m, a, b)
+
+    def fill_(self, t, v):
+        with L.no_grad():
+            t.fill_(v)
+
+    def sgd(self, w):
+        return L.optim.SGD([w], lr=0.1)
+
+
+class _TorchKept(Torch):
+    def where_(self, m, a, b):
+        return torch.where(m, a, torch.tensor(b))
+
+    def fill_(self, t, v):
+        with torch.no_grad():
+            t.fill_(v)
+
+    def sgd(self, w):
+        return torch.optim.SGD([w], lr=0.1)
+
+
+@pytest.mark.parametrize("dtype", [np.float16, "bfloat16"])
+def test_a_view_of_half_data_is_a_view_on_the_numpy_path(dtype):
+    """Indexing computes nothing: half data stays a view (it was a float32 copy, so x[0].zero_()
+    changed nothing), as torch's."""
+    dtype = L.backend.bfloat16 if dtype == "bfloat16" else np.dtype(dtype)
+    x = L.tensor(np.ones((2, 3), np.float32)).astype(dtype)
+    x[0].zero_()
+    x.reshape(6)[4:].fill_(5)
+    assert x.dtype == dtype
+    np.testing.assert_array_equal(x.numpy().astype(np.float32), [[0, 0, 0], [1, 5, 5]])
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_eval_batch_norm_takes_its_gradient_from_the_statistics_its_forward_used(where):
+    """The GPU path read the running statistics again in backward: a training forward or a
+    fill_ in between changed the gradient (the NumPy path kept the forward's)."""
+    x = L.tensor(np.linspace(-1, 1, 2 * 3 * 2 * 2, dtype=np.float32).reshape(2, 3, 2, 2),
+                 device=where)
+    grads = []
+    for change in (False, True):
+        m = nn.BatchNorm2d(3).to(where)
+        with L.no_grad():
+            m.running_var.fill_(4.0)
+        m.eval()
+        xi = L.Tensor(x.data.copy(), requires_grad=True)
+        loss = m(xi).sum()
+        if change:
+            with L.no_grad():
+                m.running_var.fill_(100.0)
+        loss.backward()
+        grads.append(xi.grad.numpy())
+    np.testing.assert_allclose(grads[0], 1 / np.sqrt(4 + 1e-5), rtol=1e-6)
+    np.testing.assert_array_equal(grads[1], grads[0])
+
+
+def test_a_backward_older_than_the_remembered_changes_refuses(monkeypatch):
+    """The record keeps the latest change of so many distinct spans; a backward whose forward
+    came before the oldest forgotten one cannot be checked, and says so rather than run."""
+    import sys
+    T = sys.modules["layers.tensor"]
+    monkeypatch.setattr(T, "_MAX_CHANGES", 8)
+    for name, fresh in (("_changes", {}), ("_index", {}), ("_widest", {}), ("_forgotten", 0)):
+        monkeypatch.setattr(T, name, fresh)
+    w = L.tensor(W0, requires_grad=True)
+    x = L.tensor(X0)
+    loss = (w * x).sum()
+    buffers = [L.tensor(np.zeros(3, np.float32)) for _ in range(12)]
+    for b in buffers:
+        b.fill_(1.0)
+    with pytest.raises(RuntimeError, match=r"Mul.backward: more than 8 distinct arrays were "
+                                           r"changed in place since its forward"):
+        loss.backward()
+    loss = (w * x).sum()                # a forward after them is checked as usual
+    loss.backward()

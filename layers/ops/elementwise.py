@@ -285,6 +285,7 @@ class Where(Function):
     may be a Python number: torch.masked_fill is where(mask, value, x)). y has the two arrays'
     promoted dtype (an int array and a float one: float), or the one array's dtype where the
     other operand is a number. Each input's gradient is gy where it was picked, 0 elsewhere."""
+    kept = ("cond",)
 
     def forward(self, a, b):
         xp = self.xp

@@ -73,7 +73,12 @@ class BatchNorm(Function):
         else:
             y = batchnorm.forward_inference(x4, gamma, beta, self.running_mean, self.running_var,
                                             eps=self.eps, layout=self.layout)
-            self.saved = x4, None, None, gamma, None
+            mean = invstd = None
+            if self.needs_input_grad is not None:   # the statistics this forward used (a later
+                cp = self.xp                        # training forward updates them in place)
+                mean = self.running_mean.copy()
+                invstd = 1 / cp.sqrt(self.running_var + self.eps)
+            self.saved = x4, mean, invstd, gamma, None
         return y.reshape(x.shape)
 
     def backward(self, gy):
@@ -114,10 +119,8 @@ class BatchNorm(Function):
             if add_to is not None:
                 return fresh(gx.reshape(gy.shape)), ADDED, ADDED
             return fresh(gx.reshape(gy.shape)), fresh(ggamma), fresh(gbeta)    # cuDNN's outputs
-        cp = self.xp
         bshape = self._bshape(x4)
-        invstd = 1 / cp.sqrt(self.running_var + self.eps)
-        xhat = (x4 - self.running_mean.reshape(bshape)) * invstd.reshape(bshape)
+        xhat = (x4 - mean.reshape(bshape)) * invstd.reshape(bshape)
         axes = self._stats_axes(x4)
         gx = gy4 * (gamma * invstd).reshape(bshape)
         return fresh(gx.reshape(gy.shape)), fresh((gy4 * xhat).sum(axis=axes)), \

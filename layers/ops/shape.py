@@ -120,6 +120,8 @@ def _scatter_add(xp, out, index, values):
 class GetItem(Function):
     """y = x[index] for basic (slices, ints, None, ...) and advanced (integer/bool arrays)
     indexing; the gradient scatters back, adding where an element was picked twice."""
+    kept = ("index",)
+    upcast_half = False      # (indexing computes nothing: half data stays a view, as torch's)
 
     def forward(self, x):
         self.index = _index_array(self.index, self.gpu)
