@@ -204,7 +204,14 @@ def test_resume_of_a_checkpoint_that_does_not_say_its_architecture(tmp_path, tra
 def test_resume_on_another_dataset(tmp_path, trained):
     path = trained / "checkpoint.npz"
     dcgan_fails(tmp_path, "--dataset", "fake", "--resume", str(path),
-                words=("--resume", str(path), "12 images", "2048"))
+                words=("--dataset fake", str(path), "trained with --dataset mnist"))
+    other = tmp_path / "other_mnist"            # the same kind of data, another folder's worth
+    other.mkdir()
+    write_idx(str(other / "train-images-idx3-ubyte"),
+              np.zeros((7, 28, 28), np.uint8))
+    r = run("train.dcgan", "--device", "cpu", "--dataroot", str(other), "--resume", str(path),
+            "--outf", str(tmp_path / "out"))
+    assert_usage_error(r, "--resume", str(path), "12 images", "has 7", f"--dataroot {other}")
 
 
 def test_resume_with_no_epochs_left(tmp_path, trained, mnist):

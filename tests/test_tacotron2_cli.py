@@ -67,10 +67,14 @@ def test_stop_mid_epoch_and_resume_equals_the_straight_run(corpus, tmp_path, pre
     r = train(corpus, split, "--epochs", "2", "--hparams", hparams, "--max-steps", "3",
               "--log-every", "3", "--precision", precision)
     assert r.returncode == 0, r.stderr
-    assert f"stopped after step 3 (--max-steps); --resume {split / 'checkpoint.npz'}" in r.stdout
-    assert L.load(split / "checkpoint.npz")["order"].size == 4      # stopped inside epoch 2
-    r = train(corpus, split, "--epochs", "2", "--resume", str(split / "checkpoint.npz"),
-              "--log-every", "3")
+    ckpt = split / "checkpoint.npz"
+    assert (f"stopped after step 3 (--max-steps); python -m train.tacotron2 train --device cpu "
+            f"--resume {ckpt} continues the run") in r.stdout
+    assert L.load(ckpt)["order"].size == 4      # stopped inside epoch 2
+    # as printed: the data, folder, seed, split, batch size, precision and hparams are the
+    # checkpoint's (the report settings, --every / --gl-iters, as the straight run's)
+    r = run("train", "--device", "cpu", "--epochs", "2", "--resume", str(ckpt), "--log-every",
+            "3", "--every", "1", "--gl-iters", "3")
     assert r.returncode == 0, r.stderr
     a, b = L.load(straight / "checkpoint.npz"), L.load(split / "checkpoint.npz")
     assert list(a) == list(b)

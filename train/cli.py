@@ -91,6 +91,20 @@ def saved_setting(flag, what, key, given, default, resume_meta=None, resume=None
     return given if given is not None else saved if saved is not None else default
 
 
+def run_outf(outf, resume, default):
+    """--outf as given; else a resumed run's own folder (the checkpoint's: its log, samples and
+    checkpoint go on there), else `default`."""
+    if outf is not None:
+        return outf
+    return os.path.dirname(os.path.abspath(resume)) if resume else default
+
+
+def saved_dataroot(given, resume_meta):
+    """--dataroot as given; else a resumed run's (its checkpoint keeps the folder it read, as an
+    absolute path: a moved corpus is given again)."""
+    return given if given is not None or resume_meta is None else resume_meta.get("dataroot")
+
+
 def new_run_outf(outf, resume):
     """A new run (no --resume) refuses an --outf that holds an earlier run (its checkpoint.npz or
     losses.csv): it would replace the checkpoint and mix the two runs' logs in one CSV. So does

@@ -216,9 +216,11 @@ def parse_args(argv=None):
     p = cli.ArgumentParser(prog="python -m train.dcgan", description=__doc__.splitlines()[0])
     p.add_argument("--device", type=cli.device, default=0,
                    help="GPU index, or 'cpu' for the NumPy path [0]")
-    p.add_argument("--dataset", default="digits", choices=["mnist", "digits", "folder", "fake"],
-                   help="[digits: scikit-learn's bundled handwritten digits, works offline]")
-    p.add_argument("--dataroot", default=None, help="folder of the mnist / folder dataset")
+    p.add_argument("--dataset", default=None, choices=["mnist", "digits", "folder", "fake"],
+                   help="[digits: scikit-learn's bundled handwritten digits, works offline; a "
+                        "resumed run keeps its checkpoint's]")
+    p.add_argument("--dataroot", default=None,
+                   help="folder of the mnist / folder dataset [a resumed run: its checkpoint's]")
     p.add_argument("--batch-size", type=cli.positive_int, default=None,
                    help="[128; a resumed run keeps its checkpoint's]")
     p.add_argument("--image-size", type=cli.positive_int, default=64, help="[64]")
@@ -238,9 +240,11 @@ def parse_args(argv=None):
     p.add_argument("--netG", default="", help="generator weights (.npz) to start from")
     p.add_argument("--netD", default="", help="discriminator weights (.npz) to start from")
     p.add_argument("--resume", default="", help="a checkpoint.npz to continue exactly")
-    p.add_argument("--outf", default="out/dcgan",
-                   help="folder for images, logs, checkpoints [out/dcgan]")
-    p.add_argument("--seed", type=cli.seed, default=0, help="[0]")
+    p.add_argument("--outf", default=None,
+                   help="folder for images, logs, checkpoints [out/dcgan; a resumed run: its "
+                        "checkpoint's folder]")
+    p.add_argument("--seed", type=cli.seed, default=None,
+                   help="[0; a resumed run keeps its checkpoint's]")
     p.add_argument("--dry-run", action="store_true", help="one batch, then stop")
     p.add_argument("--max-steps", type=cli.nonnegative_int, default=0,
                    help="stop after this many steps [0: off]")
@@ -283,7 +287,7 @@ def parse_args(argv=None):
     if args.conv_api is not None and args.device == "cpu":
         cli.fail(f"--conv-api {args.conv_api}: chooses cuDNN's convolution entry points, which "
                  f"the NumPy path does not use; expected a GPU --device")
-    if args.dataroot and args.dataset not in ("mnist", "folder"):
+    if args.dataroot and args.dataset not in (None, "mnist", "folder"):
         cli.fail(f"--dataroot {args.dataroot}: --dataset {args.dataset} reads no folder; "
                  f"expected --dataset mnist or folder with it")
     return args
@@ -301,10 +305,21 @@ def main(argv=None):
     """Check and load everything (device, dataset, weights, checkpoint) before writing anything
     in --outf; then train, and stop with status 1 at a step whose statistics are not finite."""
     args = parse_args(argv)
+    args.outf = cli.run_outf(args.outf, args.resume, "out/dcgan")
     cli.new_run_outf(args.outf, args.resume)
     resume_meta = _load("--resume", args.resume,
                         lambda: checkpoint_meta(args.resume, ("netG", "netD")),
                         "the checkpoint.npz of a train.dcgan run") if args.resume else None
+    # the data a checkpoint's epoch order is over (a checkpoint from before they were kept:
+    # the flags, as then)
+    args.dataset = cli.saved_setting("--dataset", "--dataset", "dataset", args.dataset, "digits",
+                                     resume_meta, args.resume)
+    args.dataroot = cli.saved_dataroot(args.dataroot, resume_meta)
+    args.seed = cli.saved_setting("--seed", "--seed", "seed", args.seed, 0, resume_meta,
+                                  args.resume)      # (the fake dataset, the sample grid's noise)
+    if args.dataroot and args.dataset not in ("mnist", "folder"):
+        cli.fail(f"--dataroot {args.dataroot}: --dataset {args.dataset} reads no folder; "
+                 f"expected --dataset mnist or folder with it")
     args.batch_size = cli.batch_size(args.batch_size, 128, resume_meta, args.resume)
     args.precision = cli.precision(args.precision, resume_meta, args.resume)
     for flag, default in ARCH.items():       # the architecture a checkpoint was trained with
@@ -355,7 +370,8 @@ def main(argv=None):
                              f"the checkpoint.npz of a train.dcgan run with {arch}")
         start_epoch, position, step, order = _load(
             "--resume", args.resume, lambda: resume_point(meta, arrays, len(images), "images"),
-            f"the checkpoint.npz of a train.dcgan run with {arch} on this dataset")
+            f"the checkpoint.npz of a train.dcgan run with {arch} on this dataset (--dataset "
+            f"{args.dataset}{' --dataroot ' + args.dataroot if args.dataroot else ''})")
         cli.check_max_steps(args.max_steps, step, args.resume)
         if start_epoch >= args.epochs:
             cli.fail(f"--epochs {args.epochs}: the checkpoint {args.resume} has finished "
@@ -395,7 +411,9 @@ def main(argv=None):
                         {"epoch": epoch, "position": position, "step": step,
                          "batch_size": args.batch_size, "precision": args.precision,
                          **{flag: getattr(args, flag) for flag in ARCH},
-                         "memory_format": args.memory_format}, rng,
+                         "memory_format": args.memory_format, "dataset": args.dataset,
+                         "seed": args.seed,
+                         "dataroot": args.dataroot and os.path.abspath(args.dataroot)}, rng,
                         {"order": order})
 
     from tqdm import tqdm
@@ -464,7 +482,8 @@ def main(argv=None):
             checkpoint(epoch + 1, position, order, step)
         if stop:
             print(f"stopped after step {step} ({'--dry-run' if args.dry_run else '--max-steps'});"
-                  f" --resume {ckpt} continues the run")
+                  f" python -m train.dcgan --device {args.device} --resume {ckpt} continues the "
+                  f"run (its settings, data and folder are the checkpoint's)")
             break
     log.flush()
     return 0

@@ -106,15 +106,16 @@ def train_parser():
                    help="GPU index, or 'cpu' for the NumPy path [0]")
     p.add_argument("--dataroot", default=None,
                    help="an LJSpeech-1.1 folder (metadata.csv, wavs/) [the default corpus: "
-                        "sentences espeak-ng speaks on first use, kept in --data-cache]")
+                        "sentences espeak-ng speaks on first use, kept in --data-cache; a "
+                        "resumed run: its checkpoint's]")
     p.add_argument("--data-cache", default=None,
                    help=f"folder for the default corpus and for mels when --dataroot is not "
                         f"writable [{data.default_root()}]")
     p.add_argument("--overfit", default=None, metavar="TEXT",
                    help="train on this one sentence (espeak-ng's speech of it) repeated to the "
                         "batch size: the seed's experiment")
-    p.add_argument("--outf", default="out/tacotron2", help="folder for logs, PNGs, WAVs, "
-                   "checkpoints [out/tacotron2]")
+    p.add_argument("--outf", default=None, help="folder for logs, PNGs, WAVs, checkpoints "
+                   "[out/tacotron2; a resumed run: its checkpoint's folder]")
     p.add_argument("--epochs", type=cli.positive_int, default=500, help="[500]")
     p.add_argument("--batch-size", type=cli.positive_int, default=None,
                    help="[64; a resumed run keeps its checkpoint's]")
@@ -145,7 +146,7 @@ def train_parser():
     p.add_argument("--cuda-graph", action=argparse.BooleanOptionalAction, default=None,
                    help="GPU: capture the step in a CUDA graph per batch shape and replay it for "
                         "every later batch of that shape, whatever its lengths [on for a GPU "
-                        "device (H100: 41.7 against 380.9 ms a step eagerly), except for batches "
+                        "device (H100: 41.4 against 230.8 ms a step eagerly), except for batches "
                         "padded 1,1 (--pad-multiple 1,1, or a resumed run that padded so)]")
     p.add_argument("--allow-tf32", action="store_true",
                    help="float32 matmuls (Linear, the LSTM cells' products, the attention's) on "
@@ -352,6 +353,7 @@ def train(argv):
     if args.overfit is not None and args.dataroot:
         cli.fail(f"--overfit {args.overfit!r}: trains on espeak-ng's speech of the sentence; "
                  f"expected no --dataroot with it")
+    args.outf = cli.run_outf(args.outf, args.resume, "out/tacotron2")
     if os.path.exists(args.outf) and not os.path.isdir(args.outf):
         cli.fail(f"--outf {args.outf}: exists and is not a folder")
     cli.new_run_outf(args.outf, args.resume)
@@ -385,6 +387,7 @@ def train(argv):
                  f"{resume_meta['overfit']!r} run, which a resumed run continues")
     args.overfit = cli.saved_setting("--overfit", "--overfit", "overfit", args.overfit, None,
                                      resume_meta, args.resume)
+    args.dataroot = cli.saved_dataroot(args.dataroot, resume_meta)
     # the split of the data (and the order within it) a resumed run continues: drawn with these
     args.seed = cli.saved_setting("--seed", "seed", "seed", args.seed, 1234, resume_meta,
                                   args.resume)
@@ -461,6 +464,7 @@ def train(argv):
                          "batch_size": args.batch_size, "pad_multiple": list(args.pad_multiple),
                          "precision": args.precision, "overfit": args.overfit,
                          "seed": args.seed, "val_ratio": args.val_ratio,
+                         "dataroot": args.dataroot and os.path.abspath(args.dataroot),
                          "hparams": dataclasses.asdict(hp)}, rng,
                         {"order": order_})
 
@@ -525,7 +529,9 @@ def train(argv):
                   f"(mel {parts['mel']:.4f}, postnet {parts['postnet']:.4f}, gate "
                   f"{parts['gate']:.4f})")
         if stopped:
-            print(f"stopped after step {step} (--max-steps); --resume {ckpt} continues the run")
+            print(f"stopped after step {step} (--max-steps); python -m train.tacotron2 train "
+                  f"--device {args.device} --resume {ckpt} continues the run (its settings, "
+                  f"data and folder are the checkpoint's)")
             break
     log.flush()
     return 0
