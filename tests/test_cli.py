@@ -534,3 +534,17 @@ def test_a_folder_dataset_with_no_dataroot_says_it_needs_one(tmp_path):
     r = run("train.dcgan", "--device", "cpu", "--dataset", "folder", "--outf", str(tmp_path / "o"))
     assert_usage_error(r, "--dataset folder needs --dataroot", "--dataset digits")
     assert "None" not in r.stderr and not (tmp_path / "o").exists()
+
+
+def test_a_run_whose_output_is_not_a_terminal_prints_plain_progress_lines(tmp_path, monkeypatch,
+                                                                          capsys):
+    """tqdm draws nothing into a file or a pipe: a plain line with the bar's figures then
+    (at most every PLAIN_PROGRESS_EVERY seconds; every read-back window with it at 0)."""
+    from train import common, dcgan
+    monkeypatch.setattr(common, "PLAIN_PROGRESS_EVERY", 0.0)
+    assert dcgan.main([*SMALL, "--max-steps", "4", "--log-every", "2",
+                       "--outf", str(tmp_path / "out")]) == 0
+    lines = [line for line in capsys.readouterr().out.splitlines()
+             if line.startswith("epoch 1/25: ")]
+    assert [line.split()[2] for line in lines] == ["2/342", "4/342"], lines
+    assert all("Loss_D" in line and "img_s" in line for line in lines)

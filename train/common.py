@@ -6,6 +6,7 @@ import io
 import json
 import math
 import os
+import sys
 import time
 import zipfile
 
@@ -44,6 +45,39 @@ def pyplot():
 
 
 RUN_FILES = ("checkpoint.npz", "losses.csv")     # what says a folder holds a run already
+
+
+PLAIN_PROGRESS_EVERY = 30.0     # seconds between progress lines where no bar is drawn
+
+
+class Progress:
+    """A training loop's progress: tqdm's bar on a terminal; where tqdm draws nothing (stdout a
+    file or a pipe: a log, a job's output), a plain line with the bar's figures at most every
+    PLAIN_PROGRESS_EVERY seconds, so a long epoch is not silent until its end."""
+
+    def __init__(self, total, desc, initial=0):
+        from tqdm import tqdm
+        self.bar = tqdm(total=total, initial=initial, desc=desc, file=sys.stdout, disable=None)
+        self.n, self.total, self.desc = initial, total, desc
+        self.last = time.perf_counter()
+
+    def update(self, n=1):
+        self.bar.update(n)
+        self.n += n
+
+    def set_postfix(self, **figures):
+        self.bar.set_postfix(**figures)
+        now = time.perf_counter()
+        if self.bar.disable and now - self.last >= PLAIN_PROGRESS_EVERY:
+            self.last = now
+            print(f"{self.desc}: {self.n}/{self.total} "
+                  + " ".join(f"{k} {v}" for k, v in figures.items()), flush=True)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.bar.close()
 
 
 def earlier_run(outf):

@@ -21,9 +21,9 @@ from layers import F, nn
 from layers.finite import FiniteCheck
 
 from . import cli, data
-from .common import (PRECISIONS, CheckpointError, DeviceStats, LossLog, checkpoint_meta,
-                     first_non_finite, load_checkpoint, load_weights, override_hyper,
-                     rate_cell, resume_point, save_checkpoint, save_image_grid,
+from .common import (PRECISIONS, CheckpointError, DeviceStats, LossLog, Progress,
+                     checkpoint_meta, first_non_finite, load_checkpoint, load_weights,
+                     override_hyper, rate_cell, resume_point, save_checkpoint, save_image_grid,
                      set_precision)
 
 
@@ -416,11 +416,10 @@ def main(argv=None):
                          "dataroot": args.dataroot and os.path.abspath(args.dataroot)}, rng,
                         {"order": order})
 
-    from tqdm import tqdm
     for epoch in range(start_epoch, args.epochs):
         # updated by hand, so it is still open for the last window's figures after the loop
-        bar = tqdm(total=len(batches), initial=position // args.batch_size,
-                   desc=f"epoch {epoch + 1}/{args.epochs}", file=sys.stdout, disable=None)
+        bar = Progress(len(batches), f"epoch {epoch + 1}/{args.epochs}",
+                       initial=position // args.batch_size)
         sums, count, t0, stop = np.zeros(5), 0, time.perf_counter(), False
         stats.restart_clock()
 

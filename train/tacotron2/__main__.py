@@ -22,10 +22,10 @@ import layers as L
 from layers.finite import FiniteCheck
 
 from .. import cli
-from ..common import (PRECISIONS, CheckpointError, DeviceStats, LossLog, checkpoint_meta,
-                      first_non_finite, load_checkpoint, meta_of, override_hyper, pyplot,
-                      rate_cell, read_arrays, resume_point, save_checkpoint,
-                      set_precision)
+from ..common import (PRECISIONS, CheckpointError, DeviceStats, LossLog, Progress,
+                      checkpoint_meta, first_non_finite, load_checkpoint, meta_of,
+                      override_hyper, pyplot, rate_cell, read_arrays, resume_point,
+                      save_checkpoint, set_precision)
 from . import audio, data
 from .hparams import HParams
 from .model import Tacotron2, loss_parts, make_optimizer, make_step, stat_names, targets
@@ -468,7 +468,6 @@ def train(argv):
                          "hparams": dataclasses.asdict(hp)}, rng,
                         {"order": order_})
 
-    from tqdm import tqdm
     order = batches.order_for_epoch() if order is None else order
     run_step = make_step(model, opt, cuda_graph=args.cuda_graph, finite=finite)
     stats = DeviceStats(stat_names(hp), args.log_every, finite, start_step=step)
@@ -497,8 +496,8 @@ def train(argv):
         stopped = False
         stats.restart_clock()
         # updated by hand, so it is still open for the last window's figures after the loop
-        with tqdm(total=len(batches) - position // args.batch_size,
-                  desc=f"epoch {epoch + 1}/{args.epochs}", file=sys.stdout, disable=None) as bar:
+        with Progress(len(batches) - position // args.batch_size,
+                      f"epoch {epoch + 1}/{args.epochs}") as bar:
             for b in batches.epoch(order, position):
                 values = run_step(b)
                 step += 1
