@@ -1,5 +1,7 @@
 """The user-facing spelling of every op (torch.nn.functional-like). Argument checks that both
 paths share live here, so a misuse gets the same clear error on the CPU and the GPU."""
+import builtins
+
 import numpy as np
 
 from .ops import attention as _att
@@ -11,7 +13,7 @@ from .ops import norm as _norm
 from .ops import reduce as _red
 from .ops import shape as _sh
 from .backend import (DEFAULT_FLOAT, cupy, device_of, is_channels_last, is_floating, is_gpu,
-                      promote_types, same_dtype, to_device)
+                      promote_types, same_dtype, to_device, xp_of)
 from .tensor import Tensor, is_grad_enabled, mark_changed
 
 
@@ -239,8 +241,30 @@ def _attention_checks(name, query, processed_memory, v, memory, mask, more):
     return mask
 
 
-def softmax(x, axis=-1): return _softmax(_red.Softmax, "softmax", x, axis)
-def log_softmax(x, axis=-1): return _softmax(_red.LogSoftmax, "log_softmax", x, axis)
+def _dim(name, axis, dim, default=None):
+    """torch's `dim` where NumPy's `axis` is taken (either, not both)."""
+    if dim is not None:
+        if axis is not None:
+            raise TypeError(f"{name}: got both axis={axis} and dim={dim} (they are one argument: "
+                            f"NumPy's name and torch's)")
+        return dim
+    return default if axis is None else axis
+
+
+def _keepdim(name, keepdims, keepdim):
+    if keepdim is not None:
+        if keepdims:
+            raise TypeError(f"{name}: got both keepdims and keepdim (one argument)")
+        return bool(keepdim)
+    return keepdims
+
+
+def softmax(x, axis=None, *, dim=None):
+    return _softmax(_red.Softmax, "softmax", x, _dim("softmax", axis, dim, -1))
+
+
+def log_softmax(x, axis=None, *, dim=None):
+    return _softmax(_red.LogSoftmax, "log_softmax", x, _dim("log_softmax", axis, dim, -1))
 
 
 def _softmax(op, name, x, axis):
@@ -256,8 +280,89 @@ def _softmax(op, name, x, axis):
 
 # ---- reductions and shapes ----------------------------------------------------------------------
 
-def sum(x, axis=None, keepdims=False): return _red.Sum.apply(x, axis=axis, keepdims=keepdims)
-def mean(x, axis=None, keepdims=False): return _red.Mean.apply(x, axis=axis, keepdims=keepdims)
+def sum(x, axis=None, keepdims=False, *, dim=None, keepdim=None):
+    """x summed over `axis` (torch's `dim`; a tuple takes several), `keepdims` (`keepdim`)."""
+    return _red.Sum.apply(x, axis=_dim("sum", axis, dim), keepdims=_keepdim("sum", keepdims,
+                                                                            keepdim))
+
+
+def mean(x, axis=None, keepdims=False, *, dim=None, keepdim=None):
+    return _red.Mean.apply(x, axis=_dim("mean", axis, dim),
+                           keepdims=_keepdim("mean", keepdims, keepdim))
+
+
+def amax(x, axis=None, keepdims=False, *, dim=None, keepdim=None):
+    """The maximum over `axis` (all by default), as torch.amax: its gradient shared among ties."""
+    axis = _dim("amax", axis, dim)
+    if x.size == 0:
+        raise RuntimeError(f"amax: a maximum of an empty tensor (shape {x.shape}) has no value "
+                           f"(as torch)")
+    return _red.Amax.apply(x, axis=axis, keepdims=_keepdim("amax", keepdims, keepdim))
+
+
+def argmax(x, axis=None, keepdims=False, *, dim=None, keepdim=None):
+    """The index of the first maximum along `axis` (of the flattened tensor by default), int64,
+    as torch.argmax; no gradient."""
+    axis = _dim("argmax", axis, dim)
+    keep = _keepdim("argmax", keepdims, keepdim)
+    xp = xp_of(x.data)
+    if axis is None:
+        i = xp.argmax(x.data.reshape(-1))
+        return Tensor(xp.asarray(i, dtype=np.int64).reshape((1,) * x.ndim if keep else ()))
+    return Tensor(xp.argmax(x.data, axis=axis, keepdims=keep).astype(np.int64, copy=False))
+
+
+def max(x, axis=None, keepdims=False, *, dim=None, keepdim=None):
+    """torch's Tensor.max: with no axis the maximum (amax); along one, (values, indices) --
+    values whose gradient goes to the index torch.max picks (the first maximum)."""
+    axis = _dim("max", axis, dim)
+    if axis is None:
+        return amax(x)
+    keep = _keepdim("max", keepdims, keepdim)
+    indices = argmax(x, axis, keepdims=True)
+    values = _red.MaxAlong.apply(x, index=indices.data, axis=axis)
+    if not keep:
+        values = squeeze(values, axis)
+        indices = Tensor(indices.data.squeeze(axis))
+    return MaxResult(values, indices)
+
+
+class MaxResult(tuple):
+    """(values, indices), as torch's max(dim) return (torch.return_types.max)."""
+    values = property(lambda self: self[0])
+    indices = property(lambda self: self[1])
+
+    def __new__(cls, values, indices):
+        return super().__new__(cls, (values, indices))
+
+
+def flatten(x, start_dim=0, end_dim=-1):
+    """Dimensions start_dim..end_dim as one (torch.flatten)."""
+    nd = builtins.max(x.ndim, 1)
+    a, b = start_dim % nd, end_dim % nd
+    if a > b:
+        raise ValueError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim} for "
+                         f"{x.ndim} dims")
+    if x.ndim == 0:
+        return reshape(x, 1)
+    n = 1
+    for d in x.shape[a:b + 1]:
+        n *= d
+    return reshape(x, *(x.shape[:a] + (n,) + x.shape[b + 1:]))
+
+
+def unsqueeze(x, dim):
+    """A new axis of size 1 at `dim` (torch.unsqueeze; negative counts from the new end)."""
+    d = dim % (x.ndim + 1)
+    return reshape(x, *(x.shape[:d] + (1,) + x.shape[d:]))
+
+
+def squeeze(x, dim=None):
+    """Axes of size 1 removed: all, or `dim`'s (an int or a tuple) where it has size 1 (as torch:
+    an axis of another size stays)."""
+    dims = range(x.ndim) if dim is None else (dim,) if isinstance(dim, int) else dim
+    drop = {d % x.ndim for d in dims if x.shape[d % x.ndim] == 1} if x.ndim else set()
+    return reshape(x, *(n for i, n in enumerate(x.shape) if i not in drop))
 
 
 def reshape(x, *shape):
@@ -362,13 +467,13 @@ def pad(x, pad, value=0.0):
     if any(b < 0 or a < 0 for b, a in widths):          # a negative width crops, as torch's
         crop = []
         for axis, ((b, a), n) in enumerate(zip(widths, x.shape)):
-            start, stop = max(-b, 0), n - max(-a, 0)
+            start, stop = builtins.max(-b, 0), n - builtins.max(-a, 0)
             if stop < start:
                 raise ValueError(f"pad: {tuple(pad)} crops more than axis {axis}'s size {n} "
                                  f"({-min(b, 0)} before, {-min(a, 0)} after)")
             crop.append(slice(start, stop))
         x = getitem(x, tuple(crop))
-        widths = [(max(b, 0), max(a, 0)) for b, a in widths]
+        widths = [(builtins.max(b, 0), builtins.max(a, 0)) for b, a in widths]
     return _sh.Pad.apply(x, pad_width=tuple(widths), value=value)
 
 
@@ -783,8 +888,22 @@ def _install_tensor_methods():
         "__rpow__": lambda self, base: pow(base, self),
         "__matmul__": lambda self, other: matmul(self, other),
         "__getitem__": lambda self, index: getitem(self, index),
-        "sum": lambda self, axis=None, keepdims=False: sum(self, axis, keepdims),
-        "mean": lambda self, axis=None, keepdims=False: mean(self, axis, keepdims),
+        "sum": lambda self, axis=None, keepdims=False, **torch_names: sum(
+            self, axis, keepdims, **torch_names),
+        "mean": lambda self, axis=None, keepdims=False, **torch_names: mean(
+            self, axis, keepdims, **torch_names),
+        "amax": lambda self, axis=None, keepdims=False, **torch_names: amax(
+            self, axis, keepdims, **torch_names),
+        "max": lambda self, axis=None, keepdims=False, **torch_names: max(
+            self, axis, keepdims, **torch_names),
+        "argmax": lambda self, axis=None, keepdims=False, **torch_names: argmax(
+            self, axis, keepdims, **torch_names),
+        "flatten": lambda self, start_dim=0, end_dim=-1: flatten(self, start_dim, end_dim),
+        "unsqueeze": lambda self, dim: unsqueeze(self, dim),
+        "squeeze": lambda self, dim=None: squeeze(self, dim),
+        "softmax": lambda self, axis=None, **torch_names: softmax(self, axis, **torch_names),
+        "log_softmax": lambda self, axis=None, **torch_names: log_softmax(self, axis,
+                                                                          **torch_names),
         "reshape": lambda self, *shape: reshape(self, *shape),
         "view": lambda self, *shape: reshape(self, *shape),
         "transpose": lambda self, *axes: transpose(self, *axes),

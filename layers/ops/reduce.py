@@ -1,4 +1,4 @@
-"""Reductions and normalisers over axes: sum, mean, softmax, log_softmax. Half-precision data is
+"""Reductions and normalisers over axes: sum, mean, amax, softmax, log_softmax. Half-precision data is
 reduced in float32 (the result cast back), as torch does: a float16 sum of many terms, or a
 count above 65504, is not representable in float16."""
 import numpy as np
@@ -66,6 +66,42 @@ class Mean(Function):
         acc = accumulation_dtype(gy.dtype)
         g = (gy.astype(acc, copy=False) / acc.type(self.count)).astype(gy.dtype, copy=False)
         return _expand(g, self.shape, self.axes, self.keepdims, self.xp)
+
+
+class Amax(Function):
+    """The maximum over axes (torch.amax); the gradient goes to the maxima, shared evenly among
+    ties, as torch's amax (NaN is the maximum where there is one, as torch's)."""
+
+    def forward(self, x):
+        self.axes = _axes(self.axis, x.ndim)
+        y = x.max(axis=self.axes, keepdims=True)
+        self.saved = x, y
+        return y if self.keepdims else y.reshape([n for i, n in enumerate(y.shape)
+                                                  if i not in self.axes])
+
+    def backward(self, gy):
+        x, y = self.saved
+        xp = self.xp
+        hit = (x == y) | (xp.isnan(x) & xp.isnan(y)) if is_floating(x.dtype) else x == y
+        acc = accumulation_dtype(gy.dtype)
+        share = hit.astype(acc) / hit.sum(axis=self.axes, keepdims=True, dtype=acc)
+        g = gy.astype(acc, copy=False).reshape(y.shape) * share
+        return g.astype(gy.dtype, copy=False)
+
+
+class MaxAlong(Function):
+    """The maximum along one axis, kept (torch.max(x, dim)'s values): the gradient goes to the
+    index `self.index` (the first maximum, argmax's) alone, as torch's."""
+    kept = ("index",)
+
+    def forward(self, x):
+        self.shape = x.shape
+        return self.xp.take_along_axis(x, self.index, axis=self.axis)
+
+    def backward(self, gy):
+        g = self.xp.zeros(self.shape, gy.dtype)
+        self.xp.put_along_axis(g, self.index, gy, axis=self.axis)
+        return g
 
 
 class Softmax(Function):

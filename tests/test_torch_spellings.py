@@ -1,0 +1,72 @@
+"""torch's spellings of the reductions and shape helpers a PyTorch user reaches for: dim= and
+keepdim= (NumPy's axis= / keepdims= stay), amax / max / argmax, flatten / unsqueeze / squeeze;
+values and gradients against torch on the CPU, on the NumPy path and the GPU path."""
+import numpy as np
+import pytest
+import torch
+
+import layers as L
+from layers import F
+
+DEVICES = ["cpu", pytest.param(0, marks=pytest.mark.gpu), "host"]   # (conftest's `where`)
+
+# ties on purpose: amax shares a tie's gradient, max(dim) gives it to the first maximum
+A = np.array([[[1.0, 5.0, 5.0, -2.0], [7.0, 2.0, 7.0, 7.0], [0.5, -1.0, 3.0, 3.0]],
+              [[4.0, 4.0, 1.0, 0.0], [-3.0, 8.0, 2.0, 8.0], [6.0, 6.0, 6.0, 6.0]]], np.float32)
+
+CASES = {
+    "sum_dim": lambda v: v.sum(dim=1),
+    "sum_dims_keepdim": lambda v: v.sum(dim=(0, 2), keepdim=True),
+    "mean_dim": lambda v: v.mean(dim=-1),
+    "softmax_dim": lambda v: v.softmax(dim=1),
+    "log_softmax_dim": lambda v: v.log_softmax(dim=0),
+    "amax_all": lambda v: v.amax(),
+    "amax_dim_ties": lambda v: v.amax(dim=2),
+    "amax_dims_keepdim": lambda v: v.amax(dim=(0, 1), keepdim=True),
+    "max_all_ties": lambda v: v.max(),
+    "max_dim_values": lambda v: v.max(dim=2).values,
+    "max_dim_keepdim": lambda v: v.max(1, keepdim=True)[0],
+    "flatten": lambda v: v.flatten(),
+    "flatten_1": lambda v: v.flatten(1),
+    "flatten_0_1": lambda v: v.flatten(0, 1),
+    "unsqueeze": lambda v: v.unsqueeze(1),
+    "unsqueeze_neg": lambda v: v.unsqueeze(-1),
+    "squeeze_dim": lambda v: v.unsqueeze(2).squeeze(2),
+    "squeeze_all": lambda v: v[:1].unsqueeze(-1).squeeze(),
+    "squeeze_not_one": lambda v: v.squeeze(1),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_torch_spelling_gives_torchs_values_and_gradients(where, case):
+    x = L.Tensor(L.tensor(A, device=where).data, requires_grad=True)
+    t = torch.tensor(A, requires_grad=True)
+    y, ty = CASES[case](x), CASES[case](t)
+    assert y.shape == tuple(ty.shape)
+    np.testing.assert_allclose(y.numpy(), ty.detach().numpy(), rtol=1e-6)
+    w = np.linspace(0.5, 2.0, int(np.prod(y.shape)), dtype=np.float32).reshape(y.shape)
+    (y * L.tensor(w, device=where)).sum().backward()
+    (ty * torch.tensor(w)).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), t.grad.numpy(), rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_argmax_and_max_indices_are_torchs(where):
+    x, t = L.tensor(A, device=where), torch.tensor(A)
+    for ours, theirs in ((x.argmax(), t.argmax()), (x.argmax(dim=2), t.argmax(dim=2)),
+                         (x.argmax(1, keepdim=True), t.argmax(1, keepdim=True)),
+                         (x.max(dim=2).indices, t.max(dim=2).indices),
+                         (x.max(0, keepdim=True)[1], t.max(0, keepdim=True)[1])):
+        assert ours.dtype == np.int64 and ours.shape == tuple(theirs.shape)
+        np.testing.assert_array_equal(ours.numpy(), theirs.numpy())
+
+
+def test_one_argument_named_twice_is_refused():
+    x = L.tensor(A)
+    with pytest.raises(TypeError, match=r"sum: got both axis=0 and dim=1"):
+        x.sum(0, dim=1)
+    with pytest.raises(TypeError, match=r"mean: got both keepdims and keepdim"):
+        x.mean(keepdims=True, keepdim=True)
+    with pytest.raises(RuntimeError, match=r"amax: a maximum of an empty tensor"):
+        L.tensor(np.zeros((0, 3), np.float32)).amax()
