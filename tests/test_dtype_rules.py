@@ -306,3 +306,19 @@ def test_a_tensor_exponent_and_a_number_base_are_torchs(where, dtype, rtol):
             if want.grad is not None:
                 np.testing.assert_allclose(values(mine.grad), want.grad.numpy(), rtol=rtol,
                                            atol=rtol)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_power_outside_its_domain_is_nan_or_inf_silently_as_torchs(where):
+    """x ** 0.5 of a negative, x ** -1 of 0: torch's NaN / inf, and no NumPy RuntimeWarning."""
+    import warnings
+    x = L.Tensor(on(where, np.array([-1.0, 0.0, 4.0], np.float32)).data, requires_grad=True)
+    t = torch.tensor([-1.0, 0.0, 4.0], requires_grad=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        y = x ** 0.5 + x ** -1
+        y.sum().backward()
+    ty = t ** 0.5 + t ** -1
+    ty.sum().backward()
+    np.testing.assert_array_equal(values(y), ty.detach().numpy())
+    np.testing.assert_array_equal(values(x.grad), t.grad.numpy())

@@ -122,13 +122,15 @@ class Pow(Function):
 
     def forward(self, x):
         self.saved = x
-        return x ** self.exponent
+        with np.errstate(invalid="ignore", divide="ignore"):   # (NaN / inf, silently, as torch)
+            return x ** self.exponent
 
     def backward(self, gy):
         x = self.saved
         if self.exponent == 0:                # (0 * 0 ** -1 is NaN at x = 0; torch gives 0)
             return self.xp.zeros_like(gy)
-        return gy * self.exponent * x ** (self.exponent - 1)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return gy * self.exponent * x ** (self.exponent - 1)
 
 
 class PowTensor(Function):
