@@ -268,8 +268,11 @@ class Function:
             fn.needs_input_grad = tuple(isinstance(t, Tensor) and t.requires_grad for t in inputs)
             fn.stamp = _clock
         trace = _trace.trace
-        if trace is None:
+        if trace is None and fn.gpu:
             out = fn.forward(*arrays)
+        elif trace is None:
+            with np.errstate(all="ignore"):  # NaN / inf as they come, without NumPy's warnings
+                out = fn.forward(*arrays)    # (torch gives none; layers.finite finds them)
         else:
             trace.open("fprop", cls.__name__, arrays=arrays)
             fn.layer = trace.layer           # its backward is credited to the same layer
@@ -468,6 +471,10 @@ class Tensor:
         from .finite import active as finite_check
         if finite_check.check is not None:     # its queued output checks run now (their arrays
             finite_check.check.flush()         # are alive: backward frees them as it goes)
+        with np.errstate(all="ignore"):       # (as forward: no NumPy warnings, as torch)
+            self._backward_graph(grad, retain_graph)
+
+    def _backward_graph(self, grad, retain_graph):
         order = _topological_order(self._ctx)
         deferred = {}
         pending = {self._ctx: [None] * self._ctx.n_outputs}

@@ -310,12 +310,13 @@ def test_a_tensor_exponent_and_a_number_base_are_torchs(where, dtype, rtol):
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_a_power_outside_its_domain_is_nan_or_inf_silently_as_torchs(where):
-    """x ** 0.5 of a negative, x ** -1 of 0: torch's NaN / inf, and no NumPy RuntimeWarning."""
+    """x ** 0.5 of a negative, x ** -1 of 0: torch's NaN / inf, and on the NumPy path no NumPy
+    RuntimeWarning (CuPy gives none; the host stand-in for it is NumPy, which does)."""
     import warnings
     x = L.Tensor(on(where, np.array([-1.0, 0.0, 4.0], np.float32)).data, requires_grad=True)
     t = torch.tensor([-1.0, 0.0, 4.0], requires_grad=True)
     with warnings.catch_warnings():
-        warnings.simplefilter("error")
+        warnings.simplefilter("error" if where == "cpu" else "ignore")
         y = x ** 0.5 + x ** -1
         y.sum().backward()
     ty = t ** 0.5 + t ** -1

@@ -122,15 +122,13 @@ class Pow(Function):
 
     def forward(self, x):
         self.saved = x
-        with np.errstate(invalid="ignore", divide="ignore"):   # (NaN / inf, silently, as torch)
-            return x ** self.exponent
+        return x ** self.exponent
 
     def backward(self, gy):
         x = self.saved
         if self.exponent == 0:                # (0 * 0 ** -1 is NaN at x = 0; torch gives 0)
             return self.xp.zeros_like(gy)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            return gy * self.exponent * x ** (self.exponent - 1)
+        return gy * self.exponent * x ** (self.exponent - 1)
 
 
 class PowTensor(Function):
@@ -140,8 +138,7 @@ class PowTensor(Function):
     def forward(self, a, b):
         a, b = same_dtype(a, b)
         self.shapes = shape_of(a), shape_of(b)
-        with np.errstate(divide="ignore", invalid="ignore"):   # (0 ** -1 is inf, as torch)
-            y = a ** b
+        y = a ** b
         self.saved = a, b, y
         return y
 
@@ -149,13 +146,12 @@ class PowTensor(Function):
         a, b, y = self.saved
         xp = self.xp
         ga = gb = None
-        with np.errstate(divide="ignore", invalid="ignore"):   # (log 0, 0 ** -1: masked)
-            if self.needs_input_grad[0]:
-                ga = xp.where(b == 0, 0, gy * b * a ** (b - 1)).astype(gy.dtype)
-                ga = unbroadcast(ga, self.shapes[0])
-            if self.needs_input_grad[1]:
-                gb = xp.where((a == 0) & (b >= 0), 0, gy * y * xp.log(a)).astype(gy.dtype)
-                gb = unbroadcast(gb, self.shapes[1])
+        if self.needs_input_grad[0]:                 # (0 ** -1, log 0: masked as torch's)
+            ga = xp.where(b == 0, 0, gy * b * a ** (b - 1)).astype(gy.dtype)
+            ga = unbroadcast(ga, self.shapes[0])
+        if self.needs_input_grad[1]:
+            gb = xp.where((a == 0) & (b >= 0), 0, gy * y * xp.log(a)).astype(gy.dtype)
+            gb = unbroadcast(gb, self.shapes[1])
         return ga, gb
 
 
