@@ -467,3 +467,6 @@ def clip_grad_norm_(parameters, max_norm, norm_type=2.0, foreach=None):
         else:                  # half gradients: scaled in float32, rounded once
             g[...] = (g.astype(A) * coef).astype(g.dtype)
     return Tensor(total)
+
+
+from . import lr_scheduler  # noqa: E402,F401  (layers.optim.lr_scheduler, as torch.optim.lr_scheduler)

@@ -1,0 +1,79 @@
+"""layers.optim.lr_scheduler against torch.optim.lr_scheduler: the lr each group gets over 25
+steps (two groups, different starting lrs), get_last_lr, and a state_dict round trip that goes on
+where it stopped; an optimizer trained under the schedule ends as torch's."""
+import math
+
+import numpy as np
+import pytest
+import torch
+
+import layers as L
+from layers import nn
+
+SCHEDULES = {
+    "StepLR": lambda m, o: m.StepLR(o, step_size=4, gamma=0.5),
+    "MultiStepLR": lambda m, o: m.MultiStepLR(o, milestones=[9, 3, 15], gamma=0.3),
+    "ExponentialLR": lambda m, o: m.ExponentialLR(o, gamma=0.9),
+    "CosineAnnealingLR": lambda m, o: m.CosineAnnealingLR(o, T_max=10, eta_min=1e-4),
+    "LambdaLR": lambda m, o: m.LambdaLR(o, [lambda e: 1 / (1 + e), lambda e: 0.95 ** e]),
+}
+
+
+def groups(api, params):
+    return [{"params": params[:1], "lr": 0.1}, {"params": params[1:], "lr": 0.02}]
+
+
+@pytest.mark.parametrize("name", list(SCHEDULES))
+def test_a_schedule_sets_torchs_lrs_and_resumes(name):
+    ours_p = [L.Tensor(np.zeros(2, np.float32), requires_grad=True) for _ in range(2)]
+    torch_p = [torch.zeros(2, requires_grad=True) for _ in range(2)]
+    opt = L.optim.SGD(groups(L, ours_p), lr=0.1)
+    topt = torch.optim.SGD(groups(torch, torch_p), lr=0.1)
+    sched = SCHEDULES[name](L.optim.lr_scheduler, opt)
+    tsched = SCHEDULES[name](torch.optim.lr_scheduler, topt)
+    for step in range(25):
+        np.testing.assert_allclose(sched.get_last_lr(), tsched.get_last_lr(), rtol=1e-12)
+        np.testing.assert_allclose([g["lr"] for g in opt.param_groups],
+                                   [g["lr"] for g in topt.param_groups], rtol=1e-12)
+        opt.step(), topt.step()
+        sched.step()
+        tsched.step()
+        if step == 11:            # a resumed run, torch's way: both made anew, then both loaded
+            saved_opt, saved = opt.state_dict(), sched.state_dict()
+            opt = L.optim.SGD(groups(L, ours_p), lr=0.1)
+            sched = SCHEDULES[name](L.optim.lr_scheduler, opt)
+            opt.load_state_dict(saved_opt)
+            sched.load_state_dict(saved)
+    assert sched.last_epoch == tsched.last_epoch == 25
+    state = sched.state_dict()                # numbers and lists only (LambdaLR's functions not)
+    assert not any(callable(x) for v in state.values() for x in (v if isinstance(v, list) else
+                                                                   [v])), state
+    assert set(state) <= set(tsched.state_dict())      # (the same names as torch's)
+
+
+def test_training_under_a_schedule_ends_as_torchs():
+    torch.manual_seed(0)
+    tm = torch.nn.Linear(3, 2)
+    m = nn.Linear(3, 2)
+    m.load_state_dict({k: v.detach().numpy() for k, v in tm.state_dict().items()})
+    opt, topt = L.optim.Adam(m.parameters(), lr=0.05), torch.optim.Adam(tm.parameters(), lr=0.05)
+    sched = L.optim.lr_scheduler.StepLR(opt, 2, gamma=0.5)
+    tsched = torch.optim.lr_scheduler.StepLR(topt, 2, gamma=0.5)
+    x = np.linspace(-1, 1, 12, dtype=np.float32).reshape(4, 3)
+    for _ in range(6):
+        for model, o, s, inp in ((m, opt, sched, L.tensor(x)), (tm, topt, tsched, torch.tensor(x))):
+            o.zero_grad()
+            (model(inp) ** 2).sum().backward()
+            o.step()
+            s.step()
+    for k, v in tm.state_dict().items():
+        np.testing.assert_allclose(m.state_dict()[k], v.detach().numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_a_scheduler_needs_an_optimizer_and_a_resumed_one_its_initial_lr():
+    with pytest.raises(TypeError, match="StepLR: list is not an optimizer"):
+        L.optim.lr_scheduler.StepLR([], 3)
+    opt = L.optim.SGD([L.Tensor(np.zeros(2, np.float32), requires_grad=True)], lr=0.1)
+    with pytest.raises(KeyError, match="'initial_lr' is not specified in param_groups\\[0\\]"):
+        L.optim.lr_scheduler.ExponentialLR(opt, 0.9, last_epoch=4)
+    assert math.isclose(L.optim.lr_scheduler.ExponentialLR(opt, 0.5).get_last_lr()[0], 0.1)
