@@ -242,13 +242,28 @@ def _attention_checks(name, query, processed_memory, v, memory, mask, more):
 
 
 def _dim(name, axis, dim, default=None):
-    """torch's `dim` where NumPy's `axis` is taken (either, not both)."""
+    """torch's `dim` where NumPy's `axis` is taken (either, not both); dim=() is every axis, as
+    torch reads it (NumPy's axis=() is none)."""
     if dim is not None:
         if axis is not None:
             raise TypeError(f"{name}: got both axis={axis} and dim={dim} (they are one argument: "
                             f"NumPy's name and torch's)")
-        return dim
+        if isinstance(dim, Tensor):
+            raise TypeError(f"{name}: dim is an axis, got a Tensor (an elementwise maximum is "
+                            f"F.where(a > b, a, b))")
+        return default if dim == () else dim
+    if isinstance(axis, Tensor):
+        raise TypeError(f"{name}: axis is an axis, got a Tensor (an elementwise maximum is "
+                        f"F.where(a > b, a, b))")
     return default if axis is None else axis
+
+
+def _dim_index(d, n, name):
+    """Axis d of an n-axis shape in [0, n), or torch's IndexError."""
+    if not -n <= d < n:
+        raise IndexError(f"{name}: dimension out of range (expected to be in range of [{-n}, "
+                         f"{n - 1}], but got {d})")
+    return int(d) % n
 
 
 def _keepdim(name, keepdims, keepdim):
@@ -294,9 +309,10 @@ def mean(x, axis=None, keepdims=False, *, dim=None, keepdim=None):
 def amax(x, axis=None, keepdims=False, *, dim=None, keepdim=None):
     """The maximum over `axis` (all by default), as torch.amax: its gradient shared among ties."""
     axis = _dim("amax", axis, dim)
-    if x.size == 0:
-        raise RuntimeError(f"amax: a maximum of an empty tensor (shape {x.shape}) has no value "
-                           f"(as torch)")
+    empty = [a for a in _red._axes(axis, x.ndim) if x.shape[a] == 0]
+    if empty or (x.size == 0 and x.ndim == 0):
+        raise RuntimeError(f"amax: a maximum over axis {empty[0] if empty else 0} of size 0 "
+                           f"(shape {x.shape}) has no value (as torch)")
     return _red.Amax.apply(x, axis=axis, keepdims=_keepdim("amax", keepdims, keepdim))
 
 
@@ -339,7 +355,7 @@ class MaxResult(tuple):
 def flatten(x, start_dim=0, end_dim=-1):
     """Dimensions start_dim..end_dim as one (torch.flatten)."""
     nd = builtins.max(x.ndim, 1)
-    a, b = start_dim % nd, end_dim % nd
+    a, b = _dim_index(start_dim, nd, "flatten"), _dim_index(end_dim, nd, "flatten")
     if a > b:
         raise ValueError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim} for "
                          f"{x.ndim} dims")
@@ -353,15 +369,17 @@ def flatten(x, start_dim=0, end_dim=-1):
 
 def unsqueeze(x, dim):
     """A new axis of size 1 at `dim` (torch.unsqueeze; negative counts from the new end)."""
-    d = dim % (x.ndim + 1)
+    d = _dim_index(dim, x.ndim + 1, "unsqueeze")
     return reshape(x, *(x.shape[:d] + (1,) + x.shape[d:]))
 
 
 def squeeze(x, dim=None):
     """Axes of size 1 removed: all, or `dim`'s (an int or a tuple) where it has size 1 (as torch:
     an axis of another size stays)."""
-    dims = range(x.ndim) if dim is None else (dim,) if isinstance(dim, int) else dim
-    drop = {d % x.ndim for d in dims if x.shape[d % x.ndim] == 1} if x.ndim else set()
+    dims = range(x.ndim) if dim is None else (dim,) if isinstance(dim, (int, np.integer)) \
+        else dim
+    dims = [_dim_index(d, builtins.max(x.ndim, 1), "squeeze") for d in dims]
+    drop = {d for d in dims if x.shape[d] == 1} if x.ndim else set()
     return reshape(x, *(n for i, n in enumerate(x.shape) if i not in drop))
 
 
@@ -780,18 +798,23 @@ def _fits(shape, target):
         return False
 
 
+def _fits_in(x, result, name):
+    """torch's rules for an in-place result: no cast to a lower category (float into an integer
+    tensor, anything into bool), no change of x's shape."""
+    dtype = result.dtype
+    if is_floating(dtype) and not is_floating(x.dtype) or \
+            (dtype != np.bool_ and x.dtype == np.bool_):
+        raise TypeError(f"{name}: the result's type {dtype} cannot be cast to the tensor's "
+                        f"{x.dtype} (as torch)")
+    if not _fits(tuple(result.shape), x.shape):
+        raise RuntimeError(f"{name}: a result of shape {tuple(result.shape)} does not fit the "
+                           f"tensor's shape {x.shape} (an in-place op cannot change the shape)")
+
+
 def _store(x, result, name):
     """result (an array or a number) into x's own array, broadcast, cast by torch's rule."""
-    dtype = getattr(result, "dtype", None)
-    if dtype is not None:
-        if is_floating(dtype) and not is_floating(x.dtype) or \
-                (dtype != np.bool_ and x.dtype == np.bool_):
-            raise TypeError(f"{name}: the result's type {dtype} cannot be cast to the tensor's "
-                            f"{x.dtype} (as torch)")
-        shape = tuple(result.shape)
-        if not _fits(shape, x.shape):
-            raise RuntimeError(f"{name}: a result of shape {shape} does not fit the tensor's "
-                               f"shape {x.shape} (an in-place op cannot change the shape)")
+    if getattr(result, "dtype", None) is not None:
+        _fits_in(x, result, name)
     x.data[...] = result
     mark_changed(x, name)
     return x
@@ -806,7 +829,9 @@ def _augmented(x, other, op, name, out_of_place):
     """x op= other: in place, or -- for a tensor of a recorded graph -- out_of_place(x, other),
     which Python binds to x (the header's one difference from torch)."""
     if _in_graph(x, name, other):
-        return out_of_place(x, other)
+        y = out_of_place(x, other)
+        _fits_in(x, y, name)                  # (a new tensor, but x's dtype and shape, as torch)
+        return y if y.dtype == x.dtype else _astype(y, x.dtype)
     return _arith_into(x, other, op, name)
 
 

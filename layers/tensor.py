@@ -56,8 +56,11 @@ ADDED = _Added()
 # alike, and a change to memory no backward reads refuses nothing.
 _clock = 0              # in-place changes so far; a Function notes the count at its forward
 _changes = {}           # span -> (clock, what changed it): each span's latest change, oldest first
-_index = {}             # device -> [lows, spans]: the changed spans sorted by first byte
-_widest = {}            # device -> the longest changed span's length (how far back a search looks)
+_index = {}             # device -> [lows, spans]: the changed spans under _LARGE, sorted by
+                        # first byte
+_widest = {}            # device -> the longest of those (how far back a search looks)
+_large = set()          # the changed spans of _LARGE bytes or more, looked at one by one (one
+_LARGE = 1 << 20        # zeroed 200 MB buffer must not make every search walk 200 MB of index)
 _MAX_CHANGES = 1 << 16  # distinct spans remembered (a parameter's span repeats: it stays one)
 _forgotten = 0          # the newest change no longer remembered (a backward older than it refuses)
 
@@ -93,11 +96,7 @@ def mark_changed(t, by):
         return
     _clock += 1
     if _changes.pop(span, None) is None:              # a new span: into the address index
-        lows, spans = _index.setdefault(span[0], ([], []))
-        i = bisect.bisect_left(lows, span[1])
-        lows.insert(i, span[1])
-        spans.insert(i, span)
-        _widest[span[0]] = max(_widest.get(span[0], 0), span[2] - span[1])
+        _remember(span)
     _changes[span] = (_clock, by)
     if len(_changes) > _MAX_CHANGES:
         _forget(len(_changes) - _MAX_CHANGES * 3 // 4)
@@ -110,16 +109,29 @@ def _forget(n):
         _forgotten = max(_forgotten, _changes.pop(span)[0])
     _index.clear()
     _widest.clear()
+    _large.clear()
     for span in sorted(_changes, key=lambda s: s[1]):
-        lows, spans = _index.setdefault(span[0], ([], []))
-        lows.append(span[1])
-        spans.append(span)
-        _widest[span[0]] = max(_widest.get(span[0], 0), span[2] - span[1])
+        _remember(span)
+
+
+def _remember(span):
+    """A newly changed span into the address index (or the large ones' set)."""
+    if span[2] - span[1] >= _LARGE:
+        _large.add(span)
+        return
+    lows, spans = _index.setdefault(span[0], ([], []))
+    i = bisect.bisect_left(lows, span[1])
+    lows.insert(i, span[1])
+    spans.insert(i, span)
+    _widest[span[0]] = max(_widest.get(span[0], 0), span[2] - span[1])
 
 
 def _changed_after(span, stamp):
     """The latest change after clock value `stamp` of memory overlapping span, as (span, by),
     or None."""
+    for other in _large:
+        if _overlap(other, span) and _changes[other][0] > stamp:
+            return other, _changes[other][1]
     entry = _index.get(span[0])
     if entry is None:
         return None
@@ -139,8 +151,8 @@ def _changed_after(span, stamp):
 def _saved_arrays(saved, depth=3):
     """The arrays in what an op saved for backward: in tuples, lists, dicts and an object's
     attributes (cudnnlite.rnn.Saved), a few levels down."""
-    if saved is None or depth == 0 or isinstance(saved, (int, float, str, np.dtype)):
-        return
+    if saved is None or depth == 0 or isinstance(saved, (int, float, str, np.dtype, np.generic)):
+        return                                    # (a NumPy scalar owns no array's memory)
     if hasattr(saved, "strides") and hasattr(saved, "dtype"):
         yield saved
         return
@@ -164,9 +176,10 @@ def _refuse_changed(fn):
             for span in map(_span, _saved_arrays(getattr(fn, name, None))) if span is not None]
     if kept and fn.stamp < _forgotten:
         raise RuntimeError(
-            f"{type(fn).__name__}.backward: more than {_MAX_CHANGES} distinct arrays were "
-            f"changed in place since its forward, and whether one it saved for the gradient was "
-            f"among them is no longer known; run backward sooner after the forward")
+            f"{type(fn).__name__}.backward: more distinct arrays were changed in place since "
+            f"its forward than the record keeps ({_MAX_CHANGES * 3 // 4} to {_MAX_CHANGES}), and "
+            f"whether one it saved for the gradient was among them is no longer known; run "
+            f"backward sooner after the forward")
     for name, span in kept:
         found = _changed_after(span, fn.stamp)
         if found is not None:
@@ -176,7 +189,7 @@ def _refuse_changed(fn):
 def _raise_changed(fn, saved, name, by):
     """The error for an op whose kept span `saved` (in its attribute `name`) was changed after
     its forward: what it was (an input, by index; its output; the attribute) and what changed it."""
-    what = "its output, or an array it saved," if name == "saved" else f"its {name}"
+    what = "its output or an array it saved" if name == "saved" else f"its {name}"
     for i, t in enumerate(fn.inputs):
         if isinstance(t, Tensor) and _overlap(_span(t.data), saved):
             what = f"its input {i} (shape {t.shape}, {t.dtype})"

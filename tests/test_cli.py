@@ -548,3 +548,21 @@ def test_a_run_whose_output_is_not_a_terminal_prints_plain_progress_lines(tmp_pa
              if line.startswith("epoch 1/25: ")]
     assert [line.split()[2] for line in lines] == ["2/342", "4/342"], lines
     assert all("Loss_D" in line and "img_s" in line for line in lines)
+
+
+def test_a_resume_reading_a_moved_dataroot_says_the_checkpoint_named_it(tmp_path):
+    data_dir = tmp_path / "digits_idx"
+    data_dir.mkdir()
+    write_idx(str(data_dir / "train-images-idx3-ubyte"),
+              np.zeros((12, 28, 28), np.uint8))
+    out = tmp_path / "run"
+    r = run("train.dcgan", *SMALL[:-2], "--dataset", "mnist", "--dataroot", str(data_dir),
+            "--dry-run", "--outf", str(out))
+    assert r.returncode == 0, r.stderr
+    data_dir.rename(tmp_path / "moved")
+    r = run("train.dcgan", "--device", "cpu", "--resume", str(out / "checkpoint.npz"))
+    assert_usage_error(r, str(data_dir), "the --dataroot of the checkpoint",
+                       "expected --dataroot where that data is now")
+    r = run("train.dcgan", "--device", "cpu", "--resume", str(out / "checkpoint.npz"),
+            "--dataroot", str(tmp_path / "moved"), "--epochs", "1")
+    assert r.returncode == 0, r.stderr

@@ -441,7 +441,8 @@ def test_a_backward_older_than_the_remembered_changes_refuses(monkeypatch):
     import sys
     T = sys.modules["layers.tensor"]
     monkeypatch.setattr(T, "_MAX_CHANGES", 8)
-    for name, fresh in (("_changes", {}), ("_index", {}), ("_widest", {}), ("_forgotten", 0)):
+    for name, fresh in (("_changes", {}), ("_index", {}), ("_widest", {}), ("_large", set()),
+                        ("_forgotten", 0)):
         monkeypatch.setattr(T, name, fresh)
     w = L.tensor(W0, requires_grad=True)
     x = L.tensor(X0)
@@ -449,8 +450,62 @@ def test_a_backward_older_than_the_remembered_changes_refuses(monkeypatch):
     buffers = [L.tensor(np.zeros(3, np.float32)) for _ in range(12)]
     for b in buffers:
         b.fill_(1.0)
-    with pytest.raises(RuntimeError, match=r"Mul.backward: more than 8 distinct arrays were "
-                                           r"changed in place since its forward"):
+    with pytest.raises(RuntimeError, match=r"Mul.backward: more distinct arrays were "
+                                           r"changed in place since its forward than the record "):
         loss.backward()
     loss = (w * x).sum()                # a forward after them is checked as usual
     loss.backward()
+
+
+def test_a_numpy_integer_index_is_no_array_and_refuses_nothing():
+    """x[np.int64(t)] keeps its index; a NumPy scalar's __array_interface__ is a temporary copy
+    whose address may be memory changed since (a scratch tensor freed): it was taken for an
+    array and the backward refused, where torch gives the gradient."""
+    x = L.Tensor(np.arange(36, dtype=np.float32).reshape(6, 3, 2), requires_grad=True)
+    seq, loss = x * 1, 0
+    for t in np.arange(6):
+        step = seq[t]
+        loss = loss + (step * step).mean()
+        with L.no_grad():
+            scratch = step.detach().sum(dim=0)
+            scratch /= 2
+        del scratch
+    loss.backward()
+    np.testing.assert_allclose(x.grad.numpy(), 2 * np.arange(36).reshape(6, 3, 2) / 6, rtol=1e-6)
+
+
+def test_a_large_changed_array_is_still_seen_and_searches_stay_short(monkeypatch):
+    """Changed spans of _LARGE bytes or more are kept apart (one zeroed large buffer would make
+    every search walk the index under it); a saved view inside one is still caught."""
+    import sys
+    T = sys.modules["layers.tensor"]
+    monkeypatch.setattr(T, "_LARGE", 64)
+    big = L.tensor(np.ones((4, 32), np.float32))          # 512 bytes: a large span here
+    w = L.tensor(np.ones(32, np.float32), requires_grad=True)
+    loss = (w * big[2]).sum()                              # saves a 128-byte view of it
+    with L.no_grad():
+        big.zero_()
+    assert any(span[2] - span[1] >= 64 for span in T._large)
+    with pytest.raises(RuntimeError, match=r"Mul.backward: its input 1 .* changed in place by "
+                                           r"zero_\(\)"):
+        loss.backward()
+
+
+def test_plus_equals_on_a_recorded_tensor_keeps_its_dtype_and_shape_as_torchs():
+    x = L.tensor(np.ones(2, np.float32), requires_grad=True)
+    tx = torch.ones(2, requires_grad=True)
+    h, th = (x * 1).astype(np.float16), (tx * 1).half()
+    h += L.tensor(np.full(2, 0.5, np.float32))                   # float32 operand: float16 stays
+    th += torch.full((2,), 0.5)
+    assert h.dtype == np.float16 and th.dtype == torch.float16
+    h.astype(np.float32).sum().backward()
+    th.float().sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), tx.grad.numpy())
+    g = x * 1
+    with pytest.raises(RuntimeError, match=r"x \+= y: a result of shape \(3, 2\) does not fit "
+                                           r"the tensor's shape \(2,\)"):
+        g += L.tensor(np.ones((3, 2), np.float32))
+    with pytest.raises(TypeError, match=r"x \*= y: the result's type float32 cannot be cast to "
+                                        r"the tensor's int64"):
+        i = L.tensor(np.arange(2))
+        i *= x

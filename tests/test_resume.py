@@ -2,6 +2,7 @@
 position in it, its sample order and the RNG states, whether the stop falls at an epoch's end or
 in the middle of one."""
 import csv
+import shlex
 
 import numpy as np
 import pytest
@@ -38,12 +39,14 @@ def test_stop_and_resume_equals_the_straight_run(tmp_path, stop, precision):
             "--log-every", "2", "--precision", precision, *layout)
     assert r.returncode == 0, r.stderr
     assert len(losses(first)) == (3 if stop[0] == "--epochs" else 2)
-    # the command the stopped run prints: its folder, data, seed and widths are the checkpoint's
-    if stop[0] == "--max-steps":
-        assert f"python -m train.dcgan --device cpu --resume {first / 'checkpoint.npz'} " \
-            "continues" in r.stdout
-    r = run("train.dcgan", "--device", "cpu", "--epochs", "2", "--resume",
-            str(first / "checkpoint.npz"))
+    if stop[0] == "--max-steps":          # the command the stopped run prints, run as printed
+        line = next(x for x in r.stdout.splitlines() if x.startswith("stopped after step 2"))
+        command = shlex.split(line.split("; ", 1)[1].removesuffix(" continues the run"))
+        assert command[:3] == ["python", "-m", "train.dcgan"] and "--max-steps" not in command
+        r = run("train.dcgan", *command[3:])
+    else:                                  # only --resume: the folder, data, seed and widths
+        r = run("train.dcgan", "--device", "cpu", "--epochs", "2", "--resume",   # are the
+                str(first / "checkpoint.npz"))                                   # checkpoint's
     assert r.returncode == 0, r.stderr
 
     a, b = L.load(straight / "checkpoint.npz"), L.load(first / "checkpoint.npz")

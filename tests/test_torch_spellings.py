@@ -68,5 +68,31 @@ def test_one_argument_named_twice_is_refused():
         x.sum(0, dim=1)
     with pytest.raises(TypeError, match=r"mean: got both keepdims and keepdim"):
         x.mean(keepdims=True, keepdim=True)
-    with pytest.raises(RuntimeError, match=r"amax: a maximum of an empty tensor"):
+    with pytest.raises(RuntimeError, match=r"amax: a maximum over axis 0 of size 0"):
         L.tensor(np.zeros((0, 3), np.float32)).amax()
+
+
+def test_edge_dims_are_torchs():
+    """dim=() is every axis (NumPy's axis=() none), a 0-d tensor takes dim 0, an empty tensor's
+    maximum over a non-empty axis is empty (over its empty axis: an error), a NumPy integer is a
+    dim, and a dim out of range is torch's IndexError."""
+    x, t = L.tensor(A), torch.tensor(A)
+    for ours, theirs in ((x.sum(dim=()), t.sum(dim=())), (x.amax(dim=()), t.amax(dim=())),
+                         (L.tensor(np.float32(3)).sum(dim=0), torch.tensor(3.0).sum(dim=0)),
+                         (L.tensor(np.float32(3)).amax(dim=-1), torch.tensor(3.0).amax(dim=-1)),
+                         (L.tensor(np.zeros((0, 3), np.float32)).amax(dim=1),
+                          torch.zeros(0, 3).amax(dim=1)),
+                         (x.unsqueeze(2).squeeze(np.int64(2)), t.unsqueeze(2).squeeze(2))):
+        assert ours.shape == tuple(theirs.shape)
+        np.testing.assert_allclose(ours.numpy(), theirs.numpy())
+    with pytest.raises(RuntimeError, match=r"amax: a maximum over axis 0 of size 0"):
+        L.tensor(np.zeros((0, 3), np.float32)).amax(dim=0)
+    for call in (lambda v: v.flatten(5), lambda v: v.unsqueeze(-5), lambda v: v.squeeze(3),
+                 lambda v: v.sum(dim=3), lambda v: v.amax(dim=(0, -4))):
+        with pytest.raises(IndexError, match=r"dimension out of range \(expected to be in range "
+                                             r"of \[-\d, \d\], but got -?\d\)"):
+            call(x)
+        with pytest.raises(IndexError):
+            call(t)
+    with pytest.raises(TypeError, match=r"max: axis is an axis, got a Tensor"):
+        x.max(x)

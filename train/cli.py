@@ -3,6 +3,7 @@ is one line on stderr, `error: --flag value: what was expected`, and exit status
 traceback, never argparse's usage block -- and --device is parsed and checked in one place."""
 import argparse
 import os
+import shlex
 import sys
 
 import layers as L
@@ -97,6 +98,23 @@ def run_outf(outf, resume, default):
     if outf is not None:
         return outf
     return os.path.dirname(os.path.abspath(resume)) if resume else default
+
+
+def resume_command(prog, argv, checkpoint):
+    """The command that continues a stopped run: its own flags (`argv`), less --resume,
+    --max-steps and --dry-run, plus --resume CHECKPOINT; shell-quoted."""
+    kept, skip = [], False
+    for arg in argv:
+        if skip:
+            skip = False
+            continue
+        name = arg.split("=", 1)[0]
+        if name in ("--resume", "--max-steps"):
+            skip = "=" not in arg
+            continue
+        if arg != "--dry-run":
+            kept.append(arg)
+    return f"{prog} {shlex.join(kept + ['--resume', checkpoint])}"
 
 
 def saved_dataroot(given, resume_meta):

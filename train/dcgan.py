@@ -304,6 +304,7 @@ def _load(arg, path, load, expected):
 def main(argv=None):
     """Check and load everything (device, dataset, weights, checkpoint) before writing anything
     in --outf; then train, and stop with status 1 at a step whose statistics are not finite."""
+    argv = sys.argv[1:] if argv is None else list(argv)
     args = parse_args(argv)
     args.outf = cli.run_outf(args.outf, args.resume, "out/dcgan")
     cli.new_run_outf(args.outf, args.resume)
@@ -314,6 +315,7 @@ def main(argv=None):
     # the flags, as then)
     args.dataset = cli.saved_setting("--dataset", "--dataset", "dataset", args.dataset, "digits",
                                      resume_meta, args.resume)
+    given_dataroot = args.dataroot
     args.dataroot = cli.saved_dataroot(args.dataroot, resume_meta)
     args.seed = cli.saved_setting("--seed", "--seed", "seed", args.seed, 0, resume_meta,
                                   args.resume)      # (the fake dataset, the sample grid's noise)
@@ -343,6 +345,9 @@ def main(argv=None):
     try:
         images = data.load(args.dataset, args.dataroot, args.image_size, args.nc, args.seed)
     except data.DatasetError as e:
+        if args.dataroot and given_dataroot is None:          # (the checkpoint named it)
+            cli.fail(f"{e} (the --dataroot of the checkpoint {args.resume}; expected "
+                     f"--dataroot where that data is now)")
         cli.fail(e)
     batches = data.Batches(images, args.batch_size, rng, device)
 
@@ -481,8 +486,8 @@ def main(argv=None):
             checkpoint(epoch + 1, position, order, step)
         if stop:
             print(f"stopped after step {step} ({'--dry-run' if args.dry_run else '--max-steps'});"
-                  f" python -m train.dcgan --device {args.device} --resume {ckpt} continues the "
-                  f"run (its settings, data and folder are the checkpoint's)")
+                  f" {cli.resume_command('python -m train.dcgan', argv, ckpt)} continues the "
+                  f"run")
             break
     log.flush()
     return 0

@@ -1,6 +1,8 @@
 """Reductions and normalisers over axes: sum, mean, amax, softmax, log_softmax. Half-precision data is
 reduced in float32 (the result cast back), as torch does: a float16 sum of many terms, or a
 count above 65504, is not representable in float16."""
+from builtins import max as builtins_max
+
 import numpy as np
 
 from .. import kernels
@@ -9,10 +11,17 @@ from ..tensor import Function
 
 
 def _axes(axis, ndim):
+    """The axes to reduce, each in [0, ndim); a 0-d tensor takes axis 0 / -1 (nothing to
+    reduce), as torch; an axis out of range is torch's IndexError."""
     if axis is None:
         return tuple(range(ndim))
-    axes = (axis,) if isinstance(axis, int) else tuple(axis)
-    return tuple(a % ndim for a in axes)
+    axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
+    n = builtins_max(ndim, 1)
+    for a in axes:
+        if not -n <= a < n:
+            raise IndexError(f"dimension out of range (expected to be in range of [{-n}, "
+                             f"{n - 1}], but got {a})")
+    return tuple(a % ndim for a in axes) if ndim else ()
 
 
 def _expand(gy, shape, axes, keepdims, xp):

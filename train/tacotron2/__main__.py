@@ -345,7 +345,6 @@ def require_tts(espeak):
 
 def train(argv):
     args = train_parser().parse_args(argv)
-    require_tts(espeak=not args.dataroot)
     if args.overfit is not None and not args.overfit.strip():
         cli.fail(f"--overfit {args.overfit!r}: expected a sentence to say")
     if args.val_ratio is not None and not 0 <= args.val_ratio < 1:
@@ -388,6 +387,7 @@ def train(argv):
     args.overfit = cli.saved_setting("--overfit", "--overfit", "overfit", args.overfit, None,
                                      resume_meta, args.resume)
     args.dataroot = cli.saved_dataroot(args.dataroot, resume_meta)
+    require_tts(espeak=not args.dataroot)     # (espeak-ng: for the default corpus only)
     # the split of the data (and the order within it) a resumed run continues: drawn with these
     args.seed = cli.saved_setting("--seed", "seed", "seed", args.seed, 1234, resume_meta,
                                   args.resume)
@@ -528,9 +528,9 @@ def train(argv):
                   f"(mel {parts['mel']:.4f}, postnet {parts['postnet']:.4f}, gate "
                   f"{parts['gate']:.4f})")
         if stopped:
-            print(f"stopped after step {step} (--max-steps); python -m train.tacotron2 train "
-                  f"--device {args.device} --resume {ckpt} continues the run (its settings, "
-                  f"data and folder are the checkpoint's)")
+            print(f"stopped after step {step} (--max-steps); "
+                  f"{cli.resume_command('python -m train.tacotron2 train', argv, ckpt)} "
+                  f"continues the run")
             break
     log.flush()
     return 0
