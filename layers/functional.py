@@ -14,7 +14,8 @@ from .ops import reduce as _red
 from .ops import shape as _sh
 from .backend import (DEFAULT_FLOAT, cupy, device_of, is_channels_last, is_floating, is_gpu,
                       promote_types, same_dtype, to_device, xp_of)
-from .tensor import Tensor, is_grad_enabled, mark_changed
+from .changes import mark_changed
+from .tensor import Tensor, is_grad_enabled
 
 
 def pair(v):
@@ -754,7 +755,7 @@ def cross_entropy(logits, target, weight=None, *args, ignore_index=-100, reducti
 
 # ---- in place: x += y, x.add_(y), x[i] = v, x.copy_(y), ... (torch's rules) ----------------------
 # An in-place change writes the tensor's own array -- every other name for it, a view, a
-# parameter's optimizer state, sees it -- and is recorded (tensor.mark_changed): an op whose
+# parameter's optimizer state, sees it -- and is recorded (changes.mark_changed): an op whose
 # forward saved that memory then refuses its backward. As torch: a leaf that requires grad is
 # changed in place only under no_grad(); a result that needs a cast to a lower category (float
 # into an integer tensor, anything into bool) is refused. One difference: a tensor of a recorded

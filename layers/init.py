@@ -6,7 +6,7 @@ import numpy as np
 
 from .backend import to_device
 from .random import host_generator
-from .tensor import mark_changed
+from .changes import mark_changed
 
 
 def calculate_gain(nonlinearity, param=None):

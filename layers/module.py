@@ -9,7 +9,8 @@ from .backend import (bfloat16, floating_dtype_or_none, from_foreign, is_floatin
                       parse_device, to_channels_last, to_contiguous, to_device)
 from .finite import active as _finite
 from .trace import active as _trace
-from .tensor import Tensor, mark_changed
+from .changes import mark_changed
+from .tensor import Tensor
 
 
 class Parameter(Tensor):

@@ -12,7 +12,8 @@ import numpy as np
 from . import kernels
 from .backend import (accumulation_dtype, device_table, from_foreign, is_dense,
                       is_floating, is_gpu, is_half, stack, to_device, xp_of)
-from .tensor import Tensor, mark_changed, no_grad
+from .changes import mark_changed
+from .tensor import Tensor, no_grad
 from .trace import active as _trace
 
 

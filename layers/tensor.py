@@ -4,7 +4,6 @@ A Function's forward runs on arrays (`forward_cpu` with NumPy, `forward_gpu` wit
 or one `forward` written for both via `xp`); its `backward` takes the output gradients as arrays
 and returns one gradient (or None) per input. `backward()` is a topological sort and nothing else.
 """
-import bisect
 import contextlib
 import threading
 
@@ -13,6 +12,7 @@ import numpy as np
 from .backend import (addable, bfloat16, concatenate, device_of, floating_dtype_or_none,
                       from_foreign, is_floating, is_gpu, is_half, parse_device, to_device, xp_of,
                       xp_of_gpu)
+from . import changes as _record
 from .trace import active as _trace
 
 
@@ -48,158 +48,6 @@ class _Added:
 ADDED = _Added()
 
 
-# ---- in-place changes (what torch's version counter is for) ------------------------------------
-# A change is a span of memory and a time. An op's backward refuses to run when an array its
-# forward kept for it (Function.saved and the attributes Function.kept names) overlaps a span
-# changed after that forward: its gradient would be computed from the new values. Spans, not
-# tensors: a view (w.T, x[0], a reshape), a detached alias and an op's output are all caught
-# alike, and a change to memory no backward reads refuses nothing.
-_clock = 0              # in-place changes so far; a Function notes the count at its forward
-_changes = {}           # span -> (clock, what changed it): each span's latest change, oldest first
-_index = {}             # device -> [lows, spans]: the changed spans under _LARGE, sorted by
-                        # first byte
-_widest = {}            # device -> the longest of those (how far back a search looks)
-_large = set()          # the changed spans of _LARGE bytes or more, looked at one by one (one
-_LARGE = 1 << 20        # zeroed 200 MB buffer must not make every search walk 200 MB of index)
-_MAX_CHANGES = 1 << 16  # distinct spans remembered (a parameter's span repeats: it stays one)
-_forgotten = 0          # the newest change no longer remembered (a backward older than it refuses)
-
-
-def _span(a):
-    """(device, first byte, end): the memory array a spans; None when it has none."""
-    if a.size == 0:
-        return None
-    if is_gpu(a):
-        where, low = a.device.id, a.data.ptr
-    else:
-        where, low = "cpu", a.__array_interface__["data"][0]
-    high = low + a.itemsize
-    for n, step in zip(a.shape, a.strides):
-        if step < 0:
-            low += step * (n - 1)
-        else:
-            high += step * (n - 1)
-    return where, low, high
-
-
-def _overlap(p, q):
-    return p is not None and q is not None and p[0] == q[0] and p[1] < q[2] and q[1] < p[2]
-
-
-def mark_changed(t, by):
-    """Record that Tensor (or array) t's memory was just changed in place, by `by` ('zero_()',
-    'SGD.step()', ...). Every in-place writer of a Tensor's array in this package calls it; a
-    user's own write through .data is not seen (nor is it by torch)."""
-    global _clock
-    span = _span(t.data if isinstance(t, Tensor) else t)
-    if span is None:
-        return
-    _clock += 1
-    if _changes.pop(span, None) is None:              # a new span: into the address index
-        _remember(span)
-    _changes[span] = (_clock, by)
-    if len(_changes) > _MAX_CHANGES:
-        _forget(len(_changes) - _MAX_CHANGES * 3 // 4)
-
-
-def _forget(n):
-    """Drop the n oldest changes (their spans' latest) and rebuild the address index."""
-    global _forgotten
-    for span in list(_changes)[:n]:
-        _forgotten = max(_forgotten, _changes.pop(span)[0])
-    _index.clear()
-    _widest.clear()
-    _large.clear()
-    for span in sorted(_changes, key=lambda s: s[1]):
-        _remember(span)
-
-
-def _remember(span):
-    """A newly changed span into the address index (or the large ones' set)."""
-    if span[2] - span[1] >= _LARGE:
-        _large.add(span)
-        return
-    lows, spans = _index.setdefault(span[0], ([], []))
-    i = bisect.bisect_left(lows, span[1])
-    lows.insert(i, span[1])
-    spans.insert(i, span)
-    _widest[span[0]] = max(_widest.get(span[0], 0), span[2] - span[1])
-
-
-def _changed_after(span, stamp):
-    """The latest change after clock value `stamp` of memory overlapping span, as (span, by),
-    or None."""
-    for other in _large:
-        if _overlap(other, span) and _changes[other][0] > stamp:
-            return other, _changes[other][1]
-    entry = _index.get(span[0])
-    if entry is None:
-        return None
-    lows, spans = entry
-    reach = span[1] - _widest[span[0]]        # no changed span starting before this reaches it
-    for i in range(bisect.bisect_left(lows, span[2]) - 1, -1, -1):
-        if lows[i] <= reach:
-            break
-        other = spans[i]
-        if other[2] > span[1]:
-            when, by = _changes[other]
-            if when > stamp:
-                return other, by
-    return None
-
-
-def _saved_arrays(saved, depth=3):
-    """The arrays in what an op saved for backward: in tuples, lists, dicts and an object's
-    attributes (cudnnlite.rnn.Saved), a few levels down."""
-    if saved is None or depth == 0 or isinstance(saved, (int, float, str, np.dtype, np.generic)):
-        return                                    # (a NumPy scalar owns no array's memory)
-    if hasattr(saved, "strides") and hasattr(saved, "dtype"):
-        yield saved
-        return
-    if isinstance(saved, Tensor):
-        yield saved.data
-        return
-    if isinstance(saved, dict):
-        saved = tuple(saved.values())
-    elif not isinstance(saved, (tuple, list)):
-        fields = getattr(saved, "__dict__", None)
-        if fields is None:
-            fields = {k: getattr(saved, k, None) for k in getattr(saved, "__slots__", ())}
-        saved = tuple(fields.values())
-    for s in saved:
-        yield from _saved_arrays(s, depth - 1)
-
-
-def _refuse_changed(fn):
-    """Raise if memory fn's forward kept for its backward was changed in place since."""
-    kept = [(name, span) for name in ("saved",) + fn.kept
-            for span in map(_span, _saved_arrays(getattr(fn, name, None))) if span is not None]
-    if kept and fn.stamp < _forgotten:
-        raise RuntimeError(
-            f"{type(fn).__name__}.backward: more distinct arrays were changed in place since "
-            f"its forward than the record keeps ({_MAX_CHANGES * 3 // 4} to {_MAX_CHANGES}), and "
-            f"whether one it saved for the gradient was among them is no longer known; run "
-            f"backward sooner after the forward")
-    for name, span in kept:
-        found = _changed_after(span, fn.stamp)
-        if found is not None:
-            _raise_changed(fn, span, name, found[1])
-
-
-def _raise_changed(fn, saved, name, by):
-    """The error for an op whose kept span `saved` (in its attribute `name`) was changed after
-    its forward: what it was (an input, by index; its output; the attribute) and what changed it."""
-    what = "its output or an array it saved" if name == "saved" else f"its {name}"
-    for i, t in enumerate(fn.inputs):
-        if isinstance(t, Tensor) and _overlap(_span(t.data), saved):
-            what = f"its input {i} (shape {t.shape}, {t.dtype})"
-            break
-    raise RuntimeError(
-        f"{type(fn).__name__}.backward: {what}, which its forward kept for the gradient, was "
-        f"changed in place by {by} after that forward; the gradient would be computed from the "
-        f"new values. Run backward before the change, or run the forward again after it")
-
-
 class Function:
     """One differentiable op. Subclasses set `forward_cpu`/`forward_gpu` (or `forward`) and
     `backward`; `self.saved` holds what backward needs; `self.needs_input_grad` says which inputs
@@ -220,7 +68,7 @@ class Function:
     needs_input_grad = None    # per input, set before forward when a graph is recorded
     kept = ()              # attributes besides `saved` holding arrays backward reads (GetItem's
                            # index): an in-place change to them refuses the backward too
-    stamp = 0              # the in-place-change clock when its forward ran (mark_changed)
+    stamp = 0              # the in-place-change clock when its forward ran (layers.changes)
     upcast_half = True     # False: the op handles half data itself (a cast)
     n_outputs = 1
 
@@ -279,7 +127,7 @@ class Function:
         needs = needs and _grad_mode.enabled
         if needs:
             fn.needs_input_grad = tuple(isinstance(t, Tensor) and t.requires_grad for t in inputs)
-            fn.stamp = _clock
+            fn.stamp = _record.clock
         trace = _trace.trace
         if trace is None and fn.gpu:
             out = fn.forward(*arrays)
@@ -499,8 +347,8 @@ class Tensor:
             if fn.inputs is None:
                 raise RuntimeError("backward through a graph a second time: its saved arrays were "
                                    "freed; call backward(retain_graph=True) the first time")
-            if _clock != fn.stamp:                # something was changed in place since forward
-                _refuse_changed(fn)
+            if _record.clock != fn.stamp:          # something was changed in place since forward
+                _record.refuse_changed(fn)
             trace = _trace.trace
             if trace is None:
                 _backward_one(fn, grads, pending, deferred)

@@ -439,7 +439,7 @@ def test_a_backward_older_than_the_remembered_changes_refuses(monkeypatch):
     """The record keeps the latest change of so many distinct spans; a backward whose forward
     came before the oldest forgotten one cannot be checked, and says so rather than run."""
     import sys
-    T = sys.modules["layers.tensor"]
+    T = sys.modules["layers.changes"]
     monkeypatch.setattr(T, "_MAX_CHANGES", 8)
     for name, fresh in (("_changes", {}), ("_index", {}), ("_widest", {}), ("_large", set()),
                         ("_forgotten", 0)):
@@ -478,7 +478,7 @@ def test_a_large_changed_array_is_still_seen_and_searches_stay_short(monkeypatch
     """Changed spans of _LARGE bytes or more are kept apart (one zeroed large buffer would make
     every search walk the index under it); a saved view inside one is still caught."""
     import sys
-    T = sys.modules["layers.tensor"]
+    T = sys.modules["layers.changes"]
     monkeypatch.setattr(T, "_LARGE", 64)
     big = L.tensor(np.ones((4, 32), np.float32))          # 512 bytes: a large span here
     w = L.tensor(np.ones(32, np.float32), requires_grad=True)
