@@ -287,6 +287,8 @@ def _softmax(op, name, x, axis):
     """op along axis: of a 0-d tensor as of its one-element 1-d view (as torch), of an empty one
     an empty result (a maximum over nothing has no value)."""
     x = _float_only(x, name)
+    if not isinstance(axis, (int, np.integer)):
+        raise TypeError(f"{name}: takes one axis (an int, as torch's dim), got {axis!r}")
     if x.ndim == 0:
         return reshape(op.apply(reshape(x, 1), axis=0), ())
     if x.size == 0:

@@ -96,3 +96,8 @@ def test_edge_dims_are_torchs():
             call(t)
     with pytest.raises(TypeError, match=r"max: axis is an axis, got a Tensor"):
         x.max(x)
+    with pytest.raises(TypeError, match=r"softmax: takes one axis \(an int, as torch's dim\), "
+                                        r"got \(0, 1\)"):
+        x.softmax(dim=(0, 1))
+    with pytest.raises(TypeError):
+        t.softmax(dim=(0, 1))
