@@ -162,6 +162,15 @@ def from_foreign(a):
     return t.numpy()
 
 
+def dim_index(d, n, name=None):
+    """Axis d of an n-axis shape in [0, n) (negative counts from the end), or torch's
+    IndexError."""
+    if not -n <= d < n:
+        raise IndexError(f"{name + ': ' if name else ''}dimension out of range (expected to be in "
+                         f"range of [{-n}, {n - 1}], but got {d})")
+    return int(d) % n
+
+
 def out_of_range(name, idx, n, what, skip=None):
     """The entries of integer array `idx` outside [0, n) (`skip`: a value exempt, an ignore_index):
     on the host an IndexError naming the first (NumPy would wrap a negative index silently, as

@@ -12,7 +12,7 @@ from .ops import loss as _loss
 from .ops import norm as _norm
 from .ops import reduce as _red
 from .ops import shape as _sh
-from .backend import (DEFAULT_FLOAT, cupy, device_of, is_channels_last, is_floating, is_gpu,
+from .backend import (cupy, device_of, dim_index, is_channels_last, is_floating, is_gpu,
                       promote_types, same_dtype, to_device, xp_of)
 from .changes import mark_changed
 from .tensor import Tensor, is_grad_enabled
@@ -259,14 +259,6 @@ def _dim(name, axis, dim, default=None):
     return default if axis is None else axis
 
 
-def _dim_index(d, n, name):
-    """Axis d of an n-axis shape in [0, n), or torch's IndexError."""
-    if not -n <= d < n:
-        raise IndexError(f"{name}: dimension out of range (expected to be in range of [{-n}, "
-                         f"{n - 1}], but got {d})")
-    return int(d) % n
-
-
 def _keepdim(name, keepdims, keepdim):
     if keepdim is not None:
         if keepdims:
@@ -358,7 +350,7 @@ class MaxResult(tuple):
 def flatten(x, start_dim=0, end_dim=-1):
     """Dimensions start_dim..end_dim as one (torch.flatten)."""
     nd = builtins.max(x.ndim, 1)
-    a, b = _dim_index(start_dim, nd, "flatten"), _dim_index(end_dim, nd, "flatten")
+    a, b = dim_index(start_dim, nd, "flatten"), dim_index(end_dim, nd, "flatten")
     if a > b:
         raise ValueError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim} for "
                          f"{x.ndim} dims")
@@ -372,7 +364,7 @@ def flatten(x, start_dim=0, end_dim=-1):
 
 def unsqueeze(x, dim):
     """A new axis of size 1 at `dim` (torch.unsqueeze; negative counts from the new end)."""
-    d = _dim_index(dim, x.ndim + 1, "unsqueeze")
+    d = dim_index(dim, x.ndim + 1, "unsqueeze")
     return reshape(x, *(x.shape[:d] + (1,) + x.shape[d:]))
 
 
@@ -381,7 +373,7 @@ def squeeze(x, dim=None):
     an axis of another size stays)."""
     dims = range(x.ndim) if dim is None else (dim,) if isinstance(dim, (int, np.integer)) \
         else dim
-    dims = [_dim_index(d, builtins.max(x.ndim, 1), "squeeze") for d in dims]
+    dims = [dim_index(d, builtins.max(x.ndim, 1), "squeeze") for d in dims]
     drop = {d for d in dims if x.shape[d] == 1} if x.ndim else set()
     return reshape(x, *(n for i, n in enumerate(x.shape) if i not in drop))
 
@@ -419,11 +411,7 @@ def broadcast_to(x, shape):
     """x repeated along its size-1 and new leading axes to `shape`: a stride-0 view (torch's
     expand / numpy.broadcast_to)."""
     shape = tuple(shape)
-    try:
-        np.broadcast_shapes(x.shape, shape)
-    except ValueError:
-        raise ValueError(f"broadcast_to: shape {x.shape} cannot be broadcast to {shape}") from None
-    if np.broadcast_shapes(x.shape, shape) != shape:
+    if not _fits(x.shape, shape):
         raise ValueError(f"broadcast_to: shape {x.shape} cannot be broadcast to {shape}")
     return _sh.BroadcastTo.apply(x, shape=shape)
 
@@ -846,13 +834,6 @@ def _arith_into(x, other, op, name, alpha=1):
     return _store(x, op(a, b), name)
 
 
-def _true_divide(a, b):
-    if not any(is_floating(v.dtype) for v in (a, b) if hasattr(v, "dtype")) and \
-            not isinstance(b, float):
-        a = a.astype(DEFAULT_FLOAT)           # (integer data: true division, as torch)
-    return a / b
-
-
 def _setitem(x, index, value):
     name = "x[...] = value"
     _in_place_check(x, name, value)
@@ -948,13 +929,13 @@ def _install_tensor_methods():
         "__isub__": lambda self, other: _augmented(self, _no_bool(other, "sub"), np.subtract,
                                                    "x -= y", sub),
         "__imul__": lambda self, other: _augmented(self, other, np.multiply, "x *= y", mul),
-        "__itruediv__": lambda self, other: _augmented(self, other, _true_divide, "x /= y",
+        "__itruediv__": lambda self, other: _augmented(self, other, _ew.true_divide, "x /= y",
                                                        div),
         "add_": lambda self, other, alpha=1: _arith_(self, other, np.add, "add_()", alpha),
         "sub_": lambda self, other, alpha=1: _arith_(self, _no_bool(other, "sub"), np.subtract,
                                                      "sub_()", alpha),
         "mul_": lambda self, other: _arith_(self, other, np.multiply, "mul_()"),
-        "div_": lambda self, other: _arith_(self, other, _true_divide, "div_()"),
+        "div_": lambda self, other: _arith_(self, other, _ew.true_divide, "div_()"),
         "__setitem__": _setitem,
         "copy_": _copy_,
         "fill_": _fill_,

@@ -65,12 +65,24 @@ class Mul(Function):
         return ga, gb
 
 
+def _division_operands(a, b):
+    """a and b for a true division, in one dtype (same_dtype); bool / integer data in the default
+    float dtype, as torch's true division (NumPy's would be float64)."""
+    a, b = same_dtype(a, b)
+    if not any(is_floating(v.dtype) for v in (a, b) if hasattr(v, "dtype")):
+        a, b = (v.astype(DEFAULT_FLOAT) if hasattr(v, "dtype") else v for v in (a, b))
+    return a, b
+
+
+def true_divide(a, b):
+    """a / b by Div's rule (x /= y uses it on arrays)."""
+    a, b = _division_operands(a, b)
+    return a / b
+
+
 class Div(Function):
     def forward(self, a, b):
-        a, b = same_dtype(a, b)
-        if not any(is_floating(v.dtype) for v in (a, b) if hasattr(v, "dtype")):
-            # true division of bool / integer data: in the default float dtype, as torch
-            a, b = (v.astype(DEFAULT_FLOAT) if hasattr(v, "dtype") else v for v in (a, b))
+        a, b = _division_operands(a, b)
         need = self.needs_input_grad or (False, False)
         self.shapes = shape_of(a), shape_of(b)
         self.saved = (a if need[1] else None), b           # (as torch's div)

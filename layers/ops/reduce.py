@@ -1,12 +1,10 @@
 """Reductions and normalisers over axes: sum, mean, amax, softmax, log_softmax. Half-precision data is
 reduced in float32 (the result cast back), as torch does: a float16 sum of many terms, or a
 count above 65504, is not representable in float16."""
-from builtins import max as builtins_max
-
 import numpy as np
 
 from .. import kernels
-from ..backend import accumulation_dtype, is_floating
+from ..backend import accumulation_dtype, dim_index, is_floating
 from ..tensor import Function
 
 
@@ -16,12 +14,8 @@ def _axes(axis, ndim):
     if axis is None:
         return tuple(range(ndim))
     axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
-    n = builtins_max(ndim, 1)
-    for a in axes:
-        if not -n <= a < n:
-            raise IndexError(f"dimension out of range (expected to be in range of [{-n}, "
-                             f"{n - 1}], but got {a})")
-    return tuple(a % ndim for a in axes) if ndim else ()
+    axes = tuple(dim_index(a, max(ndim, 1)) for a in axes)
+    return axes if ndim else ()
 
 
 def _expand(gy, shape, axes, keepdims, xp):
