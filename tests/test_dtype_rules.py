@@ -190,10 +190,16 @@ def test_an_index_out_of_range_is_never_wrapped(where):
             F.embedding(on(where, np.array([0, 4])), W)
         return
     assert np.isnan(values(F.cross_entropy(logits, target)))
-    got = values(F.embedding(on(where, np.array([[0, -1], [3, 4]])), W))
+    W.requires_grad = True
+    y = F.embedding(on(where, np.array([[0, -1], [3, 4]])), W)
+    got = values(y)
     np.testing.assert_array_equal(got[0, 0], [0, 1])
     np.testing.assert_array_equal(got[1, 0], [6, 7])
     assert np.isnan(got[0, 1]).all() and np.isnan(got[1, 1]).all()
+    # the NaN rows' gradient goes to no row of W (their stand-in index is 0: row 0 gets only
+    # its own index's)
+    y.backward(on(where, np.arange(1, 9, dtype=np.float32).reshape(2, 2, 2)))
+    np.testing.assert_array_equal(values(W.grad), [[1, 2], [0, 0], [0, 0], [5, 6]])
 
 
 @pytest.mark.parametrize("device", DEVICES)

@@ -164,13 +164,14 @@ class Pad(Function):
 
 
 class Embedding(Function):
-    """y[..., :] = W[idx[...], :]; rows at padding_idx get no gradient (as torch)."""
+    """y[..., :] = W[idx[...], :]; rows at padding_idx get no gradient (as torch), nor do the
+    NaN rows of an index out of range on a device (out_of_range: no row of W is theirs)."""
 
     def forward(self, W, idx):
         bad = out_of_range("embedding", idx, W.shape[0], "index")
         if bad is not None:                   # (a device: NaN rows where an index is out of range)
             idx = self.xp.where(bad, 0, idx)
-        self.saved = idx
+        self.saved, self.bad = idx, bad
         self.w_shape = W.shape
         y = W[idx]
         if bad is not None:
@@ -180,6 +181,8 @@ class Embedding(Function):
     def backward(self, gy):
         idx = self.saved
         xp = self.xp
+        if self.bad is not None:              # (their stand-in index 0 takes nothing)
+            gy = xp.where(self.bad[..., None], 0, gy).astype(gy.dtype, copy=False)
         gW = _scatter_add(xp, xp.zeros(self.w_shape, dtype=accumulation_dtype(gy.dtype)),
                           idx.reshape(-1), gy.reshape(-1, self.w_shape[1]))
         if self.padding_idx is not None:
