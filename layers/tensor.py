@@ -9,9 +9,9 @@ import threading
 
 import numpy as np
 
-from .backend import (addable, bfloat16, concatenate, device_of, floating_dtype_or_none,
-                      from_foreign, is_floating, is_gpu, is_half, parse_device, to_device, xp_of,
-                      xp_of_gpu)
+from .backend import (DEFAULT_FLOAT, addable, bfloat16, concatenate, device_of,
+                      floating_dtype_or_none, from_foreign, is_floating, is_gpu, is_half,
+                      parse_device, to_device, xp_of, xp_of_gpu)
 from . import changes as _record
 from .trace import active as _trace
 
@@ -584,14 +584,29 @@ def _topological_order(root):
     return order
 
 
+def _from_python(data, dtype):
+    """Python data (numbers, nested lists) or a NumPy scalar as an array of `dtype`, or, where
+    none is given, of torch.tensor's: NumPy's reading of it, float64 / complex128 narrowed to
+    torch's defaults float32 / complex64 (a NumPy scalar keeps its own)."""
+    if dtype is not None:
+        return np.asarray(data, dtype=dtype)
+    a = np.asarray(data)
+    if isinstance(data, np.generic):
+        return a
+    narrow = {"f": DEFAULT_FLOAT, "c": np.complex64}.get(a.dtype.kind)
+    return a if narrow is None else a.astype(narrow)
+
+
 def tensor(data, dtype=None, device=None, requires_grad=False):
     """A new Tensor from a list / NumPy array / CuPy array, on `device` (default: where the data
-    already is -- the CPU for lists and NumPy arrays, its GPU for a CuPy array)."""
+    already is -- the CPU for lists and NumPy arrays, its GPU for a CuPy array). The dtype, where
+    none is given, is torch.tensor's: Python ints give int64, bools bool, floats float32 (torch's
+    default dtype), complex numbers complex64; NumPy arrays and scalars keep theirs."""
     if isinstance(data, Tensor):
         data = data.data
     data = from_foreign(data)               # (a PyTorch tensor)
     if not (isinstance(data, np.ndarray) or is_gpu(data)):
-        data = np.asarray(data, dtype=dtype or np.float32)
+        data = _from_python(data, dtype)
     elif dtype is not None:
         data = data.astype(dtype, copy=False)
     return Tensor(data if device is None else to_device(data, device),

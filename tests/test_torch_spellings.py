@@ -101,3 +101,22 @@ def test_edge_dims_are_torchs():
         x.softmax(dim=(0, 1))
     with pytest.raises(TypeError):
         t.softmax(dim=(0, 1))
+
+
+@pytest.mark.parametrize("data", [
+    1, [1, 2], [[1], [2]], 1.0, [1, 2.5], True, [True, False], [True, 2], 1 + 2j, [],
+    np.int32(3), np.float64(2.0), np.float16(1.0), np.bool_(True), np.array([1, 2], np.int16),
+    np.array([0.5], np.float64)], ids=repr)
+def test_tensor_of_python_data_takes_torchs_dtype(data):
+    """L.tensor's dtype where none is given is torch.tensor's: Python ints int64 (so class
+    targets written as a list are indices), floats float32, NumPy data its own; the values too."""
+    got, want = L.tensor(data), torch.tensor(data)
+    assert str(got.dtype) == str(want.dtype).replace("torch.", "")
+    np.testing.assert_array_equal(got.numpy(), want.numpy())
+
+
+def test_a_list_of_class_indices_is_a_cross_entropy_target_as_in_torch():
+    logits = np.array([[0.1, 2.0, -1.0], [0.3, 0.2, 0.1]], np.float32)
+    got = F.cross_entropy(L.tensor(logits), L.tensor([1, 0]))
+    want = torch.nn.functional.cross_entropy(torch.tensor(logits), torch.tensor([1, 0]))
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6)
