@@ -1,19 +1,28 @@
 """Learning-rate schedules, as torch.optim.lr_scheduler's (also reachable as
-layers.optim.lr_scheduler): a scheduler sets each parameter group's 'lr' from its starting one
-('initial_lr', kept in the group as torch keeps it) and the count of `step()` calls, by the
-schedule's closed form. Call `scheduler.step()` after `optimizer.step()`, once an epoch (or a
-step). A captured step (layers.graph.CapturedStep) keys on the lr, so a new lr is a new capture:
-a schedule changing it every step recaptures every step.
+layers.optim.lr_scheduler). Call `scheduler.step()` after `optimizer.step()`, once an epoch (or a
+step). As torch's, each step sets a group's 'lr' from the lr the group has now (the recursive
+form: StepLR multiplies it by gamma every step_size steps), so schedulers chain (two on one
+optimizer multiply), an lr set by hand in param_groups is the one the schedule goes on from, and
+a resumed run -- optimizer and scheduler made and loaded, in either order -- goes on with the lr
+it stopped at. The group's starting lr is kept in it as 'initial_lr' (`base_lrs`); LambdaLR and
+`step(epoch)` work from it (the closed form; LambdaLR.load_state_dict puts the saved lrs back in
+the groups, where torch's leaves its constructor's base_lr * f(0) for an epoch). A captured step
+(layers.graph.CapturedStep) keys on the lr, so a new lr is a new capture: a schedule changing it
+every step recaptures every step.
 
-state_dict / load_state_dict carry the count and the settings (not LambdaLR's functions), so a
-resumed run goes on where it stopped."""
+state_dict / load_state_dict carry the count and the settings -- torch's names, so a state saved
+by torch loads (its MultiStepLR milestones are a Counter, as here) -- but not LambdaLR's
+functions, which the scheduler loaded into keeps."""
 import bisect
+import collections
 import math
+import types
+import warnings
 
 
 class LRScheduler:
     """The common part: `last_epoch` counts the steps (-1 before the first, which the
-    constructor takes, as torch's), `base_lrs` are the groups' starting lrs."""
+    constructor takes, as torch's), `base_lrs` are the groups' starting lrs ('initial_lr')."""
 
     def __init__(self, optimizer, last_epoch=-1):
         if not hasattr(optimizer, "param_groups"):
@@ -29,17 +38,36 @@ class LRScheduler:
                                f"{last_epoch}), as torch requires")
         self.base_lrs = [group["initial_lr"] for group in optimizer.param_groups]
         self.last_epoch = last_epoch
-        self.step()
+        self._step_count = 0
+        self._is_initial = True           # the constructor's step keeps the groups' lrs
+        try:
+            self.step()
+        finally:
+            self._is_initial = False
 
-    def lr_at(self, base_lr, epoch, i):
-        """The lr of group i (starting at base_lr) after `epoch` steps."""
+    def get_lr(self):
+        """Each group's lr for step `last_epoch`, from the groups' current lrs."""
         raise NotImplementedError
 
-    def step(self):
-        self.last_epoch += 1
-        for i, (group, base) in enumerate(zip(self.optimizer.param_groups, self.base_lrs)):
-            group["lr"] = self.lr_at(base, self.last_epoch, i)
-        self._last_lr = [group["lr"] for group in self.optimizer.param_groups]
+    def _lrs(self):
+        return [group["lr"] for group in self.optimizer.param_groups]
+
+    def step(self, epoch=None):
+        """One step on; `step(epoch)` (deprecated in torch, as here) jumps to `epoch` by the
+        closed form where the schedule has one."""
+        self._step_count += 1
+        if epoch is None:
+            self.last_epoch += 1
+            values = self.get_lr()
+        else:
+            warnings.warn(f"{type(self).__name__}.step(epoch) is deprecated, as in torch: call "
+                          f"step() once an epoch", UserWarning, stacklevel=2)
+            self.last_epoch = epoch
+            closed = getattr(self, "_get_closed_form_lr", None)
+            values = closed() if closed is not None else self.get_lr()
+        for group, lr in zip(self.optimizer.param_groups, values):
+            group["lr"] = lr
+        self._last_lr = self._lrs()
 
     def get_last_lr(self):
         return list(self._last_lr)
@@ -63,57 +91,109 @@ class LambdaLR(LRScheduler):
                              f"groups")
         super().__init__(optimizer, last_epoch)
 
-    def lr_at(self, base_lr, epoch, i):
-        return base_lr * self.lr_lambdas[i](epoch)
+    def get_lr(self):
+        return [base * f(self.last_epoch) for f, base in zip(self.lr_lambdas, self.base_lrs)]
 
     def state_dict(self):
-        return {k: v for k, v in super().state_dict().items() if k != "lr_lambdas"}
+        """torch's: the functions as None (a callable object's attributes, where it has them)."""
+        state = {k: v for k, v in super().state_dict().items() if k != "lr_lambdas"}
+        state["lr_lambdas"] = [None if isinstance(f, types.FunctionType) or
+                               not hasattr(f, "__dict__") else dict(vars(f))
+                               for f in self.lr_lambdas]
+        return state
+
+    def load_state_dict(self, state_dict):
+        state = dict(state_dict)
+        saved = state.pop("lr_lambdas", None) or []
+        super().load_state_dict(state)
+        for f, attrs in zip(self.lr_lambdas, saved):
+            if attrs is not None:
+                vars(f).update(attrs)
+        # the groups take the saved lrs: this constructor's step wrote base_lr * f(0) over an
+        # lr loaded into the optimizer before it (torch's leaves that for an epoch)
+        last = state.get("_last_lr")
+        if last is not None and len(last) == len(self.optimizer.param_groups):
+            for group, lr in zip(self.optimizer.param_groups, last):
+                group["lr"] = lr
 
 
 class StepLR(LRScheduler):
-    """lr = base_lr * gamma ** (epoch // step_size)."""
+    """lr *= gamma every step_size steps (base_lr * gamma ** (epoch // step_size) alone)."""
 
     def __init__(self, optimizer, step_size, gamma=0.1, last_epoch=-1):
         self.step_size, self.gamma = step_size, gamma
         super().__init__(optimizer, last_epoch)
 
-    def lr_at(self, base_lr, epoch, i):
-        return base_lr * self.gamma ** (epoch // self.step_size)
+    def get_lr(self):
+        if self.last_epoch == 0 or self.last_epoch % self.step_size != 0:
+            return self._lrs()
+        return [lr * self.gamma for lr in self._lrs()]
+
+    def _get_closed_form_lr(self):
+        return [base * self.gamma ** (self.last_epoch // self.step_size)
+                for base in self.base_lrs]
 
 
 class MultiStepLR(LRScheduler):
-    """lr = base_lr * gamma ** (the milestones passed)."""
+    """lr *= gamma at each milestone (gamma ** 2 at one given twice)."""
 
     def __init__(self, optimizer, milestones, gamma=0.1, last_epoch=-1):
-        self.milestones, self.gamma = sorted(milestones), gamma
+        self.milestones, self.gamma = collections.Counter(milestones), gamma
         super().__init__(optimizer, last_epoch)
 
-    def lr_at(self, base_lr, epoch, i):
-        return base_lr * self.gamma ** bisect.bisect_right(self.milestones, epoch)
+    def get_lr(self):
+        if self.last_epoch not in self.milestones:
+            return self._lrs()
+        return [lr * self.gamma ** self.milestones[self.last_epoch] for lr in self._lrs()]
+
+    def _get_closed_form_lr(self):
+        milestones = sorted(self.milestones.elements())
+        return [base * self.gamma ** bisect.bisect_right(milestones, self.last_epoch)
+                for base in self.base_lrs]
+
+    def load_state_dict(self, state_dict):
+        super().load_state_dict(state_dict)
+        self.milestones = collections.Counter(self.milestones)   # (a list, from a plain file)
 
 
 class ExponentialLR(LRScheduler):
-    """lr = base_lr * gamma ** epoch."""
+    """lr *= gamma every step."""
 
     def __init__(self, optimizer, gamma, last_epoch=-1):
         self.gamma = gamma
         super().__init__(optimizer, last_epoch)
 
-    def lr_at(self, base_lr, epoch, i):
-        return base_lr * self.gamma ** epoch
+    def get_lr(self):
+        if self._is_initial:
+            return self._lrs()
+        return [lr * self.gamma for lr in self._lrs()]
+
+    def _get_closed_form_lr(self):
+        return [base * self.gamma ** self.last_epoch for base in self.base_lrs]
 
 
 class CosineAnnealingLR(LRScheduler):
-    """lr = eta_min + (base_lr - eta_min) * (1 + cos(pi * epoch / T_max)) / 2 (SGDR without
-    restarts: past T_max the cosine goes on, as torch's closed form)."""
+    """eta_min + (base_lr - eta_min) * (1 + cos(pi * epoch / T_max)) / 2, stepped as torch's
+    recursive form (SGDR without restarts: past T_max the cosine goes on)."""
 
     def __init__(self, optimizer, T_max, eta_min=0.0, last_epoch=-1):
         self.T_max, self.eta_min = T_max, eta_min
         super().__init__(optimizer, last_epoch)
 
-    def lr_at(self, base_lr, epoch, i):
-        return self.eta_min + (base_lr - self.eta_min) * \
-            (1 + math.cos(math.pi * epoch / self.T_max)) / 2
+    def get_lr(self):
+        e, T, lo = self.last_epoch, self.T_max, self.eta_min
+        if self._is_initial:
+            return self._lrs()
+        if (e - 1 - T) % (2 * T) == 0:
+            return [lr + (base - lo) * (1 - math.cos(math.pi / T)) / 2
+                    for lr, base in zip(self._lrs(), self.base_lrs)]
+        return [(1 + math.cos(math.pi * e / T)) / (1 + math.cos(math.pi * (e - 1) / T)) *
+                (lr - lo) + lo for lr in self._lrs()]
+
+    def _get_closed_form_lr(self):
+        return [self.eta_min + (base - self.eta_min) *
+                (1 + math.cos(math.pi * self.last_epoch / self.T_max)) / 2
+                for base in self.base_lrs]
 
 
 __all__ = ["LRScheduler", "LambdaLR", "StepLR", "MultiStepLR", "ExponentialLR",

@@ -23,8 +23,9 @@ def groups(api, params):
     return [{"params": params[:1], "lr": 0.1}, {"params": params[1:], "lr": 0.02}]
 
 
+@pytest.mark.parametrize("order", ["scheduler made first", "optimizer loaded first"])
 @pytest.mark.parametrize("name", list(SCHEDULES))
-def test_a_schedule_sets_torchs_lrs_and_resumes(name):
+def test_a_schedule_sets_torchs_lrs_and_resumes(name, order):
     ours_p = [L.Tensor(np.zeros(2, np.float32), requires_grad=True) for _ in range(2)]
     torch_p = [torch.zeros(2, requires_grad=True) for _ in range(2)]
     opt = L.optim.SGD(groups(L, ours_p), lr=0.1)
@@ -38,11 +39,15 @@ def test_a_schedule_sets_torchs_lrs_and_resumes(name):
         opt.step(), topt.step()
         sched.step()
         tsched.step()
-        if step == 11:            # a resumed run, torch's way: both made anew, then both loaded
+        if step == 11:            # a resumed run: both made anew, then both loaded
             saved_opt, saved = opt.state_dict(), sched.state_dict()
             opt = L.optim.SGD(groups(L, ours_p), lr=0.1)
-            sched = SCHEDULES[name](L.optim.lr_scheduler, opt)
-            opt.load_state_dict(saved_opt)
+            if order == "scheduler made first":
+                sched = SCHEDULES[name](L.optim.lr_scheduler, opt)
+                opt.load_state_dict(saved_opt)
+            else:                 # (the usual order in torch scripts)
+                opt.load_state_dict(saved_opt)
+                sched = SCHEDULES[name](L.optim.lr_scheduler, opt)
             sched.load_state_dict(saved)
     assert sched.last_epoch == tsched.last_epoch == 25
     state = sched.state_dict()                # numbers and lists only (LambdaLR's functions not)
@@ -77,3 +82,64 @@ def test_a_scheduler_needs_an_optimizer_and_a_resumed_one_its_initial_lr():
     with pytest.raises(KeyError, match="'initial_lr' is not specified in param_groups\\[0\\]"):
         L.optim.lr_scheduler.ExponentialLR(opt, 0.9, last_epoch=4)
     assert math.isclose(L.optim.lr_scheduler.ExponentialLR(opt, 0.5).get_last_lr()[0], 0.1)
+
+
+def _sgd(api, lr=0.1):
+    p = (L.Tensor(np.zeros(2, np.float32), requires_grad=True) if api is L else
+         torch.zeros(2, requires_grad=True))
+    return (L.optim.SGD if api is L else torch.optim.SGD)([p], lr=lr)
+
+
+@pytest.mark.parametrize("case", ["chained", "set by hand", "last_epoch given", "step(epoch)"])
+def test_schedules_go_on_from_the_groups_lr_as_torchs(case):
+    """torch's recursive form: two schedulers on one optimizer multiply, an lr set by hand is
+    the one the schedule goes on from, a scheduler made at last_epoch=k keeps the group's lr."""
+    lrs = {}
+    for api in (L, torch):
+        m, opt = api.optim.lr_scheduler, _sgd(api)
+        if case == "last_epoch given":
+            opt.param_groups[0]["initial_lr"] = 0.4
+        scheds = {"chained": lambda: [m.ExponentialLR(opt, 0.9), m.StepLR(opt, 3, 0.1),
+                                      m.MultiStepLR(opt, [2, 5, 5], 0.5),
+                                      m.CosineAnnealingLR(opt, 4, 0.001)],
+                  "set by hand": lambda: [m.StepLR(opt, 3, 0.5), m.CosineAnnealingLR(opt, 5)],
+                  "last_epoch given": lambda: [m.StepLR(opt, 3, 0.5, last_epoch=4),
+                                               m.ExponentialLR(opt, 0.7, last_epoch=2)],
+                  "step(epoch)": lambda: [m.StepLR(opt, 3, 0.5), m.MultiStepLR(opt, [4], 0.1)],
+                  }[case]()
+        seen = []
+        for step in range(12):
+            opt.step()
+            if case == "set by hand" and step == 2:
+                opt.param_groups[0]["lr"] = 1.0
+            for s in scheds:
+                if case == "step(epoch)" and step == 6:
+                    with pytest.warns(UserWarning, match="deprecated"):
+                        s.step(2)
+                else:
+                    s.step()
+            seen.append([opt.param_groups[0]["lr"]] + [s.get_last_lr()[0] for s in scheds])
+        lrs[api.__name__] = seen
+    np.testing.assert_allclose(lrs["layers"], lrs["torch"], rtol=1e-12)
+
+
+@pytest.mark.parametrize("name", list(SCHEDULES))
+def test_a_state_saved_by_torch_loads_and_goes_on_as_torchs(name):
+    """torch's state_dicts load: MultiStepLR's milestones as a Counter, LambdaLR's functions as
+    None (the loading scheduler keeps its own)."""
+    ours_p = [L.Tensor(np.zeros(2, np.float32), requires_grad=True) for _ in range(2)]
+    torch_p = [torch.zeros(2, requires_grad=True) for _ in range(2)]
+    topt = torch.optim.SGD(groups(torch, torch_p), lr=0.1)
+    tsched = SCHEDULES[name](torch.optim.lr_scheduler, topt)
+    for _ in range(5):
+        topt.step()
+        tsched.step()
+    opt = L.optim.SGD(groups(L, ours_p), lr=0.1)
+    opt.load_state_dict(topt.state_dict())
+    sched = SCHEDULES[name](L.optim.lr_scheduler, opt)
+    sched.load_state_dict(tsched.state_dict())
+    for _ in range(12):
+        opt.step(), topt.step()
+        sched.step(), tsched.step()
+        np.testing.assert_allclose([g["lr"] for g in opt.param_groups],
+                                   [g["lr"] for g in topt.param_groups], rtol=1e-12)
