@@ -34,17 +34,56 @@ class Optimizer:
 
     def __init__(self, params, master_weights=False, **hyper):
         self.master_weights = bool(master_weights)
+        self.defaults = dict(type(self).defaults, **hyper)      # (this optimizer's, as torch's)
+        if isinstance(params, Tensor):
+            raise TypeError(f"{type(self).__name__}: params must be an iterable of Tensors or "
+                            f"dicts (torch's rule), got one Tensor of shape {params.shape}: "
+                            f"pass [tensor]")
         params = list(params)
         if not params:
             raise ValueError(f"{type(self).__name__} got an empty parameter list")
-        groups = params if isinstance(params[0], dict) else [{"params": params}]
-        self.param_groups = []
-        for g in groups:
-            group = dict(self.defaults, **hyper)
-            group.update(g)
-            group["params"] = list(group["params"])
-            self.param_groups.append(group)
-        self.state = {}
+        self.param_groups, self.state = [], {}
+        for g in params if isinstance(params[0], dict) else [{"params": params}]:
+            self.add_param_group(g)
+
+    def add_param_group(self, param_group):
+        """One more group (torch's): its 'params' a Tensor, a list of them or of (name, Tensor)
+        pairs (named_parameters(): the names kept as 'param_names'), its missing settings this
+        optimizer's defaults. A parameter already in a group, or twice in this one, is refused
+        (torch refuses the first and warns of the second): it would be stepped twice."""
+        name = type(self).__name__
+        if not isinstance(param_group, dict):
+            raise TypeError(f"{name}: a parameter group is a dict, got "
+                            f"{type(param_group).__name__}")
+        group = dict(self.defaults)
+        group.update(param_group)
+        params = group["params"]
+        if isinstance(params, Tensor):
+            params = [params]
+        elif isinstance(params, (set, frozenset)):
+            raise TypeError(f"{name}: a group's params must be ordered (a list), not a set: "
+                            f"the state dict numbers them in order")
+        params = list(params)
+        if params and all(isinstance(p, tuple) and len(p) == 2 and isinstance(p[0], str)
+                          for p in params):
+            group["param_names"] = [n for n, _ in params]
+            params = [p for _, p in params]
+        for p in params:
+            if not isinstance(p, Tensor):
+                raise TypeError(f"{name} can only optimize Tensors, but one of the params is "
+                                f"{type(p).__name__}")
+            if not p.is_leaf:
+                raise ValueError(f"{name}: can't optimize a non-leaf Tensor (shape {p.shape}: "
+                                 f"the result of an op; optimize the tensors it came from)")
+        if len({id(p) for p in params}) != len(params):
+            raise ValueError(f"{name}: a parameter group has duplicate parameters: each would "
+                             f"be stepped twice (torch warns that this will be an error)")
+        seen = {id(p) for g in self.param_groups for p in g["params"]}
+        if any(id(p) in seen for p in params):
+            raise ValueError(f"{name}: some parameters appear in more than one parameter group "
+                             f"(as torch refuses: they would be stepped twice)")
+        group["params"] = params
+        self.param_groups.append(group)
 
     @no_grad()
     def step(self):
@@ -139,8 +178,10 @@ class Optimizer:
 
     # keys of a torch optimizer's param group this one has no setting for that change nothing
     # here whatever their value (where the step counter lives, the kernel torch picks, autograd
-    # through the step, a scheduler's starting lr); any other unknown key is refused when set
-    NO_EFFECT = frozenset({"capturable", "fused", "foreach", "differentiable", "initial_lr"})
+    # through the step, a scheduler's starting lr, named_parameters' names); any other unknown
+    # key is refused when set
+    NO_EFFECT = frozenset({"capturable", "fused", "foreach", "differentiable", "initial_lr",
+                           "param_names"})
 
     def load_state_dict(self, state_dict):
         """Restore hyper-parameters and per-parameter state (this optimizer's state_dict, or a
