@@ -3,6 +3,7 @@ atomic (a temporary file in the same folder, then rename), so a crash never leav
 Neither NumPy's .npz nor safetensors' NumPy API has bfloat16 (NumPy would write raw 2-byte
 voids): bfloat16 arrays are saved as float32, which holds every bfloat16 value exactly, so
 loading them back into a bfloat16 model (load_state_dict casts) gives the same bits."""
+import json
 import os
 import secrets
 import zipfile
@@ -11,6 +12,8 @@ from collections import OrderedDict
 import numpy as np
 
 from .backend import bfloat16, from_foreign, is_gpu
+
+ORDER_KEY = "cudnnlite.order"       # a .safetensors file's metadata entry: the names in saved order
 
 
 def _arrays(state_dict):
@@ -81,7 +84,11 @@ def save(state_dict, path):
     arrays = _arrays(state_dict)
     if path.endswith(".safetensors"):
         from safetensors.numpy import save
-        data = save({k: np.ascontiguousarray(v) for k, v in arrays.items()})
+        # (C order, 0-d arrays kept 0-d: ascontiguousarray makes them (1,)); the saved order
+        # goes in the metadata (safetensors writes its own)
+        data = save({k: v if v.flags.c_contiguous else np.array(v, order="C")
+                     for k, v in arrays.items()},
+                    metadata={ORDER_KEY: json.dumps(list(arrays))})
         write_atomically(path, lambda f: f.write(data))
     else:
         write_atomically(path, lambda f: _write_npz(f, arrays))
@@ -91,7 +98,14 @@ def load(path):
     """An OrderedDict of NumPy arrays, in the order they were saved."""
     path = os.fspath(path)
     if path.endswith(".safetensors"):
+        from safetensors import safe_open
         from safetensors.numpy import load_file
-        return OrderedDict(load_file(path))
+        arrays = load_file(path)
+        with safe_open(path, "np") as f:
+            order = (f.metadata() or {}).get(ORDER_KEY)
+        names = json.loads(order) if order else []
+        if sorted(names) != sorted(arrays):         # (a file written elsewhere: its own order)
+            names = list(arrays)
+        return OrderedDict((k, arrays[k]) for k in names)
     with np.load(path, allow_pickle=False) as f:
         return OrderedDict((k, f[k]) for k in f.files)

@@ -285,9 +285,20 @@ def test_save_load_safetensors(tmp_path):
     m = nn.Sequential(nn.Conv2d(1, 2, 3), nn.BatchNorm2d(2))
     L.save(m.state_dict(), tmp_path / "m.safetensors")
     loaded = L.load(tmp_path / "m.safetensors")
-    assert sorted(loaded) == sorted(m.state_dict())
+    assert list(loaded) == list(m.state_dict())                  # the saved order
     for k, v in m.state_dict().items():
         np.testing.assert_array_equal(loaded[k], v)
+        assert loaded[k].shape == v.shape and loaded[k].dtype == v.dtype  # (0-d stays 0-d)
+    nn.Sequential(nn.Conv2d(1, 2, 3), nn.BatchNorm2d(2)).load_state_dict(loaded)
+    # a strided array is saved by its values; a file written elsewhere loads in its own order
+    a = np.arange(6, dtype=np.float32).reshape(2, 3)
+    L.save({"z": a.T, "a": np.float64(2.5)}, tmp_path / "t.safetensors")
+    back = L.load(tmp_path / "t.safetensors")
+    assert list(back) == ["z", "a"] and back["a"].shape == ()
+    np.testing.assert_array_equal(back["z"], a.T)
+    from safetensors.numpy import save_file
+    save_file({"b": a, "a": a}, str(tmp_path / "other.safetensors"))
+    assert sorted(L.load(tmp_path / "other.safetensors")) == ["a", "b"]
 
 
 def test_default_initialisation_matches_torch_distributions():
