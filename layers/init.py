@@ -74,6 +74,9 @@ def xavier_normal_(t, gain=1.0):
 
 def _kaiming_std(shape, a, mode, nonlinearity):
     fan_in, fan_out = calculate_fan_in_and_fan_out(shape)
+    if mode not in ("fan_in", "fan_out"):
+        raise ValueError(f"Mode {mode} not supported, please use one of fan_in, fan_out "
+                         f"(torch's message)")
     fan = fan_in if mode == "fan_in" else fan_out
     return calculate_gain(nonlinearity, a) / math.sqrt(fan)
 

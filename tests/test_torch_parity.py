@@ -522,3 +522,11 @@ def test_relu_gradient_at_nan_passes_as_torch():
     torch.relu(TF.conv2d(xt, torch.ones((1, 1, 1, 1), dtype=torch.float64),
                          torch.zeros(1, dtype=torch.float64))).sum().backward()
     np.testing.assert_array_equal(x.grad.numpy(), xt.grad.numpy())      # 1 where y is NaN
+
+
+@pytest.mark.parametrize("init", ["kaiming_uniform_", "kaiming_normal_"])
+def test_kaiming_refuses_a_mode_it_does_not_know_as_torch(init):
+    with pytest.raises(ValueError, match="Mode fan-in not supported"):
+        getattr(torch.nn.init, init)(torch.empty(3, 3), mode="fan-in")
+    with pytest.raises(ValueError, match="Mode fan-in not supported"):  # (it took fan_out)
+        getattr(L.init, init)(nn.Parameter(np.zeros((3, 3), np.float32)), mode="fan-in")
