@@ -134,24 +134,28 @@ class Module:
         return OrderedDict((k, np.array(t.numpy(), copy=True)) for k, t in self._state_items())
 
     def load_state_dict(self, state_dict, strict=True):
-        """Copy arrays (NumPy, CuPy, or anything with .numpy(), e.g. torch tensors) into this
-        module's parameters and buffers in place, on their current devices."""
+        """Copy arrays (NumPy, CuPy, this engine's Tensors, or torch tensors) into this module's
+        parameters and buffers in place, on their current devices. Every shape is checked
+        before anything is copied: a refused state dict leaves the module as it was."""
         own = OrderedDict(self._state_items())
         missing = [k for k in own if k not in state_dict]
         unexpected = [k for k in state_dict if k not in own]
         if strict and (missing or unexpected):
             raise KeyError(f"load_state_dict for {type(self).__name__}: missing keys {missing}, "
                            f"unexpected keys {unexpected}")
+        values = []
         for key, t in own.items():
             if key not in state_dict:
                 continue
             value = state_dict[key]
-            value = from_foreign(value)             # (a PyTorch tensor, bfloat16 included)
+            value = value.data if isinstance(value, Tensor) else from_foreign(value)  # (torch's)
             value = value.get() if is_gpu(value) else np.asarray(value)
             if tuple(value.shape) != tuple(t.shape):
                 raise ValueError(f"load_state_dict for {type(self).__name__}: {key} has shape "
                                  f"{tuple(value.shape)} in the state dict but {tuple(t.shape)} "
                                  f"in the module")
+            values.append((t, value))
+        for t, value in values:
             t.data[...] = to_device(value.astype(t.dtype, copy=False), t.device)
             mark_changed(t, f"{type(self).__name__}.load_state_dict")
         return missing, unexpected

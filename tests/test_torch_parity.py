@@ -530,3 +530,16 @@ def test_kaiming_refuses_a_mode_it_does_not_know_as_torch(init):
         getattr(torch.nn.init, init)(torch.empty(3, 3), mode="fan-in")
     with pytest.raises(ValueError, match="Mode fan-in not supported"):  # (it took fan_out)
         getattr(L.init, init)(nn.Parameter(np.zeros((3, 3), np.float32)), mode="fan-in")
+
+
+def test_load_state_dict_takes_tensors_and_a_refused_one_changes_nothing():
+    src, dst = nn.Linear(3, 2), nn.Linear(3, 2)
+    dst.load_state_dict(dict(src.named_parameters()))           # this engine's Tensors
+    for k, v in src.state_dict().items():
+        np.testing.assert_array_equal(dst.state_dict()[k], v)
+    before = {k: np.array(v) for k, v in dst.state_dict().items()}
+    bad = {"weight": np.ones((2, 3), np.float32), "bias": np.ones(5, np.float32)}
+    with pytest.raises(ValueError, match="bias has shape \\(5,\\)"):
+        dst.load_state_dict(bad)
+    for k, v in dst.state_dict().items():                        # (weight was not copied)
+        np.testing.assert_array_equal(v, before[k])
