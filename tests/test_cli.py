@@ -566,3 +566,21 @@ def test_a_resume_reading_a_moved_dataroot_says_the_checkpoint_named_it(tmp_path
     r = run("train.dcgan", "--device", "cpu", "--resume", str(out / "checkpoint.npz"),
             "--dataroot", str(tmp_path / "moved"), "--epochs", "1")
     assert r.returncode == 0, r.stderr
+
+
+def test_a_run_stopped_on_its_last_step_says_it_is_complete(tmp_path, mnist):
+    """12 images at batch 6: step 2 ends the one epoch, so no resume command is printed (it
+    would be refused: no epoch left)."""
+    r = run("train.dcgan", *SMALL, "--dataset", "mnist", "--dataroot", str(mnist), "--epochs",
+            "1", "--max-steps", "2", "--outf", str(tmp_path / "o"))
+    assert r.returncode == 0, r.stderr
+    assert "stopped after step 2 (--max-steps), the run's last: the run is complete" in r.stdout
+    assert "--resume" not in r.stdout
+
+
+def test_an_abbreviated_flag_is_refused(tmp_path):
+    """(argparse takes --max-step for --max-steps; the printed resume command drops the latter
+    by name, so it would keep the former)"""
+    r = run("train.dcgan", *SMALL, "--max-step", "1", "--outf", str(tmp_path / "o"))
+    assert_usage_error(r, "unrecognized arguments: --max-step 1")
+    assert not (tmp_path / "o").exists()

@@ -302,3 +302,31 @@ def test_a_resumed_runs_hparams_are_read_over_its_checkpoints(corpus, tmp_path):
     r = train(corpus, out, "--epochs", "2", "--resume", str(out / "checkpoint.npz"),
               "--hparams", "filter_length=512", "--max-steps", "2")
     assert r.returncode == 0, r.stderr
+
+
+def test_a_run_stopped_on_its_last_step_says_it_is_complete(corpus, tmp_path):
+    """4 training items at batch 2: step 2 ends the one epoch (the printed resume command would
+    be refused: no epoch left)."""
+    r = train(corpus, tmp_path / "o", "--epochs", "1", "--max-steps", "2", "--hparams", TINY)
+    assert r.returncode == 0, r.stderr
+    assert "stopped after step 2 (--max-steps), the run's last: the run is complete" in r.stdout
+    assert "--resume" not in r.stdout
+
+
+def test_a_dataroot_that_cannot_hold_the_mels_puts_them_in_the_default_data_cache(corpus,
+                                                                                  tmp_path):
+    """--data-cache's default ($CUDNNLITE_TACOTRON2_DATA here) takes the mels of a dataroot
+    they cannot be written into (its cudnnlite_mels a file: root may write anywhere)."""
+    import shutil
+    root = tmp_path / "ro"
+    shutil.copytree(corpus, root, ignore=shutil.ignore_patterns("cudnnlite_mels"))
+    (root / "cudnnlite_mels").write_text("not a folder")
+    cache = tmp_path / "cache"
+    r = subprocess.run([sys.executable, "-m", "train.tacotron2", "--device", "cpu", "--dataroot",
+                        str(root), "--outf", str(tmp_path / "o"), "--batch-size", "2",
+                        "--epochs", "1", "--max-steps", "1", "--hparams", TINY],
+                       cwd=ROOT, capture_output=True, text=True, timeout=600,
+                       env=dict(os.environ, CUDNNLITE_TACOTRON2_DATA=str(cache)))
+    assert r.returncode == 0, r.stderr
+    (mels,) = [p for p in cache.iterdir() if p.name.startswith("cudnnlite_mels_")]
+    assert len(list(mels.glob("*.npz"))) == 5

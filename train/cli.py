@@ -22,9 +22,12 @@ def description(doc):
 
 class ArgumentParser(argparse.ArgumentParser):
     """argparse whose errors go through fail(): 'argument --x: ...' becomes '--x: ...'; a tool
-    run as `python -m tools.x` is named so in its usage line (not 'x.py')."""
+    run as `python -m tools.x` is named so in its usage line (not 'x.py'). Flags are spelt in
+    full (no abbreviations): a stopped run's printed resume command drops its --max-steps by
+    name, which an abbreviated --max-step would slip past."""
 
     def __init__(self, *args, **kwargs):
+        kwargs.setdefault("allow_abbrev", False)
         if "prog" not in kwargs:
             spec = getattr(sys.modules.get("__main__"), "__spec__", None)
             name = getattr(spec, "name", "") or ""
@@ -115,6 +118,16 @@ def resume_command(prog, argv, checkpoint):
         if arg != "--dry-run":
             kept.append(arg)
     return f"{prog} {shlex.join(kept + ['--resume', checkpoint])}"
+
+
+def stop_line(prog, argv, checkpoint, step, why, finished):
+    """What a run stopped early by --max-steps / --dry-run prints: the command that continues it
+    (resume_command), or, where that step was the run's last (`finished`: every epoch done),
+    that nothing is left to continue."""
+    if finished:
+        return f"stopped after step {step} ({why}), the run's last: the run is complete"
+    return f"stopped after step {step} ({why}); {resume_command(prog, argv, checkpoint)} " \
+           f"continues the run"
 
 
 def saved_dataroot(given, resume_meta):

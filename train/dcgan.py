@@ -485,9 +485,9 @@ def main(argv=None):
             order, position = batches.order(), 0
             checkpoint(epoch + 1, position, order, step)
         if stop:
-            print(f"stopped after step {step} ({'--dry-run' if args.dry_run else '--max-steps'});"
-                  f" {cli.resume_command('python -m train.dcgan', argv, ckpt)} continues the "
-                  f"run")
+            print(cli.stop_line("python -m train.dcgan", argv, ckpt, step,
+                                "--dry-run" if args.dry_run else "--max-steps",
+                                finished and epoch + 1 == args.epochs))
             break
     log.flush()
     return 0

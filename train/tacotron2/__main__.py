@@ -311,12 +311,12 @@ def load_data(args, hp):
         if args.overfit is not None:
             train = data.overfit_dataset(args.overfit, batch_size=args.batch_size, hparams=hp)
             return train, train[:1], False
-        root = args.dataroot or data.default_corpus(args.data_cache)
+        cache = args.data_cache or data.default_root()     # (--data-cache's default)
+        root = args.dataroot or data.default_corpus(cache)
         items = data.load_ljspeech(root, hp)
         train_items, val_items = data.split(items, args.val_ratio, args.seed)
-        return (data.mels_for(train_items, hp, args.data_cache),
-                data.mels_for(val_items or train_items[:1], hp, args.data_cache),
-                bool(val_items))
+        return (data.mels_for(train_items, hp, cache),
+                data.mels_for(val_items or train_items[:1], hp, cache), bool(val_items))
     except (data.DatasetError, ValueError) as e:
         cli.fail(f"--overfit {args.overfit!r}: {e}" if args.overfit is not None else
                  f"--dataroot {args.dataroot or '(default corpus)'}: {e}")
@@ -528,9 +528,8 @@ def train(argv):
                   f"(mel {parts['mel']:.4f}, postnet {parts['postnet']:.4f}, gate "
                   f"{parts['gate']:.4f})")
         if stopped:
-            print(f"stopped after step {step} (--max-steps); "
-                  f"{cli.resume_command('python -m train.tacotron2 train', argv, ckpt)} "
-                  f"continues the run")
+            print(cli.stop_line("python -m train.tacotron2 train", argv, ckpt, step,
+                                "--max-steps", position == 0 and epoch == args.epochs))
             break
     log.flush()
     return 0
@@ -573,7 +572,7 @@ def synthesize(argv):
     if not fired:
         print(f"note: the gate never fired; decoding stopped at max_decoder_steps "
               f"({mel.shape[1]} frames) -- the model may need more training")
-    elif len(wav) == 0:
+    elif not np.any(wav):                   # (2-3 frames give a few hops of silence)
         print(f"note: the gate fired after {mel.shape[1]} frame(s), too few for any audio -- "
               f"the model may need more training")
     return 0
