@@ -90,7 +90,20 @@ def hparams_from(text, base=None):
                       f"symbols; expected at least that"),
                      (not 0 <= hp.mel_fmin < hp.mel_fmax <= hp.sampling_rate / 2,
                       f"mel_fmin={hp.mel_fmin}, mel_fmax={hp.mel_fmax}: expected 0 <= mel_fmin "
-                      f"< mel_fmax <= sampling_rate / 2 = {hp.sampling_rate / 2:g}")):
+                      f"< mel_fmax <= sampling_rate / 2 = {hp.sampling_rate / 2:g}"),
+                     # (NVIDIA's model: 'same' padding (k - 1) / 2, a bidirectional encoder LSTM
+                     # of encoder_embedding_dim / 2 a direction fed by the embedding)
+                     *((getattr(hp, k) % 2 == 0, f"{k}={getattr(hp, k)}: expected an odd size "
+                        f"(NVIDIA's model pads (k - 1) / 2 each side)")
+                       for k in ("encoder_kernel_size", "attention_location_kernel_size",
+                                 "postnet_kernel_size")),
+                     (hp.encoder_embedding_dim % 2,
+                      f"encoder_embedding_dim={hp.encoder_embedding_dim}: expected an even size "
+                      f"(the bidirectional encoder LSTM has half of it a direction)"),
+                     (hp.symbols_embedding_dim != hp.encoder_embedding_dim,
+                      f"symbols_embedding_dim={hp.symbols_embedding_dim}, encoder_embedding_dim="
+                      f"{hp.encoder_embedding_dim}: expected them equal (the embedding feeds "
+                      f"the encoder's convolutions)")):
         if bad:
             cli.fail(f"--hparams {text}: {why}")
     return hp
