@@ -193,9 +193,14 @@ def test_mel_cache_leaves_another_tools_mels_folder_alone(corpus):
     assert np.array_equal(np.load(os.path.join(other, f"{items[0].id}.npy")), np.zeros(2))
 
 
-def test_mels_for_gives_text_ids_and_mels(corpus):
+def test_mels_for_gives_text_ids_and_mels(corpus, monkeypatch):
+    cleaned = []                 # each text is cleaned once between the reader and mels_for
+    monkeypatch.setattr(data, "text_to_sequence", lambda text, cleaners: cleaned.append(text) or
+                        text_to_sequence(text, cleaners))
+    data._sequence.cache_clear()
     items = data.load_ljspeech(corpus, warn=lambda message: None)
     examples = data.mels_for(items, HP)
+    assert len(cleaned) == len(set(cleaned)) and {i.text for i in items} <= set(cleaned)
     for item, ex in zip(items, examples):
         assert ex.text.dtype == np.int64 and list(ex.text) == text_to_sequence(item.text)
         assert ex.mel.dtype == np.float32 and ex.mel.shape[0] == HP.n_mel_channels
