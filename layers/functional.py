@@ -714,33 +714,76 @@ def l1_loss(a, b, reduction="mean"):
 
 def cross_entropy(logits, target, weight=None, *args, ignore_index=-100, reduction="mean",
                   label_smoothing=0.0):
-    """torch's F.cross_entropy for class-index targets: logits (N, C, *d), target (N, *d);
-    `weight` (C,) per class, and `label_smoothing` in [0, 1]. The options after weight are
-    keyword-only (torch's third to fifth places are its deprecated size_average / reduce)."""
+    """torch's F.cross_entropy: logits (N, C, *d) -- or (C,), one unbatched item -- and target
+    either class indices (N, *d) of an integer dtype or class probabilities of the logits' shape
+    (a floating dtype: -sum_c p_c log softmax(x)_c, its gradient reaching the target too, means
+    over the N * d items; no ignore_index there, as torch); `weight` (C,) per class, and
+    `label_smoothing` in [0, 1]. The options after weight are keyword-only (torch's third to
+    fifth places are its deprecated size_average / reduce)."""
     if args:
         raise TypeError("cross_entropy: ignore_index, reduction and label_smoothing are "
                         "keyword-only here (torch's positional places after weight are its "
                         "deprecated size_average and reduce)")
     _check_reduction("cross_entropy", reduction)
+    if logits.ndim == 1:                     # (C,): one item, as torch's unbatched input
+        target = target if isinstance(target, Tensor) else \
+            Tensor(_on_device_of(logits, target, "cross_entropy"))
+        loss = cross_entropy(reshape(logits, 1, -1), reshape(target, (1,) + target.shape),
+                             weight, ignore_index=ignore_index, reduction=reduction,
+                             label_smoothing=label_smoothing)
+        return reshape(loss, ()) if reduction == "none" else loss
     t = Tensor(_on_device_of(logits, target, "cross_entropy"))
+    if is_floating(t.dtype):
+        return _cross_entropy_probabilities(logits, target, weight, ignore_index, reduction,
+                                            label_smoothing)
     if t.dtype.kind not in "iu":
-        raise TypeError(f"cross_entropy: target must hold class indices (integers), got {t.dtype}")
+        raise TypeError(f"cross_entropy: target must hold class indices (integers) or class "
+                        f"probabilities (floating), got {t.dtype}")
     if (logits.shape[0],) + tuple(logits.shape[2:]) != tuple(t.shape):
         raise ValueError(f"cross_entropy: logits {tuple(logits.shape)} (N, C, ...) and target "
                          f"{tuple(t.shape)} (N, ...) do not match")
     if not 0.0 <= label_smoothing <= 1.0:
         raise ValueError(f"cross_entropy: label_smoothing must be in [0, 1], got "
                          f"{label_smoothing}")
-    w = None
-    if weight is not None:
-        w = _on_device_of(logits, weight, "cross_entropy")
-        if tuple(w.shape) != (logits.shape[1],):
-            raise ValueError(f"cross_entropy: a weight of shape {tuple(w.shape)} for "
-                             f"{logits.shape[1]} classes (it needs one per class)")
-        if not is_floating(w.dtype):
-            raise TypeError(f"cross_entropy: weight must be floating, got {w.dtype}")
+    w = _class_weight(logits, weight)
     return _loss.CrossEntropyLoss.apply(logits, t, weight=w, ignore_index=ignore_index,
                                         reduction=reduction, label_smoothing=label_smoothing)
+
+
+def _class_weight(logits, weight):
+    """cross_entropy's `weight` on the logits' device, checked: one floating value a class."""
+    if weight is None:
+        return None
+    w = _on_device_of(logits, weight, "cross_entropy")
+    if tuple(w.shape) != (logits.shape[1],):
+        raise ValueError(f"cross_entropy: a weight of shape {tuple(w.shape)} for "
+                         f"{logits.shape[1]} classes (it needs one per class)")
+    if not is_floating(w.dtype):
+        raise TypeError(f"cross_entropy: weight must be floating, got {w.dtype}")
+    return w
+
+
+def _cross_entropy_probabilities(logits, target, weight, ignore_index, reduction, smoothing):
+    """cross_entropy of class-probability targets, composed of log_softmax, products and sums
+    (their gradients reach the logits and, where it requires grad, the target)."""
+    if ignore_index != -100:
+        raise ValueError(f"cross_entropy: ignore_index ({ignore_index}) is not supported for "
+                         f"class-probability (floating) targets, as in torch")
+    if not 0.0 <= smoothing <= 1.0:
+        raise ValueError(f"cross_entropy: label_smoothing must be in [0, 1], got {smoothing}")
+    p = target if isinstance(target, Tensor) else \
+        Tensor(_on_device_of(logits, target, "cross_entropy"))
+    if tuple(p.shape) != tuple(logits.shape):
+        raise ValueError(f"cross_entropy: class-probability target {tuple(p.shape)} and logits "
+                         f"{tuple(logits.shape)} do not match (they need one shape)")
+    C = logits.shape[1]
+    if smoothing:
+        p = p * (1.0 - smoothing) + smoothing / C
+    w = _class_weight(logits, weight)
+    if w is not None:
+        p = p * reshape(Tensor(w), (1, C) + (1,) * (logits.ndim - 2))
+    loss = -sum(p * log_softmax(logits, dim=1), dim=1)
+    return {"mean": mean, "sum": sum}[reduction](loss) if reduction != "none" else loss
 
 
 # ---- in place: x += y, x.add_(y), x[i] = v, x.copy_(y), ... (torch's rules) ----------------------

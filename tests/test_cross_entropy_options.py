@@ -78,3 +78,60 @@ def test_bad_options_are_clear_errors(call, error, pattern):
     x, t = L.tensor(LOGITS.astype(np.float32)), L.tensor(TARGET)
     with pytest.raises(error, match=pattern):
         call(x, t)
+
+
+def _probabilities(shape, seed):
+    p = np.random.default_rng(seed).random(shape)
+    return p / p.sum(axis=1, keepdims=True)
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("smoothing", [0.0, 0.3])
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("spatial", [False, True])
+@pytest.mark.parametrize("device", DEVICES)
+def test_class_probability_targets_are_torchs(where, reduction, smoothing, weighted, spatial):
+    """Loss and gradients -- to the logits and to the target -- against torch, float64 and
+    float32."""
+    logits = LOGITS_2D if spatial else LOGITS
+    target = _probabilities(logits.shape, 3)
+    weight = (WEIGHT_2D if spatial else WEIGHT) if weighted else None
+    kw = dict(reduction=reduction, label_smoothing=smoothing)
+    for dtype, rtol in ((np.float64, 1e-12), (np.float32, 2e-6)):
+        x = L.Tensor(L.tensor(logits.astype(dtype), device=where).data, requires_grad=True)
+        t = L.Tensor(L.tensor(target.astype(dtype), device=where).data, requires_grad=True)
+        w = None if weight is None else L.tensor(weight.astype(dtype), device=where)
+        loss = F.cross_entropy(x, t, weight=w, **kw)
+        loss.backward(L.tensor(np.ones(loss.shape, dtype), device=where))
+        tx, tt = (torch.tensor(a.astype(dtype), requires_grad=True) for a in (logits, target))
+        tw = None if weight is None else torch.tensor(weight.astype(dtype))
+        tl = torch.nn.functional.cross_entropy(tx, tt, weight=tw, **kw)
+        tl.backward(torch.ones_like(tl))
+        assert loss.dtype == dtype and loss.shape == tuple(tl.shape)
+        for a, b in ((loss, tl), (x.grad, tx.grad), (t.grad, tt.grad)):
+            np.testing.assert_allclose(a.numpy(), b.detach().numpy(), rtol=rtol, atol=rtol)
+
+
+@pytest.mark.parametrize("reduction", ["mean", "none"])
+@pytest.mark.parametrize("kind", ["index", "probabilities"])
+def test_one_unbatched_item_is_torchs(kind, reduction):
+    x = LOGITS[0]
+    target = np.array(2) if kind == "index" else _probabilities((1, 4), 5)[0]
+    ours_x = L.Tensor(x, requires_grad=True)
+    loss = F.cross_entropy(ours_x, L.tensor(target), reduction=reduction)
+    loss.backward()
+    tx = torch.tensor(x, requires_grad=True)
+    tl = torch.nn.functional.cross_entropy(tx, torch.tensor(target), reduction=reduction)
+    tl.backward()
+    assert loss.shape == tuple(tl.shape) == ()
+    np.testing.assert_allclose(loss.numpy(), tl.detach().numpy(), rtol=1e-12)
+    np.testing.assert_allclose(ours_x.grad.numpy(), tx.grad.numpy(), rtol=1e-12)
+
+
+def test_class_probability_targets_refuse_what_torch_refuses():
+    x = L.tensor(LOGITS)
+    with pytest.raises(ValueError, match="ignore_index \\(1\\) is not supported for "
+                                         "class-probability"):
+        F.cross_entropy(x, L.tensor(_probabilities(LOGITS.shape, 0)), ignore_index=1)
+    with pytest.raises(ValueError, match="target \\(5, 3\\) and logits \\(5, 4\\) do not match"):
+        F.cross_entropy(x, L.tensor(_probabilities((5, 3), 0)))
