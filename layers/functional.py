@@ -466,10 +466,30 @@ def reverse_padded(x, lengths):
     return _sh.ReversePadded.apply(x, n)
 
 
-def pad(x, pad, value=0.0):
-    """torch.nn.functional.pad order: (last_before, last_after, 2nd-last_before, ...)."""
+PAD_MODES = ("constant", "reflect", "replicate", "circular")
+
+
+def pad(x, pad, mode="constant", value=None):
+    """torch.nn.functional.pad: widths in its order (last_before, last_after, 2nd-last_before,
+    ...), a negative one cropping; mode 'constant' (value, default 0), or 'reflect' (mirrored
+    about the edge, which is not repeated), 'replicate' (the edge repeated) or 'circular'
+    (wrapped round), which pad the last 1, 2 or 3 axes of a tensor of one or two more (torch's
+    rule) and take no value. A copied element's gradient is added to its source's."""
+    if mode not in PAD_MODES:
+        raise NotImplementedError(f"pad: unrecognised padding mode {mode!r}; expected one of "
+                                  f"{list(PAD_MODES)}")
     if len(pad) % 2 or len(pad) // 2 > x.ndim:
         raise ValueError(f"pad: {pad} must hold (before, after) pairs for at most {x.ndim} axes")
+    if mode != "constant":
+        k = len(pad) // 2
+        if value is not None and value != 0:
+            raise RuntimeError(f"pad: padding mode {mode!r} doesn't take in value argument "
+                               f"(got {value}), as torch")
+        if k not in (1, 2, 3) or x.ndim not in (k + 1, k + 2):
+            raise NotImplementedError(
+                f"pad: padding size {len(pad)} is not supported for {x.ndim}D input in mode "
+                f"{mode!r} (torch's rule: 2 widths pad the last axis of a 2-d or 3-d tensor, 4 "
+                f"the last two of a 3-d or 4-d one, 6 the last three of a 4-d or 5-d one)")
     widths = [(0, 0)] * x.ndim
     for i in range(len(pad) // 2):
         widths[x.ndim - 1 - i] = (int(pad[2 * i]), int(pad[2 * i + 1]))
@@ -483,7 +503,19 @@ def pad(x, pad, value=0.0):
             crop.append(slice(start, stop))
         x = getitem(x, tuple(crop))
         widths = [(builtins.max(b, 0), builtins.max(a, 0)) for b, a in widths]
-    return _sh.Pad.apply(x, pad_width=tuple(widths), value=value)
+    for axis, ((b, a), n) in enumerate(zip(widths, x.shape)):
+        if mode == "reflect" and builtins.max(b, a) >= n and (b or a):
+            raise RuntimeError(f"pad: reflect padding {(b, a)} of axis {axis} must be less than "
+                               f"its size {n} (input shape {tuple(x.shape)}), as torch")
+        if mode in ("replicate", "circular") and (b or a) and n == 0:
+            raise RuntimeError(f"pad: {mode} padding of axis {axis}, which is empty (input "
+                               f"shape {tuple(x.shape)})")
+        if mode == "circular" and builtins.max(b, a) > n:
+            raise RuntimeError(f"pad: circular padding {(b, a)} of axis {axis} wraps around "
+                               f"its size {n} more than once (input shape {tuple(x.shape)}), "
+                               f"as torch refuses")
+    return _sh.Pad.apply(x, pad_width=tuple(widths), mode=mode,
+                         value=0.0 if value is None else value)
 
 
 def _on_device_of(x, a, name, what="the indices/target are"):

@@ -29,10 +29,20 @@ class Linear(Module):
                 f"bias={self.bias is not None}")
 
 
+PADDING_MODES = ("zeros", "reflect", "replicate", "circular")
+
+
 class _ConvNd(Module):
+    """padding_mode 'reflect', 'replicate' or 'circular' pads the input by F.pad in that mode
+    and convolves it unpadded, as torch's modules do ('zeros': the convolution's own)."""
+
     def __init__(self, in_channels, out_channels, kernel_size, stride, padding, dilation, groups,
-                 bias, weight_shape):
+                 bias, weight_shape, padding_mode="zeros"):
         super().__init__()
+        if padding_mode not in PADDING_MODES:
+            raise ValueError(f"{type(self).__name__}: padding_mode must be one of "
+                             f"{list(PADDING_MODES)}, got {padding_mode!r}")
+        self.padding_mode = padding_mode
         if in_channels % groups or out_channels % groups:
             raise ValueError(f"{type(self).__name__}: in_channels {in_channels} and out_channels "
                              f"{out_channels} must both be divisible by groups {groups}")
@@ -57,32 +67,53 @@ class _ConvNd(Module):
             s += f", padding={self.padding!r}"
         elif any(self.padding):
             s += f", padding={self.padding}"
+        if self.padding_mode != "zeros":
+            s += f", padding_mode={self.padding_mode!r}"
         return s + ("" if self.bias is not None else ", bias=False")
+
+    def _padded(self, x):
+        """(x, the convolution's padding): x padded in padding_mode and 0 where that is not
+        'zeros' -- torch's widths: each axis's padding both sides, 'same' split as the
+        convolution splits it (the odd one after)."""
+        if self.padding_mode == "zeros":
+            return x, self.padding
+        if self.padding == "valid":
+            return x, self.padding
+        if self.padding == "same":
+            total = [d * (k - 1) for d, k in zip(self.dilation, self.kernel_size)]
+            pairs = [(t // 2, t - t // 2) for t in total]
+        else:
+            pairs = [(p, p) for p in self.padding]
+        widths = tuple(w for pair in reversed(pairs) for w in pair)
+        return F.pad(x, widths, mode=self.padding_mode), (0,) * len(pairs)
 
 
 class Conv2d(_ConvNd):
     def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1,
-                 groups=1, bias=True):
+                 groups=1, bias=True, padding_mode="zeros"):
         k = _pair(kernel_size)
         super().__init__(in_channels, out_channels, k, _pair(stride),
                          padding if isinstance(padding, str) else _pair(padding),
-                         _pair(dilation), groups, bias, (out_channels, in_channels // groups) + k)
+                         _pair(dilation), groups, bias, (out_channels, in_channels // groups) + k,
+                         padding_mode)
 
     def forward(self, x):
-        return F.conv2d(x, self.weight, self.bias, self.stride, self.padding, self.dilation,
+        x, padding = self._padded(x)
+        return F.conv2d(x, self.weight, self.bias, self.stride, padding, self.dilation,
                         self.groups)
 
 
 class Conv1d(_ConvNd):
     def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1,
-                 groups=1, bias=True):
+                 groups=1, bias=True, padding_mode="zeros"):
         super().__init__(in_channels, out_channels, (kernel_size,), (stride,),
                          padding if isinstance(padding, str) else (padding,),
                          (dilation,), groups, bias,
-                         (out_channels, in_channels // groups, kernel_size))
+                         (out_channels, in_channels // groups, kernel_size), padding_mode)
 
     def forward(self, x):
-        padding = self.padding if isinstance(self.padding, str) else self.padding[0]
+        x, padding = self._padded(x)
+        padding = padding if isinstance(padding, str) else padding[0]
         return F.conv1d(x, self.weight, self.bias, self.stride[0], padding,
                         self.dilation[0], self.groups)
 
@@ -91,7 +122,10 @@ class ConvTranspose2d(_ConvNd):
     """weight (in_channels, out_channels/groups, R, S), as torch."""
 
     def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0,
-                 output_padding=0, groups=1, bias=True, dilation=1):
+                 output_padding=0, groups=1, bias=True, dilation=1, padding_mode="zeros"):
+        if padding_mode != "zeros":
+            raise ValueError(f"ConvTranspose2d: only the 'zeros' padding mode is supported (as "
+                             f"torch), got {padding_mode!r}")
         k = _pair(kernel_size)
         super().__init__(in_channels, out_channels, k, _pair(stride), _pair(padding),
                          _pair(dilation), groups, bias, (in_channels, out_channels // groups) + k)

@@ -152,15 +152,45 @@ class ReversePadded(Function):
         return gy[self.rows, self.cols], None
 
 
+# torch's padding modes as numpy.pad's (and cupy.pad's)
+_PAD_MODES = {"constant": "constant", "reflect": "reflect", "replicate": "edge",
+              "circular": "wrap"}
+
+
 class Pad(Function):
-    """Constant padding; pad_width as numpy.pad's ((before, after), ...) per axis."""
+    """Padding; pad_width as numpy.pad's ((before, after), ...) per axis, mode torch's (constant
+    `value`, reflect, replicate, circular). Backward: the interior of the gradient, plus, for the
+    copying modes, each padded element's gradient added to the element it copies -- the
+    source of every position along an axis is numpy.pad's of the positions themselves."""
+    mode = "constant"
 
     def forward(self, x):
+        self.shape = x.shape
         self.crop = tuple(slice(b, b + n) for (b, _), n in zip(self.pad_width, x.shape))
-        return self.xp.pad(x, self.pad_width, constant_values=self.value)
+        # padded in x's memory order (a channels-last tensor stays channels-last, as torch's)
+        order = sorted(range(x.ndim), key=lambda i: -abs(x.strides[i]))
+        widths = [self.pad_width[i] for i in order]
+        xt = x.transpose(order)
+        if self.mode == "constant":
+            y = self.xp.pad(xt, widths, constant_values=self.value)
+        else:
+            y = self.xp.pad(xt, widths, mode=_PAD_MODES[self.mode])
+        return y.transpose(np.argsort(order))
 
     def backward(self, gy):
-        return gy[self.crop]
+        if self.mode == "constant":
+            return gy[self.crop]
+        xp, g = self.xp, gy
+        for axis, ((b, a), n) in enumerate(zip(self.pad_width, self.shape)):
+            if not (b or a):
+                continue
+            source = np.pad(np.arange(n), (b, a), mode=_PAD_MODES[self.mode])
+            moved = xp.moveaxis(g, axis, 0)
+            summed = _scatter_add(xp, xp.zeros((n,) + moved.shape[1:],
+                                               accumulation_dtype(gy.dtype)),
+                                  xp.asarray(source), moved)
+            g = xp.moveaxis(summed, 0, axis)
+        return xp.ascontiguousarray(g).astype(gy.dtype, copy=False)
 
 
 class Embedding(Function):
