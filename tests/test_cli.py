@@ -584,3 +584,37 @@ def test_an_abbreviated_flag_is_refused(tmp_path):
     r = run("train.dcgan", *SMALL, "--max-step", "1", "--outf", str(tmp_path / "o"))
     assert_usage_error(r, "unrecognized arguments: --max-step 1")
     assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("dataset", ["fake", "digits"])
+def test_channels_other_than_grey_or_rgb_are_refused(tmp_path, dataset):
+    dcgan_fails(tmp_path, "--dataset", dataset, "--nc", "2",
+                words=("--nc", "expected 1 (greyscale) or 3 (RGB), got '2'"))
+
+
+def test_the_resume_command_of_a_run_started_from_weights_continues_it(tmp_path, trained, mnist):
+    """--netG / --netD start a run; the checkpoint then holds the weights, and --resume refuses
+    them: the printed command leaves them out. Repeating the run's own --lr is no change."""
+    import shlex
+    out = tmp_path / "w"
+    r = run("train.dcgan", *SMALL, "--dataset", "mnist", "--dataroot", str(mnist), "--netG",
+            str(trained / "netG_epoch_001.npz"), "--netD", str(trained / "netD_epoch_001.npz"),
+            "--lr", "0.0003", "--epochs", "2", "--max-steps", "1", "--outf", str(out))
+    assert r.returncode == 0, r.stderr
+    line = next(x for x in r.stdout.splitlines() if x.startswith("stopped after step 1"))
+    command = shlex.split(line.split("; ", 1)[1].removesuffix(" continues the run"))
+    assert "--netG" not in command and "--netD" not in command
+    r = run(*command[2:])
+    assert r.returncode == 0, r.stderr
+    assert "replaces the value" not in r.stdout
+
+
+@pytest.mark.parametrize("args,flag", [
+    (("--keras", "--input", "0", "5", "3", "--filters", "4", "--kernel", "3"), "--input"),
+    (("--torch", "--input", "5", "5", "--in-channels", "2", "--out-channels", "2", "--kernel",
+      "3", "--groups", "0"), "--groups"),
+    (("--keras", "--input", "5", "5", "3", "--filters", "4", "--kernel", "3", "--strides", "0"),
+     "--strides")])
+def test_explain_transpose_refuses_zero_sizes_in_one_line(args, flag):
+    assert_usage_error(run("tools.explain_transpose", *args), flag,
+                       "expected a positive integer")

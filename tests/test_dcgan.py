@@ -172,6 +172,23 @@ def test_resize_matches_torchvision_style_scaling():
     assert x.shape == (1, 1, 64, 64) and x.min() == -1.0 and x.max() == 1.0
 
 
+@pytest.mark.parametrize("h,w", [(64, 67), (67, 64), (30, 49), (64, 131), (100, 77),
+                                 (65, 65)])
+def test_resize_and_crop_are_torchvisions(h, w):
+    """torchvision's Resize(64) + CenterCrop(64) on PIL images, by its rules (torchvision is not
+    installed): the longer side int(64 * long / short), truncated; the crop's offset
+    int(round((side - 64) / 2.0)). A pixel off was the failure (round, and a floor offset)."""
+    from PIL import Image
+    img = np.random.default_rng(h * w).integers(0, 256, (h, w, 3), dtype=np.uint8)
+    nh, nw = (64, int(64 * w / h)) if h <= w else (int(64 * h / w), 64)
+    im = Image.fromarray(img).resize((nw, nh), Image.BILINEAR)
+    top, left = int(round((nh - 64) / 2.0)), int(round((nw - 64) / 2.0))
+    want = np.asarray(im.crop((left, top, left + 64, top + 64)))
+    np.testing.assert_array_equal(data.resize([img], 64, 3)[0], want)
+    ramp = np.tile(np.arange(67, dtype=np.uint8) * 3, (64, 1))   # 64 x 67: a crop 2 columns in
+    np.testing.assert_array_equal(data.resize([ramp], 64, 1)[0, 0, :3, 0], [6, 9, 12])
+
+
 def test_real_mnist_if_present():
     root = os.path.join(ROOT, "..", "shared", "data", "mnist")
     if not os.path.isdir(root):

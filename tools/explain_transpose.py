@@ -556,22 +556,24 @@ def main(argv=None):
     style = ap.add_mutually_exclusive_group()
     style.add_argument("--keras", action="store_true", help="Keras Conv2DTranspose arguments")
     style.add_argument("--torch", action="store_true", help="PyTorch ConvTranspose2d arguments")
-    ap.add_argument("--input", type=int, nargs="+",
+    ap.add_argument("--input", type=cli.positive_int, nargs="+",
                     help="Keras: H W C (channels_first: C H W); PyTorch: H W")
-    ap.add_argument("--kernel", "--kernel-size", type=int, nargs="+")
-    ap.add_argument("--strides", "--stride", dest="stride", type=int, nargs="+", default=[1])
+    ap.add_argument("--kernel", "--kernel-size", type=cli.positive_int, nargs="+")
+    ap.add_argument("--strides", "--stride", dest="stride", type=cli.positive_int, nargs="+",
+                    default=[1])
     ap.add_argument("--padding", nargs="+", help="Keras: same | valid; PyTorch: ints")
-    ap.add_argument("--output-padding", type=int, nargs="+")
-    ap.add_argument("--dilation", "--dilation-rate", type=int, nargs="+", default=[1])
-    ap.add_argument("--filters", type=int, help="Keras")
+    ap.add_argument("--output-padding", type=cli.nonnegative_int, nargs="+")
+    ap.add_argument("--dilation", "--dilation-rate", type=cli.positive_int, nargs="+",
+                    default=[1])
+    ap.add_argument("--filters", type=cli.positive_int, help="Keras")
     ap.add_argument("--data-format", default="channels_last",
                     choices=["channels_last", "channels_first"], help="Keras")
-    ap.add_argument("--in-channels", type=int, help="PyTorch")
-    ap.add_argument("--out-channels", type=int, help="PyTorch")
-    ap.add_argument("--groups", type=int, help="PyTorch [1]")
+    ap.add_argument("--in-channels", type=cli.positive_int, help="PyTorch")
+    ap.add_argument("--out-channels", type=cli.positive_int, help="PyTorch")
+    ap.add_argument("--groups", type=cli.positive_int, help="PyTorch [1]")
     ap.add_argument("--layout", choices=["NCHW", "NHWC"],
                     help="PyTorch: how cuDNN stores the data (NHWC = channels_last) [NCHW]")
-    ap.add_argument("--batch", type=int, default=2)
+    ap.add_argument("--batch", type=cli.positive_int, default=2)
     ap.add_argument("--seed", type=cli.seed, default=0)
     args = ap.parse_args(argv)
 

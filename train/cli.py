@@ -54,6 +54,7 @@ def _argument_type(convert, accept, expected):
 
 positive_int = _argument_type(int, lambda n: n >= 1, "a positive integer (1, 2, ...)")
 nonnegative_int = _argument_type(int, lambda n: n >= 0, "an integer >= 0")
+channels = _argument_type(int, lambda n: n in (1, 3), "1 (greyscale) or 3 (RGB)")
 seed = _argument_type(int, lambda n: 0 <= n < 2 ** 63, "a seed, an integer in [0, 2^63)")
 positive_float = _argument_type(float, lambda x: 0 < x < float("inf"),
                                 "a positive number (e.g. 1e-3)")   # a learning rate
@@ -103,16 +104,18 @@ def run_outf(outf, resume, default):
     return os.path.dirname(os.path.abspath(resume)) if resume else default
 
 
-def resume_command(prog, argv, checkpoint):
+def resume_command(prog, argv, checkpoint, drop=()):
     """The command that continues a stopped run: its own flags (`argv`), less --resume,
-    --max-steps and --dry-run, plus --resume CHECKPOINT; shell-quoted."""
+    --max-steps, --dry-run and the flags named in `drop` (each taking a value: the starting
+    weights --netG / --netD, which the checkpoint holds), plus --resume CHECKPOINT;
+    shell-quoted."""
     kept, skip = [], False
     for arg in argv:
         if skip:
             skip = False
             continue
         name = arg.split("=", 1)[0]
-        if name in ("--resume", "--max-steps"):
+        if name in ("--resume", "--max-steps", *drop):
             skip = "=" not in arg
             continue
         if arg != "--dry-run":
@@ -120,13 +123,14 @@ def resume_command(prog, argv, checkpoint):
     return f"{prog} {shlex.join(kept + ['--resume', checkpoint])}"
 
 
-def stop_line(prog, argv, checkpoint, step, why, finished):
+def stop_line(prog, argv, checkpoint, step, why, finished, drop=()):
     """What a run stopped early by --max-steps / --dry-run prints: the command that continues it
     (resume_command), or, where that step was the run's last (`finished`: every epoch done),
     that nothing is left to continue."""
     if finished:
         return f"stopped after step {step} ({why}), the run's last: the run is complete"
-    return f"stopped after step {step} ({why}); {resume_command(prog, argv, checkpoint)} " \
+    return f"stopped after step {step} ({why}); " \
+           f"{resume_command(prog, argv, checkpoint, drop)} " \
            f"continues the run"
 
 

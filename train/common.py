@@ -282,6 +282,11 @@ def override_hyper(optimizers, resume, **given):
     for name, value in given.items():
         if value is None:
             continue
+        key = "betas" if name == "beta1" else name
+        saved = [g[key][0] if name == "beta1" else g[key]
+                 for opt in optimizers.values() for g in opt.param_groups]
+        if all(v == value for v in saved):
+            continue                    # (the printed resume command repeats the run's own)
         for opt in optimizers.values():
             for g in opt.param_groups:
                 if name == "beta1":

@@ -127,7 +127,7 @@ def load_folder(root, nc):
     for p in paths:
         try:
             images.append(np.asarray(Image.open(p).convert(mode)))
-        except OSError as e:                        # PIL.UnidentifiedImageError is an OSError
+        except (OSError, Image.DecompressionBombError) as e:   # (UnidentifiedImageError: OSError)
             raise DatasetError(f"--dataroot {root}: {p} is not a readable image "
                                f"({type(e).__name__}: {e})") from None
     return images
@@ -136,17 +136,20 @@ def load_folder(root, nc):
 def resize(images, size, nc):
     """uint8 (N, H, W[, C]) or a list of such images -> uint8 (N, size, size, nc): the shorter
     side scaled to `size` with bilinear resampling, then a centre crop (torchvision's
-    Resize(size) + CenterCrop(size) on PIL images)."""
+    Resize(size) + CenterCrop(size) on PIL images: the longer side int(size * long / short),
+    truncated; the crop's offset round((side - size) / 2), Python's rounding)."""
     from PIL import Image
     out = np.empty((len(images), size, size, nc), np.uint8)
     mode = "L" if nc == 1 else "RGB"
     for i, img in enumerate(images):
         im = Image.fromarray(img).convert(mode)
         w, h = im.size
-        scale = size / min(w, h)
-        im = im.resize((max(size, round(w * scale)), max(size, round(h * scale))),
-                       Image.BILINEAR)
-        left, top = (im.size[0] - size) // 2, (im.size[1] - size) // 2
+        if (w, h) != (size, size):
+            short, long = min(w, h), max(w, h)
+            new_long = int(size * long / short)
+            im = im.resize((size, new_long) if w <= h else (new_long, size), Image.BILINEAR)
+        left = int(round((im.size[0] - size) / 2.0))
+        top = int(round((im.size[1] - size) / 2.0))
         a = np.asarray(im.crop((left, top, left + size, top + size)))
         out[i] = a.reshape(size, size, nc)
     return out

@@ -224,7 +224,7 @@ def parse_args(argv=None):
     p.add_argument("--batch-size", type=cli.positive_int, default=None,
                    help="[128; a resumed run keeps its checkpoint's]")
     p.add_argument("--image-size", type=cli.positive_int, default=64, help="[64]")
-    p.add_argument("--nc", type=cli.positive_int, default=None,
+    p.add_argument("--nc", type=cli.channels, default=None,
                    help="image channels [1; a resumed run keeps its checkpoint's, as for the three "
                         "below]")
     p.add_argument("--nz", type=cli.positive_int, default=None,
@@ -399,7 +399,8 @@ def main(argv=None):
         cli.fail(f"--resume {args.resume}: {e}")
     save_image_grid(data.to_float(images[:64]), os.path.join(args.outf, "real_samples.png"))
     print(f"{len(images)} images ({args.dataset}), {len(batches)} "
-          f"batch{'es' if len(batches) != 1 else ''} of {args.batch_size} "
+          f"batch{'es' if len(batches) != 1 else ''} of "
+          f"{min(args.batch_size, len(images))} "
           f"per epoch, device {device}, precision {args.precision}, {args.memory_format}")
 
     finite = FiniteCheck(modules, keep_first=True)
@@ -425,7 +426,7 @@ def main(argv=None):
         # updated by hand, so it is still open for the last window's figures after the loop
         bar = Progress(len(batches), f"epoch {epoch + 1}/{args.epochs}",
                        initial=position // args.batch_size)
-        sums, count, t0, stop = np.zeros(5), 0, time.perf_counter(), False
+        sums, count, seen, t0, stop = np.zeros(5), 0, 0, time.perf_counter(), False
         stats.restart_clock()
 
         def record(rows):
@@ -457,6 +458,7 @@ def main(argv=None):
                     values = run_step(real)
                 step += 1
                 position += real.shape[0]
+                seen += real.shape[0]
                 bar.update(1)
                 if not record(stats.add(step, values, real.shape[0])):
                     return 1
@@ -468,7 +470,7 @@ def main(argv=None):
         mean, elapsed = sums / max(count, 1), time.perf_counter() - t0
         print(f"[{epoch + 1}/{args.epochs}] Loss_D {mean[0]:.4f} Loss_G {mean[1]:.4f} "
               f"D(x) {mean[2]:.4f} D(G(z)) {mean[3]:.4f}/{mean[4]:.4f} "
-              f"{count * args.batch_size / elapsed:.0f} img/s")
+              f"{seen / elapsed:.0f} img/s")
         finished = position == len(images)
         if not finished:
             # before the samples below move batch norm's running statistics: an uninterrupted
@@ -487,7 +489,8 @@ def main(argv=None):
         if stop:
             print(cli.stop_line("python -m train.dcgan", argv, ckpt, step,
                                 "--dry-run" if args.dry_run else "--max-steps",
-                                finished and epoch + 1 == args.epochs))
+                                finished and epoch + 1 == args.epochs,
+                                drop=("--netG", "--netD")))
             break
     log.flush()
     return 0
