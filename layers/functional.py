@@ -765,6 +765,10 @@ def cross_entropy(logits, target, weight=None, *args, ignore_index=-100, reducti
                              label_smoothing=label_smoothing)
         return reshape(loss, ()) if reduction == "none" else loss
     t = Tensor(_on_device_of(logits, target, "cross_entropy"))
+    if is_floating(t.dtype) and tuple(t.shape) != tuple(logits.shape):
+        raise TypeError(f"cross_entropy: target must hold class indices (integers, shape "
+                        f"(N, ...)) or class probabilities (floating, the logits' shape "
+                        f"{tuple(logits.shape)}); got {t.dtype} of shape {tuple(t.shape)}")
     if is_floating(t.dtype):
         return _cross_entropy_probabilities(logits, target, weight, ignore_index, reduction,
                                             label_smoothing)
@@ -804,10 +808,7 @@ def _cross_entropy_probabilities(logits, target, weight, ignore_index, reduction
     if not 0.0 <= smoothing <= 1.0:
         raise ValueError(f"cross_entropy: label_smoothing must be in [0, 1], got {smoothing}")
     p = target if isinstance(target, Tensor) else \
-        Tensor(_on_device_of(logits, target, "cross_entropy"))
-    if tuple(p.shape) != tuple(logits.shape):
-        raise ValueError(f"cross_entropy: class-probability target {tuple(p.shape)} and logits "
-                         f"{tuple(logits.shape)} do not match (they need one shape)")
+        Tensor(_on_device_of(logits, target, "cross_entropy"))     # (of the logits' shape)
     C = logits.shape[1]
     if smoothing:
         p = p * (1.0 - smoothing) + smoothing / C

@@ -133,5 +133,6 @@ def test_class_probability_targets_refuse_what_torch_refuses():
     with pytest.raises(ValueError, match="ignore_index \\(1\\) is not supported for "
                                          "class-probability"):
         F.cross_entropy(x, L.tensor(_probabilities(LOGITS.shape, 0)), ignore_index=1)
-    with pytest.raises(ValueError, match="target \\(5, 3\\) and logits \\(5, 4\\) do not match"):
+    with pytest.raises(TypeError, match="class probabilities \\(floating, the logits' shape "
+                                        "\\(5, 4\\)\\); got float64 of shape \\(5, 3\\)"):
         F.cross_entropy(x, L.tensor(_probabilities((5, 3), 0)))
