@@ -2,8 +2,8 @@
 and tensor arithmetic (cudnnAddTensor with broadcasting, cudnnScaleTensor) on CuPy arrays."""
 from . import api
 from ._cache import LRU
-from .boundary import (ALIGNMENT, CallCache, check_out, check_shape, common_dtype, handle,
-                       is_packed, output, packed, scalar)
+from .boundary import (ALIGNMENT, CallCache, apart, check_out, check_shape, common_dtype,
+                       handle, is_packed, output, packed, scalar)
 from .descriptors import ActivationDescriptor, TensorDescriptor
 from .enums import ActivationMode, NanPropagation
 from .errors import BadParam, BadParamShapeMismatch
@@ -52,11 +52,14 @@ def forward(x, mode, coef=0.0, *, out=None, alpha=1.0, beta=0.0, dtype=None):
     fn = "cudnnActivationForward"
     key = _calls.key((x, out), fn, mode, coef, alpha, beta, dtype)
     seen = _calls.seen(key)
+    if seen is not None:          # (a relation, not in the key; the checks below do it too)
+        apart(fn, "out", out, in_place=("x",), x=x)      # (cuDNN: y may be x itself)
     if seen is None:
         given = x
         dt = _checked(fn, dtype, x=x, out=out)
         x = packed(fn, "x", x)
         check_out(fn, "out", out, x.shape, x.dtype, beta)
+        apart(fn, "out", out, in_place=("x",), x=x)
         h = handle(fn, x=x, out=out)
         desc = TensorDescriptor.cached(_as4d(x), dtype=dt)
         if x is given:
@@ -75,6 +78,8 @@ def backward(y, gy, x, mode, coef=0.0, *, out=None, alpha=1.0, beta=0.0, dtype=N
     fn = "cudnnActivationBackward"
     key = _calls.key((y, gy, x, out), fn, mode, coef, alpha, beta, dtype)
     seen = _calls.seen(key)
+    if seen is not None:          # (a relation, not in the key; the checks below do it too)
+        apart(fn, "out", out, in_place=("gy",), y=y, gy=gy, x=x)     # (dx may be dy itself)
     if seen is None:
         given = y, gy, x
         dt = _checked(fn, dtype, y=y, gy=gy, x=x, out=out)
@@ -82,6 +87,7 @@ def backward(y, gy, x, mode, coef=0.0, *, out=None, alpha=1.0, beta=0.0, dtype=N
         check_shape(fn, "gy", gy, y.shape, "y has")
         check_shape(fn, "x", x, y.shape, "y has")
         check_out(fn, "out", out, x.shape, x.dtype, beta)
+        apart(fn, "out", out, in_place=("gy",), y=y, gy=gy, x=x)
         h = handle(fn, y=y, gy=gy, x=x, out=out)
         desc = TensorDescriptor.cached(_as4d(x), dtype=dt)
         if all(a is b for a, b in zip((y, gy, x), given)):

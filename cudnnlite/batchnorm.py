@@ -16,8 +16,8 @@ from typing import NamedTuple
 
 from . import api
 from ._cache import LRU
-from .boundary import (CallCache, check_out, check_shape, common_dtype, device_array, handle,
-                       overlap, packed, scalar)
+from .boundary import (CallCache, apart, check_out, check_shape, common_dtype, device_array,
+                       handle, overlap, packed, scalar)
 from .descriptors import TensorDescriptor
 from .enums import BatchNormMode, BatchNormOps, DataType
 from .errors import BadParam, BadParamShapeMismatch
@@ -128,7 +128,8 @@ def backward(x, gy, gamma, saved_mean, saved_invstd, *, eps=1e-5, mode=BatchNorm
     common_dtype(fn, dtype, x=x, gy=gy)
     check_shape(fn, "gy", gy, x.shape, "x has")
     add_to = _pair(fn, add_to)
-    _check_add_to(fn, add_to, gamma)
+    _check_add_to(fn, add_to, gamma, x=x, gy=gy, saved_mean=saved_mean,
+                  saved_invstd=saved_invstd)
     gy4 = packed(fn, "gy", gy).reshape(x4.shape)
     h = handle(fn, x=x, gy=gy4, gamma=gamma, saved_mean=saved_mean, saved_invstd=saved_invstd,
                **_named(add_to))
@@ -152,10 +153,11 @@ def _pair(function, add_to):
     return tuple(add_to)
 
 
-def _check_add_to(function, add_to, gamma):
+def _check_add_to(function, add_to, gamma, **read):
     """add_to (backward's, through _pair): None, or (ggamma, gbeta) as cuDNN writes them -- two
     device arrays of gamma's shape and dtype, C-contiguous and aligned (check_out), whose memory
-    does not overlap (cuDNN adds the two gradients into them at once)."""
+    does not overlap each other (cuDNN adds the two gradients into them at once) nor what the
+    call reads (gamma and `read`)."""
     if add_to is None:
         return
     names = ("add_to[0] (ggamma)", "add_to[1] (gbeta)")
@@ -163,11 +165,21 @@ def _check_add_to(function, add_to, gamma):
         if a is None:
             raise BadParam(function, {name: None}, f"{name} must be an array to add into, got None")
         check_out(function, name, a, gamma.shape, gamma.dtype)
+    _add_to_apart(function, add_to, gamma, **read)
+
+
+def _add_to_apart(function, add_to, gamma, **read):
+    """add_to's two arrays share no memory with each other (cuDNN writes both gradients at once)
+    nor with what the call reads (gamma, ...): relations, checked on every call (apart)."""
+    if add_to is None:
+        return
     a, b = add_to
     if overlap(a, b):
-        raise BadParam(function, {f"{names[0]}.ptr": a.data.ptr, f"{names[1]}.ptr": b.data.ptr,
+        raise BadParam(function, {"add_to[0].ptr": a.data.ptr, "add_to[1].ptr": b.data.ptr,
                                   "bytes": a.nbytes},
                        "add_to's two arrays overlap: cuDNN writes both gradients at once")
+    for i, out in enumerate(add_to):
+        apart(function, f"add_to[{i}]", out, gamma=gamma, **read)
 
 
 def _named(add_to):
@@ -286,6 +298,9 @@ def backward_ex(x, gy, gamma, beta, saved_mean, saved_invstd, reserve, *, eps=1e
     else:
         (x4_shape, xdesc, bdesc, mode, dt, ws, rs), h = seen
         x4, gy4 = (x, gy) if x4_shape is None else (x.reshape(x4_shape), gy.reshape(x4_shape))
+    # add_to's relations to the other arrays are not in the call's key: checked every call
+    _add_to_apart(fn, add_to, gamma, beta=beta, x=x, gy=gy, saved_mean=saved_mean,
+                  saved_invstd=saved_invstd)
     gx = cupy.empty_like(x4)
     ggamma, gbeta = add_to or (cupy.empty_like(gamma), cupy.empty_like(gamma))
     one, zero = scalar(dt, 1.0), scalar(dt, 0.0)

@@ -33,7 +33,7 @@ from . import api
 from ._cache import LRU
 from ._lib import load
 from ._settings import cached_hash, settings_functions, state_without_hash
-from .boundary import ALIGNMENT
+from .boundary import ALIGNMENT, apart
 from .handle import Workspace
 
 ENV_VAR = "CUDNNLITE_LIBCUBLASLT"
@@ -663,6 +663,12 @@ def _data_type(dtype, a, b):
         raise InvalidValue(_FN, {"dtype": name, "a.dtype": a.dtype.name},
                            f"dtype={name!r} takes {_ITEMSIZE[dt]}-byte elements but a holds "
                            f"{a.dtype.name}")
+    own = _DTYPES.get(a.dtype.name) if dtype is not None else dt
+    if own is not None and own != dt:       # (a relabel of integer storage only)
+        raise InvalidValue(_FN, {"dtype": name, "a.dtype": a.dtype.name},
+                           f"dtype={name!r} would read a's {a.dtype.name} values as {name} bits; "
+                           f"dtype= names the type of bits held in integer storage (bfloat16 in "
+                           f"uint16 arrays)")
     return dt
 
 
@@ -708,6 +714,7 @@ def matmul(a, b, out=None, *, bias=None, alpha=1.0, beta=0.0, dtype=None, allow_
         if not out.flags.c_contiguous or out.data.ptr % ALIGNMENT:
             raise InvalidValue(_FN, {"out.strides": out.strides, "out.ptr": out.data.ptr},
                                f"out must be C-contiguous and {ALIGNMENT}-byte aligned")
+        apart(_FN, "out", out, error=InvalidValue, a=a, b=b, bias=bias)   # (C = D: in place)
     handle = get_handle()
     for name, x in (("a", a), ("b", b), ("out", out), ("bias", bias)):
         if x is not None and x.device.id != handle.device_id:

@@ -8,7 +8,7 @@ import ctypes
 from ._cache import LRU
 from .descriptors import data_type, itemsize
 from .enums import DataType
-from .errors import BadParam, BadParamShapeMismatch
+from .errors import BadParam, BadParamShapeMismatch, NotSupportedDataType
 from .handle import get_handle
 
 ALIGNMENT = 16      # bytes: the widest vector load cuDNN's kernels make; views off it are copied
@@ -48,6 +48,16 @@ def common_dtype(function, dtype=None, **arrays):
         raise BadParam(function, {"dtype": dtype, f"{first}.dtype": a0.dtype.name},
                        f"dtype={dtype!r} takes {itemsize(dt)}-byte elements but {first} holds "
                        f"{a0.dtype.name} ({a0.itemsize} bytes)")
+    if dtype is not None:                 # a relabel of storage that names no cuDNN type only
+        try:
+            own = data_type(a0.dtype, function)
+        except NotSupportedDataType:
+            own = None
+        if own is not None and own != dt:
+            raise BadParam(function, {"dtype": dtype, f"{first}.dtype": a0.dtype.name},
+                           f"dtype={dtype!r} would read {first}'s {a0.dtype.name} values as "
+                           f"{dt.name} bits; dtype= names the type of bits held in integer "
+                           f"storage (bfloat16 in uint16 arrays)")
     return dt
 
 
@@ -62,7 +72,7 @@ def describable(a):
     for n, s in zip(reversed(a.shape), reversed(a.strides)):
         if n == 1:
             continue
-        if s % a.itemsize or s < inner:
+        if s % a.itemsize or s < inner or s // a.itemsize > 2 ** 31 - 1:   # (C int strides)
             return False
         inner = s * n
     return True
@@ -95,6 +105,53 @@ def packed(function, name, a):
 def overlap(a, b):
     """True when arrays a and b (dense, of one size) share memory."""
     return abs(a.data.ptr - b.data.ptr) < a.nbytes
+
+
+def extent(a):
+    """[first byte, last byte + 1) of the memory a strided array a reaches (empty: (p, p))."""
+    lo = hi = a.data.ptr
+    for n, s in zip(a.shape, a.strides):
+        if n == 0:
+            return lo, lo
+        if s > 0:
+            hi += s * (n - 1)
+        else:
+            lo += s * (n - 1)
+    return lo, hi + a.itemsize
+
+
+def apart(function, out_name, out, in_place=(), error=BadParam, **inputs):
+    """An array a call writes (`out`; None passes) shares no memory with the arrays it reads
+    (`inputs`, None skipped): cuDNN and cuBLAS read their inputs while they write, so an
+    overlap is a result computed from half-written inputs. Names in `in_place` may be `out`
+    itself -- the same memory, shape and strides -- where the C function documents in-place
+    operation (cudnnActivationForward's x and y); a partial overlap is refused there too. A
+    relation between arrays, so the call caches' per-array signatures cannot stand for it:
+    callers check it on every call that has an `out`. `error`: the refusal's class (cuBLAS's
+    InvalidValue for cudnnlite.blas). Arrays that are not device arrays pass here: the
+    per-array checks refuse them, naming them."""
+    if not _on_device(out) or out.size == 0:
+        return
+    lo, hi = extent(out)
+    for name, a in inputs.items():
+        if not _on_device(a) or a.size == 0:
+            continue
+        if name in in_place and a.data.ptr == out.data.ptr and a.shape == out.shape and \
+                a.strides == out.strides:
+            continue
+        alo, ahi = extent(a)
+        if alo < hi and lo < ahi:
+            raise error(function, {f"{out_name}.ptr": out.data.ptr,
+                                   f"{out_name}.bytes": hi - lo, f"{name}.ptr": a.data.ptr,
+                                   f"{name}.bytes": ahi - alo},
+                        f"{out_name} shares memory with {name}, which {function} reads while "
+                        f"it writes {out_name}: pass an {out_name} apart from the inputs")
+
+
+def _on_device(a):
+    """a is an array with a device pointer (CuPy's, or one device_array has accepted)."""
+    return a is not None and type(a) in _DEVICE_TYPES or \
+        isinstance(getattr(getattr(a, "data", None), "ptr", None), int)
 
 
 def check_shape(function, name, a, shape, what="the call expects"):

@@ -23,8 +23,8 @@ from .errors import BadParam, BadParamShapeMismatch, NotSupported
 from ._cache import LRU
 from ._settings import cached_hash, settings_functions, state_without_hash
 from .handle import keep_alive
-from .boundary import (ALIGNMENT, CallCache, check_out, check_shape, common_dtype, device_array,
-                       handle, output, packed, scalar, strided)
+from .boundary import (ALIGNMENT, CallCache, apart, check_out, check_shape, common_dtype,
+                       device_array, handle, output, packed, scalar, strided)
 
 
 @dataclass(frozen=True)
@@ -482,11 +482,16 @@ class _Seen:
 _UNSEEN = object()
 
 
-def _steady(key, a, b, out, alpha, beta, algo):
-    """The call kept under `key` (_calls), run on these arrays; _UNSEEN where none is kept or
-    its Plan is gone (the caller then takes the checks)."""
+def _steady(key, a, b, out, alpha, beta, algo, fn, names):
+    """The call kept under `key` (_calls), run on these arrays (named `names` in function fn's
+    errors); _UNSEEN where none is kept or its Plan is gone (the caller then takes the checks).
+    An `out` is checked apart from a and b here: a relation, not in the key."""
     seen = _calls.seen(key)
-    return _UNSEEN if seen is None else seen[0].run(seen[1], a, b, out, alpha, beta, algo)
+    if seen is None:
+        return _UNSEEN
+    if out is not None:
+        apart(fn, "out", out, **{names[0]: a, names[1]: b})
+    return seen[0].run(seen[1], a, b, out, alpha, beta, algo)
 
 
 def forward(x, W, *, stride=1, pad=0, dilation=1, groups=1, layout="NCHW", algo=None, out=None,
@@ -498,7 +503,7 @@ def forward(x, W, *, stride=1, pad=0, dilation=1, groups=1, layout="NCHW", algo=
     stride, pad, dilation, groups = _geometry(fn, stride, pad, dilation, groups)
     key = _calls.key((x, W, out), FWD, stride, pad, dilation, groups, layout, algo, alpha, beta,
                      dtype, settings)
-    done = _steady(key, x, W, out, alpha, beta, algo)
+    done = _steady(key, x, W, out, alpha, beta, algo, fn, ("x", "W"))
     if done is not _UNSEEN:
         return done
     given = x, W
@@ -506,6 +511,7 @@ def forward(x, W, *, stride=1, pad=0, dilation=1, groups=1, layout="NCHW", algo=
     x, W = strided(fn, "x", x), packed(fn, "W", W)
     p = _array_plan(x, W.shape, dt, layout, pad, stride, dilation, groups)
     check_out(fn, "out", out, p.y_shape, x.dtype, beta)
+    apart(fn, "out", out, x=x, W=W)
     h = handle(fn, x=x, W=W, out=out)
     out = output(out, p.y_shape, x.dtype)
     if x is given[0] and W is given[1] and x.flags.c_contiguous:
@@ -538,6 +544,7 @@ def forward_fused(x, W, bias, activation=None, *, stride=1, pad=0, dilation=1, l
     p = _array_plan(x, W.shape, dt, layout, pad, stride, dilation, 1)
     check_shape(fn, "bias", bias, (p.y.dims[1],), "one value per output channel is")
     check_out(fn, "out", out, p.y_shape, x.dtype)
+    apart(fn, "out", out, x=x, W=W, bias=bias)
     h = handle(fn, x=x, W=W, bias=bias, out=out)
     plan = fused_plan(p, h, activation)
     if isinstance(plan, NotSupported):
@@ -599,7 +606,7 @@ def backward_data(W, gy, x_shape, *, stride=1, pad=0, dilation=1, groups=1, layo
     stride, pad, dilation, groups = _geometry(fn, stride, pad, dilation, groups)
     key = _calls.key((W, gy, out), BWD_DATA, x_shape, stride, pad, dilation, groups, layout,
                      algo, alpha, beta, dtype, settings)
-    done = _steady(key, W, gy, out, alpha, beta, algo)
+    done = _steady(key, W, gy, out, alpha, beta, algo, fn, ("W", "gy"))
     if done is not _UNSEEN:
         return done
     given = W, gy
@@ -608,6 +615,7 @@ def backward_data(W, gy, x_shape, *, stride=1, pad=0, dilation=1, groups=1, layo
     p = plan(x_shape, c_strides(x_shape), W.shape, dt, layout, pad, stride, dilation, groups)
     check_shape(fn, "gy", gy, p.y_shape, "the convolution's output is")
     check_out(fn, "out", out, x_shape, gy.dtype, beta)
+    apart(fn, "out", out, W=W, gy=gy)
     h = handle(fn, W=W, gy=gy, out=out)
     if W is given[0] and gy is given[1]:
         _calls.remember(key, h, _Seen(BWD_DATA, p, x_shape, gy.dtype))
@@ -622,7 +630,7 @@ def backward_filter(x, gy, w_shape, *, stride=1, pad=0, dilation=1, groups=1, la
     stride, pad, dilation, groups = _geometry(fn, stride, pad, dilation, groups)
     key = _calls.key((x, gy, out), BWD_FILTER, w_shape, stride, pad, dilation, groups, layout,
                      algo, alpha, beta, dtype, settings)
-    done = _steady(key, x, gy, out, alpha, beta, algo)
+    done = _steady(key, x, gy, out, alpha, beta, algo, fn, ("x", "gy"))
     if done is not _UNSEEN:
         return done
     given = x, gy
@@ -631,6 +639,7 @@ def backward_filter(x, gy, w_shape, *, stride=1, pad=0, dilation=1, groups=1, la
     p = _array_plan(x, w_shape, dt, layout, pad, stride, dilation, groups)
     check_shape(fn, "gy", gy, p.y_shape, "the convolution's output is")
     check_out(fn, "out", out, w_shape, x.dtype, beta)
+    apart(fn, "out", out, x=x, gy=gy)
     h = handle(fn, x=x, gy=gy, out=out)
     out = output(out, w_shape, x.dtype)
     if x is given[0] and gy is given[1] and x.flags.c_contiguous:
@@ -694,6 +703,7 @@ def backward_bias(gy, *, layout="NCHW", out=None, alpha=1.0, beta=0.0, dtype=Non
     K = gdesc.dims[1]
     bdesc = TensorDescriptor((1, K) + (1,) * (gy.ndim - 2), dt)
     check_out(fn, "out", out, (K,), gy.dtype, beta)
+    apart(fn, "out", out, gy=gy)
     h = handle(fn, gy=gy, out=out)
     out = output(out, (K,), gy.dtype)
     api.cudnnConvolutionBackwardBias(h, scalar(dt, alpha), gdesc, gy.data.ptr, scalar(dt, beta),
@@ -723,6 +733,7 @@ def conv_transpose(x, W, *, stride=1, padding=0, output_padding=0, dilation=1, g
     """
     device_array("cudnnConvolutionBackwardData", "x", x)
     device_array("cudnnConvolutionBackwardData", "W", W)
+    *_, groups = _geometry("cudnnConvolutionBackwardData", 1, 0, 1, groups)   # (before y's dims)
     spatial = x.ndim - 2
     s, p, op, d = (as_tuple(v, spatial, "cudnnConvolutionBackwardData")
                    for v in (stride, padding, output_padding, dilation))

@@ -65,8 +65,17 @@ def logical_axes(ndim, layout):
     return (0, ndim - 1) + tuple(range(1, ndim - 1))
 
 
-def _ints(values):
+INT32_MAX = 2 ** 31 - 1
+
+
+def _ints(values, function, name):
+    """values as a C int array, each checked to fit: ctypes would wrap 2**32 + 192 to 192
+    silently (a stride of a view over 8 GiB read as a packed tensor's)."""
     values = [int(v) for v in values]
+    if any(not -INT32_MAX - 1 <= v <= INT32_MAX for v in values):
+        raise BadParam(function, {name: tuple(values)},
+                       f"{name} {tuple(values)} do not fit the C ints this descriptor takes "
+                       f"(|value| < 2**31)")
     return (c_int * max(len(values), 1))(*values)
 
 
@@ -117,7 +126,9 @@ class TensorDescriptor(Descriptor):
         if len(strides) != len(dims):
             raise BadParam("cudnnSetTensorNdDescriptor", {"dims": dims, "strides": strides},
                            "dims and strides differ in length")
-        api.cudnnSetTensorNdDescriptor(self, self.data_type, len(dims), _ints(dims), _ints(strides))
+        fn = "cudnnSetTensorNdDescriptor"
+        api.cudnnSetTensorNdDescriptor(self, self.data_type, len(dims), _ints(dims, fn, "dims"),
+                                       _ints(strides, fn, "strides"))
         self.dims, self.strides = dims, strides   # what we set; setup() reads cuDNN's copy
         self._ready = True
 
@@ -189,7 +200,8 @@ class FilterDescriptor(Descriptor):
         self.data_type = data_type(dtype, "cudnnSetFilterNdDescriptor")
         self.format = TensorFormat[layout]
         dims = tuple(int(d) for d in dims)
-        api.cudnnSetFilterNdDescriptor(self, self.data_type, self.format, len(dims), _ints(dims))
+        api.cudnnSetFilterNdDescriptor(self, self.data_type, self.format, len(dims),
+                                       _ints(dims, "cudnnSetFilterNdDescriptor", "dims"))
         self.dims = dims
         self._ready = True
 
@@ -230,8 +242,10 @@ class ConvolutionDescriptor(Descriptor):
             raise BadParam("cudnnSetConvolutionNdDescriptor",
                            {"pad": pad, "stride": stride, "dilation": dilation},
                            "pad, stride and dilation differ in length")
-        api.cudnnSetConvolutionNdDescriptor(self, len(pad), _ints(pad), _ints(stride),
-                                            _ints(dilation), ConvMode(mode),
+        fn = "cudnnSetConvolutionNdDescriptor"
+        api.cudnnSetConvolutionNdDescriptor(self, len(pad), _ints(pad, fn, "pad"),
+                                            _ints(stride, fn, "stride"),
+                                            _ints(dilation, fn, "dilation"), ConvMode(mode),
                                             data_type(compute_type))
         api.cudnnSetConvolutionGroupCount(self, int(groups))
         api.cudnnSetConvolutionMathType(self, MathType(math_type))

@@ -12,6 +12,7 @@ order of weight_ih / weight_hh (i, f, g, o):
     linLayerID  4 5 6 7  -> recurrent ones R_i R_f R_g R_o  (H, H) each; biases b_hh
 """
 import ctypes
+import operator
 from ctypes import byref, c_float, c_int, c_size_t, c_void_p
 
 import numpy as np
@@ -246,7 +247,11 @@ class _Problem:
 
 def _problem(rnn, x, lengths, batch_first):
     T, B = (x.shape[1], x.shape[0]) if batch_first else (x.shape[0], x.shape[1])
-    lengths = (T,) * B if lengths is None else tuple(int(n) for n in lengths)
+    try:          # (NumPy integers taken; a float length is refused, not truncated)
+        lengths = (T,) * B if lengths is None else tuple(operator.index(n) for n in lengths)
+    except TypeError:
+        raise BadParam("cudnnSetRNNDataDescriptor", {"lengths": tuple(lengths)},
+                       "lengths must be integers") from None
     if len(lengths) != B or (lengths and (max(lengths) > T or min(lengths) < 1)):
         raise BadParam("cudnnSetRNNDataDescriptor", {"x.shape": x.shape, "lengths": lengths},
                        f"need one length in 1..{T} per batch item ({B})")

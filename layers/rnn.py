@@ -6,6 +6,7 @@ cuDNN path is tested against. Variable lengths (`lengths`, like a packed sequenc
 a sequence's length are zero and the final states are taken at each sequence's own end.
 """
 import math
+import operator
 
 import numpy as np
 
@@ -123,7 +124,10 @@ class LSTM(Module):
                 raise ValueError(f"LSTM: lengths {lengths.data.tolist()} must hold one value in "
                                  f"1..{T} for each of the {B} sequences")
         elif lengths is not None:
-            lengths = [int(n) for n in lengths]
+            try:        # (a float length is refused, not truncated)
+                lengths = [operator.index(n) for n in lengths]
+            except TypeError:
+                raise TypeError(f"LSTM: lengths must be integers, got {list(lengths)}") from None
             if len(lengths) != B or max(lengths) > T or min(lengths) < 1:
                 raise ValueError(f"LSTM: lengths {lengths} must hold one value in 1..{T} for "
                                  f"each of the {B} sequences")

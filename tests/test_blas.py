@@ -158,6 +158,11 @@ def test_mixed_dtypes_are_refused_with_both_named():
     assert e.arguments == {"a.dtype": "float32", "b.dtype": "float16"}
 
 
+def test_dtype_relabels_integer_storage_only():
+    refuses("would read a's float16 values as bfloat16 bits", Dev((2, 3), "float16"),
+            Dev((3, 4), "float16"), dtype="bfloat16")
+
+
 def test_shapes_that_do_not_line_up_are_refused():
     refuses(r"inner sizes 3 and 5", Dev((2, 3)), Dev((5, 4)))
     refuses(r"batch sizes 2 and 3", Dev((2, 4, 3)), Dev((3, 3, 4)))
@@ -172,6 +177,13 @@ def test_bias_and_out_are_checked_against_the_result():
     refuses(r"out must be \(2, 4\) float32", a, b, out=Dev((2, 4), "float64"))
     refuses("C-contiguous", a, b, out=Dev((4, 2)).transpose())
     refuses("pass out=", a, b, beta=1.0)
+    # out must not share memory with what the product reads (cuBLASLt reads a, b and bias while
+    # it writes out; out as C, blended by beta, is its own)
+    a, b = Dev((2, 3), ptr=1 << 22), Dev((3, 4), ptr=1 << 23)
+    refuses("out shares memory with a", a, b, out=Dev((2, 4), ptr=(1 << 22) + 16))
+    refuses("out shares memory with b", a, b, out=Dev((2, 4), ptr=1 << 23))
+    refuses("out shares memory with bias", a, b, bias=Dev((4,), ptr=(1 << 24) + 16),
+            out=Dev((2, 4), ptr=1 << 24))
 
 
 def test_unsupported_dtypes_and_host_arrays_are_refused():

@@ -41,6 +41,10 @@ REFUSED = {  # name: (call, error class, message pattern)
                             cl.BadParam, r"out must be C-contiguous and 16-byte aligned"),
     "conv bf16 over float32": (lambda: conv.forward(x, W, dtype="bfloat16"), cl.BadParam,
                                r"dtype='bfloat16' takes 2-byte elements but x holds float32"),
+    "conv float16 read as bf16": (lambda: conv.forward(h16, Dev((4, 5, 3, 3), "float16"),
+                                                       dtype="bfloat16"), cl.BadParam,
+                                  r"dtype='bfloat16' would read x's float16 values as BFLOAT16 "
+                                  r"bits"),
     "conv uint16 unnamed": (lambda: conv.forward(Dev((2, 3, 8, 8), "uint16"),
                                                  Dev((4, 3, 3, 3), "uint16")),
                             cl.NotSupportedDataType, r"no cuDNN data type for uint16"),
@@ -60,6 +64,10 @@ REFUSED = {  # name: (call, error class, message pattern)
     "dgrad float groups": (lambda: conv.backward_data(W, Dev((2, 4, 6, 6)), (2, 3, 8, 8),
                                                       groups=1.0), cl.BadParam,
                            r"cudnnConvolutionBackwardData.*groups must be an integer"),
+    "transpose float groups": (lambda: conv.conv_transpose(Dev((2, 4, 5, 5)), Dev((4, 3, 4, 4)),
+                                                           groups=2.0),
+                               cl.BadParam, r"cudnnConvolutionBackwardData.*groups must be an "
+                                            r"integer"),
     "transpose fractional padding": (lambda: conv.conv_transpose(Dev((2, 4, 5, 5)),
                                                                  Dev((4, 3, 4, 4)),
                                                                  padding=(0.5, 0.5)),
@@ -109,6 +117,19 @@ REFUSED = {  # name: (call, error class, message pattern)
         Dev((48,), "uint8"), add_to=(Dev((5,)), Dev((10,))[::2])),
         cl.BadParam, r"cudnnBatchNormalizationBackwardEx failed.*add_to\[1\] \(gbeta\) must be "
                      r"C-contiguous"),
+    "conv out over W": (lambda: conv.forward(x, Dev((4, 3, 3, 3), ptr=(1 << 24) + 256), pad=1,
+                                             out=Dev((2, 4, 8, 8), ptr=1 << 24)),
+                        cl.BadParam, r"cudnnConvolutionForward failed.*out shares memory with W"),
+    "dgrad out over gy": (lambda: conv.backward_data(W, Dev((2, 4, 6, 6), ptr=1 << 24),
+                                                     (2, 3, 8, 8), out=Dev((2, 3, 8, 8),
+                                                                           ptr=(1 << 24) - 64)),
+                          cl.BadParam, r"cudnnConvolutionBackwardData.*out shares memory with gy"),
+    "bias grad out inside gy": (lambda: conv.backward_bias(Dev((2, 4, 6, 6), ptr=1 << 24),
+                                                           out=Dev((4,), ptr=(1 << 24) + 32)),
+                                cl.BadParam, r"out shares memory with gy"),
+    "act out a shifted x": (lambda: activation.forward(Dev((3, 4)), cl.ActivationMode.RELU,
+                                                       out=Dev((3, 4), ptr=(1 << 20) + 16)),
+                            cl.BadParam, r"cudnnActivationForward.*out shares memory with x"),
     "act gy shape": (lambda: activation.backward(Dev((3, 4)), Dev((4, 3)), Dev((3, 4)),
                                                  cl.ActivationMode.RELU),
                      cl.BadParamShapeMismatch, r"cudnnActivationBackward.*gy has shape \(4, 3\)"),
@@ -131,6 +152,12 @@ REFUSED = {  # name: (call, error class, message pattern)
     "rnn x features": (lambda: crnn.forward(crnn.RNNDescriptor(cl.RNNMode.LSTM, 3, 4),
                                             Dev((5, 2, 2)), Dev((10,))),
                        cl.BadParamShapeMismatch, r"x must be \(T, B, 3\).*got \(5, 2, 2\)"),
+    "rnn float lengths": (lambda: crnn._problem(crnn.RNNDescriptor(cl.RNNMode.LSTM, 3, 4),
+                                                Dev((5, 2, 3)), [2.9, 1.5], False),
+                          cl.BadParam, r"cudnnSetRNNDataDescriptor.*lengths must be integers"),
+    "tensor stride past a C int": (lambda: cl.TensorDescriptor((2, 3, 8, 8),
+                                                               strides=(2 ** 32 + 192, 64, 8, 1)),
+                                   cl.BadParam, r"cudnnSetTensorNdDescriptor.*strides \(4294967488"),
     "rnn backward without forward": (lambda: crnn.backward(None, Dev((5, 2, 4))), cl.BadParam,
                                      r"cudnnRNNBackwardData_v8.*training-mode forward"),
 }
@@ -147,7 +174,8 @@ def test_bad_calls_are_refused_at_the_boundary(name):
 @pytest.mark.skipif(_has_gpu(), reason="checks where a good call stops with no GPU")
 @pytest.mark.parametrize("call", [
     lambda: conv.forward(Dev((4, 6, 12, 12))[::2, 1:4, :, 4:12], W, pad=1),
-    lambda: conv.forward(x, W, pad=1, out=Dev((2, 4, 8, 8)), beta=1.0),
+    lambda: conv.forward(x, W, pad=1, out=Dev((2, 4, 8, 8), ptr=1 << 24), beta=1.0),
+    lambda: activation.forward(Dev((3, 4)), cl.ActivationMode.RELU, out=Dev((3, 4))),  # in place
     lambda: conv.backward_data(W, Dev((2, 4, 6, 6)), (2, 3, 8, 8)),
     lambda: conv.backward_filter(x, Dev((2, 4, 6, 6)), (4, 3, 3, 3)),
     lambda: conv.backward_bias(Dev((2, 6, 6, 4)), layout="NHWC"),
@@ -196,6 +224,7 @@ big = Dev((4, 6, 12, 12))
     (Dev((5, 8))[:, 1:], False),              # first element 4 bytes off a 16-byte boundary
     (big[::2, 1:4, :, 1:11], False),
     (Dev((4, 5), strides=(8, 4)), False),     # overlapping rows
+    (Dev((2, 3), strides=(2 ** 33, 4)), False),   # a stride past a C int (2**31 elements)
 ])
 def test_which_views_a_descriptor_can_state(view, ok):
     assert boundary.describable(view) is ok

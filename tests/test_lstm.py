@@ -122,6 +122,8 @@ def test_lstm_misuse():
         m(L.Tensor(np.zeros((2, 5), np.float32)))
     with pytest.raises(ValueError, match=r"lengths \[3, 9\].*1..4"):
         m(L.Tensor(np.zeros((4, 2, 3), np.float32)), lengths=[3, 9])
+    with pytest.raises(TypeError, match=r"lengths must be integers, got \[2.9, 1.5\]"):
+        m(L.Tensor(np.zeros((4, 2, 3), np.float32)), lengths=[2.9, 1.5])     # (not truncated)
     with pytest.raises(ValueError, match=r"h0 has shape \(2, 2, 4\), expected \(1, 2, 4\)"):
         z = L.Tensor(np.zeros((2, 2, 4), np.float32))
         m(L.Tensor(np.zeros((4, 2, 3), np.float32)), (z, z))

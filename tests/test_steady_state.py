@@ -315,3 +315,68 @@ def test_an_entry_put_again_is_the_most_recent():
     c.put("a", 3)                                    # "b" is now the oldest
     c.put("c", 4)
     assert "b" not in c and c.peek("a") == 3 and c.peek("c") == 4
+
+
+def _aligned(n, dtype=np.float32):
+    """n items of a fresh host "device" buffer whose first is 16-byte aligned."""
+    buf = np.zeros(n + 16, dtype).view(HostArray)
+    off = (-buf.data.ptr % 16) // buf.itemsize
+    return buf[off:off + n]
+
+
+def _call_twice(first, second):
+    """first() kept by the call cache, then second() with arrays of the same signature."""
+    first()
+    return second()
+
+
+@pytest.mark.parametrize("case", ["conv out is x", "wgrad out over gy", "activation out over x",
+                                  "bn add_to overlapping", "bn add_to over gamma"])
+def test_an_out_sharing_memory_with_an_input_is_refused_on_a_hit_too(counted, case):
+    """A relation between two arrays is not in the call's key (each array's own signature is):
+    checked on every call, so a hit cannot let through what the checks refuse."""
+    rng = np.random.default_rng(0)
+    if case.startswith("bn"):
+        x = dev(rng.standard_normal((4, 3, 3, 8)).astype(np.float32))      # NHWC, C = 8
+        g, b = dev(np.linspace(0.5, 1.5, 8, dtype=np.float32)), dev(np.zeros(8, np.float32))
+        y, mean, invstd, reserve = batchnorm.forward_training_ex(
+            x, g, b, dev(np.zeros(8, np.float32)), dev(np.ones(8, np.float32)))
+        gy = dev(rng.standard_normal(x.shape).astype(np.float32))
+        buf = _aligned(16)
+        bad = (buf[0:8], buf[4:12]) if case == "bn add_to overlapping" else (g, _aligned(8))
+        calls = [lambda add_to=add_to: batchnorm.backward_ex(x, gy, g, b, mean, invstd, reserve,
+                                                             add_to=add_to)
+                 for add_to in ((_aligned(8), _aligned(8)), bad)]
+        pattern = "overlap" if case == "bn add_to overlapping" else "shares memory with gamma"
+    elif case == "activation out over x":
+        buf = _aligned(32)
+        calls = [lambda: activation.forward(buf[:12], cl.ActivationMode.TANH, out=buf[16:28]),
+                 lambda: activation.forward(buf[:12], cl.ActivationMode.TANH, out=buf[4:16])]
+        pattern = "out shares memory with x"
+    else:
+        x = dev(rng.standard_normal((2, 4, 6, 6)).astype(np.float32))
+        W = dev(rng.standard_normal((4, 4, 3, 3)).astype(np.float32))
+        if case == "conv out is x":
+            calls = [lambda: conv.forward(x, W, pad=1, out=dev(np.zeros_like(x))),
+                     lambda: conv.forward(x, W, pad=1, out=x)]
+            pattern = "out shares memory with x"
+        else:
+            gy = dev(rng.standard_normal((2, 4, 6, 6)).astype(np.float32))
+            calls = [lambda: conv.backward_filter(x, gy, W.shape, pad=1,
+                                                  out=dev(np.zeros_like(W))),
+                     lambda: conv.backward_filter(x, gy, W.shape, pad=1,
+                                                  out=gy.reshape(-1)[:144].reshape(W.shape))]
+            pattern = "out shares memory with gy"
+    with pytest.raises(cl.BadParam, match=pattern):       # refused on a first call
+        calls[1]()
+    for module in (conv, batchnorm, activation):
+        module.clear_cache()
+    with pytest.raises(cl.BadParam, match=pattern):       # and after a hit
+        _call_twice(*calls)
+
+
+def test_an_activation_in_place_is_taken_as_cudnn_documents(counted):
+    x = dev(np.linspace(-2, 2, 12, dtype=np.float32).reshape(3, 4))
+    want = np.tanh(np.asarray(x).copy())
+    assert activation.forward(x, cl.ActivationMode.TANH, out=x) is x
+    np.testing.assert_allclose(np.asarray(x), want, rtol=1e-6)
