@@ -819,6 +819,185 @@ def _cross_entropy_probabilities(logits, target, weight, ignore_index, reduction
     return {"mean": mean, "sum": sum}[reduction](loss) if reduction != "none" else loss
 
 
+# ---- pooling ----------------------------------------------------------------------------------
+# Composed of the ops above, so both paths have them and their gradients come with them: each of
+# a window's kh * kw offsets is one strided slice of the (padded) input, the slices are stacked
+# and reduced -- max(dim=0), whose gradient goes to the first maximum in the window's row-major
+# order, as torch's kernels pick it; or a sum divided by each window's count. A launch per
+# offset on a GPU: a teaching engine's pooling, not cuDNN's.
+
+def _pool_args(name, x, kernel_size, stride, padding, dilation, ceil_mode):
+    """(unbatched, x as (N, C, H, W), k, s, p, d, (oh, ow), extra padding after) by torch's
+    rules for 2-d pooling, refusals in its words."""
+    if x.ndim not in (3, 4):
+        raise ValueError(f"{name}: expected a 3-d (C, H, W) or 4-d (N, C, H, W) input, got shape "
+                         f"{x.shape}")
+    if not is_floating(x.dtype):
+        raise TypeError(f"{name}: expected a floating input, got {x.dtype}")
+    k = pair(kernel_size)
+    s = k if stride is None or (not isinstance(stride, (int, np.integer)) and
+                                len(stride) == 0) else pair(stride)
+    p, d = pair(padding), pair(dilation)
+    if builtins.min(k + s + d) < 1 or builtins.min(p) < 0:
+        raise ValueError(f"{name}: kernel_size {k}, stride {s} and dilation {d} must be positive "
+                         f"and padding {p} non-negative")
+    if any(pi > ki // 2 for pi, ki in zip(p, k)):
+        raise ValueError(f"{name}: pad should be at most half of effective kernel size, but got "
+                         f"pad={p}, kernel_size={k} (torch's rule)")
+    unbatched = x.ndim == 3
+    if unbatched:
+        x = unsqueeze(x, 0)
+    out, extra = [], []
+    for n, ki, si, pi, di in zip(x.shape[2:], k, s, p, d):
+        span = di * (ki - 1) + 1
+        o = (n + 2 * pi - span + ((si - 1) if ceil_mode else 0)) // si + 1
+        if ceil_mode and (o - 1) * si >= n + pi:      # (a last window starting in the padding)
+            o -= 1
+        if o < 1:
+            raise ValueError(f"{name}: input {tuple(x.shape)} with kernel_size {k}, stride {s}, "
+                             f"padding {p}, dilation {d}: output size is too small ({o})")
+        out.append(o)
+        extra.append(builtins.max(0, (o - 1) * si + span - (n + 2 * pi)))
+    return unbatched, x, k, s, p, d, tuple(out), tuple(extra)
+
+
+def _windows(x, k, s, d, out):
+    """The kh * kw offsets' strided slices of padded x, stacked on a new first axis."""
+    (kh, kw), (sh, sw), (dh, dw), (oh, ow) = k, s, d, out
+    return stack([getitem(x, (slice(None), slice(None),
+                               slice(r * dh, r * dh + (oh - 1) * sh + 1, sh),
+                               slice(c * dw, c * dw + (ow - 1) * sw + 1, sw)))
+                  for r in range(kh) for c in range(kw)])
+
+
+def max_pool2d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+               return_indices=False):
+    """torch.nn.functional.max_pool2d: x (N, C, H, W) or (C, H, W); padding counts as -inf;
+    return_indices also gives each maximum's flat index into its input plane (H * W)."""
+    unbatched, x, k, s, p, d, out, extra = _pool_args("max_pool2d", x, kernel_size, stride,
+                                                      padding, dilation, ceil_mode)
+    padded = pad(x, (p[1], p[1] + extra[1], p[0], p[0] + extra[0]), value=-np.inf)
+    y, which = max(_windows(padded, k, s, d, out), dim=0)
+    if unbatched:
+        y = squeeze(y, 0)
+    if not return_indices:
+        return y
+    xp, (oh, ow), W = xp_of(which.data), out, x.shape[3]
+    r, c = which.data // k[1], which.data % k[1]
+    rows = xp.arange(oh).reshape(oh, 1) * s[0] - p[0] + r * d[0]
+    cols = xp.arange(ow).reshape(1, ow) * s[1] - p[1] + c * d[1]
+    index = Tensor((rows * W + cols).astype(np.int64))
+    return y, (Tensor(index.data[0]) if unbatched else index)
+
+
+def _window_counts(n, k, s, p, o, include_pad):
+    """Each of o windows' element count along one axis of size n: within the padded axis
+    [-p, n + p) (count_include_pad), else within [0, n); a ceil-mode window's part past the
+    padding never counts (torch's avg_pool2d)."""
+    start = np.arange(o) * s - p
+    end = np.minimum(start + k, n + p)
+    if not include_pad:
+        start, end = np.maximum(start, 0), np.minimum(end, n)
+    return end - start
+
+
+def avg_pool2d(x, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
+               divisor_override=None):
+    """torch.nn.functional.avg_pool2d: x (N, C, H, W) or (C, H, W); each window's sum over its
+    count (count_include_pad: padding zeros counted) or over divisor_override."""
+    unbatched, x, k, s, p, d, out, extra = _pool_args("avg_pool2d", x, kernel_size, stride,
+                                                      padding, 1, ceil_mode)
+    if divisor_override is not None and int(divisor_override) < 1:
+        raise ValueError(f"avg_pool2d: divisor_override must be positive, got "
+                         f"{divisor_override}")
+    padded = pad(x, (p[1], p[1] + extra[1], p[0], p[0] + extra[0]))
+    total = sum(_windows(padded, k, s, d, out), dim=0)
+    if divisor_override is not None:
+        y = total / float(divisor_override)
+    else:
+        counts = np.outer(*(_window_counts(n, ki, si, pi, o, count_include_pad)
+                            for n, ki, si, pi, o in zip(x.shape[2:], k, s, p, out)))
+        y = total / Tensor(to_device(counts.astype(x.dtype), x.device))
+    return squeeze(y, 0) if unbatched else y
+
+
+def _adaptive_bounds(n, o):
+    """torch's adaptive windows along an axis of n into o: [floor(i n / o), ceil((i + 1) n / o))."""
+    return [(i * n // o, -(-(i + 1) * n // o)) for i in range(o)]
+
+
+def _adaptive(name, x, output_size, reduce):
+    """x's 2-d adaptive pooling into output_size by `reduce` over each window, separably: each
+    row's part of the window, then those results down the window's rows (a max of the rows'
+    maxima is the window's, and the first of them in row-major order, as torch's kernel picks
+    it; a mean of equal-width rows' means is the window's)."""
+    if x.ndim not in (3, 4):
+        raise ValueError(f"{name}: expected a 3-d (C, H, W) or 4-d (N, C, H, W) input, got shape "
+                         f"{x.shape}")
+    if not is_floating(x.dtype):
+        raise TypeError(f"{name}: expected a floating input, got {x.dtype}")
+    size = (output_size, output_size) if isinstance(output_size, (int, np.integer)) or \
+        output_size is None else tuple(output_size)
+    size = tuple(n if o is None else int(o) for n, o in zip(x.shape[-2:], size))
+    if builtins.min(size) < 1 or builtins.min(x.shape[-2:]) < 1:
+        raise ValueError(f"{name}: output_size {size} and the input's H, W {x.shape[-2:]} must be "
+                         f"positive")
+    for axis, o in ((x.ndim - 1, size[1]), (x.ndim - 2, size[0])):
+        n = x.shape[axis]
+        if n == o:
+            continue
+        parts = []
+        for a, b in _adaptive_bounds(n, o):
+            index = [slice(None)] * x.ndim
+            index[axis] = slice(a, b)
+            parts.append(reduce(getitem(x, tuple(index)), axis))
+        x = stack(parts, axis=axis)
+    return x
+
+
+def adaptive_avg_pool2d(x, output_size):
+    """torch.nn.functional.adaptive_avg_pool2d (an int or a pair; None keeps that size)."""
+    return _adaptive("adaptive_avg_pool2d", x, output_size,
+                     lambda part, axis: mean(part, axis=axis))
+
+
+def adaptive_max_pool2d(x, output_size):
+    """torch.nn.functional.adaptive_max_pool2d's values (no return_indices)."""
+    return _adaptive("adaptive_max_pool2d", x, output_size,
+                     lambda part, axis: max(part, dim=axis).values)
+
+
+def _as_2d(name, x):
+    if x.ndim not in (2, 3):
+        raise ValueError(f"{name}: expected a 2-d (C, L) or 3-d (N, C, L) input, got shape "
+                         f"{x.shape}")
+    return unsqueeze(x, -2)
+
+
+def max_pool1d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False):
+    """torch.nn.functional.max_pool1d: x (N, C, L) or (C, L), as a pooling over (1, L)."""
+    one = lambda v: (1, int(v if isinstance(v, (int, np.integer)) else v[0]))   # noqa: E731
+    y = max_pool2d(_as_2d("max_pool1d", x), one(kernel_size),
+                   None if stride is None else one(stride), (0, one(padding)[1]),
+                   one(dilation), ceil_mode)
+    return squeeze(y, -2)
+
+
+def avg_pool1d(x, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True):
+    """torch.nn.functional.avg_pool1d: x (N, C, L) or (C, L), as a pooling over (1, L)."""
+    one = lambda v: (1, int(v if isinstance(v, (int, np.integer)) else v[0]))   # noqa: E731
+    y = avg_pool2d(_as_2d("avg_pool1d", x), one(kernel_size),
+                   None if stride is None else one(stride), (0, one(padding)[1]), ceil_mode,
+                   count_include_pad)
+    return squeeze(y, -2)
+
+
+def adaptive_avg_pool1d(x, output_size):
+    """torch.nn.functional.adaptive_avg_pool1d: x (N, C, L) or (C, L)."""
+    o = int(output_size if isinstance(output_size, (int, np.integer)) else output_size[0])
+    return squeeze(adaptive_avg_pool2d(_as_2d("adaptive_avg_pool1d", x), (1, o)), -2)
+
+
 # ---- in place: x += y, x.add_(y), x[i] = v, x.copy_(y), ... (torch's rules) ----------------------
 # An in-place change writes the tensor's own array -- every other name for it, a view, a
 # parameter's optimizer state, sees it -- and is recorded (changes.mark_changed): an op whose

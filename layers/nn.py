@@ -268,6 +268,96 @@ class Flatten(Module):
         return F.reshape(x, x.shape[0], -1)
 
 
+class MaxPool2d(Module):
+    """torch.nn.MaxPool2d (F.max_pool2d: composed of slices and a max, both paths)."""
+
+    def __init__(self, kernel_size, stride=None, padding=0, dilation=1, return_indices=False,
+                 ceil_mode=False):
+        super().__init__()
+        self.kernel_size, self.padding = kernel_size, padding
+        self.stride = kernel_size if stride is None else stride
+        self.dilation, self.return_indices, self.ceil_mode = dilation, return_indices, ceil_mode
+
+    def forward(self, x):
+        return F.max_pool2d(x, self.kernel_size, self.stride, self.padding, self.dilation,
+                            self.ceil_mode, self.return_indices)
+
+    def extra_repr(self):
+        return (f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}, "
+                f"dilation={self.dilation}, ceil_mode={self.ceil_mode}")
+
+
+class AvgPool2d(Module):
+    """torch.nn.AvgPool2d (F.avg_pool2d)."""
+
+    def __init__(self, kernel_size, stride=None, padding=0, ceil_mode=False,
+                 count_include_pad=True, divisor_override=None):
+        super().__init__()
+        self.kernel_size, self.padding = kernel_size, padding
+        self.stride = kernel_size if stride is None else stride
+        self.ceil_mode, self.count_include_pad = ceil_mode, count_include_pad
+        self.divisor_override = divisor_override
+
+    def forward(self, x):
+        return F.avg_pool2d(x, self.kernel_size, self.stride, self.padding, self.ceil_mode,
+                            self.count_include_pad, self.divisor_override)
+
+    def extra_repr(self):
+        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
+
+
+class MaxPool1d(MaxPool2d):
+    """torch.nn.MaxPool1d (F.max_pool1d)."""
+
+    def __init__(self, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False):
+        super().__init__(kernel_size, stride, padding, dilation, False, ceil_mode)
+
+    def forward(self, x):
+        return F.max_pool1d(x, self.kernel_size, self.stride, self.padding, self.dilation,
+                            self.ceil_mode)
+
+
+class AvgPool1d(AvgPool2d):
+    """torch.nn.AvgPool1d (F.avg_pool1d)."""
+
+    def __init__(self, kernel_size, stride=None, padding=0, ceil_mode=False,
+                 count_include_pad=True):
+        super().__init__(kernel_size, stride, padding, ceil_mode, count_include_pad)
+
+    def forward(self, x):
+        return F.avg_pool1d(x, self.kernel_size, self.stride, self.padding, self.ceil_mode,
+                            self.count_include_pad)
+
+
+class _AdaptivePool(Module):
+    function = None
+
+    def __init__(self, output_size):
+        super().__init__()
+        self.output_size = output_size
+
+    def forward(self, x):
+        return type(self).function(x, self.output_size)
+
+    def extra_repr(self):
+        return f"output_size={self.output_size}"
+
+
+class AdaptiveAvgPool2d(_AdaptivePool):
+    """torch.nn.AdaptiveAvgPool2d (F.adaptive_avg_pool2d)."""
+    function = staticmethod(F.adaptive_avg_pool2d)
+
+
+class AdaptiveMaxPool2d(_AdaptivePool):
+    """torch.nn.AdaptiveMaxPool2d's values (F.adaptive_max_pool2d; no return_indices)."""
+    function = staticmethod(F.adaptive_max_pool2d)
+
+
+class AdaptiveAvgPool1d(_AdaptivePool):
+    """torch.nn.AdaptiveAvgPool1d (F.adaptive_avg_pool1d)."""
+    function = staticmethod(F.adaptive_avg_pool1d)
+
+
 class BCELoss(Module):
     def __init__(self, reduction="mean"):
         super().__init__()
@@ -306,7 +396,8 @@ class CrossEntropyLoss(Module):
                                reduction=self.reduction, label_smoothing=self.label_smoothing)
 
 
-__all__ = ["Module", "Parameter", "Sequential", "ModuleList", "Linear", "Conv1d", "Conv2d", "ConvTranspose2d",
-           "BatchNorm1d", "BatchNorm2d", "Embedding", "Dropout", "ReLU", "LeakyReLU", "Tanh",
-           "Sigmoid", "Flatten", "BCELoss", "BCEWithLogitsLoss", "MSELoss", "L1Loss",
-           "CrossEntropyLoss", "LSTM", "LSTMCell"]
+__all__ = ["Module", "Parameter", "Sequential", "ModuleList", "Linear", "Conv1d", "Conv2d",
+           "ConvTranspose2d", "BatchNorm1d", "BatchNorm2d", "Embedding", "Dropout", "ReLU",
+           "LeakyReLU", "Tanh", "Sigmoid", "Flatten", "MaxPool2d", "AvgPool2d", "MaxPool1d",
+           "AvgPool1d", "AdaptiveAvgPool2d", "AdaptiveMaxPool2d", "AdaptiveAvgPool1d", "BCELoss",
+           "BCEWithLogitsLoss", "MSELoss", "L1Loss", "CrossEntropyLoss", "LSTM", "LSTMCell"]
