@@ -54,6 +54,18 @@ def floating_dtype_or_none(x):
     return dtype if is_floating(dtype) else None
 
 
+def dtype_or_none(x):
+    """x as a NumPy dtype of any kind when it names one (np.int64, 'bool', np.float32), else
+    None (a device: 'cpu', 0, 'cuda:1')."""
+    if x is None or isinstance(x, (int, np.integer)) or (isinstance(x, str) and (
+            x in ("cpu", "cuda") or x.startswith("cuda:") or x.isdigit())):
+        return None
+    try:
+        return np.dtype(x)
+    except TypeError:
+        return None
+
+
 _DTYPE_NAMES = {}
 
 

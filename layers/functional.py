@@ -13,7 +13,7 @@ from .ops import norm as _norm
 from .ops import reduce as _red
 from .ops import shape as _sh
 from .backend import (cupy, device_of, dim_index, is_channels_last, is_floating, is_gpu,
-                      promote_types, same_dtype, to_device, xp_of)
+                      parse_device, promote_types, same_dtype, to_device, xp_of)
 from .changes import mark_changed
 from .tensor import Tensor, is_grad_enabled
 
@@ -71,7 +71,8 @@ def pow(x, exponent):
     2 ** t, Tensor.__rpow__), as torch.pow."""
     if isinstance(exponent, Tensor):
         return _ew.PowTensor.apply(x, exponent)
-    if not isinstance(exponent, (int, np.integer)):
+    exponent = _operand(exponent)             # (a NumPy scalar as a Python number: no float64)
+    if not isinstance(exponent, int):
         x = _floating(x)                      # (an integer base to a float power: float32)
     return _ew.Pow.apply(x, exponent=exponent)
 
@@ -107,12 +108,15 @@ def _no_bool(a, name):
 
 
 def cast(x, dtype):
-    """x as `dtype` (a floating dtype); the gradient is cast back to x's dtype."""
+    """x as `dtype`: between floating dtypes differentiably (the gradient is cast back to x's
+    dtype); to or from integer / bool a constant, as torch's (x.long() of class scores is no
+    longer in the graph)."""
     dtype = np.dtype(dtype)
-    if not (is_floating(dtype) and is_floating(x.dtype)):
-        raise TypeError(f"cast: only floating dtypes cast (differentiably), got {x.dtype} -> "
-                        f"{dtype}")
-    return _ew.Cast.apply(x, dtype=dtype)
+    if is_floating(dtype) and is_floating(x.dtype):
+        return _ew.Cast.apply(x, dtype=dtype)
+    if dtype.kind not in "biuf" and not is_floating(dtype):
+        raise TypeError(f"cast: {x.dtype} -> {dtype}: expected a floating, integer or bool dtype")
+    return Tensor(x.data.astype(dtype))
 
 
 def matmul(a, b):
@@ -144,6 +148,8 @@ def leaky_relu(x, negative_slope=0.01):
 
 
 def clamp(x, min=None, max=None):
+    # (NumPy scalar bounds as Python numbers: np.float64 would make a float32 graph float64)
+    min, max = (b if b is None else _operand(b) for b in (min, max))
     if any(isinstance(b, float) for b in (min, max)):
         x = _floating(x)                      # (integers clamped to a float bound: float32)
     return _ew.Clamp.apply(x, lo=min, hi=max)
@@ -1137,6 +1143,50 @@ def _astype(self, dtype):
     return self if self.dtype == np.dtype(dtype) else cast(self, dtype)
 
 
+def _xp_op(name):
+    """NumPy's or CuPy's ufunc `name`, for the array it is given."""
+    return lambda x, y: getattr(xp_of(x), name)(x, y)
+
+
+def _compare(a, b, ufunc):
+    """a <op> b elementwise (==, !=, <, <=, >, >=), as torch's comparisons: a bool Tensor, in
+    no graph; a number or NumPy constant broadcasts, a Tensor must live on a's device."""
+    if isinstance(b, Tensor):
+        if b.device != a.device:
+            raise RuntimeError(f"comparison: {a.device} and {b.device} tensors (shapes {a.shape}, "
+                               f"{b.shape}), as torch refuses")
+        other = b.data
+    else:
+        other = _operand(b, a)
+        other = other.data if isinstance(other, Tensor) else other
+    return Tensor(ufunc(a.data, other))
+
+
+def _bool(self):
+    """torch's: the truth of a one-element tensor; of others ambiguous (an error)."""
+    if self.size != 1:
+        many = "no values" if self.size == 0 else "more than one value"
+        raise RuntimeError(f"Boolean value of Tensor with {many} is ambiguous (shape "
+                           f"{self.shape}), as torch; use .any() or .all() on its numpy()")
+    return builtins.bool(self.item())
+
+
+def _iter(self):
+    if self.ndim == 0:
+        raise TypeError("iteration over a 0-d tensor, as torch")
+    return (self[i] for i in range(self.shape[0]))
+
+
+def _to_device(self, device):
+    """Tensor._to_device: a copy on `device` -- in the graph (ops.shape.ToDevice) where self
+    requires grad and a graph is recorded, as torch's .to(device) -- or self if already there."""
+    if device_of(self.data) == parse_device(device):
+        return self
+    if self.requires_grad and is_grad_enabled():
+        return _sh.ToDevice.apply(self, device=parse_device(device))
+    return Tensor(to_device(self.data, device))
+
+
 def _install_tensor_methods():
     spellings = {
         "__add__": lambda self, other: add(self, other),
@@ -1179,6 +1229,15 @@ def _install_tensor_methods():
         "sigmoid": lambda self: sigmoid(self),
         "clamp": lambda self, min=None, max=None: clamp(self, min, max),
         "astype": _astype,
+        "_to_device": _to_device,
+        "__eq__": lambda self, other: _compare(self, other, _xp_op("equal")),
+        "__ne__": lambda self, other: _compare(self, other, _xp_op("not_equal")),
+        "__lt__": lambda self, other: _compare(self, other, _xp_op("less")),
+        "__le__": lambda self, other: _compare(self, other, _xp_op("less_equal")),
+        "__gt__": lambda self, other: _compare(self, other, _xp_op("greater")),
+        "__ge__": lambda self, other: _compare(self, other, _xp_op("greater_equal")),
+        "__bool__": _bool,
+        "__iter__": _iter,
         "clone": lambda self: clone(self),
         "__iadd__": lambda self, other: _augmented(self, other, np.add, "x += y", add),
         "__isub__": lambda self, other: _augmented(self, _no_bool(other, "sub"), np.subtract,
@@ -1201,6 +1260,7 @@ def _install_tensor_methods():
         if not isinstance(method, property):
             method.__name__ = method.__qualname__ = name
         setattr(Tensor, name, method)
+    Tensor.__hash__ = object.__hash__       # (by identity, as torch's: __eq__ is elementwise)
 
 
 _install_tensor_methods()

@@ -4,14 +4,15 @@ A Function's forward runs on arrays (`forward_cpu` with NumPy, `forward_gpu` wit
 or one `forward` written for both via `xp`); its `backward` takes the output gradients as arrays
 and returns one gradient (or None) per input. `backward()` is a topological sort and nothing else.
 """
-import contextlib
+import functools
+import inspect
 import threading
 
 import numpy as np
 
 from .backend import (DEFAULT_FLOAT, addable, bfloat16, concatenate, device_of,
-                      floating_dtype_or_none, from_foreign, is_floating, is_gpu, is_half,
-                      parse_device, to_device, xp_of, xp_of_gpu)
+                      dtype_or_none, from_foreign, is_floating, is_gpu, is_half, parse_device,
+                      to_device, xp_of, xp_of_gpu)
 from . import changes as _record
 from .trace import active as _trace
 
@@ -23,14 +24,113 @@ class _GradMode(threading.local):
 _grad_mode = _GradMode()
 
 
-@contextlib.contextmanager
-def no_grad():
+class _GradModeSwitch:
+    """Grad mode `mode` inside a `with` block, in this thread (torch's no_grad / enable_grad):
+    also a decorator -- `@no_grad()` or `@no_grad` -- of a function, or of a generator function,
+    whose body then runs in that mode each time it resumes (the caller's mode in between)."""
+    mode = None
+
+    def __new__(cls, func=None):
+        self = super().__new__(cls)
+        return self if func is None else self(func)
+
+    def __init__(self, func=None):
+        self._saved = []
+
+    def __enter__(self):
+        self._saved.append(_grad_mode.enabled)
+        _grad_mode.enabled = self.mode
+
+    def __exit__(self, *exc):
+        _grad_mode.enabled = self._saved.pop()
+
+    def __call__(self, fn):
+        switch = self._switch
+
+        if inspect.isgeneratorfunction(fn):
+            @functools.wraps(fn)
+            def generator(*args, **kwargs):
+                gen = fn(*args, **kwargs)
+                try:
+                    with switch():
+                        response = gen.send(None)
+                    while True:
+                        try:
+                            request = yield response
+                        except GeneratorExit:
+                            with switch():
+                                gen.close()
+                            raise
+                        except BaseException as e:
+                            with switch():
+                                response = gen.throw(e)
+                        else:
+                            with switch():
+                                response = gen.send(request)
+                except StopIteration as stop:       # (its return value is this one's)
+                    return stop.value
+            return generator
+
+        @functools.wraps(fn)
+        def function(*args, **kwargs):
+            with switch():
+                return fn(*args, **kwargs)
+        return function
+
+    def _switch(self):
+        return type(self)()
+
+
+class no_grad(_GradModeSwitch):
     """Record no graph inside the block (evaluation, optimizer updates), in this thread."""
-    saved, _grad_mode.enabled = _grad_mode.enabled, False
-    try:
-        yield
-    finally:
-        _grad_mode.enabled = saved
+    mode = False
+
+
+class enable_grad(_GradModeSwitch):
+    """Record graphs inside the block, even within no_grad(), in this thread."""
+    mode = True
+
+
+class set_grad_enabled(_GradModeSwitch):
+    """torch.set_grad_enabled(mode): sets the mode at once (a call on its own switches it), and
+    as a `with` block or a decorator restores the one before after."""
+
+    def __new__(cls, mode):
+        return super().__new__(cls)
+
+    def __init__(self, mode):
+        super().__init__()
+        self.mode = bool(mode)
+        self._saved.append(_grad_mode.enabled)
+        _grad_mode.enabled = self.mode
+
+    def __enter__(self):
+        pass                                    # (switched when made)
+
+    def __exit__(self, *exc):
+        if self._saved:
+            _grad_mode.enabled = self._saved.pop()
+
+    def __call__(self, fn):
+        self.__exit__()                         # (a decorator: the mode made is put back)
+        return super().__call__(fn)
+
+    def _switch(self):
+        return _Switched(self.mode)
+
+
+class _Switched(_GradModeSwitch):
+    """set_grad_enabled's decorator form: each call (or resume) in that mode."""
+
+    def __new__(cls, mode):
+        return super().__new__(cls)
+
+    def __init__(self, mode):
+        super().__init__()
+        self.mode = mode
+
+    def _switch(self):
+        return _Switched(self.mode)
 
 
 def is_grad_enabled():
@@ -222,7 +322,7 @@ class Tensor:
     array methods (+ - * / ** @ [], .sum(), .reshape(), .astype(), .T, ...) are spellings of
     layers.functional, which installs them: this module -- Tensor, Function and the backward
     engine -- imports no op (the way Chainer installs Variable's arithmetic)."""
-    __slots__ = ("data", "grad", "requires_grad", "_ctx", "_index", "__weakref__")
+    __slots__ = ("data", "grad", "_requires_grad", "_ctx", "_index", "__weakref__")
     __array_priority__ = 1000    # so ndarray * Tensor defers to Tensor.__rmul__
 
     def __init__(self, data, requires_grad=False, dtype=None):
@@ -233,6 +333,19 @@ class Tensor:
         self.requires_grad = requires_grad
         self._ctx = None
         self._index = 0
+
+    @property
+    def requires_grad(self):
+        return self._requires_grad
+
+    @requires_grad.setter
+    def requires_grad(self, flag):
+        """As torch: only floating data can require gradients (an integer tensor's gradient
+        would be truncated to integers)."""
+        if flag and not is_floating(self.data.dtype):
+            raise RuntimeError(f"only Tensors of floating point dtype can require gradients, "
+                               f"got {self.data.dtype} (shape {self.data.shape}), as torch")
+        self._requires_grad = bool(flag)
 
     # ---- array-like attributes ------------------------------------------------------------
     shape = property(lambda self: self.data.shape)
@@ -269,18 +382,32 @@ class Tensor:
         return self.numpy().tolist()
 
     def to(self, device=None, dtype=None):
-        """A copy on `device` ('cpu', 'cuda', 'cuda:1', an int), or self if already there; a
-        floating dtype in its place, or `dtype`, casts as astype does (torch's x.to(dtype)); a
-        Tensor in its place gives its dtype and device."""
+        """A copy on `device` ('cpu', 'cuda', 'cuda:1', an int), or self if already there --
+        differentiable, as torch's: the gradient goes back to this tensor's device; a dtype in
+        its place, or `dtype`, casts as astype does (torch's x.to(dtype): floating dtypes in the
+        graph, integer / bool ones constants); a Tensor in its place gives its dtype and
+        device."""
         if isinstance(device, Tensor):              # torch's x.to(other): its dtype and device
             device, dtype = device.device, device.dtype
-        elif device is not None and floating_dtype_or_none(device) is not None:
+        elif dtype_or_none(device) is not None:
             device, dtype = None, device
         t = self if dtype is None else self.astype(dtype)
         return t if device is None else t._to_device(device)
 
     def float(self):
         return self.astype(np.float32)
+
+    def double(self):
+        return self.astype(np.float64)
+
+    def long(self):
+        return self.astype(np.int64)
+
+    def int(self):
+        return self.astype(np.int32)
+
+    def bool(self):
+        return self.astype(np.bool_)
 
     def bfloat16(self):
         return self.astype(bfloat16)
@@ -289,6 +416,7 @@ class Tensor:
         return self.astype(np.float16)
 
     def _to_device(self, device):
+        """(layers.functional installs the differentiable one: a graph's copy is an op)"""
         data = to_device(self.data, device)
         if data is self.data:
             return self

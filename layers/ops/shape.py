@@ -2,7 +2,8 @@
 embedding lookup."""
 import numpy as np
 
-from ..backend import accumulation_dtype, concatenate, cupy, out_of_range, stack
+from ..backend import (accumulation_dtype, concatenate, cupy, device_of, out_of_range, stack,
+                       to_device)
 from ..tensor import Function
 
 
@@ -191,6 +192,19 @@ class Pad(Function):
                                   xp.asarray(source), moved)
             g = xp.moveaxis(summed, 0, axis)
         return xp.ascontiguousarray(g).astype(gy.dtype, copy=False)
+
+
+class ToDevice(Function):
+    """y = x copied to `device` (torch's differentiable x.to(device)); the gradient is copied
+    back to x's device."""
+    upcast_half = False
+
+    def forward(self, x):
+        self.source = device_of(x)
+        return to_device(x, self.device)
+
+    def backward(self, gy):
+        return to_device(gy, self.source)
 
 
 class Embedding(Function):

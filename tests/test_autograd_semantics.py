@@ -1,0 +1,121 @@
+"""The engine's grad-mode and Tensor semantics as torch's: .to(device) in the graph, only
+floating tensors requiring grad, NumPy scalars as weak constants, elementwise comparisons and
+truth values, integer casts, and no_grad / enable_grad / set_grad_enabled as blocks and
+decorators (generator functions too). Compared with torch CPU, on the CPU and the host GPU path."""
+import numpy as np
+import pytest
+import torch
+
+import layers as L
+
+DEVICES = [pytest.param(0, marks=pytest.mark.gpu), "host"]   # (conftest's `where`)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_to_device_is_in_the_graph_both_ways(where):
+    """torch: w.grad = [8, 16] and [3, 3]; a copy made without a graph kept none before."""
+    w = L.tensor([1.0, 2.0], requires_grad=True)
+    moved = (w * 2).to(where)
+    assert not moved.is_leaf and moved.device == where
+    (moved * moved).sum().backward()
+    tw = torch.tensor([1.0, 2.0], requires_grad=True)
+    ((tw * 2) * (tw * 2)).sum().backward()
+    np.testing.assert_array_equal(w.grad.numpy(), tw.grad.numpy())
+    wg = L.Tensor(L.tensor([1.0, 2.0], device=where).data, requires_grad=True)
+    (wg * 3).cpu().sum().backward()
+    assert wg.grad.device == where
+    np.testing.assert_array_equal(wg.grad.numpy(), [3.0, 3.0])
+    with L.no_grad():
+        assert (w * 2).to(where).is_leaf            # (no graph recorded)
+
+
+def test_only_floating_tensors_require_grad():
+    for make in (lambda: L.tensor([1, 2], requires_grad=True),
+                 lambda: L.tensor([1, 2]).requires_grad_(),
+                 lambda: setattr(L.tensor([True]), "requires_grad", True)):
+        with pytest.raises(RuntimeError, match="only Tensors of floating point dtype can "
+                                               "require gradients, got (int64|bool)"):
+            make()
+    x = L.tensor([1.0, 2.0])
+    x.requires_grad = True
+    assert x.requires_grad
+
+
+@pytest.mark.parametrize("value", [np.float64(2), np.int64(2), np.float32(0.5)], ids=repr)
+def test_numpy_scalars_are_weak_constants_as_torchs(value):
+    """A NumPy scalar exponent or bound keeps a float32 graph float32 (NumPy 2 would promote)."""
+    x, tx = L.tensor([1.0, 2.0], requires_grad=True), torch.tensor([1.0, 2.0])
+    for ours, theirs in ((x ** value, tx ** value),
+                         (x.clamp(min=value), tx.clamp(min=float(value)))):
+        assert str(ours.dtype) == str(theirs.dtype).removeprefix("torch.") == "float32"
+        np.testing.assert_array_equal(ours.numpy(), theirs.numpy())
+
+
+@pytest.mark.parametrize("device", ["cpu"] + DEVICES)
+def test_comparisons_are_elementwise_as_torchs(where):
+    a = np.array([[1.0, 2.0, 3.0], [3.0, 2.0, 1.0]], np.float32)
+    b = np.array([3.0, 2.0, 1.0], np.float32)
+    x, y = L.tensor(a, device=where), L.tensor(b, device=where)
+    tx, ty = torch.tensor(a), torch.tensor(b)
+    for op in ("__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__"):
+        for ours, theirs in ((getattr(x, op)(y), getattr(tx, op)(ty)),
+                             (getattr(x, op)(2), getattr(tx, op)(2)),
+                             (getattr(x, op)(np.float64(2.0)), getattr(tx, op)(2.0)),
+                             (getattr(x, op)(b), getattr(tx, op)(ty))):
+            assert ours.dtype == np.bool_ and not ours.requires_grad
+            np.testing.assert_array_equal(ours.numpy(), theirs.numpy())
+    labels = L.tensor(np.array([2, 0, 1]), device=where)        # an accuracy line
+    assert (L.tensor(np.array([2, 1, 1]), device=where) == labels).sum().item() == 2
+
+
+def test_truth_values_iteration_and_hashing_are_torchs():
+    assert bool(L.tensor([0.0])) is False and bool(L.tensor(3.0)) is True
+    for empty_or_many in (L.tensor([1.0, 2.0]), L.tensor(np.zeros(0, np.float32))):
+        with pytest.raises(RuntimeError, match="Boolean value of Tensor with .* is ambiguous"):
+            bool(empty_or_many)
+    with pytest.raises(TypeError, match="iteration over a 0-d tensor"):
+        list(L.tensor(3.0))
+    assert [t.item() for t in L.tensor([1.0, 2.0])] == [1.0, 2.0]
+    a, b = L.tensor([1.0]), L.tensor([1.0])
+    assert {a: "a", b: "b"}[b] == "b"                # (by identity: __eq__ is elementwise)
+
+
+@pytest.mark.parametrize("method,dtype", [("long", np.int64), ("int", np.int32),
+                                          ("double", np.float64), ("bool", np.bool_),
+                                          ("float", np.float32)])
+def test_casts_are_torchs(method, dtype):
+    data = np.array([-1.7, 0.0, 2.5], np.float32)
+    for source in (data, data.astype(np.int64)):
+        ours, theirs = getattr(L.tensor(source), method)(), getattr(torch.tensor(source), method)()
+        assert ours.dtype == dtype
+        np.testing.assert_array_equal(ours.numpy(), theirs.numpy())
+    x = L.tensor(data, requires_grad=True)
+    assert x.to(np.int64).dtype == np.int64 and not x.to(np.int64).requires_grad
+    assert x.to(dtype=np.dtype("int64")).dtype == np.int64
+
+
+def test_grad_mode_blocks_and_decorators_are_torchs():
+    def gen():
+        yield L.is_grad_enabled()
+        yield L.is_grad_enabled()
+        return "done"
+
+    assert list(L.no_grad()(gen)()) == [False, False]       # (each resume, as torch's)
+    assert list(L.no_grad(gen)()) == [False, False]         # (bare @no_grad)
+    assert L.is_grad_enabled()
+    with L.no_grad():
+        with L.enable_grad():
+            assert L.is_grad_enabled()
+        assert not L.is_grad_enabled()
+        assert list(L.enable_grad()(gen)()) == [True, True]
+    L.set_grad_enabled(False)
+    assert not L.is_grad_enabled()
+    L.set_grad_enabled(True)
+    with L.set_grad_enabled(False):
+        assert not L.is_grad_enabled()
+    assert L.is_grad_enabled()
+
+    @L.set_grad_enabled(False)
+    def off():
+        return L.is_grad_enabled()
+    assert L.is_grad_enabled() and off() is False and L.is_grad_enabled()
