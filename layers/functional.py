@@ -138,12 +138,14 @@ def linear(x, weight, bias=None):
 
 # ---- activations ------------------------------------------------------------------------------
 
-def relu(x): return _ew.ReLU.apply(x)
+def relu(x, inplace=False):
+    """(inplace is taken for torch's spelling; the result is a new tensor)"""
+    return _ew.ReLU.apply(x)
 def sigmoid(x): return _ew.Sigmoid.apply(_floating(x))
 def tanh(x): return _ew.Tanh.apply(_floating(x))
 
 
-def leaky_relu(x, negative_slope=0.01):
+def leaky_relu(x, negative_slope=0.01, inplace=False):
     return _ew.LeakyReLU.apply(_float_only(x, "leaky_relu"), slope=negative_slope)
 
 
@@ -344,6 +346,112 @@ def max(x, axis=None, keepdims=False, *, dim=None, keepdim=None):
     return MaxResult(values, indices)
 
 
+def amin(x, axis=None, keepdims=False, *, dim=None, keepdim=None):
+    """The minimum over `axis` (all by default), as torch.amin: -amax(-x), its gradient shared
+    among ties."""
+    return neg(amax(neg(x), axis, keepdims, dim=dim, keepdim=keepdim))
+
+
+def argmin(x, axis=None, keepdims=False, *, dim=None, keepdim=None):
+    """The index of the first minimum along `axis`, int64, as torch.argmin; no gradient."""
+    return argmax(Tensor(-x.data) if x.dtype != np.bool_ else Tensor(~x.data), axis, keepdims,
+                  dim=dim, keepdim=keepdim)
+
+
+def min(x, axis=None, keepdims=False, *, dim=None, keepdim=None):
+    """torch's Tensor.min: with no axis the minimum (amin); along one, (values, indices) --
+    values whose gradient goes to the first minimum (max of -x)."""
+    axis = _dim("min", axis, dim)
+    if axis is None:
+        return amin(x)
+    values, indices = max(neg(x), axis, keepdims, keepdim=keepdim)
+    return MaxResult(neg(values), indices)
+
+
+def var(x, axis=None, keepdims=False, *, dim=None, keepdim=None, correction=1, unbiased=None):
+    """torch.var: the squared deviations' sum over `axis` (all by default) divided by
+    n - correction (correction=1: Bessel's, torch's default; unbiased=False: 0)."""
+    if unbiased is not None:
+        correction = 1 if unbiased else 0
+    x = _float_only(x, "var")
+    axis = _dim("var", axis, dim)
+    keep = _keepdim("var", keepdims, keepdim)
+    n = x.size if axis is None else int(np.prod([x.shape[a] for a in _red._axes(axis, x.ndim)]))
+    d = x - mean(x, axis, keepdims=True)
+    total = sum(d * d, axis, keepdims=keep)
+    return total / float(builtins.max(n - correction, 0)) if n - correction > 0 else \
+        total * float("nan")
+
+
+def std(x, axis=None, keepdims=False, *, dim=None, keepdim=None, correction=1, unbiased=None):
+    """torch.std: var's square root."""
+    return var(x, axis, keepdims, dim=dim, keepdim=keepdim, correction=correction,
+               unbiased=unbiased) ** 0.5
+
+
+def absolute(x):
+    """|x| (Tensor.abs, torch.abs); the gradient sign(x), 0 at 0, as torch's."""
+    if x.dtype == np.bool_:
+        raise TypeError("abs: takes no bool tensor (as torch)")
+    return _ew.Abs.apply(x)
+
+
+def sqrt(x):
+    """x ** 0.5 (torch.sqrt; its gradient infinite at 0, as torch's)."""
+    return pow(x, 0.5)
+
+
+def expand(x, *sizes):
+    """torch's Tensor.expand: broadcast_to, -1 keeping an axis's size."""
+    sizes = tuple(sizes[0]) if len(sizes) == 1 and isinstance(sizes[0], (tuple, list)) else sizes
+    lead = len(sizes) - x.ndim
+    return broadcast_to(x, tuple(x.shape[i - lead] if n == -1 and i >= lead else n
+                                 for i, n in enumerate(sizes)))
+
+
+def repeat(x, *sizes):
+    """torch's Tensor.repeat (numpy.tile): each axis's copies laid end to end, as a broadcast
+    of x with a new axis before each and a reshape (the gradient sums the copies)."""
+    sizes = tuple(sizes[0]) if len(sizes) == 1 and isinstance(sizes[0], (tuple, list)) else sizes
+    if len(sizes) < x.ndim:
+        raise ValueError(f"repeat: {len(sizes)} sizes for {x.ndim} dimensions (torch's rule: at "
+                         f"least one per dimension)")
+    shape = (1,) * (len(sizes) - x.ndim) + tuple(x.shape)
+    spread = broadcast_to(reshape(x, tuple(v for n in shape for v in (1, n))),
+                          tuple(v for r, n in zip(sizes, shape) for v in (r, n)))
+    return reshape(spread, tuple(r * n for r, n in zip(sizes, shape)))
+
+
+def split(x, split_size_or_sections, dim=0):
+    """torch.split: pieces of split_size along `dim` (the last may be shorter), or of the sizes
+    listed; views (getitem) in the graph."""
+    dim = dim_index(dim, x.ndim, "split")
+    n = x.shape[dim]
+    if isinstance(split_size_or_sections, (int, np.integer)):
+        step = int(split_size_or_sections)
+        if step < 1:
+            raise ValueError(f"split: split_size must be positive, got {step}")
+        sizes = [builtins.min(step, n - i) for i in range(0, n, step)]
+    else:
+        sizes = [int(s) for s in split_size_or_sections]
+        if builtins.sum(sizes) != n:
+            raise ValueError(f"split: sizes {sizes} sum to {builtins.sum(sizes)}, not dim {dim}'s "
+                             f"size {n}")
+    pieces, start = [], 0
+    for size in sizes:
+        index = [slice(None)] * x.ndim
+        index[dim] = slice(start, start + size)
+        pieces.append(getitem(x, tuple(index)))
+        start += size
+    return tuple(pieces)
+
+
+def chunk(x, chunks, dim=0):
+    """torch.chunk: `chunks` pieces of ceil(n / chunks) along `dim` (fewer when they run out)."""
+    n = x.shape[dim_index(dim, x.ndim, "chunk")]
+    return split(x, builtins.max(-(-n // int(chunks)), 1), dim)
+
+
 class MaxResult(tuple):
     """(values, indices), as torch's max(dim) return (torch.return_types.max)."""
     values = property(lambda self: self[0])
@@ -428,7 +536,8 @@ def swapaxes(x, a, b):
     return transpose(x, perm)
 
 
-def concat(tensors, axis=0):
+def concat(tensors, axis=None, *, dim=None):
+    axis = _dim("concat", axis, dim, 0)
     _check_same_except("concat", tensors, axis)
     return _sh.Concat.apply(*tensors, axis=axis)
 
@@ -436,7 +545,8 @@ def concat(tensors, axis=0):
 cat = concat
 
 
-def stack(tensors, axis=0):
+def stack(tensors, axis=None, *, dim=None):
+    axis = _dim("stack", axis, dim, 0)
     shapes = {t.shape for t in tensors}
     if len(shapes) > 1:
         raise ValueError(f"stack: all tensors need one shape, got {sorted(shapes)}")
@@ -505,7 +615,7 @@ def pad(x, pad, mode="constant", value=None):
             start, stop = builtins.max(-b, 0), n - builtins.max(-a, 0)
             if stop < start:
                 raise ValueError(f"pad: {tuple(pad)} crops more than axis {axis}'s size {n} "
-                                 f"({-min(b, 0)} before, {-min(a, 0)} after)")
+                                 f"({-builtins.min(b, 0)} before, {-builtins.min(a, 0)} after)")
             crop.append(slice(start, stop))
         x = getitem(x, tuple(crop))
         widths = [(builtins.max(b, 0), builtins.max(a, 0)) for b, a in widths]
@@ -645,7 +755,7 @@ def conv_transpose2d(x, weight, bias=None, stride=1, padding=0, output_padding=0
     spatial = (1, 2) if layout == "NHWC" else (2, 3)
     size = [_conv.transposed_size(x.shape[a], weight.shape[a], stride[i], padding[i],
                                   output_padding[i], dilation[i]) for i, a in enumerate(spatial)]
-    if min(size) < 1:
+    if builtins.min(size) < 1:
         raise ValueError(f"conv_transpose2d: output size {size} is not positive (input {x.shape}, "
                          f"weight {weight.shape}, padding {padding})")
     nchw = layout == "NCHW" and _nhwc_conv(x, weight)    # (NHWC views inside the op)
@@ -1171,6 +1281,19 @@ def _bool(self):
     return builtins.bool(self.item())
 
 
+def _array(self, dtype=None, copy=None):
+    """np.asarray(tensor): its values (a host copy of device data), as torch's __array__."""
+    a = self.numpy()
+    return a if dtype is None else a.astype(dtype)
+
+
+def _truth(self, name, dim, keepdim):
+    """Tensor.any / .all: a bool Tensor, in no graph."""
+    axis = None if dim is None else dim_index(dim, self.ndim, name)
+    xp = xp_of(self.data)
+    return Tensor(getattr(xp, name)(self.data, axis=axis, keepdims=keepdim))
+
+
 def _iter(self):
     if self.ndim == 0:
         raise TypeError("iteration over a 0-d tensor, as torch")
@@ -1238,6 +1361,41 @@ def _install_tensor_methods():
         "__ge__": lambda self, other: _compare(self, other, _xp_op("greater_equal")),
         "__bool__": _bool,
         "__iter__": _iter,
+        "__array__": _array,
+        "__float__": lambda self: builtins.float(self.item()),
+        "__int__": lambda self: builtins.int(self.item()),
+        "__abs__": lambda self: absolute(self),
+        "eq": lambda self, other: _compare(self, other, _xp_op("equal")),
+        "ne": lambda self, other: _compare(self, other, _xp_op("not_equal")),
+        "lt": lambda self, other: _compare(self, other, _xp_op("less")),
+        "le": lambda self, other: _compare(self, other, _xp_op("less_equal")),
+        "gt": lambda self, other: _compare(self, other, _xp_op("greater")),
+        "ge": lambda self, other: _compare(self, other, _xp_op("greater_equal")),
+        "any": lambda self, dim=None, keepdim=False: _truth(self, "any", dim, keepdim),
+        "all": lambda self, dim=None, keepdim=False: _truth(self, "all", dim, keepdim),
+        "numel": lambda self: builtins.int(self.data.size),
+        "dim": lambda self: self.ndim,
+        "pow": lambda self, exponent: pow(self, exponent),
+        "abs": lambda self: absolute(self),
+        "sqrt": lambda self: sqrt(self),
+        "masked_fill": lambda self, mask, value: masked_fill(self, mask, value),
+        "amin": lambda self, axis=None, keepdims=False, **torch_names: amin(
+            self, axis, keepdims, **torch_names),
+        "argmin": lambda self, axis=None, keepdims=False, **torch_names: argmin(
+            self, axis, keepdims, **torch_names),
+        "min": lambda self, axis=None, keepdims=False, **torch_names: min(
+            self, axis, keepdims, **torch_names),
+        "var": lambda self, axis=None, keepdims=False, **torch_names: var(
+            self, axis, keepdims, **torch_names),
+        "std": lambda self, axis=None, keepdims=False, **torch_names: std(
+            self, axis, keepdims, **torch_names),
+        "expand": lambda self, *sizes: expand(self, *sizes),
+        "expand_as": lambda self, other: expand(self, other.shape),
+        "view_as": lambda self, other: reshape(self, other.shape),
+        "repeat": lambda self, *sizes: repeat(self, *sizes),
+        "split": lambda self, size, dim=0: split(self, size, dim),
+        "chunk": lambda self, chunks, dim=0: chunk(self, chunks, dim),
+        "contiguous": lambda self, memory_format=None: self,   # (reshape takes any layout)
         "clone": lambda self: clone(self),
         "__iadd__": lambda self, other: _augmented(self, other, np.add, "x += y", add),
         "__isub__": lambda self, other: _augmented(self, _no_bool(other, "sub"), np.subtract,

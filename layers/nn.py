@@ -216,6 +216,9 @@ class Dropout(Module):
 class ReLU(Module):
     finite_preserving = True        # finite in, finite out (layers.finite skips a re-check)
 
+    def __init__(self, inplace=False):
+        super().__init__()          # (inplace is accepted for torch compatibility)
+
     def forward(self, x):
         return F.relu(x)
 

@@ -5,6 +5,7 @@ over a table of the parameters' pointers -- and the step count lives in device m
 corrections are computed inside the kernel), so a step needs no host sync and can be captured in
 a CUDA graph. State dicts follow torch.optim's shape."""
 import contextlib
+import sys
 import math
 
 import numpy as np
@@ -511,4 +512,6 @@ def clip_grad_norm_(parameters, max_norm, norm_type=2.0, foreach=None):
     return Tensor(total)
 
 
-from . import lr_scheduler  # noqa: E402,F401  (layers.optim.lr_scheduler, as torch.optim.lr_scheduler)
+from . import lr_scheduler  # noqa: E402  (layers.optim.lr_scheduler, as torch.optim.lr_scheduler)
+# ... and importable under that name: `from layers.optim.lr_scheduler import StepLR`
+sys.modules[__name__ + ".lr_scheduler"] = lr_scheduler

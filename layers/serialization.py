@@ -107,5 +107,15 @@ def load(path):
         if sorted(names) != sorted(arrays):         # (a file written elsewhere: its own order)
             names = list(arrays)
         return OrderedDict((k, arrays[k]) for k in names)
-    with np.load(path, allow_pickle=False) as f:
+    f = np.load(path, allow_pickle=False)
+    if not isinstance(f, np.lib.npyio.NpzFile):
+        raise ValueError(f"load: {path} holds one array, not a {{name: array}} .npz archive")
+    with f:
+        other = [m for m in f.zip.namelist() if not m.endswith(".npy")]
+        if other:        # (np.load would hand their raw bytes back as if they were arrays)
+            torch = any(m.endswith("data.pkl") for m in other)
+            raise ValueError(f"load: {path} is " + (
+                "a file torch.save wrote (a pickle in a zip): read it with torch.load and pass "
+                "its state dict to load_state_dict (torch tensors are taken)" if torch else
+                f"a zip of other files ({other[0]!r}, ...), not an .npz of arrays"))
         return OrderedDict((k, f[k]) for k in f.files)

@@ -317,6 +317,19 @@ def _as_array(data, dtype):
     return data
 
 
+class _Size(int):
+    """Tensor.size: the element count, as NumPy's .size (an int); and called, torch's size():
+    the shape, size(dim) one axis's length (x.view(x.size(0), -1))."""
+
+    def __new__(cls, shape, count):
+        self = super().__new__(cls, count)
+        self.shape = tuple(shape)
+        return self
+
+    def __call__(self, dim=None):
+        return self.shape if dim is None else self.shape[dim]
+
+
 class Tensor:
     """An n-d array (NumPy or CuPy) that can record the ops applied to it. Its operators and
     array methods (+ - * / ** @ [], .sum(), .reshape(), .astype(), .T, ...) are spellings of
@@ -351,7 +364,7 @@ class Tensor:
     shape = property(lambda self: self.data.shape)
     dtype = property(lambda self: self.data.dtype)
     ndim = property(lambda self: self.data.ndim)
-    size = property(lambda self: self.data.size)
+    size = property(lambda self: _Size(self.data.shape, self.data.size))
     device = property(lambda self: device_of(self.data))
     is_leaf = property(lambda self: self._ctx is None)
 

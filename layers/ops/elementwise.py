@@ -176,6 +176,17 @@ class Exp(Function):
         return gy * self.saved
 
 
+class Abs(Function):
+    """y = |x|; gx = gy * sign(x) (0 at 0, as torch's)."""
+
+    def forward(self, x):
+        self.saved = x
+        return self.xp.abs(x)
+
+    def backward(self, gy):
+        return (gy * self.xp.sign(self.saved)).astype(gy.dtype, copy=False)
+
+
 class Log(Function):
     def forward(self, x):
         self.saved = x
