@@ -13,7 +13,7 @@ from .ops import norm as _norm
 from .ops import reduce as _red
 from .ops import shape as _sh
 from .backend import (cupy, device_of, dim_index, is_channels_last, is_floating, is_gpu,
-                      parse_device, promote_types, same_dtype, to_device, xp_of)
+                      out_of_range, parse_device, promote_types, same_dtype, to_device, xp_of)
 from .changes import mark_changed
 from .tensor import Tensor, is_grad_enabled
 
@@ -842,6 +842,73 @@ def mse_loss(a, b, reduction="mean"):
     _check_reduction("mse_loss", reduction)
     a, b = _checkpair("mse_loss", a, b)
     return _loss.MSELoss.apply(a, b, reduction=reduction)
+
+
+def one_hot(target, num_classes=-1):
+    """torch.nn.functional.one_hot: int64 (..., num_classes), 1 at each index; num_classes -1:
+    the largest index + 1 (read back from a device, as torch's)."""
+    t = target.data if isinstance(target, Tensor) else np.asarray(target)
+    if t.dtype.kind not in "iu":
+        raise TypeError(f"one_hot: takes class indices (integers), got {t.dtype}")
+    xp = xp_of(t)
+    n = builtins.int(t.max()) + 1 if num_classes == -1 and t.size else builtins.int(num_classes)
+    if t.size and (builtins.int(t.min()) < 0 or builtins.int(t.max()) >= n):
+        raise RuntimeError(f"one_hot: class values must be in [0, {n}), got "
+                           f"[{builtins.int(t.min())}, {builtins.int(t.max())}]")
+    return Tensor((t[..., None] == xp.arange(n)).astype(np.int64))
+
+
+def nll_loss(logp, target, weight=None, *args, ignore_index=-100, reduction="mean"):
+    """torch.nn.functional.nll_loss: -logp[n, target[n]] (logp (N, C, *d), target (N, *d)),
+    weighted per class, ignore_index counting for nothing; 'mean' divides by the weights of the
+    targets counted. Composed of a product with a constant one-hot of the weights, so both
+    paths and the gradient come with it. An index out of range: the host raises, a device gives
+    NaN (as cross_entropy)."""
+    if args:
+        raise TypeError("nll_loss: ignore_index and reduction are keyword-only here (torch's "
+                        "positional places after weight are its deprecated size_average)")
+    _check_reduction("nll_loss", reduction)
+    t = _on_device_of(logp, target, "nll_loss")
+    if t.dtype.kind not in "iu":
+        raise TypeError(f"nll_loss: target must hold class indices (integers), got {t.dtype}")
+    if logp.ndim == 1:                        # (C,): one item
+        loss = nll_loss(reshape(logp, 1, -1), Tensor(t.reshape(1)), weight,
+                        ignore_index=ignore_index, reduction=reduction)
+        return reshape(loss, ()) if reduction == "none" else loss
+    if (logp.shape[0],) + tuple(logp.shape[2:]) != tuple(t.shape):
+        raise ValueError(f"nll_loss: input {tuple(logp.shape)} (N, C, ...) and target "
+                         f"{tuple(t.shape)} (N, ...) do not match")
+    C, xp = logp.shape[1], xp_of(t)
+    bad = out_of_range("nll_loss", t, C, "target", skip=ignore_index)
+    valid = t != ignore_index
+    w = _class_weight(logp, weight)
+    w = xp.ones(C, logp.dtype) if w is None else w.astype(logp.dtype, copy=False)
+    picked = (xp.where(valid, t, 0)[:, None] == xp.arange(C).reshape((1, C) + (1,) * (t.ndim - 1)))
+    weights = picked * (valid[:, None] * w.reshape((1, C) + (1,) * (t.ndim - 1)))
+    if bad is not None:                       # (a device: NaN where a target is out of range)
+        weights = xp.where(bad[:, None], xp.nan, weights)
+    losses = -sum(logp * Tensor(weights.astype(logp.dtype)), dim=1)
+    if reduction == "none":
+        return losses
+    if reduction == "sum":
+        return sum(losses)
+    return sum(losses) / Tensor(weights.sum().astype(logp.dtype))
+
+
+def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5):
+    """torch.nn.functional.layer_norm: over the last len(normalized_shape) axes, (x - mean) /
+    sqrt(biased var + eps), times weight plus bias. Composed of reductions and arithmetic."""
+    shape = (normalized_shape,) if isinstance(normalized_shape, (int, np.integer)) else \
+        tuple(normalized_shape)
+    if tuple(x.shape[x.ndim - len(shape):]) != shape:
+        raise ValueError(f"layer_norm: input {tuple(x.shape)} does not end in normalized_shape "
+                         f"{shape}")
+    axes = tuple(range(x.ndim - len(shape), x.ndim))
+    centred = x - mean(x, axes, keepdims=True)
+    y = centred / (mean(centred * centred, axes, keepdims=True) + eps) ** 0.5
+    if weight is not None:
+        y = y * weight
+    return y if bias is None else y + bias
 
 
 def masked_mse_loss(a, b, mask):

@@ -169,6 +169,18 @@ class Module:
     def eval(self):
         return self.train(False)
 
+    def cpu(self):
+        return self.to("cpu")
+
+    def cuda(self, device=0):
+        return self.to(parse_device(device))
+
+    def requires_grad_(self, requires_grad=True):
+        """Every parameter's requires_grad (freezing a part of a model), as torch's."""
+        for p in self.parameters():
+            p.requires_grad = requires_grad
+        return self
+
     def to(self, device=None, dtype=None, memory_format=None):
         """Move every parameter, gradient and buffer to `device` in place (a floating dtype in
         its place, or `dtype`, is to_dtype's, as torch's module.to(torch.bfloat16)); memory_format

@@ -361,6 +361,65 @@ class AdaptiveAvgPool1d(_AdaptivePool):
     function = staticmethod(F.adaptive_avg_pool1d)
 
 
+class Identity(Module):
+    """torch.nn.Identity: its input (any arguments of the constructor taken, as torch's)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__()
+
+    def forward(self, x):
+        return x
+
+
+class Softmax(Module):
+    def __init__(self, dim=None):
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, x):
+        return F.softmax(x, dim=-1 if self.dim is None else self.dim)
+
+
+class LogSoftmax(Softmax):
+    def forward(self, x):
+        return F.log_softmax(x, dim=-1 if self.dim is None else self.dim)
+
+
+class LayerNorm(Module):
+    """torch.nn.LayerNorm: weight (ones) and bias (zeros) of normalized_shape (F.layer_norm)."""
+
+    def __init__(self, normalized_shape, eps=1e-5, elementwise_affine=True, bias=True):
+        super().__init__()
+        shape = (normalized_shape,) if isinstance(normalized_shape, (int, np.integer)) else \
+            tuple(normalized_shape)
+        self.normalized_shape, self.eps = shape, eps
+        self.elementwise_affine = elementwise_affine
+        self.register_parameter("weight", Parameter(np.ones(shape, np.float32))
+                                if elementwise_affine else None)
+        self.register_parameter("bias", Parameter(np.zeros(shape, np.float32))
+                                if elementwise_affine and bias else None)
+
+    def forward(self, x):
+        return F.layer_norm(x, self.normalized_shape, self.weight, self.bias, self.eps)
+
+    def extra_repr(self):
+        return (f"{self.normalized_shape}, eps={self.eps}, "
+                f"elementwise_affine={self.elementwise_affine}")
+
+
+class NLLLoss(Module):
+    """torch.nn.NLLLoss: `weight` (C,) a buffer, as CrossEntropyLoss's."""
+
+    def __init__(self, weight=None, *, ignore_index=-100, reduction="mean"):
+        super().__init__()
+        self.register_buffer("weight", weight)
+        self.ignore_index, self.reduction = ignore_index, reduction
+
+    def forward(self, logp, target):
+        return F.nll_loss(logp, target, self.weight, ignore_index=self.ignore_index,
+                          reduction=self.reduction)
+
+
 class BCELoss(Module):
     def __init__(self, reduction="mean"):
         super().__init__()
@@ -402,5 +461,18 @@ class CrossEntropyLoss(Module):
 __all__ = ["Module", "Parameter", "Sequential", "ModuleList", "Linear", "Conv1d", "Conv2d",
            "ConvTranspose2d", "BatchNorm1d", "BatchNorm2d", "Embedding", "Dropout", "ReLU",
            "LeakyReLU", "Tanh", "Sigmoid", "Flatten", "MaxPool2d", "AvgPool2d", "MaxPool1d",
-           "AvgPool1d", "AdaptiveAvgPool2d", "AdaptiveMaxPool2d", "AdaptiveAvgPool1d", "BCELoss",
-           "BCEWithLogitsLoss", "MSELoss", "L1Loss", "CrossEntropyLoss", "LSTM", "LSTMCell"]
+           "AvgPool1d", "AdaptiveAvgPool2d", "AdaptiveMaxPool2d", "AdaptiveAvgPool1d", "Identity",
+           "Softmax", "LogSoftmax", "LayerNorm", "NLLLoss", "BCELoss", "BCEWithLogitsLoss",
+           "MSELoss", "L1Loss", "CrossEntropyLoss", "LSTM", "LSTMCell", "utils"]
+
+
+class _Utils:
+    """torch.nn.utils' spelling of what layers.optim has: nn.utils.clip_grad_norm_."""
+
+    @staticmethod
+    def clip_grad_norm_(parameters, max_norm, norm_type=2.0, foreach=None):
+        from .optim import clip_grad_norm_
+        return clip_grad_norm_(parameters, max_norm, norm_type, foreach)
+
+
+utils = _Utils()

@@ -415,6 +415,35 @@ def _device_step(step):
     return is_gpu(step) and step.dtype == np.int64 and step.size == 1
 
 
+class AdamW(Adam):
+    """torch.optim.AdamW: decoupled weight decay -- each parameter scaled by
+    1 - lr * weight_decay before Adam's update, no L2 term in its gradient (default 1e-2)."""
+    defaults = dict(Adam.defaults, weight_decay=1e-2, decoupled_weight_decay=True)
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2,
+                 foreach=None, master_weights=False):
+        if master_weights:
+            raise NotImplementedError("AdamW: master_weights is not done here (the decay would "
+                                      "have to reach the float32 masters); use Adam, or float32 "
+                                      "parameters")
+        super().__init__(params, lr, betas, eps, weight_decay, foreach)
+        for group in self.param_groups:
+            group["decoupled_weight_decay"] = True
+
+    def _update(self):
+        for group, p in self._params_with_grad():
+            if group["weight_decay"]:
+                _scale(p.data, 1 - group["lr"] * group["weight_decay"])   # (p.mul_, as torch)
+        decays = [group["weight_decay"] for group in self.param_groups]
+        try:                                  # Adam's update without its L2 term
+            for group in self.param_groups:
+                group["weight_decay"] = 0.0
+            super()._update()
+        finally:
+            for group, decay in zip(self.param_groups, decays):
+                group["weight_decay"] = decay
+
+
 class SGD(Optimizer):
     """torch.optim.SGD: momentum, dampening, nesterov, L2 weight_decay."""
     defaults = dict(lr=1e-3, momentum=0.0, dampening=0.0, nesterov=False, weight_decay=0.0)

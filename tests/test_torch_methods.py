@@ -85,3 +85,85 @@ def test_torch_spellings_of_modules_imports_and_files(tmp_path):
         x.split([1, 1])
     with pytest.raises(ValueError, match="repeat: 1 sizes for 2 dimensions"):
         x.repeat(2)
+
+
+NLL_TARGET = np.array([[1, 0, 4], [2, 2, -100], [0, 3, 1], [4, 4, 4]])
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("device", DEVICES)
+def test_nll_loss_is_torchs(where, reduction, weighted):
+    logp = np.random.default_rng(2).standard_normal((4, 5, 3))
+    weight = np.linspace(0.5, 2.0, 5) if weighted else None
+    x = L.Tensor(L.tensor(logp, device=where).data, requires_grad=True)
+    tx = torch.tensor(logp, requires_grad=True)
+    y = F.nll_loss(x, L.tensor(NLL_TARGET, device=where),
+                   None if weight is None else L.tensor(weight, device=where),
+                   reduction=reduction)
+    ty = TF_nll(tx, torch.tensor(NLL_TARGET),
+                None if weight is None else torch.tensor(weight), reduction=reduction)
+    np.testing.assert_allclose(y.numpy(), ty.detach().numpy(), rtol=1e-13)
+    y.backward(L.tensor(np.ones(y.shape), device=where))
+    ty.backward(torch.ones_like(ty))
+    np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-13)
+
+
+def TF_nll(*args, **kwargs):
+    return torch.nn.functional.nll_loss(*args, **kwargs)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_layer_norm_and_the_small_modules_are_torchs(where):
+    torch.manual_seed(0)
+    x = np.random.default_rng(3).standard_normal((2, 4, 3))
+    tln = torch.nn.LayerNorm((4, 3), dtype=torch.float64)
+    with torch.no_grad():
+        tln.weight.uniform_(0.5, 1.5)
+        tln.bias.uniform_(-1, 1)
+    ln = nn.LayerNorm((4, 3))
+    assert list(ln.state_dict()) == list(tln.state_dict())
+    ln.to(dtype=np.float64)
+    ln.load_state_dict(tln.state_dict())
+    ln.to(where)
+    ox = L.Tensor(L.tensor(x, device=where).data, requires_grad=True)
+    tx = torch.tensor(x, requires_grad=True)
+    y, ty = ln(ox), tln(tx)
+    np.testing.assert_allclose(y.numpy(), ty.detach().numpy(), rtol=1e-12, atol=1e-12)
+    g = np.linspace(-1, 1, y.size).reshape(y.shape)
+    y.backward(L.tensor(g, device=where))
+    ty.backward(torch.tensor(g))
+    np.testing.assert_allclose(ox.grad.numpy(), tx.grad.numpy(), rtol=1e-11, atol=1e-12)
+    np.testing.assert_allclose(ln.weight.grad.numpy(), tln.weight.grad.numpy(), rtol=1e-12)
+    for ours, theirs in ((nn.Identity(3, k=1), torch.nn.Identity(3, k=1)),
+                         (nn.Softmax(dim=1), torch.nn.Softmax(dim=1)),
+                         (nn.LogSoftmax(dim=-1), torch.nn.LogSoftmax(dim=-1))):
+        np.testing.assert_allclose(ours(L.tensor(x, device=where)).numpy(),
+                                   theirs(torch.tensor(x)).numpy(), rtol=1e-13)
+
+
+def test_one_hot_adamw_nn_utils_and_module_spellings_are_torchs():
+    t = np.array([[0, 2], [1, 3]])
+    np.testing.assert_array_equal(F.one_hot(L.tensor(t)).numpy(),
+                                  torch.nn.functional.one_hot(torch.tensor(t)).numpy())
+    assert F.one_hot(L.tensor(t), 6).shape == (2, 2, 6)
+    rng = np.random.default_rng(4)
+    a = rng.standard_normal(6).astype(np.float32)
+    p, tp = nn.Parameter(a.copy()), torch.nn.Parameter(torch.tensor(a))
+    opt = L.optim.AdamW([p], lr=0.1, weight_decay=0.05)
+    topt = torch.optim.AdamW([tp], lr=0.1, weight_decay=0.05)
+    for _ in range(5):
+        g = rng.standard_normal(6).astype(np.float32)
+        p.grad, tp.grad = L.tensor(g), torch.tensor(g)
+        opt.step()
+        topt.step()
+    np.testing.assert_allclose(p.numpy(), tp.detach().numpy(), rtol=1e-6, atol=1e-7)
+    resumed = L.optim.AdamW([nn.Parameter(a.copy())])
+    resumed.load_state_dict(topt.state_dict())              # (torch's decoupled_weight_decay)
+    assert resumed.param_groups[0]["weight_decay"] == 0.05
+    m = nn.Linear(3, 2)
+    m.weight.grad = L.tensor(np.full((2, 3), 10.0, np.float32))
+    norm = nn.utils.clip_grad_norm_(m.parameters(), 1.0)
+    assert norm.item() == pytest.approx(np.sqrt(6) * 10)
+    assert m.requires_grad_(False) is m and not any(q.requires_grad for q in m.parameters())
+    assert m.cpu() is m

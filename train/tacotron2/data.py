@@ -442,6 +442,8 @@ def default_corpus(root=None, n=None):
     except OSError as e:
         raise DatasetError(f"{folder}: cannot write the default corpus there ({e}); "
                            f"give another data folder") from None
+    _stderr(f"making the default corpus once: {len(texts)} sentences spoken by espeak-ng into "
+            f"{folder}")
     _synthesize_wavs(texts, [os.path.join(folder, "wavs", id_ + ".wav") for id_ in ids])
     write_atomically(os.path.join(folder, "metadata.csv"), lambda f: f.write(metadata))
     write_atomically(marker, lambda f: f.write(key.encode()))
