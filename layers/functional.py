@@ -250,6 +250,10 @@ def _attention_checks(name, query, processed_memory, v, memory, mask, more):
     return mask
 
 
+_ELEMENTWISE = (" (the elementwise maximum or minimum of two tensors is F.where(a > b, a, b) or "
+                "F.where(a < b, a, b))")
+
+
 def _dim(name, axis, dim, default=None):
     """torch's `dim` where NumPy's `axis` is taken (either, not both); dim=() is every axis, as
     torch reads it (NumPy's axis=() is none)."""
@@ -258,12 +262,10 @@ def _dim(name, axis, dim, default=None):
             raise TypeError(f"{name}: got both axis={axis} and dim={dim} (they are one argument: "
                             f"NumPy's name and torch's)")
         if isinstance(dim, Tensor):
-            raise TypeError(f"{name}: dim is an axis, got a Tensor (an elementwise maximum is "
-                            f"F.where(a > b, a, b))")
+            raise TypeError(f"{name}: dim is an axis, got a Tensor{_ELEMENTWISE}")
         return default if dim == () else dim
     if isinstance(axis, Tensor):
-        raise TypeError(f"{name}: axis is an axis, got a Tensor (an elementwise maximum is "
-                        f"F.where(a > b, a, b))")
+        raise TypeError(f"{name}: axis is an axis, got a Tensor{_ELEMENTWISE}")
     return default if axis is None else axis
 
 
@@ -347,46 +349,60 @@ def max(x, axis=None, keepdims=False, *, dim=None, keepdim=None):
 
 
 def amin(x, axis=None, keepdims=False, *, dim=None, keepdim=None):
-    """The minimum over `axis` (all by default), as torch.amin: -amax(-x), its gradient shared
-    among ties."""
-    return neg(amax(neg(x), axis, keepdims, dim=dim, keepdim=keepdim))
+    """The minimum over `axis` (all by default), as torch.amin: of floating data -amax(-x), its
+    gradient shared among ties; of integer / bool data (no gradient) NumPy's / CuPy's amin
+    (negation would wrap: uint8 0, int8 -128)."""
+    if is_floating(x.dtype):
+        return neg(amax(neg(x), axis, keepdims, dim=dim, keepdim=keepdim))
+    axis, keep = _dim("amin", axis, dim), _keepdim("amin", keepdims, keepdim)
+    return Tensor(xp_of(x.data).amin(x.data, axis=axis, keepdims=keep))
 
 
 def argmin(x, axis=None, keepdims=False, *, dim=None, keepdim=None):
     """The index of the first minimum along `axis`, int64, as torch.argmin; no gradient."""
-    return argmax(Tensor(-x.data) if x.dtype != np.bool_ else Tensor(~x.data), axis, keepdims,
-                  dim=dim, keepdim=keepdim)
+    axis, keep = _dim("argmin", axis, dim), _keepdim("argmin", keepdims, keepdim)
+    xp = xp_of(x.data)
+    if axis is None:
+        i = xp.argmin(x.data.reshape(-1))
+        return Tensor(xp.asarray(i, dtype=np.int64).reshape((1,) * x.ndim if keep else ()))
+    return Tensor(xp.argmin(x.data, axis=axis, keepdims=keep).astype(np.int64, copy=False))
 
 
 def min(x, axis=None, keepdims=False, *, dim=None, keepdim=None):
     """torch's Tensor.min: with no axis the minimum (amin); along one, (values, indices) --
-    values whose gradient goes to the first minimum (max of -x)."""
+    values whose gradient goes to the first minimum (a floating max of -x)."""
     axis = _dim("min", axis, dim)
     if axis is None:
         return amin(x)
+    keep = _keepdim("min", keepdims, keepdim)
+    if not is_floating(x.dtype):
+        indices = argmin(x, axis, True)
+        values = Tensor(xp_of(x.data).take_along_axis(x.data, indices.data, axis=axis))
+        return MaxResult(*((values, indices) if keep else
+                           (squeeze(values, axis), Tensor(indices.data.squeeze(axis)))))
     values, indices = max(neg(x), axis, keepdims, keepdim=keepdim)
     return MaxResult(neg(values), indices)
 
 
-def var(x, axis=None, keepdims=False, *, dim=None, keepdim=None, correction=1, unbiased=None):
-    """torch.var: the squared deviations' sum over `axis` (all by default) divided by
-    n - correction (correction=1: Bessel's, torch's default; unbiased=False: 0)."""
-    if unbiased is not None:
-        correction = 1 if unbiased else 0
+def var(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    """torch.var(x, dim, unbiased, keepdim, *, correction): the squared deviations' sum over
+    `dim` (all by default) divided by max(0, n - correction) (correction 1, Bessel's, torch's
+    default; unbiased=False: 0)."""
+    if unbiased is not None and correction is not None:
+        raise TypeError("var: got both unbiased and correction (one setting, as torch)")
+    correction = (1 if unbiased is None or unbiased else 0) if correction is None else correction
     x = _float_only(x, "var")
-    axis = _dim("var", axis, dim)
-    keep = _keepdim("var", keepdims, keepdim)
-    n = x.size if axis is None else int(np.prod([x.shape[a] for a in _red._axes(axis, x.ndim)]))
+    axis = _dim("var", None, dim)
+    n = x.size if axis is None else builtins.int(np.prod([x.shape[a] for a in
+                                                          _red._axes(axis, x.ndim)]))
     d = x - mean(x, axis, keepdims=True)
-    total = sum(d * d, axis, keepdims=keep)
-    return total / float(builtins.max(n - correction, 0)) if n - correction > 0 else \
-        total * float("nan")
+    return sum(d * d, axis, keepdims=builtins.bool(keepdim)) / \
+        builtins.float(builtins.max(n - correction, 0))
 
 
-def std(x, axis=None, keepdims=False, *, dim=None, keepdim=None, correction=1, unbiased=None):
+def std(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
     """torch.std: var's square root."""
-    return var(x, axis, keepdims, dim=dim, keepdim=keepdim, correction=correction,
-               unbiased=unbiased) ** 0.5
+    return var(x, dim, unbiased, keepdim, correction=correction) ** 0.5
 
 
 def absolute(x):
@@ -431,7 +447,7 @@ def split(x, split_size_or_sections, dim=0):
         step = int(split_size_or_sections)
         if step < 1:
             raise ValueError(f"split: split_size must be positive, got {step}")
-        sizes = [builtins.min(step, n - i) for i in range(0, n, step)]
+        sizes = [builtins.min(step, n - i) for i in range(0, n, step)] or [0]
     else:
         sizes = [int(s) for s in split_size_or_sections]
         if builtins.sum(sizes) != n:
@@ -449,7 +465,9 @@ def split(x, split_size_or_sections, dim=0):
 def chunk(x, chunks, dim=0):
     """torch.chunk: `chunks` pieces of ceil(n / chunks) along `dim` (fewer when they run out)."""
     n = x.shape[dim_index(dim, x.ndim, "chunk")]
-    return split(x, builtins.max(-(-n // int(chunks)), 1), dim)
+    if builtins.int(chunks) < 1:
+        raise ValueError(f"chunk: chunks must be positive, got {chunks}")
+    return split(x, builtins.max(-(-n // builtins.int(chunks)), 1), dim)
 
 
 class MaxResult(tuple):
@@ -892,7 +910,11 @@ def nll_loss(logp, target, weight=None, *args, ignore_index=-100, reduction="mea
         return losses
     if reduction == "sum":
         return sum(losses)
-    return sum(losses) / Tensor(weights.sum().astype(logp.dtype))
+    # the mean over the weights counted; none counted (every target ignored): NaN, with a zero
+    # gradient, as torch (a 0 / 0 would make the gradient NaN too)
+    total = weights.sum().astype(logp.dtype)
+    return sum(losses) / Tensor(xp.where(total == 0, 1, total).astype(logp.dtype)) + \
+        Tensor(xp.where(total == 0, xp.nan, 0).astype(logp.dtype))
 
 
 def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5):
@@ -1349,7 +1371,11 @@ def _bool(self):
 
 
 def _array(self, dtype=None, copy=None):
-    """np.asarray(tensor): its values (a host copy of device data), as torch's __array__."""
+    """np.asarray(tensor): its values (a host copy of device data), as torch's __array__; of a
+    tensor that requires grad refused, as torch's (np.exp(x) would cut the graph silently)."""
+    if self.requires_grad:
+        raise RuntimeError("Can't convert a Tensor that requires grad to a NumPy array (a NumPy "
+                           "function of it would leave the graph); use x.detach(), as torch")
     a = self.numpy()
     return a if dtype is None else a.astype(dtype)
 
@@ -1452,10 +1478,10 @@ def _install_tensor_methods():
             self, axis, keepdims, **torch_names),
         "min": lambda self, axis=None, keepdims=False, **torch_names: min(
             self, axis, keepdims, **torch_names),
-        "var": lambda self, axis=None, keepdims=False, **torch_names: var(
-            self, axis, keepdims, **torch_names),
-        "std": lambda self, axis=None, keepdims=False, **torch_names: std(
-            self, axis, keepdims, **torch_names),
+        "var": lambda self, dim=None, unbiased=None, keepdim=False, **kw: var(
+            self, dim, unbiased, keepdim, **kw),
+        "std": lambda self, dim=None, unbiased=None, keepdim=False, **kw: std(
+            self, dim, unbiased, keepdim, **kw),
         "expand": lambda self, *sizes: expand(self, *sizes),
         "expand_as": lambda self, other: expand(self, other.shape),
         "view_as": lambda self, other: reshape(self, other.shape),

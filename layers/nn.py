@@ -372,17 +372,23 @@ class Identity(Module):
 
 
 class Softmax(Module):
+    """torch.nn.Softmax; dim=None takes torch's implicit axis: 0 for a 0-, 1- or 3-d input,
+    else 1."""
+
     def __init__(self, dim=None):
         super().__init__()
         self.dim = dim
 
+    def _axis(self, x):
+        return self.dim if self.dim is not None else 0 if x.ndim in (0, 1, 3) else 1
+
     def forward(self, x):
-        return F.softmax(x, dim=-1 if self.dim is None else self.dim)
+        return F.softmax(x, dim=self._axis(x))
 
 
 class LogSoftmax(Softmax):
     def forward(self, x):
-        return F.log_softmax(x, dim=-1 if self.dim is None else self.dim)
+        return F.log_softmax(x, dim=self._axis(x))
 
 
 class LayerNorm(Module):

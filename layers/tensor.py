@@ -329,6 +329,9 @@ class _Size(int):
     def __call__(self, dim=None):
         return self.shape if dim is None else self.shape[dim]
 
+    def __reduce__(self):            # (copied or pickled: the plain count)
+        return int, (int(self),)
+
 
 class Tensor:
     """An n-d array (NumPy or CuPy) that can record the ops applied to it. Its operators and

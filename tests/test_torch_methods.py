@@ -23,6 +23,8 @@ CASES = {
     "var": lambda v: v.var(),
     "var_dim": lambda v: v.var(dim=1, keepdim=True),
     "var_biased": lambda v: v.var(0, unbiased=False),
+    "var_positional": lambda v: v.var(1, False, True),        # (dim, unbiased, keepdim)
+    "std_positional": lambda v: v.std(0, False),
     "std_correction": lambda v: v.std(dim=0, correction=0),
     "std": lambda v: v.std(1),
     "expand": lambda v: v[:, :1].expand(3, 5),
@@ -167,3 +169,54 @@ def test_one_hot_adamw_nn_utils_and_module_spellings_are_torchs():
     assert norm.item() == pytest.approx(np.sqrt(6) * 10)
     assert m.requires_grad_(False) is m and not any(q.requires_grad for q in m.parameters())
     assert m.cpu() is m
+
+
+@pytest.mark.parametrize("data", [np.array([3, 1, 0, 7], np.uint8), np.array([5, -128, 3, -128],
+                                  np.int8), np.array([2, np.iinfo(np.int64).min, 9], np.int64)],
+                         ids=lambda a: a.dtype.name)
+@pytest.mark.parametrize("device", DEVICES)
+def test_integer_minima_are_torchs(where, data):
+    """(a minimum through -x wraps: uint8 0 and int8 -128 are their own negatives)"""
+    x, tx = L.tensor(data, device=where), torch.tensor(data)
+    for ours, theirs in ((x.min(), tx.min()), (x.amin(), tx.amin()), (x.argmin(), tx.argmin()),
+                         (x.min(0).values, tx.min(0).values),
+                         (x.min(0).indices, tx.min(0).indices)):
+        assert str(ours.dtype) == str(theirs.dtype).removeprefix("torch.")
+        np.testing.assert_array_equal(ours.numpy(), theirs.numpy())
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_nll_loss_with_nothing_counted_is_nan_with_a_zero_gradient(where):
+    x = L.Tensor(L.tensor(np.ones((2, 3)), device=where).data, requires_grad=True)
+    loss = F.nll_loss(x, L.tensor(np.array([-100, -100]), device=where))
+    loss.backward()
+    tx = torch.ones((2, 3), dtype=torch.float64, requires_grad=True)
+    tl = torch.nn.functional.nll_loss(tx, torch.tensor([-100, -100]))
+    tl.backward()
+    assert np.isnan(loss.item()) and np.isnan(tl.item())
+    np.testing.assert_array_equal(x.grad.numpy(), tx.grad.numpy())      # (zeros, not NaN)
+
+
+def test_edge_spellings_are_torchs():
+    import copy
+    import pickle
+    import warnings
+    x = np.random.default_rng(6).standard_normal((2, 3, 4))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")          # (torch's implicit-dim deprecation warning)
+        for shape in ((3,), (2, 3), (2, 3, 4), (1, 2, 3, 4)):
+            a = x.reshape(-1)[:int(np.prod(shape))].reshape(shape)
+            for ours, theirs in ((nn.Softmax(), torch.nn.Softmax()),
+                                 (nn.LogSoftmax(), torch.nn.LogSoftmax())):
+                np.testing.assert_allclose(ours(L.tensor(a)).numpy(),
+                                           theirs(torch.tensor(a)).numpy(), rtol=1e-13)
+    t = L.tensor(x)
+    np.testing.assert_array_equal(t.var(0, correction=4).numpy(),      # (n - c < 0: inf)
+                                  torch.tensor(x).var(0, correction=4).numpy())
+    assert copy.deepcopy({"n": t.size}) == {"n": 24} and pickle.loads(pickle.dumps(t.size)) == 24
+    assert [p.shape for p in L.tensor(np.zeros((0, 3))).split(2)] == \
+        [tuple(p.shape) for p in torch.zeros((0, 3)).split(2)]
+    with pytest.raises(ValueError, match="chunks must be positive"):
+        t.chunk(0)
+    with pytest.raises(RuntimeError, match="requires grad to a NumPy array"):
+        np.exp(L.tensor(x, requires_grad=True))      # (it would cut the graph, silently)
