@@ -742,17 +742,34 @@ def _from_python(data, dtype):
 
 
 def tensor(data, dtype=None, device=None, requires_grad=False):
-    """A new Tensor from a list / NumPy array / CuPy array, on `device` (default: where the data
-    already is -- the CPU for lists and NumPy arrays, its GPU for a CuPy array). The dtype, where
-    none is given, is torch.tensor's: Python ints give int64, bools bool, floats float32 (torch's
-    default dtype), complex numbers complex64; NumPy arrays and scalars keep theirs."""
+    """A new Tensor of a copy of a list / NumPy array / CuPy array / Tensor, as torch.tensor (a
+    later change to the data is not the tensor's; as_tensor shares it), on `device` (default:
+    where the data already is -- the CPU for lists and NumPy arrays, its GPU for a CuPy array).
+    The dtype, where none is given, is torch.tensor's: Python ints give int64, bools bool, floats
+    float32 (torch's default dtype), complex numbers complex64; NumPy arrays and scalars keep
+    theirs."""
+    source = data.data if isinstance(data, Tensor) else from_foreign(data)
+    t = as_tensor(source, dtype, device)
+    if (isinstance(source, np.ndarray) or is_gpu(source)) and \
+            xp_of(t.data).may_share_memory(t.data, source):
+        t = Tensor(t.data.copy(order="K"))       # (its layout kept: channels-last stays so)
+    t.requires_grad = requires_grad
+    return t
+
+
+def as_tensor(data, dtype=None, device=None):
+    """A Tensor of `data` sharing its memory where it can (an array already of `dtype` on
+    `device`), else of a copy: torch.as_tensor / torch.from_numpy. A Tensor comes back as it is
+    when nothing is to change."""
     if isinstance(data, Tensor):
+        if (dtype is None or data.dtype == np.dtype(dtype)) and \
+                (device is None or data.device == parse_device(device)):
+            return data
         data = data.data
     data = from_foreign(data)               # (a PyTorch tensor)
     if not (isinstance(data, np.ndarray) or is_gpu(data)):
         data = _from_python(data, dtype)
     elif dtype is not None:
         data = data.astype(dtype, copy=False)
-    return Tensor(data if device is None else to_device(data, device),
-                  requires_grad=requires_grad)
+    return Tensor(data if device is None else to_device(data, device))
 

@@ -119,3 +119,22 @@ def test_grad_mode_blocks_and_decorators_are_torchs():
     def off():
         return L.is_grad_enabled()
     assert L.is_grad_enabled() and off() is False and L.is_grad_enabled()
+
+
+@pytest.mark.parametrize("device", ["cpu"] + DEVICES)
+def test_tensor_copies_and_as_tensor_shares_as_torchs(where):
+    """torch.tensor copies its data (a later change to the source is not the tensor's; a tensor
+    of a leaf is not a way to change the leaf); torch.as_tensor shares it where it can."""
+    source = L.tensor([1.0, 2.0], device=where).data
+    copied, shared = L.tensor(source), L.as_tensor(source)
+    source[0] = 7.0
+    assert copied.tolist() == [1.0, 2.0] and shared.tolist() == [7.0, 2.0]
+    leaf = L.tensor([1.0, 2.0], device=where, requires_grad=True)
+    other = L.tensor(leaf)
+    other += 1
+    assert leaf.tolist() == [1.0, 2.0] and not other.requires_grad
+    t = torch.zeros(2)
+    from_torch = L.tensor(t)
+    t[0] = 5.0
+    assert from_torch.tolist() == [0.0, 0.0]
+    assert L.as_tensor(shared) is shared

@@ -168,7 +168,7 @@ def train_step_device(netG, netD, optG, optD, real, noise, finite=None):
 def _input(a, device, dtype):
     """An input array (or Tensor) as a Tensor on `device` in the models' dtype (no graph: the
     data loader's float32 images and the noise are rounded to bfloat16 for a bf16 model)."""
-    t = a if isinstance(a, L.Tensor) else L.tensor(a, device=device)
+    t = a if isinstance(a, L.Tensor) else L.as_tensor(a, device=device)
     return t if t.dtype == dtype else L.Tensor(t.data.astype(dtype))
 
 

@@ -310,7 +310,7 @@ class Tacotron2(nn.Module):
         sequence; as integer Tensors on the model's device they are never read back (the step
         can be captured in a CUDA graph for any lengths of a shape) and the encoder LSTM takes
         its Tensor-lengths path: the same outputs."""
-        mels = mels if isinstance(mels, L.Tensor) else L.tensor(mels, device=self.device)
+        mels = mels if isinstance(mels, L.Tensor) else L.as_tensor(mels, device=self.device)
         dtype = self.embedding.weight.dtype
         if mels.dtype != dtype:       # float32 targets, teacher-forcing a bfloat16 model (no grad)
             mels = L.Tensor(mels.data.astype(dtype))
@@ -415,7 +415,7 @@ def targets(model, mel_padded, gate_padded):
     for a bfloat16 model: the targets are not rounded, and the losses (which promote the model's
     bfloat16 outputs, as torch does) are float32."""
     dtype = L.backend.accumulation_dtype(model.embedding.weight.dtype)
-    return tuple(L.tensor(L.backend.to_device(a, model.device).astype(dtype, copy=False))
+    return tuple(L.as_tensor(L.backend.to_device(a, model.device).astype(dtype, copy=False))
                  for a in (mel_padded, gate_padded))
 
 
