@@ -324,13 +324,19 @@ def amax(x, axis=None, keepdims=False, *, dim=None, keepdim=None):
 def argmax(x, axis=None, keepdims=False, *, dim=None, keepdim=None):
     """The index of the first maximum along `axis` (of the flattened tensor by default), int64,
     as torch.argmax; no gradient."""
-    axis = _dim("argmax", axis, dim)
-    keep = _keepdim("argmax", keepdims, keepdim)
+    return _arg("argmax", x, axis, keepdims, dim, keepdim)
+
+
+def _arg(name, x, axis, keepdims, dim, keepdim):
+    """NumPy's / CuPy's argmax or argmin (`name`) with torch's dim / keepdim, int64, in no
+    graph (of the flattened tensor where no axis is given)."""
+    axis, keep = _dim(name, axis, dim), _keepdim(name, keepdims, keepdim)
     xp = xp_of(x.data)
     if axis is None:
-        i = xp.argmax(x.data.reshape(-1))
+        i = getattr(xp, name)(x.data.reshape(-1))
         return Tensor(xp.asarray(i, dtype=np.int64).reshape((1,) * x.ndim if keep else ()))
-    return Tensor(xp.argmax(x.data, axis=axis, keepdims=keep).astype(np.int64, copy=False))
+    return Tensor(getattr(xp, name)(x.data, axis=axis, keepdims=keep).astype(np.int64,
+                                                                              copy=False))
 
 
 def max(x, axis=None, keepdims=False, *, dim=None, keepdim=None):
@@ -360,12 +366,7 @@ def amin(x, axis=None, keepdims=False, *, dim=None, keepdim=None):
 
 def argmin(x, axis=None, keepdims=False, *, dim=None, keepdim=None):
     """The index of the first minimum along `axis`, int64, as torch.argmin; no gradient."""
-    axis, keep = _dim("argmin", axis, dim), _keepdim("argmin", keepdims, keepdim)
-    xp = xp_of(x.data)
-    if axis is None:
-        i = xp.argmin(x.data.reshape(-1))
-        return Tensor(xp.asarray(i, dtype=np.int64).reshape((1,) * x.ndim if keep else ()))
-    return Tensor(xp.argmin(x.data, axis=axis, keepdims=keep).astype(np.int64, copy=False))
+    return _arg("argmin", x, axis, keepdims, dim, keepdim)
 
 
 def min(x, axis=None, keepdims=False, *, dim=None, keepdim=None):
@@ -1342,9 +1343,11 @@ def _astype(self, dtype):
     return self if self.dtype == np.dtype(dtype) else cast(self, dtype)
 
 
-def _xp_op(name):
-    """NumPy's or CuPy's ufunc `name`, for the array it is given."""
-    return lambda x, y: getattr(xp_of(x), name)(x, y)
+def _comparison(ufunc):
+    """A Tensor method comparing with NumPy's or CuPy's ufunc `ufunc` (its own function object:
+    each spelling is named for itself)."""
+    return lambda self, other: _compare(self, other,
+                                        lambda x, y: getattr(xp_of(x), ufunc)(x, y))
 
 
 def _compare(a, b, ufunc):
@@ -1446,24 +1449,12 @@ def _install_tensor_methods():
         "clamp": lambda self, min=None, max=None: clamp(self, min, max),
         "astype": _astype,
         "_to_device": _to_device,
-        "__eq__": lambda self, other: _compare(self, other, _xp_op("equal")),
-        "__ne__": lambda self, other: _compare(self, other, _xp_op("not_equal")),
-        "__lt__": lambda self, other: _compare(self, other, _xp_op("less")),
-        "__le__": lambda self, other: _compare(self, other, _xp_op("less_equal")),
-        "__gt__": lambda self, other: _compare(self, other, _xp_op("greater")),
-        "__ge__": lambda self, other: _compare(self, other, _xp_op("greater_equal")),
         "__bool__": _bool,
         "__iter__": _iter,
         "__array__": _array,
         "__float__": lambda self: builtins.float(self.item()),
         "__int__": lambda self: builtins.int(self.item()),
         "__abs__": lambda self: absolute(self),
-        "eq": lambda self, other: _compare(self, other, _xp_op("equal")),
-        "ne": lambda self, other: _compare(self, other, _xp_op("not_equal")),
-        "lt": lambda self, other: _compare(self, other, _xp_op("less")),
-        "le": lambda self, other: _compare(self, other, _xp_op("less_equal")),
-        "gt": lambda self, other: _compare(self, other, _xp_op("greater")),
-        "ge": lambda self, other: _compare(self, other, _xp_op("greater_equal")),
         "any": lambda self, dim=None, keepdim=False: _truth(self, "any", dim, keepdim),
         "all": lambda self, dim=None, keepdim=False: _truth(self, "all", dim, keepdim),
         "numel": lambda self: builtins.int(self.data.size),
@@ -1507,6 +1498,10 @@ def _install_tensor_methods():
         "zero_": lambda self: _fill_(self, 0, "zero_()"),
         "T": property(lambda self: transpose(self)),
     }
+    for short, ufunc in (("eq", "equal"), ("ne", "not_equal"), ("lt", "less"),
+                         ("le", "less_equal"), ("gt", "greater"), ("ge", "greater_equal")):
+        for name in (f"__{short}__", short):          # (x == y and x.eq(y))
+            spellings[name] = _comparison(ufunc)
     for name, method in spellings.items():
         if not isinstance(method, property):
             method.__name__ = method.__qualname__ = name
