@@ -471,6 +471,61 @@ def chunk(x, chunks, dim=0):
     return split(x, builtins.max(-(-n // builtins.int(chunks)), 1), dim)
 
 
+def gather(x, dim, index):
+    """torch.gather: out[i][j] = x[i][index[i][j]] along `dim` (index of x's number of axes, no
+    larger than x off `dim`; the result has its shape), differentiable in x."""
+    dim = dim_index(dim, x.ndim, "gather")
+    idx = _on_device_of(x, index, "gather")
+    if idx.dtype.kind not in "iu":
+        raise TypeError(f"gather: index must hold integers, got {idx.dtype}")
+    if idx.ndim != x.ndim or any(i > n for d, (i, n) in enumerate(zip(idx.shape, x.shape))
+                                 if d != dim):
+        raise RuntimeError(f"gather: index {tuple(idx.shape)} must have input {tuple(x.shape)}'s "
+                           f"number of axes and be no larger off dim {dim} (torch's rule)")
+    return _sh.Gather.apply(x, index=idx.astype(np.int64, copy=False), axis=dim)
+
+
+def index_select(x, dim, index):
+    """torch.index_select: the entries of x at `index` (1-d) along `dim`, differentiable."""
+    dim = dim_index(dim, x.ndim, "index_select")
+    idx = _on_device_of(x, index, "index_select")
+    if idx.ndim != 1 or idx.dtype.kind not in "iu":
+        raise TypeError(f"index_select: index must be a 1-d integer array, got {idx.dtype} "
+                        f"{tuple(idx.shape)}")
+    shape = tuple(idx.shape[0] if d == dim else n for d, n in enumerate(x.shape))
+    spread = idx.reshape(tuple(-1 if d == dim else 1 for d in range(x.ndim)))
+    return gather(x, dim, Tensor(xp_of(idx).broadcast_to(spread, shape)))
+
+
+def argsort(x, dim=-1, descending=False):
+    """torch.argsort, int64: ascending ties in their order (stable); descending the reverse of
+    that, NaN first (torch's order of NaN; its order among equal values is unspecified)."""
+    dim = dim_index(dim, x.ndim, "argsort") if x.ndim else 0
+    xp = xp_of(x.data)
+    if x.ndim == 0:
+        return Tensor(xp.zeros((), np.int64))
+    order = xp.argsort(x.data, axis=dim, kind="stable").astype(np.int64, copy=False)
+    return Tensor(xp.flip(order, axis=dim) if descending else order)
+
+
+def sort(x, dim=-1, descending=False):
+    """torch.sort: (values, indices), the values' gradient going back to where each came from."""
+    indices = argsort(x, dim, descending)
+    if x.ndim == 0:
+        return MaxResult(x, indices)
+    return MaxResult(gather(x, dim, indices), indices)
+
+
+def topk(x, k, dim=-1, largest=True, sorted=True):
+    """torch.topk: the k largest (smallest) along `dim`, in order, with their indices."""
+    dim = dim_index(dim, x.ndim, "topk")
+    if not 0 <= int(k) <= x.shape[dim]:
+        raise RuntimeError(f"topk: k ({k}) out of range for dim {dim} of size {x.shape[dim]}")
+    values, indices = sort(x, dim, descending=largest)
+    take = tuple(slice(0, int(k)) if d == dim else slice(None) for d in range(x.ndim))
+    return MaxResult(getitem(values, take), Tensor(indices.data[take]))
+
+
 class MaxResult(tuple):
     """(values, indices), as torch's max(dim) return (torch.return_types.max)."""
     values = property(lambda self: self[0])
@@ -1477,6 +1532,12 @@ def _install_tensor_methods():
         "expand_as": lambda self, other: expand(self, other.shape),
         "view_as": lambda self, other: reshape(self, other.shape),
         "repeat": lambda self, *sizes: repeat(self, *sizes),
+        "gather": lambda self, dim, index: gather(self, dim, index),
+        "index_select": lambda self, dim, index: index_select(self, dim, index),
+        "sort": lambda self, dim=-1, descending=False: sort(self, dim, descending),
+        "argsort": lambda self, dim=-1, descending=False: argsort(self, dim, descending),
+        "topk": lambda self, k, dim=-1, largest=True, sorted=True: topk(self, k, dim, largest,
+                                                                          sorted),
         "split": lambda self, size, dim=0: split(self, size, dim),
         "chunk": lambda self, chunks, dim=0: chunk(self, chunks, dim),
         "contiguous": lambda self, memory_format=None: self,   # (reshape takes any layout)

@@ -220,3 +220,53 @@ def test_edge_spellings_are_torchs():
         t.chunk(0)
     with pytest.raises(RuntimeError, match="requires grad to a NumPy array"):
         np.exp(L.tensor(x, requires_grad=True))      # (it would cut the graph, silently)
+
+
+GATHER = np.array([[0, 3, 3], [1, 1, 2], [2, 0, 1]])      # (repeats: gradients add)
+SELECTING = {
+    "gather": (lambda v: v.gather(1, L.tensor(GATHER, device=v.device)),
+               lambda v: v.gather(1, torch.tensor(GATHER))),
+    "gather_smaller": (lambda v: v.gather(1, L.tensor(GATHER[:2, :2], device=v.device)),
+                       lambda v: v.gather(1, torch.tensor(GATHER[:2, :2]))),
+    "gather_dim0": (lambda v: v.gather(0, L.tensor(GATHER[:, :2] % 3, device=v.device)),
+                    lambda v: v.gather(0, torch.tensor(GATHER[:, :2] % 3))),
+    "index_select": (lambda v: v.index_select(1, L.tensor([3, 0, 3], device=v.device)),
+                     lambda v: v.index_select(1, torch.tensor([3, 0, 3]))),
+    "sort": (lambda v: v.sort(1)[0], lambda v: v.sort(1)[0]),
+    "sort_descending": (lambda v: v.sort(0, descending=True).values,
+                        lambda v: v.sort(0, descending=True).values),
+    "topk": (lambda v: v.topk(2, dim=1).values, lambda v: v.topk(2, dim=1).values),
+    "topk_smallest": (lambda v: v.topk(2, 0, largest=False)[0],
+                      lambda v: v.topk(2, 0, largest=False)[0]),
+}
+DISTINCT = np.array([[0.5, -2.0, 3.0, -1.0], [1.5, 2.5, -0.5, 0.0], [2.0, -1.5, 2.25, 4.0]])
+
+
+@pytest.mark.parametrize("case", list(SELECTING))
+@pytest.mark.parametrize("device", DEVICES)
+def test_selections_and_sorts_are_torchs(where, case):
+    x = L.Tensor(L.tensor(DISTINCT, device=where).data, requires_grad=True)
+    tx = torch.tensor(DISTINCT, requires_grad=True)
+    ours, theirs = SELECTING[case]
+    y, ty = ours(x), theirs(tx)
+    np.testing.assert_array_equal(y.numpy(), ty.detach().numpy())
+    g = np.linspace(-1, 2, ty.numel()).reshape(ty.shape)
+    y.backward(L.tensor(g, device=where))
+    ty.backward(torch.tensor(g))
+    np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-13)
+    for name, kw in (("sort", dict(dim=1)), ("argsort", dict(dim=0, descending=True)),
+                     ("topk", dict(k=3, dim=1))):
+        got, want = getattr(x, name)(**kw), getattr(tx, name)(**kw)
+        got_i = got if name == "argsort" else got[1]
+        want_i = want if name == "argsort" else want[1]
+        np.testing.assert_array_equal(got_i.numpy(), want_i.numpy())
+
+
+def test_selection_refusals():
+    x = L.tensor(DISTINCT)
+    with pytest.raises(IndexError, match="gather: index 4 is out of range for 4"):
+        x.gather(1, L.tensor([[4]]))
+    with pytest.raises(RuntimeError, match="no larger off dim 1"):
+        x.gather(1, L.tensor(np.zeros((4, 1), np.int64)))
+    with pytest.raises(RuntimeError, match="topk: k \\(5\\) out of range"):
+        x.topk(5)

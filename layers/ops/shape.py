@@ -194,6 +194,39 @@ class Pad(Function):
         return xp.ascontiguousarray(g).astype(gy.dtype, copy=False)
 
 
+class Gather(Function):
+    """y[..., j, ...] = x[..., index[..., j, ...], ...] along `axis` (torch.gather: index has
+    x's number of axes, no larger than x off the axis, and y its shape); the gradient adds into
+    the gathered positions, where an index repeats too. An index out of range: the host raises
+    (out_of_range), a device gives NaN there and no gradient."""
+    kept = ("index",)
+
+    def forward(self, x):
+        xp, index, axis = self.xp, self.index, self.axis
+        bad = out_of_range("gather", index, x.shape[axis], "index")
+        if bad is not None:
+            index = xp.where(bad, 0, index)
+        self.index, self.bad, self.shape = index, bad, x.shape
+        part = x[tuple(slice(0, n) if d != axis else slice(None)
+                       for d, n in enumerate(index.shape))]
+        y = xp.take_along_axis(part, index, axis=axis)
+        if bad is not None:
+            y = xp.where(bad, xp.nan, y).astype(x.dtype)
+        return y
+
+    def backward(self, gy):
+        xp, index, axis = self.xp, self.index, self.axis
+        if self.bad is not None:
+            gy = xp.where(self.bad, 0, gy).astype(gy.dtype, copy=False)
+        nd = index.ndim             # (each axis's positions, broadcasting: numpy.indices sparse)
+        grid = [index if d == axis else
+                xp.arange(n).reshape((1,) * d + (n,) + (1,) * (nd - d - 1))
+                for d, n in enumerate(index.shape)]
+        gx = xp.zeros(self.shape, accumulation_dtype(gy.dtype))
+        xp.add.at(gx, tuple(grid), gy.astype(gx.dtype, copy=False))
+        return gx.astype(gy.dtype, copy=False)
+
+
 class ToDevice(Function):
     """y = x copied to `device` (torch's differentiable x.to(device)); the gradient is copied
     back to x's device."""
