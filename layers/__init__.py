@@ -7,10 +7,10 @@ from .backend import parse_device
 from .module import Module, ModuleList, Parameter, Sequential
 from .random import manual_seed
 from .serialization import load, save
-from .tensor import (Function, Tensor, as_tensor, enable_grad, is_grad_enabled, no_grad,
-                     set_grad_enabled, tensor)
+from .tensor import (Function, Tensor, as_tensor, enable_grad, inference_mode, is_grad_enabled,
+                     no_grad, set_grad_enabled, tensor)
 
-__all__ = ["Tensor", "Function", "tensor", "as_tensor", "no_grad", "enable_grad", "set_grad_enabled",
+__all__ = ["Tensor", "Function", "tensor", "as_tensor", "no_grad", "inference_mode", "enable_grad", "set_grad_enabled",
            "is_grad_enabled", "Module", "Parameter",
            "Sequential", "ModuleList", "functional", "F", "nn", "init", "optim", "keras", "manual_seed", "save",
            "load", "parse_device"]

@@ -86,6 +86,27 @@ class no_grad(_GradModeSwitch):
     mode = False
 
 
+class inference_mode(_GradModeSwitch):
+    """torch.inference_mode: no_grad here (this engine makes no inference tensors);
+    inference_mode(False) leaves the grad mode as it is."""
+
+    def __new__(cls, mode=True):
+        return super().__new__(cls, mode if callable(mode) else None)   # (bare decorator)
+
+    def __init__(self, mode=True):
+        super().__init__()
+        self.active = callable(mode) or bool(mode)
+        self.mode = False if self.active else None
+
+    def __enter__(self):
+        self._saved.append(_grad_mode.enabled)
+        if self.active:
+            _grad_mode.enabled = False
+
+    def _switch(self):
+        return type(self)(getattr(self, "active", True))    # (a bare decorator's: made, not set)
+
+
 class enable_grad(_GradModeSwitch):
     """Record graphs inside the block, even within no_grad(), in this thread."""
     mode = True

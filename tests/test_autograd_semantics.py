@@ -119,6 +119,11 @@ def test_grad_mode_blocks_and_decorators_are_torchs():
     def off():
         return L.is_grad_enabled()
     assert L.is_grad_enabled() and off() is False and L.is_grad_enabled()
+    with L.inference_mode():
+        assert not L.is_grad_enabled()
+    with L.inference_mode(False):
+        assert L.is_grad_enabled()
+    assert list(L.inference_mode(gen)()) == [False, False] and L.is_grad_enabled()
 
 
 @pytest.mark.parametrize("device", ["cpu"] + DEVICES)
