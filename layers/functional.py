@@ -13,7 +13,7 @@ from .ops import norm as _norm
 from .ops import reduce as _red
 from .ops import shape as _sh
 from .backend import (cupy, device_of, dim_index, is_channels_last, is_floating, is_gpu,
-                      out_of_range, parse_device, promote_types, same_dtype, to_device, xp_of)
+                      is_half, out_of_range, parse_device, promote_types, same_dtype, to_device, xp_of)
 from .changes import mark_changed
 from .tensor import Tensor, is_grad_enabled
 
@@ -468,6 +468,8 @@ def chunk(x, chunks, dim=0):
     n = x.shape[dim_index(dim, x.ndim, "chunk")]
     if builtins.int(chunks) < 1:
         raise ValueError(f"chunk: chunks must be positive, got {chunks}")
+    if n == 0:                                # (torch: `chunks` empty pieces)
+        return split(x, [0] * builtins.int(chunks), dim)
     return split(x, builtins.max(-(-n // builtins.int(chunks)), 1), dim)
 
 
@@ -504,7 +506,8 @@ def argsort(x, dim=-1, descending=False):
     xp = xp_of(x.data)
     if x.ndim == 0:
         return Tensor(xp.zeros((), np.int64))
-    order = xp.argsort(x.data, axis=dim, kind="stable").astype(np.int64, copy=False)
+    key = x.data.astype(np.float32) if is_half(x.dtype) else x.data   # (bfloat16's compares
+    order = xp.argsort(key, axis=dim, kind="stable").astype(np.int64, copy=False)  # leave NaN be)
     return Tensor(xp.flip(order, axis=dim) if descending else order)
 
 

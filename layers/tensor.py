@@ -88,23 +88,17 @@ class no_grad(_GradModeSwitch):
 
 class inference_mode(_GradModeSwitch):
     """torch.inference_mode: no_grad here (this engine makes no inference tensors);
-    inference_mode(False) leaves the grad mode as it is."""
+    inference_mode(False) records graphs, as torch's (its grad mode is `not mode`)."""
 
     def __new__(cls, mode=True):
         return super().__new__(cls, mode if callable(mode) else None)   # (bare decorator)
 
     def __init__(self, mode=True):
         super().__init__()
-        self.active = callable(mode) or bool(mode)
-        self.mode = False if self.active else None
-
-    def __enter__(self):
-        self._saved.append(_grad_mode.enabled)
-        if self.active:
-            _grad_mode.enabled = False
+        self.mode = not (callable(mode) or bool(mode))
 
     def _switch(self):
-        return type(self)(getattr(self, "active", True))    # (a bare decorator's: made, not set)
+        return type(self)(not getattr(self, "mode", False))   # (a bare decorator's: made, not set)
 
 
 class enable_grad(_GradModeSwitch):
@@ -782,11 +776,9 @@ def as_tensor(data, dtype=None, device=None):
     """A Tensor of `data` sharing its memory where it can (an array already of `dtype` on
     `device`), else of a copy: torch.as_tensor / torch.from_numpy. A Tensor comes back as it is
     when nothing is to change."""
-    if isinstance(data, Tensor):
-        if (dtype is None or data.dtype == np.dtype(dtype)) and \
-                (device is None or data.device == parse_device(device)):
-            return data
-        data = data.data
+    if isinstance(data, Tensor):       # (a change of dtype or device in the graph, as .to())
+        t = data if dtype is None else data.astype(dtype)
+        return t if device is None else t.to(device)
     data = from_foreign(data)               # (a PyTorch tensor)
     if not (isinstance(data, np.ndarray) or is_gpu(data)):
         data = _from_python(data, dtype)

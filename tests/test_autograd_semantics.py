@@ -121,8 +121,8 @@ def test_grad_mode_blocks_and_decorators_are_torchs():
     assert L.is_grad_enabled() and off() is False and L.is_grad_enabled()
     with L.inference_mode():
         assert not L.is_grad_enabled()
-    with L.inference_mode(False):
-        assert L.is_grad_enabled()
+    with L.no_grad(), L.inference_mode(False):
+        assert L.is_grad_enabled()                          # (torch's: grad mode is not mode)
     assert list(L.inference_mode(gen)()) == [False, False] and L.is_grad_enabled()
 
 

@@ -270,3 +270,18 @@ def test_selection_refusals():
         x.gather(1, L.tensor(np.zeros((4, 1), np.int64)))
     with pytest.raises(RuntimeError, match="topk: k \\(5\\) out of range"):
         x.topk(5)
+
+
+def test_half_sorts_nan_and_empty_chunks_as_torch():
+    a = np.array([3.0, np.nan, 1.0, 2.0, -1.0])
+    for dtype, tdtype in ((L.backend.bfloat16, torch.bfloat16), (np.float16, torch.float16)):
+        x, tx = L.tensor(a.astype(dtype)), torch.tensor(a).to(tdtype)
+        for ours, theirs in ((x.sort()[1], tx.sort()[1]), (x.topk(2)[1], tx.topk(2)[1]),
+                             (x.argsort(descending=True), tx.argsort(descending=True))):
+            np.testing.assert_array_equal(ours.numpy(), theirs.numpy())
+    assert [p.shape for p in L.tensor(np.zeros((0, 3))).chunk(3)] == \
+        [tuple(p.shape) for p in torch.zeros(0, 3).chunk(3)]
+    leaf = L.tensor(np.arange(3.0), requires_grad=True)
+    moved = L.as_tensor(leaf, dtype=np.float32)            # (in the graph, as torch's .to())
+    moved.sum().backward()
+    np.testing.assert_array_equal(leaf.grad.numpy(), [1.0, 1.0, 1.0])
