@@ -1401,6 +1401,13 @@ def _astype(self, dtype):
     return self if self.dtype == np.dtype(dtype) else cast(self, dtype)
 
 
+def _reduction(reduce):
+    """A Tensor method for the reduction `reduce` (NumPy's axis / keepdims, or torch's dim /
+    keepdim by name); its own function object, named for itself when installed."""
+    return lambda self, axis=None, keepdims=False, **torch_names: reduce(self, axis, keepdims,
+                                                                         **torch_names)
+
+
 def _comparison(ufunc):
     """A Tensor method comparing with NumPy's or CuPy's ufunc `ufunc` (its own function object:
     each spelling is named for itself)."""
@@ -1479,16 +1486,6 @@ def _install_tensor_methods():
         "__rpow__": lambda self, base: pow(base, self),
         "__matmul__": lambda self, other: matmul(self, other),
         "__getitem__": lambda self, index: getitem(self, index),
-        "sum": lambda self, axis=None, keepdims=False, **torch_names: sum(
-            self, axis, keepdims, **torch_names),
-        "mean": lambda self, axis=None, keepdims=False, **torch_names: mean(
-            self, axis, keepdims, **torch_names),
-        "amax": lambda self, axis=None, keepdims=False, **torch_names: amax(
-            self, axis, keepdims, **torch_names),
-        "max": lambda self, axis=None, keepdims=False, **torch_names: max(
-            self, axis, keepdims, **torch_names),
-        "argmax": lambda self, axis=None, keepdims=False, **torch_names: argmax(
-            self, axis, keepdims, **torch_names),
         "flatten": lambda self, start_dim=0, end_dim=-1: flatten(self, start_dim, end_dim),
         "unsqueeze": lambda self, dim: unsqueeze(self, dim),
         "squeeze": lambda self, dim=None: squeeze(self, dim),
@@ -1521,12 +1518,6 @@ def _install_tensor_methods():
         "abs": lambda self: absolute(self),
         "sqrt": lambda self: sqrt(self),
         "masked_fill": lambda self, mask, value: masked_fill(self, mask, value),
-        "amin": lambda self, axis=None, keepdims=False, **torch_names: amin(
-            self, axis, keepdims, **torch_names),
-        "argmin": lambda self, axis=None, keepdims=False, **torch_names: argmin(
-            self, axis, keepdims, **torch_names),
-        "min": lambda self, axis=None, keepdims=False, **torch_names: min(
-            self, axis, keepdims, **torch_names),
         "var": lambda self, dim=None, unbiased=None, keepdim=False, **kw: var(
             self, dim, unbiased, keepdim, **kw),
         "std": lambda self, dim=None, unbiased=None, keepdim=False, **kw: std(
@@ -1562,6 +1553,9 @@ def _install_tensor_methods():
         "zero_": lambda self: _fill_(self, 0, "zero_()"),
         "T": property(lambda self: transpose(self)),
     }
+    for name, reduce in (("sum", sum), ("mean", mean), ("amax", amax), ("max", max),
+                         ("argmax", argmax), ("amin", amin), ("argmin", argmin), ("min", min)):
+        spellings[name] = _reduction(reduce)          # (x.sum(dim=1, keepdim=True), ...)
     for short, ufunc in (("eq", "equal"), ("ne", "not_equal"), ("lt", "less"),
                          ("le", "less_equal"), ("gt", "greater"), ("ge", "greater_equal")):
         for name in (f"__{short}__", short):          # (x == y and x.eq(y))

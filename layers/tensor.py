@@ -422,8 +422,8 @@ class Tensor:
             device, dtype = device.device, device.dtype
         elif dtype_or_none(device) is not None:
             device, dtype = None, device
-        t = self if dtype is None else self.astype(dtype)
-        return t if device is None else t._to_device(device)
+        t = self if dtype is None else self.astype(dtype)      # (astype and _to_device, an op,
+        return t if device is None else t._to_device(device)  # installed by layers.functional)
 
     def float(self):
         return self.astype(np.float32)
@@ -445,13 +445,6 @@ class Tensor:
 
     def half(self):
         return self.astype(np.float16)
-
-    def _to_device(self, device):
-        """(layers.functional installs the differentiable one: a graph's copy is an op)"""
-        data = to_device(self.data, device)
-        if data is self.data:
-            return self
-        return Tensor(data, requires_grad=self.requires_grad)
 
     def cpu(self):
         return self.to("cpu")
