@@ -103,8 +103,11 @@ def packed(function, name, a):
 
 
 def overlap(a, b):
-    """True when arrays a and b (dense, of one size) share memory."""
-    return abs(a.data.ptr - b.data.ptr) < a.nbytes
+    """True when the memory strided arrays a and b reach (their extents) meets: they may share
+    memory. An empty array shares none."""
+    alo, ahi = extent(a)
+    blo, bhi = extent(b)
+    return alo < bhi and blo < ahi
 
 
 def extent(a):
