@@ -357,7 +357,7 @@ def test_readme_cpu_example_matches_torch():
     ref = torch.nn.Sequential(torch.nn.Conv2d(3, 16, 3, padding=1), torch.nn.BatchNorm2d(16),
                               torch.nn.ReLU())
     ref.load_state_dict({k: torch.from_numpy(v) for k, v in fresh.state_dict().items()})
-    loss = torch.nn.functional.mse_loss(ref(torch.from_numpy(scope["x"])),
+    loss = torch.nn.functional.mse_loss(ref(torch.from_numpy(scope["x"].numpy())),
                                         torch.zeros(8, 16, 32, 32))
     loss.backward()
     assert abs(scope["loss"].item() - loss.item()) < 1e-6

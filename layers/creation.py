@@ -1,0 +1,296 @@
+"""Tensor factories, as torch's: zeros / ones / full / empty, rand / randn / randint, each with
+its *_like, and arange, linspace, eye.
+
+    L.randn(64, 100, 1, 1, device=0)       # DCGAN's noise, drawn on the GPU
+    L.zeros_like(x)                        # x's shape, dtype, device and memory format
+    L.arange(5)                            # int64, as torch: [0, 1, 2, 3, 4]
+
+Sizes are ints, or one sequence of them. The dtype, where none is given, is torch's: float32
+(torch's default dtype), except full (its fill value's: int64, bool or float32), arange (int64
+when start, end and step are all ints) and randint (int64). The device is 'cpu' (the default),
+an int, 'cuda' or 'cuda:N'. Random draws come from layers.random, seeded by L.manual_seed: the
+host generator on the CPU, the device's counter-based generator on a GPU (a captured CUDA graph
+draws new numbers on each replay). A seed gives the same numbers on its device every run; they
+are not torch's (another generator)."""
+from operator import index as _index
+
+import numpy as np
+
+from . import random
+from .backend import DEFAULT_FLOAT, cupy, is_channels_last, is_floating, parse_device, xp_of
+from .tensor import Tensor
+
+__all__ = ["zeros", "ones", "full", "empty", "rand", "randn", "randint", "zeros_like",
+           "ones_like", "full_like", "empty_like", "rand_like", "randn_like", "randint_like",
+           "arange", "linspace", "eye"]
+
+
+def _size(fn, size):
+    """torch's size arguments: ints, or one tuple / list of them (a Tensor's .shape too)."""
+    if len(size) == 1 and isinstance(size[0], (tuple, list)):
+        size = tuple(size[0])
+    try:
+        out = tuple(_index(n) for n in size)
+    except TypeError:
+        raise TypeError(f"{fn}(): size must be ints or one sequence of ints, got "
+                        f"{size!r}") from None
+    if any(n < 0 for n in out):
+        raise ValueError(f"{fn}(): negative dimension in size {out}")
+    return out
+
+
+def _dtype(fn, dtype, default=DEFAULT_FLOAT):
+    if dtype is None:
+        return np.dtype(default)
+    try:
+        return np.dtype(dtype)
+    except TypeError:
+        raise TypeError(f"{fn}(): dtype must name a NumPy dtype (np.float32, 'bfloat16', "
+                        f"'int64', ...), got {dtype!r}") from None
+
+
+def _floating(fn, dtype):
+    if not is_floating(dtype):
+        raise TypeError(f"{fn}(): dtype {dtype.name} is not floating: {fn} draws floating "
+                        f"values (randint draws integers)")
+    return dtype
+
+
+def _made(a, requires_grad):
+    t = Tensor(a)
+    if requires_grad:
+        t.requires_grad = True          # (refused for an integer dtype, as torch)
+    return t
+
+
+def _on(device, make):
+    """make(xp) on `device`: NumPy for 'cpu', else CuPy under that device."""
+    device = parse_device(device)
+    if device == "cpu":
+        return make(np)
+    cp = cupy()
+    with cp.cuda.Device(device):
+        return make(cp)
+
+
+# ---- filled ------------------------------------------------------------------------------------
+
+def _fill_value_dtype(value):
+    """torch.full's dtype for a fill value: bool, int64 for an integer, float32 for a float,
+    complex64 for a complex number (NumPy scalars: their own kind, at torch's widths)."""
+    if isinstance(value, (bool, np.bool_)):
+        return np.dtype(bool)
+    if isinstance(value, (int, np.integer)):
+        return np.dtype(np.int64)
+    if isinstance(value, (complex, np.complexfloating)):
+        return np.dtype(np.complex64)
+    return DEFAULT_FLOAT
+
+
+def full(*args, fill_value=None, dtype=None, device=None, requires_grad=False):
+    """A tensor of `size` holding fill_value: full(size, fill_value) as torch (also
+    full(size, fill_value=v))."""
+    if fill_value is None:
+        if len(args) != 2:
+            raise TypeError("full(): takes (size, fill_value)")
+        args, fill_value = args[:1], args[1]
+    size = _size("full", args)
+    dt = _dtype("full", dtype, _fill_value_dtype(fill_value))
+    return _made(_on(device, lambda xp: xp.full(size, fill_value, dtype=dt)), requires_grad)
+
+
+def zeros(*size, dtype=None, device=None, requires_grad=False):
+    size, dt = _size("zeros", size), _dtype("zeros", dtype)
+    return _made(_on(device, lambda xp: xp.zeros(size, dtype=dt)), requires_grad)
+
+
+def ones(*size, dtype=None, device=None, requires_grad=False):
+    size, dt = _size("ones", size), _dtype("ones", dtype)
+    return _made(_on(device, lambda xp: xp.ones(size, dtype=dt)), requires_grad)
+
+
+def empty(*size, dtype=None, device=None, requires_grad=False):
+    """Uninitialised memory, as torch.empty: write it before reading it."""
+    size, dt = _size("empty", size), _dtype("empty", dtype)
+    return _made(_on(device, lambda xp: xp.empty(size, dtype=dt)), requires_grad)
+
+
+# ---- random ------------------------------------------------------------------------------------
+
+def _draw(fn, size, dtype, device, kind):
+    """`kind` ('uniform' on [0, 1), 'normal') values of `size` as `dtype` on `device`. The
+    device generator draws float32 (24 random bits a uniform): float64 and half results are
+    those float32 values converted."""
+    def make(xp):
+        if xp is np:
+            gen = random.host_generator()
+            a = gen.random(size) if kind == "uniform" else gen.standard_normal(size)
+            return a.astype(dtype)
+        gen = random.device_generator()
+        a = gen.uniform(size) if kind == "uniform" else gen.normal(size)
+        return a if a.dtype == dtype else a.astype(dtype)
+    return _on(device, make)
+
+
+def rand(*size, dtype=None, device=None, requires_grad=False):
+    """Uniform on [0, 1)."""
+    size, dt = _size("rand", size), _floating("rand", _dtype("rand", dtype))
+    return _made(_draw("rand", size, dt, device, "uniform"), requires_grad)
+
+
+def randn(*size, dtype=None, device=None, requires_grad=False):
+    """Standard normal."""
+    size, dt = _size("randn", size), _floating("randn", _dtype("randn", dtype))
+    return _made(_draw("randn", size, dt, device, "normal"), requires_grad)
+
+
+def randint(*args, size=None, dtype=None, device=None, requires_grad=False):
+    """Integers uniform on [low, high): randint(high, size) or randint(low, high, size), as
+    torch (size may also be given by keyword). On a GPU they are drawn by the host generator
+    and copied (one transfer: not for use inside a captured step, where CUDA refuses it)."""
+    if size is None:
+        if not args:
+            raise TypeError("randint(): takes (high, size) or (low, high, size)")
+        args, size = args[:-1], args[-1]
+    if len(args) == 1:
+        low, high = 0, args[0]
+    elif len(args) == 2:
+        low, high = args
+    else:
+        raise TypeError("randint(): takes (high, size) or (low, high, size)")
+    low, high = _index(low), _index(high)
+    if low >= high:
+        raise ValueError(f"randint(): low >= high ({low} >= {high}): the range [low, high) is "
+                         f"empty")
+    size = _size("randint", (size,))
+    dt = _dtype("randint", dtype, np.int64)
+    if dt.kind in "iu" and not (np.iinfo(dt).min <= low and high - 1 <= np.iinfo(dt).max):
+        raise ValueError(f"randint(): [{low}, {high}) does not fit in {dt.name} "
+                         f"[{np.iinfo(dt).min}, {np.iinfo(dt).max}]")
+    a = random.host_generator().integers(low, high, size, dtype=np.int64).astype(dt)
+    device = parse_device(device)
+    return _made(a if device == "cpu" else _on(device, lambda cp: cp.asarray(a)),
+                 requires_grad)
+
+
+# ---- like another tensor -----------------------------------------------------------------------
+
+def _like(fn, t, dtype, device):
+    """(shape, dtype, device, maker of an empty array laid out as t is) of Tensor / array t."""
+    a = t.data if isinstance(t, Tensor) else t
+    dt = np.dtype(a.dtype) if dtype is None else _dtype(fn, dtype)
+    here = "cpu" if xp_of(a) is np else a.device.id
+    device = here if device is None else parse_device(device)
+
+    def empty(xp):
+        if is_channels_last(a):          # (torch's preserve_format; C = 1 keeps it too)
+            N, C, H, W = a.shape
+            return xp.empty((N, H, W, C), dtype=dt).transpose(0, 3, 1, 2)
+        if device == here:               # (order="K": a transposed array's order of axes)
+            return xp.empty_like(a, dtype=dt)
+        return xp.empty(a.shape, dtype=dt)
+    return a.shape, dt, device, empty
+
+
+def empty_like(t, dtype=None, device=None, requires_grad=False):
+    _, _, device, empty = _like("empty_like", t, dtype, device)
+    return _made(_on(device, empty), requires_grad)
+
+
+def full_like(t, fill_value, dtype=None, device=None, requires_grad=False):
+    _, _, device, empty = _like("full_like", t, dtype, device)
+
+    def make(xp):
+        a = empty(xp)
+        a.fill(fill_value)
+        return a
+    return _made(_on(device, make), requires_grad)
+
+
+def zeros_like(t, dtype=None, device=None, requires_grad=False):
+    return full_like(t, 0, dtype, device, requires_grad)
+
+
+def ones_like(t, dtype=None, device=None, requires_grad=False):
+    return full_like(t, 1, dtype, device, requires_grad)
+
+
+def _random_like(fn, t, dtype, device, requires_grad, draw):
+    shape, dt, device, empty = _like(fn, t, dtype, device)
+
+    def make(xp):
+        a = empty(xp)
+        a[...] = draw(shape, dt, device)
+        return a
+    return _made(_on(device, make), requires_grad)
+
+
+def rand_like(t, dtype=None, device=None, requires_grad=False):
+    return _random_like("rand_like", t, dtype, device, requires_grad,
+                        lambda shape, dt, dev: rand(shape, dtype=dt, device=dev).data)
+
+
+def randn_like(t, dtype=None, device=None, requires_grad=False):
+    return _random_like("randn_like", t, dtype, device, requires_grad,
+                        lambda shape, dt, dev: randn(shape, dtype=dt, device=dev).data)
+
+
+def randint_like(t, low=0, high=None, dtype=None, device=None, requires_grad=False):
+    """randint_like(t, high) or randint_like(t, low, high), as torch; t's dtype by default."""
+    if high is None:
+        low, high = 0, low
+    return _random_like("randint_like", t, dtype, device, requires_grad,
+                        lambda shape, dt, dev: randint(low, high, shape, dtype=dt,
+                                                       device=dev).data)
+
+
+# ---- ranges ------------------------------------------------------------------------------------
+
+def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False):
+    """[start, end) by step, as torch: arange(end) or arange(start, end, step); int64 when all
+    three are ints, else float32. Values are start + i * step computed in float64 (int64 for
+    ints), then rounded once to the dtype."""
+    if end is None:
+        start, end = 0, start
+    if step == 0:
+        raise ValueError("arange(): step must be nonzero")
+    ints = all(isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
+               for v in (start, end, step))
+    dt = _dtype("arange", dtype, np.int64 if ints else DEFAULT_FLOAT)
+    n = max(0, int(np.ceil((float(end) - float(start)) / float(step))))
+    i = np.arange(n, dtype=np.int64)
+    a = start + i * step if ints else float(start) + i * float(step)
+    a = a.astype(dt)
+    device = parse_device(device)
+    return _made(a if device == "cpu" else _on(device, lambda cp: cp.asarray(a)),
+                 requires_grad)
+
+
+def linspace(start, end, steps, dtype=None, device=None, requires_grad=False):
+    """`steps` values from start to end inclusive, evenly spaced, as torch: computed in float64
+    (the first half from start, the second from end, as torch's kernel does) and rounded once."""
+    steps = _index(steps)
+    if steps < 0:
+        raise ValueError(f"linspace(): number of steps must be non-negative, got {steps}")
+    dt = _dtype("linspace", dtype)
+    start, end = float(start), float(end)
+    i = np.arange(steps, dtype=np.float64)
+    if steps == 1:
+        a = np.full(1, start)
+    else:
+        delta = (end - start) / (steps - 1)
+        a = np.where(i < steps // 2, start + i * delta, end - (steps - 1 - i) * delta)
+    a = a.astype(dt)
+    device = parse_device(device)
+    return _made(a if device == "cpu" else _on(device, lambda cp: cp.asarray(a)),
+                 requires_grad)
+
+
+def eye(n, m=None, dtype=None, device=None, requires_grad=False):
+    """The n x m identity (m = n by default)."""
+    n = _index(n)
+    m = n if m is None else _index(m)
+    if n < 0 or m < 0:
+        raise ValueError(f"eye(): n and m must be non-negative, got {n} and {m}")
+    dt = _dtype("eye", dtype)
+    return _made(_on(device, lambda xp: xp.eye(n, m, dtype=dt)), requires_grad)
