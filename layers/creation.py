@@ -117,17 +117,28 @@ def empty(*size, dtype=None, device=None, requires_grad=False):
 
 # ---- random ------------------------------------------------------------------------------------
 
+# a uniform draw for a half dtype keeps this many bits (its significand's), so that rounding
+# it to the dtype is exact and never gives 1.0
+_UNIFORM_BITS = {"float16": 11, "bfloat16": 8}
+
+
 def _draw(fn, size, dtype, device, kind):
     """`kind` ('uniform' on [0, 1), 'normal') values of `size` as `dtype` on `device`. The
-    device generator draws float32 (24 random bits a uniform): float64 and half results are
-    those float32 values converted."""
+    device generator draws float32 (24 random bits a uniform): float64 results are those
+    float32 values. A uniform for a half dtype is cut to the dtype's bits before it is
+    converted (rounded, 0.9999 would become 1.0, outside [0, 1))."""
     def make(xp):
         if xp is np:
             gen = random.host_generator()
-            a = gen.random(size) if kind == "uniform" else gen.standard_normal(size)
-            return a.astype(dtype)
-        gen = random.device_generator()
-        a = gen.uniform(size) if kind == "uniform" else gen.normal(size)
+            if kind == "normal":
+                return gen.standard_normal(size).astype(dtype)
+            a = gen.random(size, dtype=np.float64 if dtype == np.float64 else np.float32)
+        else:
+            gen = random.device_generator()
+            a = gen.uniform(size) if kind == "uniform" else gen.normal(size)
+        bits = _UNIFORM_BITS.get(dtype.name) if kind == "uniform" else None
+        if bits is not None:
+            a = xp.floor(a * 2.0 ** bits) / 2.0 ** bits
         return a if a.dtype == dtype else a.astype(dtype)
     return _on(device, make)
 

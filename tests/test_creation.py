@@ -144,6 +144,9 @@ def test_random_like_and_shapes(where):
     assert np.unique(y.numpy()).size == y.numpy().size        # drawn, not filled
     h = L.rand(2, 3, dtype="bfloat16", device=where)
     assert h.dtype == L.backend.bfloat16 and h.shape == (2, 3)
+    for dtype in ("bfloat16", np.float16, np.float32):     # [0, 1) after the rounding too
+        u = L.rand(100_000, dtype=dtype, device=where).numpy().astype(np.float64)
+        assert u.min() >= 0 and u.max() < 1 and u.max() > 0.99, dtype
     g = L.randn(4, requires_grad=True, device=where)
     assert g.requires_grad and g.is_leaf
 
