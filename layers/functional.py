@@ -1387,9 +1387,70 @@ def _fill_(x, value, name="fill_()"):
     return x
 
 
-def clone(x):
-    """A copy that stays in the graph (its gradient passes through), laid out as x, as torch's."""
-    return _ew.Clone.apply(x)
+def clone(x, memory_format=None):
+    """A copy that stays in the graph (its gradient passes through), laid out as x, or in
+    `memory_format` ('contiguous', 'channels_last'), as torch's."""
+    return _ew.Clone.apply(x, memory_format=_memory_format("clone", x, memory_format))
+
+
+MEMORY_FORMATS = (None, "contiguous", "channels_last")
+
+
+def _memory_format(fn, x, memory_format):
+    """torch's memory format names (also "contiguous_format", "preserve_format" and torch's own
+    objects: "torch.channels_last") as None, 'contiguous' or 'channels_last'."""
+    name = None if memory_format is None else str(memory_format).removeprefix("torch.")
+    name = {"contiguous_format": "contiguous", "preserve_format": None}.get(name, name)
+    if name not in MEMORY_FORMATS:
+        raise ValueError(f"{fn}(): memory_format must be 'contiguous' or 'channels_last', got "
+                         f"{memory_format!r}")
+    if name == "channels_last" and x.ndim != 4:
+        raise RuntimeError(f"{fn}(): channels_last is a layout of 4-d (N, C, H, W) tensors, got "
+                           f"shape {x.shape}")
+    return name
+
+
+def is_contiguous(x, memory_format="contiguous"):
+    """x's memory is dense in `memory_format`'s order ('contiguous': C order, size-1 axes
+    ignored, as torch's)."""
+    if _memory_format("is_contiguous", x, memory_format) == "channels_last":
+        return bool(x.data.transpose(0, 2, 3, 1).flags.c_contiguous)
+    return bool(x.data.flags.c_contiguous)
+
+
+def suggested_memory_format(x):
+    """torch's suggest_memory_format: 'channels_last' for a 4-d tensor whose strides order its
+    axes (N, H, W, C) -- dense or not, size-1 axes aside, N and C not told apart by equal
+    strides (a 1 x 1 problem) --, else 'contiguous'."""
+    a = x.data
+    if a.ndim != 4 or a.strides[1] == 0:
+        return "contiguous"
+    least = 0
+    for d in (1, 3, 2, 0):
+        n, stride = a.shape[d], a.strides[d] // a.itemsize
+        if n == 0 or stride < least or (d == 0 and least == a.strides[1] // a.itemsize):
+            return "contiguous"
+        least = stride * n if n > 1 else stride
+    return "channels_last"
+
+
+def to_memory_format(x, memory_format):
+    """torch's x.to(memory_format=...): x itself where its suggested format is that one
+    (suggested_memory_format: a transposed or sliced tensor is 'contiguous' there and comes
+    back as it is, as torch's), else a copy in it, in the graph."""
+    name = _memory_format("to", x, memory_format)
+    if name is None or suggested_memory_format(x) == name:
+        return x
+    return _ew.Clone.apply(x, memory_format=name)
+
+
+def contiguous(x, memory_format="contiguous"):
+    """x itself when its memory is already in `memory_format`, else a copy in it that stays in
+    the graph (torch's x.contiguous(), x.to(memory_format=...))."""
+    name = _memory_format("contiguous", x, memory_format)
+    if name is None or is_contiguous(x, name):
+        return x
+    return _ew.Clone.apply(x, memory_format=name)
 
 
 # ---- Tensor's operators and array methods: spellings of the functions above, installed on the
@@ -1534,8 +1595,11 @@ def _install_tensor_methods():
                                                                           sorted),
         "split": lambda self, size, dim=0: split(self, size, dim),
         "chunk": lambda self, chunks, dim=0: chunk(self, chunks, dim),
-        "contiguous": lambda self, memory_format=None: self,   # (reshape takes any layout)
-        "clone": lambda self: clone(self),
+        "contiguous": lambda self, memory_format="contiguous": contiguous(self, memory_format),
+        "is_contiguous": lambda self, memory_format="contiguous": is_contiguous(self,
+                                                                                memory_format),
+        "_to_memory_format": to_memory_format,
+        "clone": lambda self, memory_format=None: clone(self, memory_format),
         "__iadd__": lambda self, other: _augmented(self, other, np.add, "x += y", add),
         "__isub__": lambda self, other: _augmented(self, _no_bool(other, "sub"), np.subtract,
                                                    "x -= y", sub),

@@ -412,18 +412,21 @@ class Tensor:
     def tolist(self):
         return self.numpy().tolist()
 
-    def to(self, device=None, dtype=None):
+    def to(self, device=None, dtype=None, memory_format=None):
         """A copy on `device` ('cpu', 'cuda', 'cuda:1', an int), or self if already there --
         differentiable, as torch's: the gradient goes back to this tensor's device; a dtype in
         its place, or `dtype`, casts as astype does (torch's x.to(dtype): floating dtypes in the
         graph, integer / bool ones constants); a Tensor in its place gives its dtype and
-        device."""
+        device; `memory_format` ('channels_last', 'contiguous') lays the result out so where
+        its layout suggests another one (layers.functional.to_memory_format: a copy in the
+        graph, as torch's)."""
         if isinstance(device, Tensor):              # torch's x.to(other): its dtype and device
             device, dtype = device.device, device.dtype
         elif dtype_or_none(device) is not None:
             device, dtype = None, device
-        t = self if dtype is None else self.astype(dtype)      # (astype and _to_device, an op,
-        return t if device is None else t._to_device(device)  # installed by layers.functional)
+        t = self if dtype is None else self.astype(dtype)      # (astype, _to_device -- an op --
+        t = t if device is None else t._to_device(device)     # and _to_memory_format from
+        return t if memory_format is None else t._to_memory_format(memory_format)  # functional)
 
     def float(self):
         return self.astype(np.float32)

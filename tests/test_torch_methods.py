@@ -9,6 +9,7 @@ import torch
 
 import layers as L
 from layers import F, nn
+from layers.backend import xp_of
 
 DEVICES = ["cpu", pytest.param(0, marks=pytest.mark.gpu), "host"]   # (conftest's `where`)
 A = np.array([[0.0, -2.0, 3.0, -2.0], [1.5, 1.5, -0.5, 0.0], [2.0, -1.0, 2.0, 4.0]])
@@ -285,3 +286,56 @@ def test_half_sorts_nan_and_empty_chunks_as_torch():
     moved = L.as_tensor(leaf, dtype=np.float32)            # (in the graph, as torch's .to())
     moved.sum().backward()
     np.testing.assert_array_equal(leaf.grad.numpy(), [1.0, 1.0, 1.0])
+
+
+LAYOUTS = {
+    "contiguous": lambda t: t,
+    "channels_last": lambda t: t.contiguous(memory_format=torch.channels_last),
+    "channels_last_c1": lambda t: torch.empty(t[:, :1].shape, dtype=t.dtype,
+                                              memory_format=torch.channels_last).copy_(t[:, :1]),
+    "contiguous_c1": lambda t: t[:, :1].contiguous(),
+    "one_by_one_channels_last": lambda t: t[:, :, :1, :1].contiguous(
+        memory_format=torch.channels_last),
+    "n111": lambda t: t[:, :1, :1, :1].contiguous(),         # (N and C not told apart)
+    "transposed": lambda t: t.transpose(2, 3),
+    "sliced": lambda t: t[:, :, ::2],
+}
+FORMATS = {"contiguous": torch.contiguous_format, "channels_last": torch.channels_last}
+
+
+def _strided_like(t, where):
+    """A Tensor on `where` viewing a copy of t's storage with t's strides and offset."""
+    storage = torch.as_strided(t, (t.untyped_storage().nbytes() // t.element_size(),), (1,), 0)
+    flat = L.as_tensor(storage.numpy(), device=where).data
+    args = flat[t.storage_offset():], t.shape, tuple(s * t.element_size() for s in t.stride())
+    view = np.lib.stride_tricks.as_strided(*args, subok=True) if isinstance(flat, np.ndarray) \
+        else xp_of(flat).lib.stride_tricks.as_strided(*args)      # (the host's arrays: NumPy's)
+    assert view.strides == tuple(s * t.element_size() for s in t.stride())
+    return L.Tensor(view)
+
+
+@pytest.mark.parametrize("layout", list(LAYOUTS))
+@pytest.mark.parametrize("device", DEVICES)
+def test_memory_formats_are_torchs(where, layout):
+    """x.contiguous(memory_format), x.to(memory_format=...), x.is_contiguous(...) and
+    clone(memory_format=...): torch's strides, self where nothing changes, in the graph."""
+    tx = LAYOUTS[layout](torch.arange(2 * 3 * 4 * 5, dtype=torch.float64).reshape(2, 3, 4, 5))
+    base = _strided_like(tx, where)
+    for name, fmt in FORMATS.items():
+        assert base.is_contiguous(name) == tx.is_contiguous(memory_format=fmt), name
+        for make, tmake in ((lambda x: x.contiguous(name), lambda t: t.contiguous(memory_format=fmt)),
+                            (lambda x: x.to(memory_format=name), lambda t: t.to(memory_format=fmt)),
+                            (lambda x: x.clone(memory_format=name), lambda t: t.clone(memory_format=fmt))):
+            x = L.Tensor(base.data, requires_grad=True)
+            t = tx.detach().requires_grad_(True)
+            y, ty = make(x), tmake(t)
+            assert y.data.strides == tuple(s * 8 for s in ty.stride()), (name, layout)
+            assert (y is x) == (ty is t), (name, layout)
+            np.testing.assert_array_equal(y.numpy(), ty.detach().numpy())
+            g = np.arange(ty.numel(), dtype=np.float64).reshape(ty.shape)
+            (y * L.tensor(g, device=where)).sum().backward()
+            np.testing.assert_array_equal(x.grad.numpy(), g)
+    with pytest.raises(ValueError, match="memory_format must be"):
+        base.contiguous("nchw")
+    with pytest.raises(RuntimeError, match="4-d"):
+        base[0].contiguous("channels_last")

@@ -8,7 +8,7 @@ import numpy as np
 
 from .. import kernels
 from ..backend import (DEFAULT_FLOAT, accumulation_dtype, copy_like, is_channels_last,
-                       is_floating, is_half, same_dtype)
+                       is_floating, is_half, same_dtype, to_channels_last)
 from ..tensor import Function
 
 
@@ -112,9 +112,17 @@ class Cast(Function):
 
 
 class Clone(Function):
-    """y = a copy of x laid out as x is; gx = gy."""
+    """y = a copy of x laid out as x is, or in `memory_format` ('contiguous': C order;
+    'channels_last': a 4-d (N, C, H, W) stored (N, H, W, C)); gx = gy."""
+    memory_format = None
 
     def forward(self, x):
+        if self.memory_format == "channels_last":
+            return to_channels_last(x) if not is_channels_last(x) else copy_like(x, x)
+        if self.memory_format == "contiguous":    # (C order's strides for size-1 axes too)
+            out = self.xp.empty(x.shape, x.dtype)
+            out[...] = x
+            return out
         return copy_like(x, x)
 
     def backward(self, gy):
