@@ -1,6 +1,7 @@
 """The user-facing spelling of every op (torch.nn.functional-like). Argument checks that both
 paths share live here, so a misuse gets the same clear error on the CPU and the GPU."""
 import builtins
+import operator
 
 import numpy as np
 
@@ -16,6 +17,15 @@ from .backend import (cupy, device_of, dim_index, is_channels_last, is_floating,
                       is_half, out_of_range, parse_device, promote_types, same_dtype, to_device, xp_of)
 from .changes import mark_changed
 from .tensor import Tensor, is_grad_enabled
+
+
+def single(name, v):
+    """An int or a sequence of one int (torch's 1-d spellings: stride=(2,)) as an int."""
+    if isinstance(v, (tuple, list)):
+        if len(v) != 1:
+            raise ValueError(f"{name}: expected an int or one int in a sequence, got {v!r}")
+        v = v[0]
+    return int(operator.index(v))
 
 
 def pair(v):
@@ -750,6 +760,21 @@ def _check_conv(name, x, weight, ndim):
     _check_float(name, x, weight)
 
 
+def _check_geometry(name, groups, bias, channels_out, **pairs):
+    """torch's refusals of a convolution's numbers: strides, dilations and groups of at least
+    1, no negative padding or output_padding, a bias of one value per output channel."""
+    for what, least in (("stride", 1), ("dilation", 1), ("padding", 0), ("output_padding", 0)):
+        v = pairs.get(what)
+        if v is not None and builtins.min(v) < least:
+            raise ValueError(f"{name}: {what} {v} must be {'positive' if least else 'non-negative'}"
+                             f" (as torch)")
+    if groups < 1:
+        raise ValueError(f"{name}: groups must be positive, got {groups}")
+    if bias is not None and tuple(bias.shape) != (channels_out,):
+        raise ValueError(f"{name}: bias of shape {tuple(bias.shape)} for {channels_out} output "
+                         f"channels: expected shape ({channels_out},) (as torch)")
+
+
 def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, layout="NCHW",
            activation=None):
     """x (N, C, H, W), weight (K, C/groups, R, S) [NHWC: x (N, H, W, C), weight (K, R, S, C/g)].
@@ -763,9 +788,12 @@ def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, layo
                          f"{activation!r}")
     C = x.shape[-1] if layout == "NHWC" else x.shape[1]
     Cg = weight.shape[-1] if layout == "NHWC" else weight.shape[1]
-    if C != Cg * groups or weight.shape[0] % groups:
+    if groups < 1 or C != Cg * groups or weight.shape[0] % groups:
         raise ValueError(f"conv2d: input has {C} channels (shape {x.shape}) but weight "
                          f"{weight.shape} with groups={groups} expects {Cg * groups}")
+    _check_geometry("conv2d", groups, bias, weight.shape[0], stride=pair(stride),
+                    dilation=pair(dilation),
+                    padding=None if isinstance(padding, str) else pair(padding))
     if activation in ("tanh", "sigmoid") and x.dtype.itemsize == 2:
         # half data: these two take their gradient from their input, as the activation ops do
         # (from an output rounded to bfloat16, 1 - y^2 near saturation is mostly rounding), so
@@ -774,6 +802,13 @@ def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, layo
         return act(conv2d(x, weight, bias, stride, padding, dilation, groups, layout))
     if isinstance(padding, str):
         x, padding = _string_padding("conv2d", x, weight, padding, stride, dilation, layout)
+    spatial, k = (x.shape[1:3], weight.shape[1:3]) if layout == "NHWC" else \
+        (x.shape[2:], weight.shape[2:])
+    for n, r, p, d in zip(spatial, k, pair(padding), pair(dilation)):
+        if n + 2 * p < d * (r - 1) + 1:
+            raise ValueError(f"conv2d: the (dilated) kernel {tuple(k)} (dilation "
+                             f"{pair(dilation)}) is larger than the padded input {tuple(spatial)}"
+                             f" (padding {pair(padding)}): no output position (as torch refuses)")
     nchw = layout == "NCHW" and _nhwc_conv(x, weight)    # (NHWC views inside the op)
     return _conv.Conv2d.apply(x, weight, bias, stride=pair(stride), pad=pair(padding),
                               dilation=pair(dilation), groups=groups,
@@ -806,6 +841,8 @@ def conv1d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     if x.ndim != 3 or weight.ndim != 3:
         raise ValueError(f"conv1d: expected 3-d input and weight, got input {x.shape} and "
                          f"weight {weight.shape}")
+    stride, dilation = single("conv1d", stride), single("conv1d", dilation)
+    padding = padding if isinstance(padding, str) else single("conv1d", padding)
     if padding == "same" and stride != 1:
         raise ValueError(f"conv1d: padding='same' needs stride 1 (as torch), got stride {stride}")
     y = conv2d(reshape(x, x.shape[0], x.shape[1], 1, x.shape[2]),
@@ -825,6 +862,12 @@ def conv_transpose2d(x, weight, bias=None, stride=1, padding=0, output_padding=0
     if C != weight.shape[0]:
         raise ValueError(f"conv_transpose2d: input has {C} channels (shape {x.shape}) but weight "
                          f"{weight.shape} (Cin, Cout/groups, R, S) expects {weight.shape[0]}")
+    Cout = (weight.shape[-1] if layout == "NHWC" else weight.shape[1]) * groups
+    _check_geometry("conv_transpose2d", groups, bias, Cout, stride=stride, dilation=dilation,
+                    padding=padding, output_padding=output_padding)
+    if C % groups:
+        raise ValueError(f"conv_transpose2d: {C} input channels (shape {x.shape}) do not divide "
+                         f"into groups={groups} (as torch)")
     for i in range(2):
         if not (output_padding[i] < stride[i] or output_padding[i] < dilation[i]):
             raise ValueError(f"conv_transpose2d: output_padding {output_padding} must be smaller "
@@ -1238,13 +1281,18 @@ def _as_2d(name, x):
     return unsqueeze(x, -2)
 
 
-def max_pool1d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False):
-    """torch.nn.functional.max_pool1d: x (N, C, L) or (C, L), as a pooling over (1, L)."""
+def max_pool1d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+               return_indices=False):
+    """torch.nn.functional.max_pool1d: x (N, C, L) or (C, L), as a pooling over (1, L);
+    return_indices also gives each maximum's index along L."""
     one = lambda v: (1, int(v if isinstance(v, (int, np.integer)) else v[0]))   # noqa: E731
     y = max_pool2d(_as_2d("max_pool1d", x), one(kernel_size),
                    None if stride is None else one(stride), (0, one(padding)[1]),
-                   one(dilation), ceil_mode)
-    return squeeze(y, -2)
+                   one(dilation), ceil_mode, return_indices)
+    if not return_indices:
+        return squeeze(y, -2)
+    y, index = y                       # (a flat index into a (1, L) plane: the index along L)
+    return squeeze(y, -2), Tensor(index.data.squeeze(-2))
 
 
 def avg_pool1d(x, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True):

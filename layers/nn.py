@@ -106,9 +106,11 @@ class Conv2d(_ConvNd):
 class Conv1d(_ConvNd):
     def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1,
                  groups=1, bias=True, padding_mode="zeros"):
-        super().__init__(in_channels, out_channels, (kernel_size,), (stride,),
-                         padding if isinstance(padding, str) else (padding,),
-                         (dilation,), groups, bias,
+        one = lambda v: F.single("Conv1d", v)                  # noqa: E731 (torch's (3,) too)
+        kernel_size = one(kernel_size)
+        super().__init__(in_channels, out_channels, (kernel_size,), (one(stride),),
+                         padding if isinstance(padding, str) else (one(padding),),
+                         (one(dilation),), groups, bias,
                          (out_channels, in_channels // groups, kernel_size), padding_mode)
 
     def forward(self, x):
@@ -312,12 +314,13 @@ class AvgPool2d(Module):
 class MaxPool1d(MaxPool2d):
     """torch.nn.MaxPool1d (F.max_pool1d)."""
 
-    def __init__(self, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False):
-        super().__init__(kernel_size, stride, padding, dilation, False, ceil_mode)
+    def __init__(self, kernel_size, stride=None, padding=0, dilation=1, return_indices=False,
+                 ceil_mode=False):
+        super().__init__(kernel_size, stride, padding, dilation, return_indices, ceil_mode)
 
     def forward(self, x):
         return F.max_pool1d(x, self.kernel_size, self.stride, self.padding, self.dilation,
-                            self.ceil_mode)
+                            self.ceil_mode, self.return_indices)
 
 
 class AvgPool1d(AvgPool2d):

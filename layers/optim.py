@@ -280,9 +280,14 @@ class Adam(Optimizer):
     fused_masters = True
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0,
-                 foreach=None, master_weights=False):
-        if lr < 0 or eps < 0 or not (0 <= betas[0] < 1 and 0 <= betas[1] < 1):
-            raise ValueError(f"Adam: invalid lr={lr}, betas={betas} or eps={eps}")
+                 amsgrad=False, *, foreach=None, master_weights=False):
+        name = type(self).__name__
+        if lr < 0 or eps < 0 or weight_decay < 0 or \
+                not (0 <= betas[0] < 1 and 0 <= betas[1] < 1):
+            raise ValueError(f"{name}: invalid lr={lr}, betas={betas}, eps={eps} or "
+                             f"weight_decay={weight_decay}")
+        if amsgrad:
+            raise NotImplementedError(f"{name}: amsgrad is not done here")
         super().__init__(params, master_weights, lr=lr, betas=tuple(betas), eps=eps,
                          weight_decay=weight_decay, foreach=foreach)
 
@@ -421,12 +426,12 @@ class AdamW(Adam):
     defaults = dict(Adam.defaults, weight_decay=1e-2, decoupled_weight_decay=True)
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2,
-                 foreach=None, master_weights=False):
+                 amsgrad=False, *, foreach=None, master_weights=False):
         if master_weights:
             raise NotImplementedError("AdamW: master_weights is not done here (the decay would "
                                       "have to reach the float32 masters); use Adam, or float32 "
                                       "parameters")
-        super().__init__(params, lr, betas, eps, weight_decay, foreach)
+        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, foreach=foreach)
         for group in self.param_groups:
             group["decoupled_weight_decay"] = True
 
@@ -449,7 +454,10 @@ class SGD(Optimizer):
     defaults = dict(lr=1e-3, momentum=0.0, dampening=0.0, nesterov=False, weight_decay=0.0)
 
     def __init__(self, params, lr=1e-3, momentum=0.0, dampening=0.0, weight_decay=0.0,
-                 nesterov=False, master_weights=False):
+                 nesterov=False, *, master_weights=False):
+        if lr < 0 or momentum < 0 or weight_decay < 0:
+            raise ValueError(f"SGD: invalid lr={lr}, momentum={momentum} or "
+                             f"weight_decay={weight_decay}")
         if nesterov and (momentum <= 0 or dampening != 0):
             raise ValueError("SGD: nesterov needs momentum > 0 and zero dampening")
         super().__init__(params, master_weights, lr=lr, momentum=momentum, dampening=dampening,
@@ -498,8 +506,8 @@ def _add_scaled(a, alpha, b, out=None):
     if a.dtype.itemsize == 2:
         r = r.astype(np.float32)          # (half data: torch's float32 result, then rounded)
     r = r.astype(a.dtype)
-    if out is None:
-        return r
+    if out is None:                   # (NumPy's 0-d arithmetic gives a scalar: an array kept)
+        return r if gpu else np.asarray(r)
     out[...] = r
     return out
 

@@ -138,3 +138,106 @@ def test_a_plain_tensor_or_array_is_not_taken_as_a_parameter_or_a_submodule():
     assert list(lin.state_dict()) == ["weight"]
     lin.weight = nn.Parameter(np.ones((2, 2), np.float32))
     np.testing.assert_array_equal(lin.state_dict()["weight"], np.ones((2, 2)))
+
+
+# ---- torch's refusals of a convolution's numbers, and of an optimizer's (each refused by torch
+# too: checked below against torch itself) ------------------------------------------------------
+
+def _conv_refusals(F_, T):
+    """(name, call) pairs for layers (F_ = layers.functional, T = a float64 tensor maker) and
+    torch (torch.nn.functional, torch.ones)."""
+    x, w = (T(1, 1, 6, 6), T(2, 1, 3, 3)) if T is not None else (None, None)
+    return {
+        "kernel_past_input": lambda: F_.conv2d(T(1, 1, 2, 5), T(1, 1, 3, 3)),
+        "kernel_past_input_1d": lambda: F_.conv1d(T(1, 1, 2), T(1, 1, 3)),
+        "dilated_kernel_past_input": lambda: F_.conv2d(T(1, 1, 5, 5), T(1, 1, 3, 3), dilation=3),
+        "dilation_0": lambda: F_.conv2d(x, w, dilation=0),
+        "stride_0": lambda: F_.conv2d(x, w, stride=0),
+        "padding_negative": lambda: F_.conv2d(x, w, padding=-1),
+        "bias_one_for_two": lambda: F_.conv2d(x, w, T(1)),
+        "bias_2d": lambda: F_.conv2d(x, w, T(2, 1)),
+        "transposed_groups_uneven": lambda: F_.conv_transpose2d(T(1, 3, 3, 3), T(3, 2, 3, 3),
+                                                                groups=2),
+        "transposed_output_padding_negative": lambda: F_.conv_transpose2d(
+            T(1, 1, 3, 3), T(1, 2, 3, 3), stride=2, output_padding=-1),
+        "transposed_bias_wrong": lambda: F_.conv_transpose2d(T(1, 1, 3, 3), T(1, 2, 3, 3), T(3)),
+    }
+
+
+@pytest.mark.parametrize("case", list(_conv_refusals(F, None)))    # (names only: T is None)
+def test_a_convolution_torch_refuses_is_refused_naming_the_numbers(case):
+    import torch
+    ours = _conv_refusals(F, lambda *s: L.Tensor(np.ones(s)))[case]
+    theirs = _conv_refusals(torch.nn.functional, lambda *s: torch.ones(s, dtype=torch.float64))
+    with pytest.raises(RuntimeError):
+        theirs[case]()
+    with pytest.raises(ValueError, match=r"conv(1d|2d|_transpose2d): .*\d"):
+        ours()
+
+
+def test_torchs_one_element_spellings_of_1d_arguments_are_taken():
+    import torch
+    rng = np.random.default_rng(0)
+    x, w = rng.standard_normal((1, 2, 9)), rng.standard_normal((3, 2, 3))
+    tx, tw = torch.tensor(x), torch.tensor(w)
+    for kw in ({"stride": (2,)}, {"padding": (1,)}, {"dilation": (2,)},
+               {"padding": "same", "stride": (1,)}):
+        np.testing.assert_allclose(F.conv1d(L.tensor(x), L.tensor(w), **kw).numpy(),
+                                   torch.nn.functional.conv1d(tx, tw, **kw).numpy(), rtol=1e-12)
+    m = nn.Conv1d(2, 3, (3,), stride=(2,), padding=(1,))
+    assert m.weight.shape == (3, 2, 3) and m.stride == (2,) and m.padding == (1,)
+
+
+def test_sgd_steps_a_0d_parameter_as_torch():
+    """momentum and weight_decay on a scalar parameter: a NumPy 0-d sum was a NumPy scalar,
+    kept as the momentum buffer, which the next step could not write into."""
+    import torch
+    p, tp = nn.Parameter(np.array(1.0)), torch.nn.Parameter(torch.tensor(1.0, dtype=torch.float64))
+    opt = L.optim.SGD([p], lr=0.1, momentum=0.9, weight_decay=0.1, nesterov=True)
+    topt = torch.optim.SGD([tp], lr=0.1, momentum=0.9, weight_decay=0.1, nesterov=True)
+    for g in (0.5, -0.25, 2.0):
+        p.grad, tp.grad = L.Tensor(np.array(g)), torch.tensor(g, dtype=torch.float64)
+        opt.step()
+        topt.step()
+        assert p.data.shape == () and p.data.item() == tp.item()
+
+
+def test_optimizer_numbers_and_positions_are_torchs():
+    import torch
+    p, tp = nn.Parameter(np.ones(2)), torch.nn.Parameter(torch.ones(2))
+    for ours, theirs in ((lambda: L.optim.SGD([p], lr=-0.1), lambda: torch.optim.SGD([tp], lr=-0.1)),
+                         (lambda: L.optim.SGD([p], momentum=-1), lambda: torch.optim.SGD([tp], momentum=-1)),
+                         (lambda: L.optim.SGD([p], weight_decay=-1),
+                          lambda: torch.optim.SGD([tp], weight_decay=-1)),
+                         (lambda: L.optim.Adam([p], weight_decay=-1),
+                          lambda: torch.optim.Adam([tp], weight_decay=-1))):
+        with pytest.raises(ValueError):
+            theirs()
+        with pytest.raises(ValueError, match="invalid"):
+            ours()
+    # torch's sixth positional argument is amsgrad (not done here: refused, not ignored)
+    torch.optim.Adam([tp], 1e-3, (0.9, 0.99), 1e-8, 0, True)
+    for cls in (L.optim.Adam, L.optim.AdamW):
+        with pytest.raises(NotImplementedError, match="amsgrad"):
+            cls([p], 1e-3, (0.9, 0.99), 1e-8, 0, True)
+
+
+def test_max_pool1d_takes_torchs_positions_and_return_indices():
+    import torch
+    x = np.array([[[3.0, 1.0, 4.0, 1.0, 5.0, 9.0, 2.0, 6.0, 5.0]]])
+    for args in ((2, 2, 0, 1, True), (3, 2, 1, 1, True, True), (2, None, 0, 2, False, True)):
+        ours, theirs = nn.MaxPool1d(*args)(L.tensor(x)), torch.nn.MaxPool1d(*args)(torch.tensor(x))
+        ours, theirs = (ours, theirs) if isinstance(theirs, tuple) else ((ours,), (theirs,))
+        for a, b in zip(ours, theirs):
+            np.testing.assert_array_equal(a.numpy(), b.numpy())
+
+
+def test_bce_of_a_value_outside_0_1_is_refused_on_the_cpu_as_torch():
+    import torch
+    p, t = np.array([1.5, 0.5]), np.array([1.0, 0.0])
+    with pytest.raises(RuntimeError, match="between 0 and 1"):
+        torch.nn.functional.binary_cross_entropy(torch.tensor(p), torch.tensor(t))
+    with pytest.raises(ValueError, match=r"between 0 and 1.*1\.5"):
+        F.binary_cross_entropy(L.tensor(p), L.tensor(t))
+    # a NaN passes (layers.finite reports where it appeared)
+    assert np.isnan(F.binary_cross_entropy(L.tensor(np.array([np.nan, 0.5])), L.tensor(t)).item())

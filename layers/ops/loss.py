@@ -37,10 +37,18 @@ def _no_target_grad(fn):
 
 
 class BCELoss(Function):
-    """l = -(t log p + (1 - t) log(1 - p)), each log clamped at -100 (as torch)."""
+    """l = -(t log p + (1 - t) log(1 - p)), each log clamped at -100 (as torch). An input
+    outside [0, 1] is refused on the NumPy path, as torch's CPU kernel refuses it (a NaN passes:
+    layers.finite says where it came from); the GPU path, which would need a host sync to
+    refuse it, gives NaN there (torch's CUDA kernel stops the process with a device assert)."""
 
     def forward_cpu(self, p, t):
         dtype = p.dtype
+        outside = (p < 0) | (p > 1)
+        if outside.any():
+            raise ValueError(f"binary_cross_entropy: all elements of input should be between 0 "
+                             f"and 1 (as torch), got {p[outside].ravel()[:4]} among "
+                             f"{int(outside.sum())} outside")
         self.saved = p, t = _wide(p, t)
         with np.errstate(divide="ignore"):
             l = -(t * np.maximum(np.log(p), -100) + (1 - t) * np.maximum(np.log1p(-p), -100))
