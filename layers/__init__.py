@@ -7,7 +7,7 @@ from .backend import parse_device
 from .creation import (arange, empty, empty_like, eye, full, full_like, linspace, ones, ones_like,
                        rand, rand_like, randint, randint_like, randn, randn_like, zeros,
                        zeros_like)
-from .module import Module, ModuleList, Parameter, Sequential
+from .module import Module, ModuleDict, ModuleList, Parameter, Sequential
 from .random import manual_seed
 from .serialization import load, save
 from .tensor import (Function, Tensor, as_tensor, enable_grad, inference_mode, is_grad_enabled,
@@ -15,7 +15,7 @@ from .tensor import (Function, Tensor, as_tensor, enable_grad, inference_mode, i
 
 __all__ = ["Tensor", "Function", "tensor", "as_tensor", "no_grad", "inference_mode", "enable_grad", "set_grad_enabled",
            "is_grad_enabled", "Module", "Parameter",
-           "Sequential", "ModuleList", "functional", "F", "nn", "init", "optim", "keras", "manual_seed", "save",
+           "Sequential", "ModuleList", "ModuleDict", "functional", "F", "nn", "init", "optim", "keras", "manual_seed", "save",
            "load", "parse_device", "zeros", "ones", "full", "empty", "rand", "randn", "randint",
            "zeros_like", "ones_like", "full_like", "empty_like", "rand_like", "randn_like",
            "randint_like", "arange", "linspace", "eye"]

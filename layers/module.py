@@ -287,17 +287,89 @@ class ModuleList(Module):
             self.append(m)
 
     def append(self, module):
+        if not isinstance(module, Module):
+            raise TypeError(f"{type(self).__name__}.append: expected a Module, got "
+                            f"{type(module).__name__}")
         self._modules[str(len(self._modules))] = module
         return self
 
+    def extend(self, modules):
+        for m in modules:
+            self.append(m)
+        return self
+
     def __getitem__(self, i):
+        if isinstance(i, slice):                # (torch: one of the same kind, same modules)
+            modules = list(self._modules.values())[i]
+            return Sequential(*modules) if isinstance(self, Sequential) else ModuleList(modules)
         return list(self._modules.values())[i]
+
+    def __setitem__(self, i, module):
+        if not isinstance(module, Module):
+            raise TypeError(f"{type(self).__name__}[{i}] = ...: expected a Module, got "
+                            f"{type(module).__name__}")
+        key = list(self._modules)[i]            # (an IndexError past the end, as a list's)
+        self._modules[key] = module
 
     def __len__(self):
         return len(self._modules)
 
     def __iter__(self):
         return iter(self._modules.values())
+
+
+class ModuleDict(Module):
+    """Children under string keys, kept in insertion order (torch's ModuleDict): state_dict
+    names are `key.param`."""
+
+    def __init__(self, modules=None):
+        super().__init__()
+        if modules is not None:
+            self.update(modules)
+
+    def __setitem__(self, key, module):
+        if not isinstance(key, str) or not key or "." in key:
+            raise KeyError(f"ModuleDict: a key must be a non-empty string without '.', got "
+                           f"{key!r}")
+        if not isinstance(module, Module):
+            raise TypeError(f"ModuleDict[{key!r}] = ...: expected a Module, got "
+                            f"{type(module).__name__}")
+        self._modules[key] = module
+
+    def __getitem__(self, key):
+        return self._modules[key]
+
+    def __delitem__(self, key):
+        del self._modules[key]
+
+    def __len__(self):
+        return len(self._modules)
+
+    def __iter__(self):
+        return iter(self._modules)
+
+    def __contains__(self, key):
+        return key in self._modules
+
+    def keys(self):
+        return self._modules.keys()
+
+    def values(self):
+        return self._modules.values()
+
+    def items(self):
+        return self._modules.items()
+
+    def pop(self, key):
+        return self._modules.pop(key)
+
+    def clear(self):
+        self._modules.clear()
+
+    def update(self, modules):
+        """From a mapping or (key, module) pairs, in their order."""
+        for key, module in (modules.items() if hasattr(modules, "items") else modules):
+            self[key] = module
 
 
 class Sequential(ModuleList):

@@ -5,7 +5,7 @@ from . import functional as F
 from .backend import is_half
 from .functional import pair as _pair
 from . import init
-from .module import Module, ModuleList, Parameter, Sequential  # noqa: F401  (re-exported)
+from .module import Module, ModuleDict, ModuleList, Parameter, Sequential  # noqa: F401
 from .rnn import LSTM, LSTMCell  # noqa: F401  (re-exported)
 
 
@@ -467,7 +467,7 @@ class CrossEntropyLoss(Module):
                                reduction=self.reduction, label_smoothing=self.label_smoothing)
 
 
-__all__ = ["Module", "Parameter", "Sequential", "ModuleList", "Linear", "Conv1d", "Conv2d",
+__all__ = ["Module", "Parameter", "Sequential", "ModuleList", "ModuleDict", "Linear", "Conv1d", "Conv2d",
            "ConvTranspose2d", "BatchNorm1d", "BatchNorm2d", "Embedding", "Dropout", "ReLU",
            "LeakyReLU", "Tanh", "Sigmoid", "Flatten", "MaxPool2d", "AvgPool2d", "MaxPool1d",
            "AvgPool1d", "AdaptiveAvgPool2d", "AdaptiveMaxPool2d", "AdaptiveAvgPool1d", "Identity",

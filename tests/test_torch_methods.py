@@ -339,3 +339,42 @@ def test_memory_formats_are_torchs(where, layout):
         base.contiguous("nchw")
     with pytest.raises(RuntimeError, match="4-d"):
         base[0].contiguous("channels_last")
+
+
+def test_module_dict_and_module_list_are_torchs():
+    """ModuleDict's and ModuleList's state_dict names, order and container methods against
+    torch's; weights load both ways."""
+    def build(nn_):
+        d = nn_.ModuleDict({"enc": nn_.Linear(3, 4), "dec": nn_.Linear(4, 2)})
+        d["act"] = nn_.Tanh()
+        d.update([("extra", nn_.Linear(2, 2))])
+        del d["act"]
+        blocks = nn_.ModuleList([nn_.Linear(2, 2)])
+        blocks.extend([nn_.Linear(2, 3), nn_.Linear(3, 2)])
+        blocks[1] = nn_.Linear(2, 3, bias=False)
+        root = nn_.Module()
+        root.d, root.blocks = d, blocks
+        return root
+    ours, theirs = build(nn), build(torch.nn)
+    sd = theirs.state_dict()
+    assert list(ours.state_dict()) == list(sd)
+    assert [tuple(v.shape) for v in ours.state_dict().values()] == [tuple(v.shape) for v in sd.values()]
+    ours.load_state_dict({k: v.numpy() for k, v in sd.items()})
+    assert list(ours.d) == list(theirs.d) and len(ours.d) == 3 and "enc" in ours.d
+    assert [k for k, _ in ours.d.items()] == list(theirs.d.keys())
+    x = np.linspace(-1, 1, 6).reshape(2, 3).astype(np.float32)
+    y, ty = L.tensor(x), torch.tensor(x)
+    for key in ("enc", "dec", "extra"):
+        y, ty = ours.d[key](y), theirs.d[key](ty)
+    for m, tm in zip(ours.blocks[1:], theirs.blocks[1:]):
+        y, ty = m(y), tm(ty)
+    np.testing.assert_allclose(y.numpy(), ty.detach().numpy(), rtol=1e-6, atol=1e-7)
+    assert type(ours.blocks[1:]) is nn.ModuleList and len(ours.blocks[:2]) == 2
+    seq = nn.Sequential(nn.Linear(2, 2), nn.ReLU(), nn.Linear(2, 2))
+    assert type(seq[:2]) is nn.Sequential and len(seq[1:]) == 2
+    assert ours.d.pop("extra") is not None and list(ours.d) == ["enc", "dec"]
+    for bad, err in ((lambda: ours.d.__setitem__("a.b", nn.ReLU()), KeyError),
+                     (lambda: ours.d.__setitem__("a", np.ones(2)), TypeError),
+                     (lambda: ours.blocks.append(3), TypeError)):
+        with pytest.raises(err):
+            bad()
