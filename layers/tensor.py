@@ -7,6 +7,7 @@ and returns one gradient (or None) per input. `backward()` is a topological sort
 import functools
 import inspect
 import threading
+import weakref
 
 import numpy as np
 
@@ -186,6 +187,7 @@ class Function:
     stamp = 0              # the in-place-change clock when its forward ran (layers.changes)
     upcast_half = True     # False: the op handles half data itself (a cast)
     n_outputs = 1
+    hooked = None          # {output index: its Tensor} for outputs with hooks or retain_grad
 
     def __init__(self, **params):
         self.__dict__.update(params)
@@ -353,7 +355,8 @@ class Tensor:
     array methods (+ - * / ** @ [], .sum(), .reshape(), .astype(), .T, ...) are spellings of
     layers.functional, which installs them: this module -- Tensor, Function and the backward
     engine -- imports no op (the way Chainer installs Variable's arithmetic)."""
-    __slots__ = ("data", "grad", "_requires_grad", "_ctx", "_index", "__weakref__")
+    __slots__ = ("data", "grad", "_requires_grad", "_ctx", "_index", "_hooks", "_retains_grad",
+                 "__weakref__")
     __array_priority__ = 1000    # so ndarray * Tensor defers to Tensor.__rmul__
 
     def __init__(self, data, requires_grad=False, dtype=None):
@@ -364,6 +367,8 @@ class Tensor:
         self.requires_grad = requires_grad
         self._ctx = None
         self._index = 0
+        self._hooks = None                 # register_hook's functions (torch's tensor hooks)
+        self._retains_grad = False
 
     @property
     def requires_grad(self):
@@ -463,6 +468,39 @@ class Tensor:
         self.requires_grad = flag
         return self
 
+    # ---- hooks (torch's tensor hooks and retain_grad) --------------------------------------
+    def register_hook(self, hook):
+        """hook(grad) runs when this tensor's gradient of a backward is complete (a Tensor: the
+        sum over every use); it may return a Tensor of the same shape and dtype to use instead.
+        A leaf's hooks run before the gradient is added into .grad. Returns a handle whose
+        remove() takes the hook off, as torch's."""
+        if not self.requires_grad:
+            raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
+        self._hooks = (self._hooks or []) + [hook]
+        self._hooked_by_its_op()
+        return _HookHandle(self, hook)
+
+    def retain_grad(self):
+        """Keep this non-leaf tensor's gradient in .grad (summed over backward calls, as a
+        leaf's); a leaf keeps its own already."""
+        if not self.requires_grad:
+            raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
+        if self._ctx is not None:
+            self._retains_grad = True
+            self._hooked_by_its_op()
+
+    @property
+    def retains_grad(self):
+        return self._retains_grad
+
+    def _hooked_by_its_op(self):
+        """A non-leaf's gradient is complete when the op that made it runs its backward: that op
+        names it (Function.hooked) so the engine runs its hooks there."""
+        if self._ctx is not None:
+            if self._ctx.hooked is None:
+                self._ctx.hooked = {}
+            self._ctx.hooked[self._index] = self
+
     # ---- backward -------------------------------------------------------------------------
     def backward(self, grad=None, retain_graph=False):
         """Accumulate d(self)/d(leaf) into every leaf's .grad that requires_grad."""
@@ -482,7 +520,7 @@ class Tensor:
                 raise RuntimeError(f"backward(): gradient shape {grad.shape} does not match the "
                                    f"tensor's shape {self.shape}")
         if self._ctx is None:
-            _accumulate(self, grad)
+            _accumulate(self, _hooked(self, grad))
             return
         from .finite import active as finite_check
         if finite_check.check is not None:     # its queued output checks run now (their arrays
@@ -492,7 +530,7 @@ class Tensor:
 
     def _backward_graph(self, grad, retain_graph):
         order = _topological_order(self._ctx)
-        deferred = {}
+        deferred, hooked = {}, {}
         pending = {self._ctx: [None] * self._ctx.n_outputs}
         pending[self._ctx][self._index] = grad
         for fn in reversed(order):
@@ -504,14 +542,16 @@ class Tensor:
                                    "freed; call backward(retain_graph=True) the first time")
             if _record.clock != fn.stamp:          # something was changed in place since forward
                 _record.refuse_changed(fn)
+            if fn.hooked is not None:              # its outputs' hooks, retain_grad
+                _run_output_hooks(fn, grads)
             trace = _trace.trace
             if trace is None:
-                _backward_one(fn, grads, pending, deferred)
+                _backward_one(fn, grads, pending, deferred, hooked)
             else:
                 trace.open("bprop", type(fn).__name__, getattr(fn, "layer", ""),
                            [t.data for t in fn.inputs if isinstance(t, Tensor)])
                 try:
-                    _backward_one(fn, grads, pending, deferred)
+                    _backward_one(fn, grads, pending, deferred, hooked)
                 finally:
                     trace.close()
             if not retain_graph:
@@ -529,6 +569,56 @@ class Tensor:
                 _accumulate_deferred(leaf, parts, stacked)
             finally:
                 trace.close()
+        for leaf, parts in hooked.values():    # leaves with hooks: their summed gradient
+            g = parts[0]
+            for part in parts[1:]:
+                g = g + part
+            _accumulate(leaf, _hooked(leaf, g))
+
+
+class _HookHandle:
+    """register_hook's handle: remove() takes the hook off its tensor."""
+
+    def __init__(self, tensor, hook):
+        self._tensor, self._hook = weakref.ref(tensor), hook
+
+    def remove(self):
+        t = self._tensor()
+        if t is not None and t._hooks and self._hook in t._hooks:
+            t._hooks = [h for h in t._hooks if h is not self._hook] or None
+
+
+def _hooked(t, g):
+    """g after t's hooks (each may return a replacement of g's shape and dtype), or g."""
+    for hook in t._hooks or ():
+        out = hook(Tensor(g))
+        if out is None:
+            continue
+        out = out.data if isinstance(out, Tensor) else out
+        if out.shape != g.shape or out.dtype != g.dtype:
+            raise RuntimeError(f"a hook of a tensor of shape {t.shape} returned a gradient of "
+                               f"shape {out.shape} and dtype {out.dtype}: expected "
+                               f"{g.shape} and {g.dtype}")
+        g = out
+    return g
+
+
+def _run_output_hooks(fn, grads):
+    """The hooks and retain_grad of fn's outputs (Function.hooked), on their complete
+    gradients, before fn's backward takes them."""
+    for index, t in fn.hooked.items():
+        g = grads[index]
+        if g is None:                    # (no gradient reached it: no hook runs, as torch)
+            continue
+        if isinstance(g, _DeferredSum):
+            g = g.value()
+        g = grads[index] = _hooked(t, g)
+        if t._retains_grad:
+            if t.grad is None:
+                from .backend import copy_like
+                t.grad = Tensor(copy_like(g, t.data))
+            else:
+                t.grad.data += g
 
 
 class Fresh:
@@ -565,9 +655,11 @@ class Deferred:
         return _column_sums(self.a) if self.b is None else mm(self.a.T, self.b)
 
 
-def _backward_one(fn, grads, pending, deferred):
+def _backward_one(fn, grads, pending, deferred, hooked):
     """Run fn's backward and hand each input's gradient on: into a leaf's .grad, or summed into
-    `pending` for the op that made the input; a Deferred gradient of a leaf goes to `deferred`."""
+    `pending` for the op that made the input; a Deferred gradient of a leaf goes to `deferred`;
+    a leaf with hooks (register_hook) has its gradients kept in `hooked`, for its hooks to see
+    their sum at the end."""
     grads = [g.value() if isinstance(g, _DeferredSum) else g for g in grads]
     half = fn.half
     if half is not None:                  # (see _half_of) its gradients too, in float32
@@ -592,6 +684,9 @@ def _backward_one(fn, grads, pending, deferred):
         if gx is None or not isinstance(t, Tensor) or not t.requires_grad:
             continue
         if isinstance(gx, Deferred):
+            if t._ctx is None and t._hooks is not None:
+                gx = gx.value()          # (a leaf with hooks: its sum is handed to them)
+        if isinstance(gx, Deferred):
             if t._ctx is None:
                 deferred.setdefault((id(t), gx.b is None), (t, []))[1].append(gx)
                 continue
@@ -610,7 +705,10 @@ def _backward_one(fn, grads, pending, deferred):
         if gx.dtype != t.dtype:     # a gradient has its tensor's dtype (as torch)
             gx, own = gx.astype(t.dtype), True
         if t._ctx is None:
-            _accumulate(t, gx, own)
+            if t._hooks is not None:
+                hooked.setdefault(id(t), (t, []))[1].append(gx)
+            else:
+                _accumulate(t, gx, own)
         else:
             slot = pending.setdefault(t._ctx, [None] * t._ctx.n_outputs)
             held = slot[t._index]
@@ -658,7 +756,7 @@ def _grads_of_leaves(inputs):
     """Function.grad_into: per input, the .grad array of a leaf that wants a gradient and has
     one, else None; None when no input has one."""
     into = [t.grad.data if isinstance(t, Tensor) and t._ctx is None and t.requires_grad and
-            t.grad is not None else None for t in inputs]
+            t.grad is not None and t._hooks is None else None for t in inputs]
     return tuple(into) if any(a is not None for a in into) else None
 
 
