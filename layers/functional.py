@@ -791,27 +791,28 @@ def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, layo
     if groups < 1 or C != Cg * groups or weight.shape[0] % groups:
         raise ValueError(f"conv2d: input has {C} channels (shape {x.shape}) but weight "
                          f"{weight.shape} with groups={groups} expects {Cg * groups}")
-    _check_geometry("conv2d", groups, bias, weight.shape[0], stride=pair(stride),
-                    dilation=pair(dilation),
-                    padding=None if isinstance(padding, str) else pair(padding))
     if activation in ("tanh", "sigmoid") and x.dtype.itemsize == 2:
         # half data: these two take their gradient from their input, as the activation ops do
         # (from an output rounded to bfloat16, 1 - y^2 near saturation is mostly rounding), so
         # the convolution's output is kept and the activation runs as its own op
         act = tanh if activation == "tanh" else sigmoid
         return act(conv2d(x, weight, bias, stride, padding, dilation, groups, layout))
+    stride, dilation = pair(stride), pair(dilation)
     if isinstance(padding, str):
         x, padding = _string_padding("conv2d", x, weight, padding, stride, dilation, layout)
+    padding = pair(padding)
+    _check_geometry("conv2d", groups, bias, weight.shape[0], stride=stride, dilation=dilation,
+                    padding=padding)
     spatial, k = (x.shape[1:3], weight.shape[1:3]) if layout == "NHWC" else \
         (x.shape[2:], weight.shape[2:])
-    for n, r, p, d in zip(spatial, k, pair(padding), pair(dilation)):
+    for n, r, p, d in zip(spatial, k, padding, dilation):
         if n + 2 * p < d * (r - 1) + 1:
-            raise ValueError(f"conv2d: the (dilated) kernel {tuple(k)} (dilation "
-                             f"{pair(dilation)}) is larger than the padded input {tuple(spatial)}"
-                             f" (padding {pair(padding)}): no output position (as torch refuses)")
+            raise ValueError(f"conv2d: the (dilated) kernel {tuple(k)} (dilation {dilation}) is "
+                             f"larger than the padded input {tuple(spatial)} (padding "
+                             f"{padding}): no output position (as torch refuses)")
     nchw = layout == "NCHW" and _nhwc_conv(x, weight)    # (NHWC views inside the op)
-    return _conv.Conv2d.apply(x, weight, bias, stride=pair(stride), pad=pair(padding),
-                              dilation=pair(dilation), groups=groups,
+    return _conv.Conv2d.apply(x, weight, bias, stride=stride, pad=padding,
+                              dilation=dilation, groups=groups,
                               layout="NHWC" if nchw else layout, nchw=nchw, activation=activation)
 
 
