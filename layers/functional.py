@@ -760,9 +760,16 @@ def _check_conv(name, x, weight, ndim):
     _check_float(name, x, weight)
 
 
-def _check_geometry(name, groups, bias, channels_out, **pairs):
+def _check_geometry(name, groups, bias, channels_out, stride, dilation, padding,
+                    output_padding=(0, 0)):
     """torch's refusals of a convolution's numbers: strides, dilations and groups of at least
     1, no negative padding or output_padding, a bias of one value per output channel."""
+    if builtins.min(stride) >= 1 and builtins.min(dilation) >= 1 and groups >= 1 and \
+            builtins.min(padding) >= 0 and builtins.min(output_padding) >= 0 and \
+            (bias is None or bias.data.shape == (channels_out,)):
+        return
+    pairs = {"stride": stride, "dilation": dilation, "padding": padding,
+             "output_padding": output_padding}
     for what, least in (("stride", 1), ("dilation", 1), ("padding", 0), ("output_padding", 0)):
         v = pairs.get(what)
         if v is not None and builtins.min(v) < least:

@@ -684,21 +684,21 @@ def _backward_one(fn, grads, pending, deferred, hooked):
         if gx is None or not isinstance(t, Tensor) or not t.requires_grad:
             continue
         if isinstance(gx, Deferred):
-            if t._ctx is None and t._hooks is not None:
-                gx = gx.value()          # (a leaf with hooks: its sum is handed to them)
-        if isinstance(gx, Deferred):
             if t._ctx is None:
-                deferred.setdefault((id(t), gx.b is None), (t, []))[1].append(gx)
+                if t._hooks is None:
+                    deferred.setdefault((id(t), gx.b is None), (t, []))[1].append(gx)
+                    continue
+                gx = gx.value()          # (a leaf with hooks: its sum is handed to them)
+            else:
+                # an op's output used many times (Tacotron 2's location kernel, once a decoder
+                # frame): its Deferred terms are added up in float32 as they come, rounded to
+                # the tensor's dtype once, when the op that made it runs its backward
+                slot = pending.setdefault(t._ctx, [None] * t._ctx.n_outputs)
+                held = slot[t._index]
+                if not isinstance(held, _DeferredSum):
+                    held = slot[t._index] = _DeferredSum(t, held)
+                held.add(gx, fn)
                 continue
-            # an op's output used many times (Tacotron 2's location kernel, once a decoder
-            # frame): its Deferred terms are added up in float32 as they come, rounded to the
-            # tensor's dtype once, when the op that made it runs its backward
-            slot = pending.setdefault(t._ctx, [None] * t._ctx.n_outputs)
-            held = slot[t._index]
-            if not isinstance(held, _DeferredSum):
-                held = slot[t._index] = _DeferredSum(t, held)
-            held.add(gx, fn)
-            continue
         if gx.shape != t.shape:
             raise RuntimeError(f"{type(fn).__name__}.backward returned a gradient of shape "
                                f"{gx.shape} for an input of shape {t.shape}")
