@@ -8,6 +8,12 @@ from .creation import (arange, empty, empty_like, eye, full, full_like, linspace
                        rand, rand_like, randint, randint_like, randn, randn_like, zeros,
                        zeros_like)
 from .module import Module, ModuleDict, ModuleList, Parameter, Sequential
+from .functional import absolute as abs  # noqa: A001  (torch's top-level spellings)
+from .functional import (add, amax, amin, argmax, argmin, argsort, cat, chunk, clamp, clone,
+                         div, exp, flatten, gather, index_select, log, log_softmax, masked_fill,
+                         matmul, max, mean, min, mul, neg, pow, relu, reshape, sigmoid, softmax,
+                         sort, split, sqrt, squeeze, stack, std, sub, sum, tanh, topk, transpose,
+                         unsqueeze, var, where)
 from .random import manual_seed
 from .serialization import load, save
 from .tensor import (Function, Tensor, as_tensor, enable_grad, inference_mode, is_grad_enabled,
@@ -18,4 +24,10 @@ __all__ = ["Tensor", "Function", "tensor", "as_tensor", "no_grad", "inference_mo
            "Sequential", "ModuleList", "ModuleDict", "functional", "F", "nn", "init", "optim", "keras", "manual_seed", "save",
            "load", "parse_device", "zeros", "ones", "full", "empty", "rand", "randn", "randint",
            "zeros_like", "ones_like", "full_like", "empty_like", "rand_like", "randn_like",
-           "randint_like", "arange", "linspace", "eye"]
+           "randint_like", "arange", "linspace", "eye",
+           # torch's top-level functions (layers.functional's)
+           "abs", "add", "amax", "amin", "argmax", "argmin", "argsort", "cat", "chunk", "clamp",
+           "clone", "div", "exp", "flatten", "gather", "index_select", "log", "log_softmax",
+           "masked_fill", "matmul", "max", "mean", "min", "mul", "neg", "pow", "relu", "reshape",
+           "sigmoid", "softmax", "sort", "split", "sqrt", "squeeze", "stack", "std", "sub", "sum",
+           "tanh", "topk", "transpose", "unsqueeze", "var", "where"]

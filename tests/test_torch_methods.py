@@ -378,3 +378,46 @@ def test_module_dict_and_module_list_are_torchs():
                      (lambda: ours.blocks.append(3), TypeError)):
         with pytest.raises(err):
             bad()
+
+
+TOP_LEVEL = {
+    "cat": lambda m, v: m.cat([v, v], 1), "stack": lambda m, v: m.stack([v, v], 0),
+    "where": lambda m, v: m.where(v > 0, v, v * 2),
+    "matmul": lambda m, v: m.matmul(v, v.transpose(1, 2)),
+    "exp": lambda m, v: m.exp(v), "log": lambda m, v: m.log(v * v + 1),
+    "sqrt": lambda m, v: m.sqrt(v * v), "abs": lambda m, v: m.abs(v),
+    "sigmoid": lambda m, v: m.sigmoid(v), "tanh": lambda m, v: m.tanh(v),
+    "relu": lambda m, v: m.relu(v), "softmax": lambda m, v: m.softmax(v, 1),
+    "log_softmax": lambda m, v: m.log_softmax(v, -1), "sum": lambda m, v: m.sum(v, 1),
+    "sum_keepdim": lambda m, v: m.sum(v, (0, 2), keepdim=True),
+    "mean": lambda m, v: m.mean(v, dim=2), "max": lambda m, v: m.max(v),
+    "max_dim": lambda m, v: m.max(v, 1)[0], "min_dim": lambda m, v: m.min(v, dim=2).indices,
+    "amax": lambda m, v: m.amax(v, 1), "amin": lambda m, v: m.amin(v, 0),
+    "argmax": lambda m, v: m.argmax(v, 2), "argmin": lambda m, v: m.argmin(v),
+    "clamp": lambda m, v: m.clamp(v, -0.5, 0.5), "clamp_min": lambda m, v: m.clamp(v, min=0.1),
+    "flatten": lambda m, v: m.flatten(v, 1), "reshape": lambda m, v: m.reshape(v, (4, 6)),
+    "transpose": lambda m, v: m.transpose(v, 0, 2),
+    "squeeze": lambda m, v: m.squeeze(m.unsqueeze(v, 1), 1),
+    "split": lambda m, v: m.split(v, 2, 2)[1], "chunk": lambda m, v: m.chunk(v, 3, 1)[2],
+    "sort": lambda m, v: m.sort(v, 1)[0], "argsort": lambda m, v: m.argsort(v, 2),
+    "topk": lambda m, v: m.topk(v, 2)[0], "pow": lambda m, v: m.pow(v, 2),
+    "std": lambda m, v: m.std(v, 1), "var": lambda m, v: m.var(v),
+    "masked_fill": lambda m, v: m.masked_fill(v, v > 0, 0.0), "clone": lambda m, v: m.clone(v),
+    "mul": lambda m, v: m.mul(v, 2.0), "add": lambda m, v: m.add(v, v),
+    "sub": lambda m, v: m.sub(v, 1.0), "div": lambda m, v: m.div(v, 3.0),
+    "neg": lambda m, v: m.neg(v),
+    "gather": lambda m, v: m.gather(v, 1, m.argmax(v, 1, keepdim=True)),
+    "index_select": lambda m, v: m.index_select(v, 2, m.argmax(v[0, 0], 0, keepdim=True)),
+}
+
+
+@pytest.mark.parametrize("case", list(TOP_LEVEL))
+@pytest.mark.parametrize("device", DEVICES)
+def test_torchs_top_level_functions_are_layers_top_level_functions(where, case):
+    """L.cat, L.where, L.max ... with torch.cat's, torch.where's ... arguments give torch's
+    values (a torch user's `torch.` prefix becomes `L.`)."""
+    a = np.arange(24, dtype=np.float64).reshape(2, 3, 4) / 7 - 1
+    ours, theirs = TOP_LEVEL[case](L, L.tensor(a, device=where)), TOP_LEVEL[case](torch,
+                                                                                   torch.tensor(a))
+    assert ours.shape == tuple(theirs.shape)
+    np.testing.assert_allclose(ours.numpy(), theirs.numpy(), rtol=1e-13, atol=1e-15)
