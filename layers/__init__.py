@@ -1,7 +1,7 @@
 """layers: a define-by-run autograd engine whose ops run on NumPy (the readable reference, any
 machine) or on cuDNN / CuPy (where the data is on a GPU), with PyTorch-exact layers, losses and
 optimizers, and Keras-layout convolution entry points."""
-from . import functional, graph, init, kernels, keras, nn, optim
+from . import autograd, functional, graph, init, kernels, keras, nn, optim
 from . import functional as F
 from .backend import parse_device
 from .creation import (arange, empty, empty_like, eye, full, full_like, linspace, ones, ones_like,
@@ -19,7 +19,7 @@ from .serialization import load, save
 from .tensor import (Function, Tensor, as_tensor, enable_grad, inference_mode, is_grad_enabled,
                      no_grad, set_grad_enabled, tensor)
 
-__all__ = ["Tensor", "Function", "tensor", "as_tensor", "no_grad", "inference_mode", "enable_grad", "set_grad_enabled",
+__all__ = ["autograd", "Tensor", "Function", "tensor", "as_tensor", "no_grad", "inference_mode", "enable_grad", "set_grad_enabled",
            "is_grad_enabled", "Module", "Parameter",
            "Sequential", "ModuleList", "ModuleDict", "functional", "F", "nn", "init", "optim", "keras", "manual_seed", "save",
            "load", "parse_device", "zeros", "ones", "full", "empty", "rand", "randn", "randint",

@@ -522,58 +522,82 @@ class Tensor:
         if self._ctx is None:
             _accumulate(self, _hooked(self, grad))
             return
-        from .finite import active as finite_check
-        if finite_check.check is not None:     # its queued output checks run now (their arrays
-            finite_check.check.flush()         # are alive: backward frees them as it goes)
-        with np.errstate(all="ignore"):       # (as forward: no NumPy warnings, as torch)
-            self._backward_graph(grad, retain_graph)
+        run_backward([(self, grad)], retain_graph)
 
-    def _backward_graph(self, grad, retain_graph):
-        order = _topological_order(self._ctx)
-        deferred, hooked = {}, {}
-        pending = {self._ctx: [None] * self._ctx.n_outputs}
-        pending[self._ctx][self._index] = grad
-        for fn in reversed(order):
-            grads = pending.pop(fn, None)
-            if grads is None:
-                continue
-            if fn.inputs is None:
-                raise RuntimeError("backward through a graph a second time: its saved arrays were "
-                                   "freed; call backward(retain_graph=True) the first time")
-            if _record.clock != fn.stamp:          # something was changed in place since forward
-                _record.refuse_changed(fn)
-            if fn.hooked is not None:              # its outputs' hooks, retain_grad
-                _run_output_hooks(fn, grads)
-            trace = _trace.trace
-            if trace is None:
-                _backward_one(fn, grads, pending, deferred, hooked)
-            else:
-                trace.open("bprop", type(fn).__name__, getattr(fn, "layer", ""),
-                           [t.data for t in fn.inputs if isinstance(t, Tensor)])
-                try:
-                    _backward_one(fn, grads, pending, deferred, hooked)
-                finally:
-                    trace.close()
-            if not retain_graph:
-                fn.inputs = None
-                fn.saved = None
-        stacked = {}             # one row-stack per list of terms (a cell's W_ih, W_hh, b_ih and
-        for leaf, parts in deferred.values():                   # b_hh share their dA's)
-            trace = _trace.trace
-            if trace is None:
-                _accumulate_deferred(leaf, parts, stacked)
-                continue
-            layer, _, name = trace.param_path(leaf).rpartition(".")
-            trace.open("bprop", f"WeightGrad({name})", layer, [leaf.data])
+
+def run_backward(roots, retain_graph, capture=None):
+    """The backward engine: from each (non-leaf Tensor, its gradient array) of `roots`, every
+    op's backward once, consumers before producers, each gradient handed on to the op that made
+    its input or into a leaf's .grad. With `capture` ({id(tensor): [tensor, None]}: autograd.grad)
+    no .grad changes: the gradients of those tensors are summed into their entries instead (a
+    non-leaf's as it reaches the op that made it, before its hooks, a leaf's after its hooks,
+    as torch's) and other leaves' are dropped."""
+    from .finite import active as finite_check
+    if finite_check.check is not None:     # its queued output checks run now (their arrays
+        finite_check.check.flush()         # are alive: backward frees them as it goes)
+    with np.errstate(all="ignore"):       # (as forward: no NumPy warnings, as torch)
+        _run(roots, retain_graph, capture)
+
+
+def _run(roots, retain_graph, capture):
+    order = _topological_order(*(t._ctx for t, _ in roots))
+    deferred, hooked = {}, {}
+    pending = {}
+    for t, grad in roots:
+        slot = pending.setdefault(t._ctx, [None] * t._ctx.n_outputs)
+        slot[t._index] = grad if slot[t._index] is None else slot[t._index] + grad
+    captured_outputs = {}                # {op: [(output index, capture entry)]} (non-leaves)
+    for entry in (capture or {}).values():
+        if entry[0]._ctx is not None:
+            captured_outputs.setdefault(entry[0]._ctx, []).append((entry[0]._index, entry))
+    for fn in reversed(order):
+        grads = pending.pop(fn, None)
+        if grads is None:
+            continue
+        if fn.inputs is None:
+            raise RuntimeError("backward through a graph a second time: its saved arrays were "
+                               "freed; call backward(retain_graph=True) the first time")
+        if _record.clock != fn.stamp:          # something was changed in place since forward
+            _record.refuse_changed(fn)
+        if captured_outputs and fn in captured_outputs:
+            _capture_outputs(grads, captured_outputs[fn])
+        if fn.hooked is not None:              # its outputs' hooks, retain_grad
+            _run_output_hooks(fn, grads)
+        trace = _trace.trace
+        if trace is None:
+            _backward_one(fn, grads, pending, deferred, hooked, capture)
+        else:
+            trace.open("bprop", type(fn).__name__, getattr(fn, "layer", ""),
+                       [t.data for t in fn.inputs if isinstance(t, Tensor)])
             try:
-                _accumulate_deferred(leaf, parts, stacked)
+                _backward_one(fn, grads, pending, deferred, hooked, capture)
             finally:
                 trace.close()
-        for leaf, parts in hooked.values():    # leaves with hooks: their summed gradient
-            g = parts[0]
-            for part in parts[1:]:
-                g = g + part
-            _accumulate(leaf, _hooked(leaf, g))
+        if not retain_graph:
+            fn.inputs = None
+            fn.saved = None
+    if capture is not None:                    # (leaves' gradients went to capture, or nowhere)
+        for t, g in capture.values():
+            if g is not None and t._ctx is None:
+                capture[id(t)][1] = _hooked(t, g)
+        return
+    stacked = {}             # one row-stack per list of terms (a cell's W_ih, W_hh, b_ih and
+    for leaf, parts in deferred.values():                   # b_hh share their dA's)
+        trace = _trace.trace
+        if trace is None:
+            _accumulate_deferred(leaf, parts, stacked)
+            continue
+        layer, _, name = trace.param_path(leaf).rpartition(".")
+        trace.open("bprop", f"WeightGrad({name})", layer, [leaf.data])
+        try:
+            _accumulate_deferred(leaf, parts, stacked)
+        finally:
+            trace.close()
+    for leaf, parts in hooked.values():    # leaves with hooks: their summed gradient
+        g = parts[0]
+        for part in parts[1:]:
+            g = g + part
+        _accumulate(leaf, _hooked(leaf, g))
 
 
 class _HookHandle:
@@ -601,6 +625,17 @@ def _hooked(t, g):
                                f"{g.shape} and {g.dtype}")
         g = out
     return g
+
+
+def _capture_outputs(grads, entries):
+    """autograd.grad's non-leaf inputs made by this op: their gradients as they reach it."""
+    for index, entry in entries:
+        g = grads[index]
+        if g is None:
+            continue
+        if isinstance(g, _DeferredSum):
+            g = grads[index] = g.value()
+        entry[1] = g if entry[1] is None else entry[1] + g
 
 
 def _run_output_hooks(fn, grads):
@@ -655,17 +690,18 @@ class Deferred:
         return _column_sums(self.a) if self.b is None else mm(self.a.T, self.b)
 
 
-def _backward_one(fn, grads, pending, deferred, hooked):
+def _backward_one(fn, grads, pending, deferred, hooked, capture=None):
     """Run fn's backward and hand each input's gradient on: into a leaf's .grad, or summed into
     `pending` for the op that made the input; a Deferred gradient of a leaf goes to `deferred`;
     a leaf with hooks (register_hook) has its gradients kept in `hooked`, for its hooks to see
-    their sum at the end."""
+    their sum at the end; with `capture` (autograd.grad) a leaf's gradient goes to its entry
+    there, or nowhere."""
     grads = [g.value() if isinstance(g, _DeferredSum) else g for g in grads]
     half = fn.half
     if half is not None:                  # (see _half_of) its gradients too, in float32
         grads = [g.astype(np.float32) if g is not None and g.dtype == half else g
                  for g in grads]
-    if fn.adds_into_grad and fn.gpu:
+    if fn.adds_into_grad and fn.gpu and capture is None:
         fn.grad_into = _grads_of_leaves(fn.inputs)
         try:
             gxs = fn.backward(*grads)
@@ -685,7 +721,7 @@ def _backward_one(fn, grads, pending, deferred, hooked):
             continue
         if isinstance(gx, Deferred):
             if t._ctx is None:
-                if t._hooks is None:
+                if t._hooks is None and capture is None:
                     deferred.setdefault((id(t), gx.b is None), (t, []))[1].append(gx)
                     continue
                 gx = gx.value()          # (a leaf with hooks: its sum is handed to them)
@@ -705,7 +741,11 @@ def _backward_one(fn, grads, pending, deferred, hooked):
         if gx.dtype != t.dtype:     # a gradient has its tensor's dtype (as torch)
             gx, own = gx.astype(t.dtype), True
         if t._ctx is None:
-            if t._hooks is not None:
+            if capture is not None:      # (autograd.grad: its entry, or dropped)
+                entry = capture.get(id(t))
+                if entry is not None:
+                    entry[1] = gx if entry[1] is None else entry[1] + gx
+            elif t._hooks is not None:
                 hooked.setdefault(id(t), (t, []))[1].append(gx)
             else:
                 _accumulate(t, gx, own)
@@ -818,22 +858,27 @@ def _accumulate_deferred(leaf, parts, stacked):
         grad += g
 
 
-def _topological_order(root):
-    """Functions reachable from root, each after every function that feeds it (iterative DFS:
-    the graph of a long autoregressive decode is deeper than Python's recursion limit)."""
-    order, seen = [], {root}
-    stack = [(root, iter(root.inputs or ()))]
-    while stack:
-        fn, it = stack[-1]
-        for t in it:
-            parent = t._ctx if isinstance(t, Tensor) else None
-            if parent is not None and parent not in seen:
-                seen.add(parent)
-                stack.append((parent, iter(parent.inputs or ())))
-                break
-        else:
-            stack.pop()
-            order.append(fn)
+def _topological_order(*roots):
+    """Functions reachable from the roots, each after every function that feeds it (iterative
+    DFS, one visit each: the graph of a long autoregressive decode is deeper than Python's
+    recursion limit)."""
+    order, seen = [], set()
+    for root in roots:
+        if root in seen:
+            continue
+        seen.add(root)
+        stack = [(root, iter(root.inputs or ()))]
+        while stack:
+            fn, it = stack[-1]
+            for t in it:
+                parent = t._ctx if isinstance(t, Tensor) else None
+                if parent is not None and parent not in seen:
+                    seen.add(parent)
+                    stack.append((parent, iter(parent.inputs or ())))
+                    break
+            else:
+                stack.pop()
+                order.append(fn)
     return order
 
 

@@ -128,3 +128,112 @@ def test_a_hook_on_a_weight_with_deferred_gradients_sees_their_sum(where):
         assert k == k2
         np.testing.assert_allclose(a, b, rtol=1e-12)
     np.testing.assert_allclose(ours.weight.grad.numpy(), theirs.weight.grad.numpy(), rtol=1e-12)
+
+
+# ---- autograd.grad ---------------------------------------------------------------------------
+
+def _grad_scenarios(lib, leaf, const):
+    """(outputs, inputs, kwargs) cases built the same way in both libraries."""
+    x, w = leaf([1.0, -2.0, 0.5]), leaf([3.0, 4.0, -1.0])
+    y = x * w
+    out = {}
+    out["scalar"] = ((y * y).sum(), [x, w], {})
+    out["non_leaf_input"] = ((y.tanh() * 3).sum(), [y, x], {"retain_graph": True})
+    out["two_outputs"] = ([(y * 2).sum(), (x * x * x).sum()], [x], {})
+    out["grad_outputs"] = (y * y, [w], {"grad_outputs": const([1.0, -1.0, 0.5])})
+    out["shared"] = ((x + x + w).sum(), [x, w], {})
+    return out
+
+
+@pytest.mark.parametrize("case", ["scalar", "non_leaf_input", "two_outputs", "grad_outputs",
+                                  "shared"])
+@pytest.mark.parametrize("device", DEVICES)
+def test_autograd_grad_is_torchs_and_leaves_grad_alone(where, case):
+    ours = _grad_scenarios(L, lambda v: L.Tensor(L.tensor(np.array(v), device=where).data,
+                                                 requires_grad=True),
+                           lambda v: L.tensor(np.array(v), device=where))[case]
+    theirs = _grad_scenarios(torch, lambda v: torch.tensor(v, dtype=torch.float64,
+                                                           requires_grad=True),
+                             lambda v: torch.tensor(v, dtype=torch.float64))[case]
+    got = L.autograd.grad(ours[0], ours[1], **ours[2])
+    want = torch.autograd.grad(theirs[0], theirs[1], **theirs[2])
+    assert len(got) == len(want)
+    for a, b, t in zip(got, want, ours[1]):
+        assert a.shape == t.shape and a.dtype == t.dtype and a.device == t.device
+        # (tanh' = 1 - tanh^2 cancels at |y| = 8: an absolute float64 rounding there)
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-13, atol=1e-15)
+    for t in ours[1]:
+        assert t.grad is None                        # nothing accumulated
+    if case == "shared":                             # (one array handed to both: copies)
+        got[0].data[...] = 0
+        assert np.all(got[1].numpy() == want[1].numpy())
+
+
+def test_autograd_grad_hooks_retain_grad_and_refusals_are_torchs():
+    def run(lib, make):
+        x, w = make([1.0, 2.0]), make([3.0, 4.0])
+        seen = []
+        x.register_hook(lambda g: seen.append(("x", g.numpy().copy())) or g * 10)
+        y = x * w
+        y.retain_grad()
+        y.register_hook(lambda g: seen.append(("y", g.numpy().copy())) or g * 2)
+        grads = lib.autograd.grad((y * y).sum(), [x, y])
+        return [g.numpy() for g in grads], seen, y.grad.numpy(), x.grad, w.grad
+    ours = run(L, lambda v: L.tensor(np.array(v), requires_grad=True))
+    theirs = run(torch, lambda v: torch.tensor(v, dtype=torch.float64, requires_grad=True))
+    for a, b in zip(ours[0], theirs[0]):      # x after its hook (x10), y before its own (x2)
+        np.testing.assert_array_equal(a, b)
+    assert [k for k, _ in ours[1]] == [k for k, _ in theirs[1]]
+    np.testing.assert_array_equal(ours[2], theirs[2])      # retain_grad: after y's hook
+    assert ours[3] is None and ours[4] is None
+
+    x, w = L.tensor([1.0], requires_grad=True), L.tensor([2.0], requires_grad=True)
+    with pytest.raises(RuntimeError, match="not used in the graph"):
+        L.autograd.grad((x * x).sum(), [x, w])
+    gx, gw = L.autograd.grad((x * x).sum(), [x, w], allow_unused=True)
+    assert gw is None and gx.numpy().tolist() == [2.0]
+    _, gw = L.autograd.grad((x * x).sum(), [x, w], materialize_grads=True)
+    assert gw.numpy().tolist() == [0.0]
+    loss = (x * x).sum()
+    L.autograd.grad(loss, x)
+    with pytest.raises(RuntimeError, match="a second time"):
+        L.autograd.grad(loss, x)                       # the graph was freed, as torch's
+    with pytest.raises(NotImplementedError, match="create_graph"):
+        L.autograd.grad((x * x).sum(), x, create_graph=True)
+    pair = L.tensor([1.0, 2.0], requires_grad=True)
+    with pytest.raises(RuntimeError, match="give grad_outputs"):
+        L.autograd.grad(pair * 2, pair)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_autograd_grad_of_parameters_leaves_their_grad_as_it_was(where):
+    """Parameters whose .grad exists already (the GPU path's ops would add into it: grad_into)
+    and a Linear used three times (Deferred weight terms): autograd.grad returns torch's
+    gradients and no .grad changes."""
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((2, 3, 6, 6))
+    theirs = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.BatchNorm2d(4),
+                                 torch.nn.Flatten(), torch.nn.Linear(64, 5)).double()
+    ours = nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.Flatten(),
+                         nn.Linear(64, 5)).to(np.float64)
+    ours.load_state_dict({k: v.numpy() for k, v in theirs.state_dict().items()})
+    ours.to(where)
+    lin, tlin = nn.Linear(5, 5).to(np.float64), torch.nn.Linear(5, 5).double()
+    lin.load_state_dict({k: v.numpy() for k, v in tlin.state_dict().items()})
+    lin.to(where)
+    results = []
+    for model, cell, make, lib in ((ours, lin, lambda a: L.tensor(a, device=where), L),
+                                   (theirs, tlin, torch.tensor, torch)):
+        model(make(x)).sum().backward()               # .grad made
+        before = {k: p.grad.numpy().copy() for k, p in model.named_parameters()}
+        h = model(make(x))
+        for _ in range(3):
+            h = cell(h).tanh()
+        params = [model[0].weight, model[1].weight, model[1].bias, cell.weight, cell.bias]
+        grads = lib.autograd.grad((h * h).sum(), params)
+        for k, p in model.named_parameters():
+            np.testing.assert_array_equal(p.grad.numpy(), before[k], err_msg=k)
+        assert cell.weight.grad is None
+        results.append([g.numpy() for g in grads])
+    for a, b in zip(*results):
+        np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
