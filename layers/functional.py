@@ -764,10 +764,10 @@ def _check_geometry(name, groups, bias, channels_out, stride, dilation, padding,
                     output_padding=(0, 0)):
     """torch's refusals of a convolution's numbers: strides, dilations and groups of at least
     1, no negative padding or output_padding, a bias of one value per output channel."""
-    if builtins.min(stride) >= 1 and builtins.min(dilation) >= 1 and groups >= 1 and \
-            builtins.min(padding) >= 0 and builtins.min(output_padding) >= 0 and \
-            (bias is None or bias.data.shape == (channels_out,)):
-        return
+    (s0, s1), (d0, d1), (p0, p1), (o0, o1) = stride, dilation, padding, output_padding
+    if s0 >= 1 and s1 >= 1 and d0 >= 1 and d1 >= 1 and p0 >= 0 and p1 >= 0 and o0 >= 0 and \
+            o1 >= 0 and groups >= 1 and (bias is None or bias.data.shape == (channels_out,)):
+        return          # (the common case: no builtin called, an eager step makes 20 of these)
     pairs = {"stride": stride, "dilation": dilation, "padding": padding,
              "output_padding": output_padding}
     for what, least in (("stride", 1), ("dilation", 1), ("padding", 0), ("output_padding", 0)):
