@@ -159,6 +159,13 @@ def leaky_relu(x, negative_slope=0.01, inplace=False):
     return _ew.LeakyReLU.apply(_float_only(x, "leaky_relu"), slope=negative_slope)
 
 
+def gelu(x, approximate="none"):
+    """torch.nn.functional.gelu: x * Phi(x), or its tanh approximation ('tanh')."""
+    if approximate not in ("none", "tanh"):
+        raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
+    return _ew.GELU.apply(_float_only(x, "gelu"), approximate=approximate)
+
+
 def clamp(x, min=None, max=None):
     # (NumPy scalar bounds as Python numbers: np.float64 would make a float32 graph float64)
     min, max = (b if b is None else _operand(b) for b in (min, max))

@@ -77,6 +77,33 @@ def leaky_relu_grad(x, gy, slope):
                                                              _like(x))
 
 
+# GELU, y = x * Phi(x) (Phi the standard normal CDF) or torch's tanh approximation, and its
+# gradient from x, in A (float for float32 and half data, double for float64), rounded once
+_GELU = {
+    "none": ("A v = (A)x; y = (T)(v * (A)0.5 * ((A)1 + erf(v * (A)0.7071067811865476)));",
+             "A v = (A)x; A cdf = (A)0.5 * ((A)1 + erf(v * (A)0.7071067811865476)); "
+             "A pdf = exp((A)-0.5 * v * v) * (A)0.3989422804014327; "
+             "gx = (T)((A)gy * (cdf + v * pdf));"),
+    "tanh": ("A v = (A)x; A t = tanh((A)0.7978845608028654 * (v + (A)0.044715 * v * v * v)); "
+             "y = (T)((A)0.5 * v * ((A)1 + t));",
+             "A v = (A)x; A t = tanh((A)0.7978845608028654 * (v + (A)0.044715 * v * v * v)); "
+             "A dt = (A)0.7978845608028654 * ((A)1 + (A)3 * (A)0.044715 * v * v) * "
+             "((A)1 - t * t); gx = (T)((A)gy * ((A)0.5 * ((A)1 + t) + (A)0.5 * v * dt));"),
+}
+
+
+def gelu(x, approximate):
+    a = "double" if x.dtype == np.float64 else "float"
+    return pointwise(f"cudnnlite_gelu_{approximate}_{a}", "T x", "T y", _GELU[approximate][0],
+                     preamble=f"typedef {a} A;")(x, _like(x))
+
+
+def gelu_grad(x, gy, approximate):
+    a = "double" if x.dtype == np.float64 else "float"
+    return pointwise(f"cudnnlite_gelu_{approximate}_grad_{a}", "T x, T gy", "T gx",
+                     _GELU[approximate][1], preamble=f"typedef {a} A;")(x, gy, _like(x))
+
+
 def _scalar_type(x):
     """The dtype name of a kernel's scalar for x's data: float32 for half data, else x's."""
     return "float32" if x.dtype.itemsize == 2 else dtype_name(x.dtype)

@@ -239,6 +239,20 @@ class LeakyReLU(Module):
         return F.leaky_relu(x, self.negative_slope)
 
 
+class GELU(Module):
+    finite_preserving = True
+
+    def __init__(self, approximate="none"):
+        super().__init__()
+        self.approximate = approximate
+
+    def forward(self, x):
+        return F.gelu(x, self.approximate)
+
+    def extra_repr(self):
+        return f"approximate={self.approximate!r}"
+
+
 class Tanh(Module):
     finite_preserving = True
 
@@ -467,7 +481,7 @@ class CrossEntropyLoss(Module):
                                reduction=self.reduction, label_smoothing=self.label_smoothing)
 
 
-__all__ = ["Module", "Parameter", "Sequential", "ModuleList", "ModuleDict", "Linear", "Conv1d", "Conv2d",
+__all__ = ["Module", "Parameter", "Sequential", "ModuleList", "ModuleDict", "GELU", "Linear", "Conv1d", "Conv2d",
            "ConvTranspose2d", "BatchNorm1d", "BatchNorm2d", "Embedding", "Dropout", "ReLU",
            "LeakyReLU", "Tanh", "Sigmoid", "Flatten", "MaxPool2d", "AvgPool2d", "MaxPool1d",
            "AvgPool1d", "AdaptiveAvgPool2d", "AdaptiveMaxPool2d", "AdaptiveAvgPool1d", "Identity",

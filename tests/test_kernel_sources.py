@@ -105,6 +105,9 @@ def _harvest(monkeypatch, dtype):
     for act in kernels._ACT_FWD:
         kernels.activation(act, x)
         kernels.activation_grad(act, x, x)
+    for approximate in kernels._GELU:
+        kernels.gelu(x, approximate)
+        kernels.gelu_grad(x, x, approximate)
     kernels.adam(x, x, x, x, Stand("int64"), 1e-3, 0.9, 0.999, 1e-8, 0.0)
     kernels.adam_multi(Stand("int64"), 2, 16, x, 1e-3, 0.9, 0.999, 1e-8, 0.0)
     kernels.sync_master(Stand("float32"), x)

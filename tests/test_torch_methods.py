@@ -421,3 +421,33 @@ def test_torchs_top_level_functions_are_layers_top_level_functions(where, case):
                                                                                    torch.tensor(a))
     assert ours.shape == tuple(theirs.shape)
     np.testing.assert_allclose(ours.numpy(), theirs.numpy(), rtol=1e-13, atol=1e-15)
+
+
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+@pytest.mark.parametrize("dtype", ["float64", "float32", "bfloat16"])
+@pytest.mark.parametrize("device", DEVICES)
+def test_gelu_is_torchs(where, dtype, approximate):
+    """F.gelu / nn.GELU and their gradient against torch's in float64, each of ours within one
+    rounding (two for bfloat16's NumPy path, which rounds through float32) of it, on the
+    kernel's A type (float for float32 on a GPU: a few units of float32 there)."""
+    x = np.concatenate([np.linspace(-8, 8, 161), [-0.0, 1e-30, 40.0, -40.0]])
+    g = np.cos(np.arange(x.size))
+    tx = torch.tensor(x, requires_grad=True)
+    ty = torch.nn.functional.gelu(tx, approximate=approximate)
+    ty.backward(torch.tensor(g))
+    xd = L.tensor(x, device=where).astype(dtype)
+    xv = L.Tensor(xd.data, requires_grad=True)
+    y = nn.GELU(approximate)(xv)
+    y.backward(L.tensor(g, device=where).astype(dtype))
+    assert y.dtype == xv.dtype and xv.grad.dtype == xv.dtype
+    # torch's float64 values at our (rounded) inputs, the reference
+    xr = torch.tensor(xv.numpy().astype(np.float64), requires_grad=True)
+    yr = torch.nn.functional.gelu(xr, approximate=approximate)
+    yr.backward(torch.tensor(L.tensor(g).astype(dtype).numpy().astype(np.float64)))
+    eps = {"float64": 2.0 ** -52, "float32": 2.0 ** -23, "bfloat16": 2.0 ** -7}[dtype]
+    ulps = {"float64": 4, "float32": 4 if where != "cpu" else 1, "bfloat16": 2}[dtype]
+    # (the gradient cancels terms of size |x| where it is small: rounding scales with |x|)
+    scale = np.maximum(np.abs(yr.detach().numpy()), 1 + np.abs(xr.detach().numpy()))
+    for ours, ref in ((y.numpy(), yr.detach().numpy()), (xv.grad.numpy(), xr.grad.numpy())):
+        ours = ours.astype(np.float64)
+        np.testing.assert_array_less(np.abs(ours - ref), ulps * eps * scale)

@@ -4,6 +4,8 @@ Most are written once for both paths through `self.xp` (NumPy or CuPy run the sa
 relu / sigmoid / tanh take cuDNN's activation kernels on the GPU (half-precision data: CuPy
 kernels), leaky_relu a fused CuPy kernel.
 """
+import math
+
 import numpy as np
 
 from .. import kernels
@@ -307,6 +309,42 @@ class LeakyReLU(Function):
         if self.gpu:
             return kernels.leaky_relu_grad(x, gy, self.slope)
         return np.where(x > 0, gy, gy * gy.dtype.type(self.slope))
+
+
+_erf = np.vectorize(math.erf, otypes=[np.float64])     # (NumPy has no erf: math's, exact)
+
+
+class GELU(Function):
+    """y = x * Phi(x), Phi the standard normal CDF (approximate='none'), or torch's
+    0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) ('tanh'); gx = gy * y'(x), from x. The NumPy
+    path computes in float64 and rounds once."""
+
+    def forward(self, x):
+        self.saved = x
+        if self.gpu:
+            return kernels.gelu(x, self.approximate)
+        v = x.astype(np.float64)
+        if self.approximate == "tanh":
+            y = 0.5 * v * (1 + np.tanh(_SQRT_2_PI * (v + 0.044715 * v ** 3)))
+        else:
+            y = v * 0.5 * (1 + _erf(v / math.sqrt(2)))
+        return y.astype(x.dtype)
+
+    def backward(self, gy):
+        x = self.saved
+        if self.gpu:
+            return kernels.gelu_grad(x, gy, self.approximate)
+        v = x.astype(np.float64)
+        if self.approximate == "tanh":
+            t = np.tanh(_SQRT_2_PI * (v + 0.044715 * v ** 3))
+            d = 0.5 * (1 + t) + 0.5 * v * _SQRT_2_PI * (1 + 3 * 0.044715 * v * v) * (1 - t * t)
+        else:
+            d = 0.5 * (1 + _erf(v / math.sqrt(2))) + v * np.exp(-0.5 * v * v) / math.sqrt(
+                2 * math.pi)
+        return (gy * d).astype(gy.dtype)
+
+
+_SQRT_2_PI = math.sqrt(2 / math.pi)
 
 
 class Where(Function):
