@@ -16,7 +16,7 @@ from .ops import shape as _sh
 from .backend import (cupy, device_of, dim_index, is_channels_last, is_floating, is_gpu,
                       is_half, out_of_range, parse_device, promote_types, same_dtype, to_device, xp_of)
 from .changes import mark_changed
-from .tensor import Tensor, is_grad_enabled
+from .tensor import Tensor, is_grad_enabled, no_grad
 
 
 def single(name, v):
@@ -502,6 +502,54 @@ def gather(x, dim, index):
         raise RuntimeError(f"gather: index {tuple(idx.shape)} must have input {tuple(x.shape)}'s "
                            f"number of axes and be no larger off dim {dim} (torch's rule)")
     return _sh.Gather.apply(x, index=idx.astype(np.int64, copy=False), axis=dim)
+
+
+def scatter(x, dim, index, src=None, value=None, reduce=None):
+    """torch.scatter: x with x[i][index[i][j]] = src[i][j] along `dim` (or the number `value`),
+    differentiable in x and src; reduce='add' adds instead (scatter_add). index has x's number
+    of axes, is no larger than src, nor than x off `dim` (torch's rules)."""
+    name = "scatter_add" if reduce == "add" else "scatter"
+    if reduce not in (None, "add"):
+        raise ValueError(f"{name}: reduce must be None or 'add', got {reduce!r} (torch's "
+                         f"'multiply' is not done here)")
+    if isinstance(src, (int, float, np.number)) and value is None:   # (torch: scatter(d, i, 1.0))
+        src, value = None, src
+    if (src is None) == (value is None):
+        raise TypeError(f"{name}: give src (a Tensor) or value (a number), not both")
+    dim = dim_index(dim, x.ndim, name)
+    idx = _on_device_of(x, index, name)
+    if idx.dtype.kind not in "iu":
+        raise TypeError(f"{name}: index must hold integers, got {idx.dtype}")
+    if src is not None:
+        if not isinstance(src, Tensor):
+            src = Tensor(_on_device_of(x, src, name))
+        if src.dtype != x.dtype:
+            raise TypeError(f"{name}: src has dtype {src.dtype}, x has {x.dtype}: they must be "
+                            f"one (as torch)")
+        if src.ndim != x.ndim or any(i > n for i, n in zip(idx.shape, src.shape)):
+            raise RuntimeError(f"{name}: index {tuple(idx.shape)} must be no larger than src "
+                               f"{src.shape} in every axis (torch's rule)")
+    if idx.ndim != x.ndim or any(i > n for d, (i, n) in enumerate(zip(idx.shape, x.shape))
+                                 if d != dim):
+        raise RuntimeError(f"{name}: index {tuple(idx.shape)} must have input {tuple(x.shape)}'s "
+                           f"number of axes and be no larger off dim {dim} (torch's rule)")
+    return _sh.Scatter.apply(x, src if src is not None else _operand(value),
+                             index=idx.astype(np.int64, copy=False), axis=dim, reduce=reduce)
+
+
+def scatter_add(x, dim, index, src):
+    """torch.scatter_add: x with src added at index along `dim` (repeated indices add up)."""
+    return scatter(x, dim, index, src, reduce="add")
+
+
+def _scatter_(x, dim, index, src=None, value=None, reduce=None):
+    """x.scatter_(...) / x.scatter_add_(...): into x's own array (a tensor of no recorded
+    graph, as the other in-place methods)."""
+    name = "scatter_add_()" if reduce == "add" else "scatter_()"
+    _in_place_check(x, name, *(t for t in (src,) if isinstance(t, Tensor)))
+    with no_grad():
+        y = scatter(x, dim, index, src, value, reduce)
+    return _store(x, y.data, name)
 
 
 def index_select(x, dim, index):
@@ -1651,6 +1699,13 @@ def _install_tensor_methods():
         "view_as": lambda self, other: reshape(self, other.shape),
         "repeat": lambda self, *sizes: repeat(self, *sizes),
         "gather": lambda self, dim, index: gather(self, dim, index),
+        "scatter": lambda self, dim, index, src=None, value=None, reduce=None: scatter(
+            self, dim, index, src, value, reduce),
+        "scatter_add": lambda self, dim, index, src: scatter_add(self, dim, index, src),
+        "scatter_": lambda self, dim, index, src=None, value=None, reduce=None: _scatter_(
+            self, dim, index, src, value, reduce),
+        "scatter_add_": lambda self, dim, index, src: _scatter_(self, dim, index, src,
+                                                               reduce="add"),
         "index_select": lambda self, dim, index: index_select(self, dim, index),
         "sort": lambda self, dim=-1, descending=False: sort(self, dim, descending),
         "argsort": lambda self, dim=-1, descending=False: argsort(self, dim, descending),

@@ -451,3 +451,70 @@ def test_gelu_is_torchs(where, dtype, approximate):
     for ours, ref in ((y.numpy(), yr.detach().numpy()), (xv.grad.numpy(), xr.grad.numpy())):
         ours = ours.astype(np.float64)
         np.testing.assert_array_less(np.abs(ours - ref), ulps * eps * scale)
+
+
+SCATTERS = {
+    "scatter": lambda x, i, s: x.scatter(1, i, s),
+    "scatter_value": lambda x, i, s: x.scatter(1, i, 2.5),
+    "scatter_add": lambda x, i, s: x.scatter_add(1, i, s),
+    "scatter_add_dim0": lambda x, i, s: x.scatter_add(0, i[:2, :3], s[:2, :3]),
+}
+
+
+@pytest.mark.parametrize("case", list(SCATTERS))
+@pytest.mark.parametrize("device", DEVICES)
+def test_scatter_and_scatter_add_are_torchs_values_and_gradients(where, case):
+    """Repeated indices add up in scatter_add (and in src's gradient: each src entry gets the
+    gradient where it went); scatter overwrites, so x's gradient is 0 there."""
+    rng = np.random.default_rng(3)
+    xa, sa = rng.standard_normal((3, 5)), rng.standard_normal((3, 4))
+    ia = np.array([[0, 4, 4, 1], [2, 2, 2, 2], [3, 0, 1, 4]])    # (no repeat in a row for
+    if case.startswith("scatter") and "add" not in case:         # scatter: which write wins
+        ia = np.array([[0, 4, 2, 1], [2, 3, 1, 0], [3, 0, 1, 4]])   # is not defined)
+    x, s = (L.Tensor(L.tensor(a, device=where).data, requires_grad=True) for a in (xa, sa))
+    tx, ts = (torch.tensor(a, requires_grad=True) for a in (xa, sa))
+    if case == "scatter_add_dim0":
+        ia = ia % 3                          # (rows of x: 0..2)
+    y = SCATTERS[case](x, L.tensor(ia, device=where), s)
+    ty = SCATTERS[case](tx, torch.tensor(ia), ts)
+    np.testing.assert_allclose(y.numpy(), ty.detach().numpy(), rtol=1e-15)
+    g = np.cos(np.arange(ty.numel())).reshape(ty.shape)
+    y.backward(L.tensor(g, device=where))
+    ty.backward(torch.tensor(g))
+    np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-15)
+    if ts.grad is not None:
+        np.testing.assert_allclose(s.grad.numpy(), ts.grad.numpy(), rtol=1e-15)
+    else:
+        assert s.grad is None
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_in_place_scatter_and_its_refusals_are_torchs(where):
+    z, tz = L.zeros(2, 4, device=where), torch.zeros(2, 4)
+    idx = np.array([[1], [3]])
+    z.scatter_(1, L.tensor(idx, device=where), 1.0)
+    tz.scatter_(1, torch.tensor(idx), 1.0)
+    np.testing.assert_array_equal(z.numpy(), tz.numpy())
+    z.scatter_add_(0, L.tensor(np.array([[1, 1, 0, 0]]), device=where), L.ones(1, 4, device=where))
+    tz.scatter_add_(0, torch.tensor([[1, 1, 0, 0]]), torch.ones(1, 4))
+    np.testing.assert_array_equal(z.numpy(), tz.numpy())
+    w = L.Tensor(L.zeros(2, 4, device=where).data, requires_grad=True)
+    with pytest.raises(RuntimeError, match="in place"):
+        (w * 1).scatter_(1, L.tensor(idx, device=where), 1.0)
+    with pytest.raises(TypeError, match="dtype"):
+        L.zeros(2, 4, device=where).scatter(1, L.tensor(idx, device=where),
+                                            L.ones(2, 1, dtype=np.float64, device=where))
+    with pytest.raises(RuntimeError, match="no larger than src"):
+        L.zeros(2, 4, device=where).scatter_add(1, L.tensor(np.zeros((2, 3), np.int64),
+                                                            device=where),
+                                                L.ones(2, 2, device=where))
+    if where == "cpu":
+        with pytest.raises(IndexError, match="out of range"):
+            L.zeros(2, 4).scatter(1, L.tensor(np.array([[4], [0]])), 1.0)
+    # an index smaller than src: src's other entries are not read, their gradient is 0 (torch's
+    # own backward refuses this case: its gradient has the index's shape)
+    src = L.Tensor(L.ones(2, 3, device=where).data, requires_grad=True)
+    out = L.zeros(2, 4, device=where).scatter_add(1, L.tensor(np.array([[3], [0]]), device=where),
+                                                  src)
+    out.backward(L.tensor(np.arange(8.0, dtype=np.float32).reshape(2, 4), device=where))
+    np.testing.assert_array_equal(src.grad.numpy(), [[3, 0, 0], [4, 0, 0]])

@@ -218,13 +218,63 @@ class Gather(Function):
         xp, index, axis = self.xp, self.index, self.axis
         if self.bad is not None:
             gy = xp.where(self.bad, 0, gy).astype(gy.dtype, copy=False)
-        nd = index.ndim             # (each axis's positions, broadcasting: numpy.indices sparse)
-        grid = [index if d == axis else
-                xp.arange(n).reshape((1,) * d + (n,) + (1,) * (nd - d - 1))
-                for d, n in enumerate(index.shape)]
         gx = xp.zeros(self.shape, accumulation_dtype(gy.dtype))
-        xp.add.at(gx, tuple(grid), gy.astype(gx.dtype, copy=False))
+        xp.add.at(gx, _positions(xp, index, axis), gy.astype(gx.dtype, copy=False))
         return gx.astype(gy.dtype, copy=False)
+
+
+def _positions(xp, index, axis):
+    """Where each entry of `index` points: per axis of x, broadcastable index arrays (`index`
+    itself along `axis`, each other axis its own positions: numpy.indices, sparse)."""
+    nd = index.ndim
+    return tuple(index if d == axis else
+                 xp.arange(n).reshape((1,) * d + (n,) + (1,) * (nd - d - 1))
+                 for d, n in enumerate(index.shape))
+
+
+class Scatter(Function):
+    """y = x with y at index[..., j, ...] along `axis` set to src[..., j, ...] (torch.scatter;
+    reduce='add': added, torch.scatter_add -- repeated indices add up). src is a Tensor (its
+    part of index's shape is read) or a number. gx = gy (0 where scatter overwrote: what x
+    had there is gone); gsrc = gy gathered at index where src was read, 0 elsewhere. Where an
+    index repeats, scatter (not 'add') keeps one write, which one not defined (as torch). An
+    index out of range: the host raises (out_of_range); a device makes the whole result NaN
+    (no host sync to find it), as Gather marks its outputs."""
+    kept = ("index",)
+
+    def forward(self, x, src):
+        xp, index, axis = self.xp, self.index, self.axis
+        bad = out_of_range("scatter", index, x.shape[axis], "index")
+        if bad is not None:
+            index = self.index = xp.where(bad, 0, index)
+        pos = _positions(xp, index, axis)
+        self.src_shape = getattr(src, "shape", None)
+        part = src[tuple(slice(0, n) for n in index.shape)] if self.src_shape is not None \
+            else src
+        if self.reduce == "add":
+            A = accumulation_dtype(x.dtype)
+            y = x.astype(A, copy=True)
+            xp.add.at(y, pos, part.astype(A, copy=False) if self.src_shape is not None
+                      else A.type(part))
+            y = y.astype(x.dtype, copy=False)
+        else:
+            y = x.copy()
+            y[pos] = part
+        if bad is not None:
+            y = xp.where(bad.any(), xp.nan, y).astype(x.dtype, copy=False)
+        return y
+
+    def backward(self, gy):
+        xp, pos = self.xp, _positions(self.xp, self.index, self.axis)
+        gx = gy
+        if self.reduce != "add":
+            gx = gy.copy()
+            gx[pos] = 0
+        gsrc = None
+        if self.src_shape is not None and self.needs_input_grad[1]:
+            gsrc = xp.zeros(self.src_shape, gy.dtype)
+            gsrc[tuple(slice(0, n) for n in self.index.shape)] = gy[pos]
+        return gx, gsrc
 
 
 class ToDevice(Function):
