@@ -5,7 +5,7 @@ gradient is taken as it reaches the op that made it (before its own hooks), a le
 its hooks -- torch's order. create_graph (a differentiable gradient, for double backward) is not
 done here."""
 from .backend import xp_of
-from .tensor import Tensor, run_backward
+from .tensor import Tensor, _hooked, run_backward
 
 __all__ = ["grad"]
 
@@ -73,6 +73,10 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     graph_roots = [(out, g) for out, g in roots if out._ctx is not None]
     if graph_roots:
         run_backward(graph_roots, bool(retain_graph), capture)
+    for entry in capture.values():               # a leaf's hooks run on its whole gradient
+        t, g = entry
+        if g is not None and t._ctx is None:
+            entry[1] = _hooked(t, g)
     result = []
     for i, t in enumerate(inputs):
         g = capture[id(t)][1]

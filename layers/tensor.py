@@ -187,7 +187,9 @@ class Function:
     stamp = 0              # the in-place-change clock when its forward ran (layers.changes)
     upcast_half = True     # False: the op handles half data itself (a cast)
     n_outputs = 1
-    hooked = None          # {output index: its Tensor} for outputs with hooks or retain_grad
+    hooked = None          # {output index: (weak ref to the Tensor, its hook list)} for
+                           # outputs with hooks or retain_grad (hooks live on as torch's do on
+                           # grad_fn; the Tensor is not kept alive by its own op)
 
     def __init__(self, **params):
         self.__dict__.update(params)
@@ -367,7 +369,7 @@ class Tensor:
         self.requires_grad = requires_grad
         self._ctx = None
         self._index = 0
-        self._hooks = None                 # register_hook's functions (torch's tensor hooks)
+        self._hooks = None                 # register_hook's [(handle, function)], in order
         self._retains_grad = False
 
     @property
@@ -476,9 +478,10 @@ class Tensor:
         remove() takes the hook off, as torch's."""
         if not self.requires_grad:
             raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
-        self._hooks = (self._hooks or []) + [hook]
         self._hooked_by_its_op()
-        return _HookHandle(self, hook)
+        handle = _HookHandle(self._hooks)
+        self._hooks.append((handle, hook))
+        return handle
 
     def retain_grad(self):
         """Keep this non-leaf tensor's gradient in .grad (summed over backward calls, as a
@@ -495,11 +498,14 @@ class Tensor:
 
     def _hooked_by_its_op(self):
         """A non-leaf's gradient is complete when the op that made it runs its backward: that op
-        names it (Function.hooked) so the engine runs its hooks there."""
+        names it (Function.hooked) so the engine runs its hooks there. The hook list is one
+        list, changed in place (a handle's remove() reaches the op's view of it too)."""
+        if self._hooks is None:
+            self._hooks = []
         if self._ctx is not None:
             if self._ctx.hooked is None:
                 self._ctx.hooked = {}
-            self._ctx.hooked[self._index] = self
+            self._ctx.hooked[self._index] = (weakref.ref(self), self._hooks)
 
     # ---- backward -------------------------------------------------------------------------
     def backward(self, grad=None, retain_graph=False):
@@ -547,12 +553,25 @@ def _run(roots, retain_graph, capture):
         slot = pending.setdefault(t._ctx, [None] * t._ctx.n_outputs)
         slot[t._index] = grad if slot[t._index] is None else slot[t._index] + grad
     captured_outputs = {}                # {op: [(output index, capture entry)]} (non-leaves)
-    for entry in (capture or {}).values():
-        if entry[0]._ctx is not None:
-            captured_outputs.setdefault(entry[0]._ctx, []).append((entry[0]._index, entry))
+    needed = None
+    if capture is not None:
+        for entry in capture.values():
+            if entry[0]._ctx is not None:
+                captured_outputs.setdefault(entry[0]._ctx, []).append((entry[0]._index, entry))
+        needed = _leading_to(order, capture)
     for fn in reversed(order):
         grads = pending.pop(fn, None)
         if grads is None:
+            continue
+        if needed is not None and fn not in needed:
+            # autograd.grad: an op no asked-for tensor lies behind does not run (as torch); one
+            # that made an asked-for tensor gives it its gradient after that tensor's hooks
+            # (torch's order where nothing behind it is asked for)
+            entries = captured_outputs.get(fn)
+            if entries:
+                if fn.hooked is not None:
+                    _run_output_hooks(fn, grads, only={index for index, _ in entries})
+                _capture_outputs(grads, entries)
             continue
         if fn.inputs is None:
             raise RuntimeError("backward through a graph a second time: its saved arrays were "
@@ -576,11 +595,8 @@ def _run(roots, retain_graph, capture):
         if not retain_graph:
             fn.inputs = None
             fn.saved = None
-    if capture is not None:                    # (leaves' gradients went to capture, or nowhere)
-        for t, g in capture.values():
-            if g is not None and t._ctx is None:
-                capture[id(t)][1] = _hooked(t, g)
-        return
+    if capture is not None:                    # (leaves' gradients went to capture, or nowhere:
+        return                                 # autograd.grad runs their hooks)
     stacked = {}             # one row-stack per list of terms (a cell's W_ih, W_hh, b_ih and
     for leaf, parts in deferred.values():                   # b_hh share their dA's)
         trace = _trace.trace
@@ -601,26 +617,34 @@ def _run(roots, retain_graph, capture):
 
 
 class _HookHandle:
-    """register_hook's handle: remove() takes the hook off its tensor."""
+    """register_hook's handle: remove() takes this registration off (the same function
+    registered twice is two registrations, as torch's)."""
 
-    def __init__(self, tensor, hook):
-        self._tensor, self._hook = weakref.ref(tensor), hook
+    def __init__(self, hooks):
+        self._hooks = hooks
 
     def remove(self):
-        t = self._tensor()
-        if t is not None and t._hooks and self._hook in t._hooks:
-            t._hooks = [h for h in t._hooks if h is not self._hook] or None
+        for i, (handle, _) in enumerate(self._hooks):
+            if handle is self:
+                del self._hooks[i]
+                return
 
 
 def _hooked(t, g):
-    """g after t's hooks (each may return a replacement of g's shape and dtype), or g."""
-    for hook in t._hooks or ():
+    """g after t's hooks, or g."""
+    return _apply_hooks(t._hooks, g, t.shape) if t._hooks else g
+
+
+def _apply_hooks(hooks, g, shape):
+    """g after each hook of `hooks` ([(handle, function)]; each may return a replacement of g's
+    shape and dtype)."""
+    for _, hook in list(hooks):
         out = hook(Tensor(g))
         if out is None:
             continue
         out = out.data if isinstance(out, Tensor) else out
         if out.shape != g.shape or out.dtype != g.dtype:
-            raise RuntimeError(f"a hook of a tensor of shape {t.shape} returned a gradient of "
+            raise RuntimeError(f"a hook of a tensor of shape {shape} returned a gradient of "
                                f"shape {out.shape} and dtype {out.dtype}: expected "
                                f"{g.shape} and {g.dtype}")
         g = out
@@ -638,17 +662,18 @@ def _capture_outputs(grads, entries):
         entry[1] = g if entry[1] is None else entry[1] + g
 
 
-def _run_output_hooks(fn, grads):
-    """The hooks and retain_grad of fn's outputs (Function.hooked), on their complete
-    gradients, before fn's backward takes them."""
-    for index, t in fn.hooked.items():
+def _run_output_hooks(fn, grads, only=None):
+    """The hooks and retain_grad of fn's outputs (Function.hooked; `only`: of these output
+    indices), on their complete gradients, before fn's backward takes them."""
+    for index, (ref, hooks) in fn.hooked.items():
         g = grads[index]
-        if g is None:                    # (no gradient reached it: no hook runs, as torch)
-            continue
+        if g is None or (only is not None and index not in only):
+            continue                     # (no gradient reached it: no hook runs, as torch)
         if isinstance(g, _DeferredSum):
             g = g.value()
-        g = grads[index] = _hooked(t, g)
-        if t._retains_grad:
+        t = ref()
+        g = grads[index] = _apply_hooks(hooks, g, None if t is None else t.shape)
+        if t is not None and t._retains_grad:
             if t.grad is None:
                 from .backend import copy_like
                 t.grad = Tensor(copy_like(g, t.data))
@@ -721,7 +746,9 @@ def _backward_one(fn, grads, pending, deferred, hooked, capture=None):
             continue
         if isinstance(gx, Deferred):
             if t._ctx is None:
-                if t._hooks is None and capture is None:
+                if capture is not None and id(t) not in capture:
+                    continue             # (autograd.grad: a leaf not asked for, dropped)
+                if not t._hooks and capture is None:
                     deferred.setdefault((id(t), gx.b is None), (t, []))[1].append(gx)
                     continue
                 gx = gx.value()          # (a leaf with hooks: its sum is handed to them)
@@ -745,7 +772,7 @@ def _backward_one(fn, grads, pending, deferred, hooked, capture=None):
                 entry = capture.get(id(t))
                 if entry is not None:
                     entry[1] = gx if entry[1] is None else entry[1] + gx
-            elif t._hooks is not None:
+            elif t._hooks:
                 hooked.setdefault(id(t), (t, []))[1].append(gx)
             else:
                 _accumulate(t, gx, own)
@@ -796,7 +823,7 @@ def _grads_of_leaves(inputs):
     """Function.grad_into: per input, the .grad array of a leaf that wants a gradient and has
     one, else None; None when no input has one."""
     into = [t.grad.data if isinstance(t, Tensor) and t._ctx is None and t.requires_grad and
-            t.grad is not None and t._hooks is None else None for t in inputs]
+            t.grad is not None and not t._hooks else None for t in inputs]
     return tuple(into) if any(a is not None for a in into) else None
 
 
@@ -856,6 +883,21 @@ def _accumulate_deferred(leaf, parts, stacked):
         leaf.grad = Tensor(g)             # made here, shared with nothing: no copy
     else:
         grad += g
+
+
+def _leading_to(order, capture):
+    """The ops of `order` (producers first) whose backward reaches a tensor of `capture`: one of
+    their inputs is such a tensor, or was made by such an op."""
+    needed = set()
+    for fn in order:
+        if fn.inputs is None:            # (freed by an earlier backward: the loop says so)
+            needed.add(fn)
+            continue
+        for t in fn.inputs:
+            if isinstance(t, Tensor) and (id(t) in capture or t._ctx in needed):
+                needed.add(fn)
+                break
+    return needed
 
 
 def _topological_order(*roots):

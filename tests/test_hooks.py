@@ -237,3 +237,49 @@ def test_autograd_grad_of_parameters_leaves_their_grad_as_it_was(where):
         results.append([g.numpy() for g in grads])
     for a, b in zip(*results):
         np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
+
+
+def test_autograd_grad_runs_only_what_leads_to_its_inputs_as_torch():
+    """Nothing behind a non-leaf input runs (its hooks, retain_grad, the in-place check, the
+    freeing: a later backward through it works); the input's gradient is taken after its own
+    hooks there; a handle removes its own registration only; a leaf output asked for itself
+    gets its hooks. Each case as torch does it (found by a review)."""
+    def run(lib, make):
+        out = {}
+        x = make([1.0, 2.0])
+        a = x * 3
+        a.retain_grad()
+        seen = []
+        a.register_hook(lambda g: seen.append(1))
+        h = a * 2
+        z = (a * a).sum()
+        out["h"] = lib.autograd.grad((h * h).sum(), h)[0].tolist()
+        out["a.grad"], out["seen"] = a.grad, seen
+        z.backward()                                   # (a's op was not freed)
+        out["x.grad"] = x.grad.tolist()
+        c = make([1.0, 2.0])
+        k = (make([1.0, 1.0]) * c) * 2
+        with lib.no_grad():
+            c.add_(1)                                  # (behind k: never checked)
+        out["k"] = lib.autograd.grad((k * k).sum(), k)[0].tolist()
+        x2 = make([1.0, 2.0])
+        h2 = x2 * 2
+        h2.register_hook(lambda g: g * 10)
+        out["after_hook"] = lib.autograd.grad((h2 * h2).sum(), h2)[0].tolist()
+        x3 = make([1.0, 2.0])
+        hook = lambda g: g * 2                         # noqa: E731
+        first = x3.register_hook(hook)
+        x3.register_hook(hook)
+        first.remove()
+        (x3 * 1).sum().backward()
+        out["one_removed"] = x3.grad.tolist()
+        x4 = make([1.0, 2.0])
+        x4.register_hook(lambda g: g * 5)
+        out["leaf_output"] = lib.autograd.grad(x4, x4, grad_outputs=make([1.0, 1.0]))[0].tolist()
+        return out
+    ours = run(L, lambda v: L.tensor(np.array(v), requires_grad=True))
+    theirs = run(torch, lambda v: torch.tensor(v, dtype=torch.float64, requires_grad=True))
+    assert ours["a.grad"] is None and theirs["a.grad"] is None
+    for k in theirs:
+        if k != "a.grad":
+            assert ours[k] == theirs[k], k
