@@ -232,10 +232,32 @@ def to_channels_last(a):
     return out
 
 
-def empty_like(a):
-    """An uninitialised array like `a`, stored as `a` is (a channels-last `a` with C = 1 or
-    H = W = 1 keeps its exact channels-last strides, which NumPy's and CuPy's empty_like drop)."""
-    return _empty_channels_last(a) if is_channels_last(a) else xp_of(a).empty_like(a)
+def empty_like(a, dtype=None, xp=None):
+    """An uninitialised array shaped as `a`, of `dtype` (a's by default), laid out as torch's
+    preserve_format lays out a copy of `a`: channels-last stays so (with C = 1 or H = W = 1 too:
+    its exact strides, which NumPy's and CuPy's empty_like drop), a permutation of a dense
+    layout (transposed) keeps its order of axes, anything else -- broadcast, strided slices --
+    is C-ordered (order='K' would sort a broadcast's zero strides first). On a's device, or,
+    given `xp`, that module's current device."""
+    dtype = a.dtype if dtype is None else dtype
+    if xp is None:
+        xp = xp_of(a)
+        with _on_device_of(a):
+            return _empty_laid_out(xp, a, dtype)
+    return _empty_laid_out(xp, a, dtype)
+
+
+def _empty_laid_out(xp, a, dtype):
+    if is_channels_last(a):
+        N, C, H, W = a.shape
+        return xp.empty((N, H, W, C), dtype=dtype).transpose(0, 3, 1, 2)
+    order = dense_order(a)
+    if order is None or a.flags.c_contiguous or order == tuple(range(a.ndim)):
+        return xp.empty(a.shape, dtype=dtype)
+    back = [0] * a.ndim
+    for i, axis in enumerate(order):
+        back[axis] = i
+    return xp.empty(tuple(a.shape[i] for i in order), dtype=dtype).transpose(back)
 
 
 def _empty_channels_last(a):

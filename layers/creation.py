@@ -17,7 +17,8 @@ from operator import index as _index
 import numpy as np
 
 from . import random
-from .backend import DEFAULT_FLOAT, cupy, is_channels_last, is_floating, parse_device, xp_of
+from .backend import DEFAULT_FLOAT, cupy, is_floating, parse_device, xp_of
+from .backend import empty_like as backend_empty_like
 from .tensor import Tensor
 
 __all__ = ["zeros", "ones", "full", "empty", "rand", "randn", "randint", "zeros_like",
@@ -193,13 +194,8 @@ def _like(fn, t, dtype, device):
     here = "cpu" if xp_of(a) is np else a.device.id
     device = here if device is None else parse_device(device)
 
-    def empty(xp):
-        if is_channels_last(a):          # (torch's preserve_format; C = 1 keeps it too)
-            N, C, H, W = a.shape
-            return xp.empty((N, H, W, C), dtype=dt).transpose(0, 3, 1, 2)
-        if device == here:               # (order="K": a transposed array's order of axes)
-            return xp.empty_like(a, dtype=dt)
-        return xp.empty(a.shape, dtype=dt)
+    def empty(xp):                       # (torch's preserve_format: backend.empty_like)
+        return backend_empty_like(a, dt, xp)
     return a.shape, dt, device, empty
 
 

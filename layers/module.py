@@ -300,8 +300,9 @@ class ModuleList(Module):
 
     def __getitem__(self, i):
         if isinstance(i, slice):                # (torch: one of the same kind, same modules)
-            modules = list(self._modules.values())[i]
-            return Sequential(*modules) if isinstance(self, Sequential) else ModuleList(modules)
+            if isinstance(self, Sequential):    # (its children keep their names, as torch's)
+                return self.__class__(OrderedDict(list(self._modules.items())[i]))
+            return self.__class__(list(self._modules.values())[i])
         return list(self._modules.values())[i]
 
     def __setitem__(self, i, module):
@@ -373,9 +374,17 @@ class ModuleDict(Module):
 
 
 class Sequential(ModuleList):
-    """Children named '0', '1', ... applied in order."""
+    """Children named '0', '1', ... (or by an OrderedDict's keys, as torch's) applied in order."""
 
     def __init__(self, *modules):
+        if len(modules) == 1 and isinstance(modules[0], OrderedDict):
+            super().__init__()
+            for name, m in modules[0].items():
+                if not isinstance(m, Module):
+                    raise TypeError(f"Sequential: {name!r} is a {type(m).__name__}, not a "
+                                    f"Module")
+                self._modules[name] = m
+            return
         super().__init__(modules)
 
     def forward(self, x):

@@ -595,6 +595,8 @@ def _run(roots, retain_graph, capture):
         if not retain_graph:
             fn.inputs = None
             fn.saved = None
+            for name in fn.kept:               # (what else it kept for backward: freed too)
+                setattr(fn, name, None)
     if capture is not None:                    # (leaves' gradients went to capture, or nowhere:
         return                                 # autograd.grad runs their hooks)
     stacked = {}             # one row-stack per list of terms (a cell's W_ih, W_hh, b_ih and

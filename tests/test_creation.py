@@ -83,7 +83,7 @@ LIKE = {
 
 
 @pytest.mark.parametrize("memory_format", ["contiguous", "channels_last", "channels_last_c1",
-                                           "transposed"])
+                                           "transposed", "expanded", "sliced"])
 @pytest.mark.parametrize("case", list(LIKE))
 @pytest.mark.parametrize("device", DEVICES)
 def test_a_like_factory_keeps_shape_dtype_device_and_memory_format(where, case, memory_format):
@@ -93,7 +93,14 @@ def test_a_like_factory_keeps_shape_dtype_device_and_memory_format(where, case, 
         ref_x = torch.empty(shape, memory_format=torch.channels_last).copy_(ref_x)
     elif memory_format == "transposed":
         ref_x = ref_x.transpose(1, 3)
-    x = L.as_tensor(ref_x.numpy(), device=where)     # (torch's strides, kept)
+    elif memory_format == "expanded":                 # (broadcast: torch's copies are C order)
+        ref_x = ref_x[:1, :, :1].expand(shape)
+    elif memory_format == "sliced":
+        ref_x = ref_x[:, :, ::2]
+    if memory_format in ("expanded", "sliced"):       # (strided views: made on the device)
+        x = _view_like(ref_x, where)
+    else:
+        x = L.as_tensor(ref_x.numpy(), device=where)  # (torch's strides, kept)
     assert x.data.strides == tuple(s * 4 for s in ref_x.stride())
     for kw, tkw in (({}, {}), ({"dtype": np.float64}, {"dtype": torch.float64})):
         ours, ref = LIKE[case](L, x, **kw), LIKE[case](torch, ref_x, **tkw)
@@ -102,6 +109,17 @@ def test_a_like_factory_keeps_shape_dtype_device_and_memory_format(where, case, 
         item = ours.data.itemsize
         assert ours.data.strides == tuple(s * item for s in ref.stride()), case
         np.testing.assert_array_equal(ours.numpy(), ref.numpy())
+
+
+def _view_like(t, where):
+    """A Tensor on `where` viewing a copy of t's storage with t's strides and offset."""
+    storage = torch.as_strided(t, (t.untyped_storage().nbytes() // t.element_size(),), (1,), 0)
+    flat = L.as_tensor(storage.numpy(), device=where).data
+    args = flat[t.storage_offset():], tuple(t.shape), tuple(s * t.element_size()
+                                                            for s in t.stride())
+    view = np.lib.stride_tricks.as_strided(*args, subok=True) if isinstance(flat, np.ndarray) \
+        else L.backend.xp_of(flat).lib.stride_tricks.as_strided(*args)
+    return L.Tensor(view)
 
 
 def test_a_like_factory_takes_a_device_and_requires_grad():

@@ -513,3 +513,20 @@ def test_plus_equals_on_a_recorded_tensor_keeps_its_dtype_and_shape_as_torchs():
                                         r"the tensor's int64"):
         i = L.tensor(np.arange(2))
         i *= x
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param(0, marks=pytest.mark.gpu), "host"])
+def test_a_convolution_input_the_gpu_path_copies_still_refuses_a_change(where):
+    """A view cuDNN cannot read as it is (an NCHW input of a channels-last filter) is copied at
+    the boundary; the backward reads the copy, but an in-place change of the input itself after
+    the forward refuses it there too, as on the CPU path and in torch (found by a bug hunt)."""
+    rng = np.random.default_rng(0)
+    x = L.tensor(rng.standard_normal((2, 3, 6, 6)).astype(np.float32), device=where)
+    w = rng.standard_normal((4, 3, 3, 3)).astype(np.float32)
+    W = L.Tensor(L.tensor(w, device=where).to(memory_format="channels_last").data,
+                 requires_grad=True)
+    for op in (lambda: F.conv2d(x, W), lambda: F.conv_transpose2d(x[:, :, ::2, ::2], W[:3])):
+        y = op()
+        x.add_(1.0)
+        with pytest.raises(RuntimeError, match="changed in place"):
+            y.sum().backward()

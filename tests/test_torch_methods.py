@@ -370,8 +370,15 @@ def test_module_dict_and_module_list_are_torchs():
         y, ty = m(y), tm(ty)
     np.testing.assert_allclose(y.numpy(), ty.detach().numpy(), rtol=1e-6, atol=1e-7)
     assert type(ours.blocks[1:]) is nn.ModuleList and len(ours.blocks[:2]) == 2
-    seq = nn.Sequential(nn.Linear(2, 2), nn.ReLU(), nn.Linear(2, 2))
+    seq = nn.Sequential(nn.Linear(2, 2), nn.ReLU(), nn.Linear(2, 3))
+    tseq = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.ReLU(), torch.nn.Linear(2, 3))
     assert type(seq[:2]) is nn.Sequential and len(seq[1:]) == 2
+    assert list(seq[1:].state_dict()) == list(tseq[1:].state_dict())    # (names kept)
+    from collections import OrderedDict
+    named = nn.Sequential(OrderedDict([("conv", nn.Conv2d(1, 2, 3)), ("act", nn.ReLU())]))
+    tnamed = torch.nn.Sequential(OrderedDict([("conv", torch.nn.Conv2d(1, 2, 3)),
+                                              ("act", torch.nn.ReLU())]))
+    assert list(named.state_dict()) == list(tnamed.state_dict())
     assert ours.d.pop("extra") is not None and list(ours.d) == ["enc", "dec"]
     for bad, err in ((lambda: ours.d.__setitem__("a.b", nn.ReLU()), KeyError),
                      (lambda: ours.d.__setitem__("a", np.ones(2)), TypeError),

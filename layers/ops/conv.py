@@ -295,6 +295,15 @@ class _AddsIntoGrad(Function):
     .grad (Function.grad_into; conv_backward_filter's `into`)."""
     adds_into_grad = True
 
+    def _reads(self, x, packed_only):
+        """_as_cudnn_reads; where that is a copy, x itself is kept too (`kept`), so an in-place
+        change of x after the forward still refuses the backward (layers.changes), as on the
+        NumPy path."""
+        read = _as_cudnn_reads(x, self.gpu, packed_only)
+        if read is not x:
+            self.given, self.kept = x, ("given",)
+        return read
+
     def _into(self, i):
         return None if self.grad_into is None else self.grad_into[i]
 
@@ -311,7 +320,7 @@ class Conv2d(_AddsIntoGrad):
     def forward(self, x, W, b=None):
         fuse = self.gpu and self.activation is not None and b is not None and \
             self.groups == 1 and x.dtype == W.dtype == b.dtype
-        x = _as_cudnn_reads(x, self.gpu, packed_only=fuse)
+        x = self._reads(x, packed_only=fuse)
         y = self._fused(x, W, b) if fuse else None
         if y is None:
             y = conv_forward(x, W, self.stride, self.pad, self.dilation, self.groups, self.layout)
@@ -382,7 +391,7 @@ class ConvTranspose2d(_AddsIntoGrad):
                           for i in range(2))
         N, Cout = x.shape[0], W.shape[-1 if self.layout == "NHWC" else 1] * self.groups
         self.y_shape = self._shape(N, Cout, self.size)
-        x = _as_cudnn_reads(x, self.gpu, packed_only=True)      # backward-data's dy is packed
+        x = self._reads(x, packed_only=True)      # backward-data's dy is packed
         self.saved = x, W
         if self.direct:
             y = conv_backward_data(W, x, self.y_shape, self.stride, tuple(self.begin),
