@@ -63,6 +63,8 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
             if tuple(g.shape) != tuple(out.shape):
                 raise RuntimeError(f"grad(): grad_outputs[{i}] has shape {tuple(g.shape)}, "
                                    f"output {i} has {out.shape}")
+            if g.dtype != out.dtype:
+                g = g.astype(out.dtype)
         roots.append((out, g))
     capture = {id(t): [t, None] for t in inputs}
     for out, g in roots:

@@ -95,6 +95,8 @@ def full(*args, fill_value=None, dtype=None, device=None, requires_grad=False):
         if len(args) != 2:
             raise TypeError("full(): takes (size, fill_value)")
         args, fill_value = args[:1], args[1]
+        if not isinstance(args[0], (tuple, list)):
+            raise TypeError(f"full(): size must be a tuple of ints, got {args[0]!r} (as torch)")
     size = _size("full", args)
     dt = _dtype("full", dtype, _fill_value_dtype(fill_value))
     return _made(_on(device, lambda xp: xp.full(size, fill_value, dtype=dt)), requires_grad)
@@ -261,6 +263,9 @@ def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False
         start, end = 0, start
     if step == 0:
         raise ValueError("arange(): step must be nonzero")
+    if (end - start) * step < 0:
+        raise ValueError(f"arange(): [{start}, {end}) and step {step}: the bounds are "
+                         f"inconsistent with the step's sign (as torch)")
     ints = all(isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
                for v in (start, end, step))
     dt = _dtype("arange", dtype, np.int64 if ints else DEFAULT_FLOAT)

@@ -1558,6 +1558,11 @@ def to_memory_format(x, memory_format):
 def contiguous(x, memory_format="contiguous"):
     """x itself when its memory is already in `memory_format`, else a copy in it that stays in
     the graph (torch's x.contiguous(), x.to(memory_format=...))."""
+    if memory_format is None or str(memory_format).endswith("preserve_format"):
+        if x.data.flags.c_contiguous:        # (as torch: refused where a copy is needed)
+            return x
+        raise RuntimeError("contiguous(): preserve_format is not a format contiguous() makes "
+                           "(as torch); use 'contiguous' or 'channels_last'")
     name = _memory_format("contiguous", x, memory_format)
     if name is None or is_contiguous(x, name):
         return x

@@ -525,6 +525,8 @@ class Tensor:
             if grad.shape != self.shape:
                 raise RuntimeError(f"backward(): gradient shape {grad.shape} does not match the "
                                    f"tensor's shape {self.shape}")
+            if grad.dtype != self.dtype:           # (as torch: a gradient has its tensor's dtype)
+                grad = grad.astype(self.dtype)
         if self._ctx is None:
             _accumulate(self, _hooked(self, grad))
             return

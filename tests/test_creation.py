@@ -193,11 +193,17 @@ def test_bad_arguments_are_refused_with_torchs_kind_of_error():
             (lambda: L.arange(0, 3, 0), ValueError, "step must be nonzero"),
             (lambda: L.linspace(0, 1, -1), ValueError, "non-negative"),
             (lambda: L.eye(-1), ValueError, "non-negative"),
+            (lambda: L.arange(3, 1), ValueError, "inconsistent with the step"),
+            (lambda: L.full(2, 3), TypeError, "size must be a tuple"),
             (lambda: L.zeros(2, dtype=np.int64, requires_grad=True), RuntimeError,
              "only Tensors of floating point dtype")):
         with pytest.raises(err, match=match):
             call()
     # torch refuses the same calls
+    for call in (lambda: torch.arange(3, 1), lambda: torch.full(2, 3)):
+        with pytest.raises((RuntimeError, TypeError)):
+            call()
+    np.testing.assert_array_equal(L.arange(3, 1, -1).numpy(), torch.arange(3, 1, -1).numpy())
     for call in (lambda: torch.zeros(2, -1), lambda: torch.randn(3, dtype=torch.int64),
                  lambda: torch.randint(4, 4, (2,)), lambda: torch.arange(0, 3, 0),
                  lambda: torch.zeros(2, dtype=torch.int64, requires_grad=True)):

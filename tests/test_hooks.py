@@ -283,3 +283,17 @@ def test_autograd_grad_runs_only_what_leads_to_its_inputs_as_torch():
     for k in theirs:
         if k != "a.grad":
             assert ours[k] == theirs[k], k
+
+
+def test_a_root_gradient_takes_its_tensors_dtype_as_torch():
+    """y.backward(a float64 gradient) on a float32 y: its hooks (and the graph) see float32."""
+    for lib, make, grad in ((L, lambda: L.tensor([1.0, 2.0], requires_grad=True),
+                             L.tensor(np.ones(2))),
+                            (torch, lambda: torch.tensor([1.0, 2.0], requires_grad=True),
+                             torch.ones(2, dtype=torch.float64))):
+        x = make()
+        y = x * 1
+        seen = []
+        y.register_hook(lambda g: seen.append(str(g.dtype)))
+        y.backward(grad)
+        assert seen[0].endswith("float32") and str(x.grad.dtype).endswith("float32")

@@ -337,6 +337,13 @@ def test_memory_formats_are_torchs(where, layout):
             np.testing.assert_array_equal(x.grad.numpy(), g)
     with pytest.raises(ValueError, match="memory_format must be"):
         base.contiguous("nchw")
+    if tx.is_contiguous():                                               # (as torch)
+        assert base.contiguous(torch.preserve_format) is base
+    else:
+        with pytest.raises(RuntimeError, match="preserve"):
+            tx.contiguous(memory_format=torch.preserve_format)
+        with pytest.raises(RuntimeError, match="preserve_format"):
+            base.contiguous(torch.preserve_format)
     with pytest.raises(RuntimeError, match="4-d"):
         base[0].contiguous("channels_last")
 
