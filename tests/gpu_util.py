@@ -37,3 +37,19 @@ def to_host(a, dtype, layout="NCHW"):
         h = h.view(ml_dtypes.bfloat16)
     h = h.astype(np.float64)
     return np.moveaxis(h, -1, 1) if layout == "NHWC" else h
+
+
+def strided_like(t, where):
+    """A layers Tensor on `where` ('cpu', a device, or the host GPU path's 0) viewing a copy of
+    torch tensor t's whole storage with t's strides and offset: torch's layouts (transposed,
+    channels-last, broadcast, sliced) as they are, on any device."""
+    import layers as L
+    import torch
+    storage = torch.as_strided(t, (t.untyped_storage().nbytes() // t.element_size(),), (1,), 0)
+    flat = L.as_tensor(storage.numpy(), device=where).data
+    args = flat[t.storage_offset():], tuple(t.shape), tuple(s * t.element_size()
+                                                            for s in t.stride())
+    view = np.lib.stride_tricks.as_strided(*args, subok=True) if isinstance(flat, np.ndarray) \
+        else L.backend.xp_of(flat).lib.stride_tricks.as_strided(*args)   # (the host's: NumPy's)
+    assert view.strides == args[2]
+    return L.Tensor(view)

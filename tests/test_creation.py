@@ -9,6 +9,8 @@ import torch
 
 import layers as L
 
+from gpu_util import strided_like
+
 DEVICES = ["cpu", pytest.param(0, marks=pytest.mark.gpu), "host"]   # (conftest's `where`)
 TORCH_DTYPES = {torch.float32: np.float32, torch.float64: np.float64, torch.int64: np.int64,
                 torch.int32: np.int32, torch.bool: np.bool_, torch.uint8: np.uint8,
@@ -98,7 +100,7 @@ def test_a_like_factory_keeps_shape_dtype_device_and_memory_format(where, case, 
     elif memory_format == "sliced":
         ref_x = ref_x[:, :, ::2]
     if memory_format in ("expanded", "sliced"):       # (strided views: made on the device)
-        x = _view_like(ref_x, where)
+        x = strided_like(ref_x, where)
     else:
         x = L.as_tensor(ref_x.numpy(), device=where)  # (torch's strides, kept)
     assert x.data.strides == tuple(s * 4 for s in ref_x.stride())
@@ -109,17 +111,6 @@ def test_a_like_factory_keeps_shape_dtype_device_and_memory_format(where, case, 
         item = ours.data.itemsize
         assert ours.data.strides == tuple(s * item for s in ref.stride()), case
         np.testing.assert_array_equal(ours.numpy(), ref.numpy())
-
-
-def _view_like(t, where):
-    """A Tensor on `where` viewing a copy of t's storage with t's strides and offset."""
-    storage = torch.as_strided(t, (t.untyped_storage().nbytes() // t.element_size(),), (1,), 0)
-    flat = L.as_tensor(storage.numpy(), device=where).data
-    args = flat[t.storage_offset():], tuple(t.shape), tuple(s * t.element_size()
-                                                            for s in t.stride())
-    view = np.lib.stride_tricks.as_strided(*args, subok=True) if isinstance(flat, np.ndarray) \
-        else L.backend.xp_of(flat).lib.stride_tricks.as_strided(*args)
-    return L.Tensor(view)
 
 
 def test_a_like_factory_takes_a_device_and_requires_grad():

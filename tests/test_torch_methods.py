@@ -9,7 +9,8 @@ import torch
 
 import layers as L
 from layers import F, nn
-from layers.backend import xp_of
+
+from gpu_util import strided_like
 
 DEVICES = ["cpu", pytest.param(0, marks=pytest.mark.gpu), "host"]   # (conftest's `where`)
 A = np.array([[0.0, -2.0, 3.0, -2.0], [1.5, 1.5, -0.5, 0.0], [2.0, -1.0, 2.0, 4.0]])
@@ -303,24 +304,13 @@ LAYOUTS = {
 FORMATS = {"contiguous": torch.contiguous_format, "channels_last": torch.channels_last}
 
 
-def _strided_like(t, where):
-    """A Tensor on `where` viewing a copy of t's storage with t's strides and offset."""
-    storage = torch.as_strided(t, (t.untyped_storage().nbytes() // t.element_size(),), (1,), 0)
-    flat = L.as_tensor(storage.numpy(), device=where).data
-    args = flat[t.storage_offset():], t.shape, tuple(s * t.element_size() for s in t.stride())
-    view = np.lib.stride_tricks.as_strided(*args, subok=True) if isinstance(flat, np.ndarray) \
-        else xp_of(flat).lib.stride_tricks.as_strided(*args)      # (the host's arrays: NumPy's)
-    assert view.strides == tuple(s * t.element_size() for s in t.stride())
-    return L.Tensor(view)
-
-
 @pytest.mark.parametrize("layout", list(LAYOUTS))
 @pytest.mark.parametrize("device", DEVICES)
 def test_memory_formats_are_torchs(where, layout):
     """x.contiguous(memory_format), x.to(memory_format=...), x.is_contiguous(...) and
     clone(memory_format=...): torch's strides, self where nothing changes, in the graph."""
     tx = LAYOUTS[layout](torch.arange(2 * 3 * 4 * 5, dtype=torch.float64).reshape(2, 3, 4, 5))
-    base = _strided_like(tx, where)
+    base = strided_like(tx, where)
     for name, fmt in FORMATS.items():
         assert base.is_contiguous(name) == tx.is_contiguous(memory_format=fmt), name
         for make, tmake in ((lambda x: x.contiguous(name), lambda t: t.contiguous(memory_format=fmt)),
