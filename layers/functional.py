@@ -75,6 +75,8 @@ def add(a, b): return _ew.Add.apply(*_operands(a, b))
 def sub(a, b): return _ew.Sub.apply(*_operands(_no_bool(a, "sub"), _no_bool(b, "sub")))
 def mul(a, b): return _ew.Mul.apply(*_operands(a, b))
 def div(a, b): return _ew.Div.apply(*_operands(a, b))
+def remainder(a, b): return _ew.Remainder.apply(*_operands(a, b))
+def floor_divide(a, b): return _ew.FloorDivide.apply(*_operands(a, b))
 def neg(x): return _ew.Neg.apply(_no_bool(x, "neg"))
 def pow(x, exponent):
     """x ** exponent: a constant exponent (a number), or a Tensor one (then x may be a number:
@@ -1662,6 +1664,18 @@ def _install_tensor_methods():
         "__pow__": lambda self, exponent: pow(self, exponent),
         "__rpow__": lambda self, base: pow(base, self),
         "__matmul__": lambda self, other: matmul(self, other),
+        "__rmatmul__": lambda self, other: matmul(other, self),
+        "__mod__": lambda self, other: remainder(self, other),
+        "__rmod__": lambda self, other: remainder(other, self),
+        "__floordiv__": lambda self, other: floor_divide(self, other),
+        "__rfloordiv__": lambda self, other: floor_divide(other, self),
+        "remainder": lambda self, other: remainder(self, other),
+        "__pos__": lambda self: self,
+        # bitwise / logical on bool and integer tensors, as torch's: no graph (as comparisons)
+        "__and__": _comparison("bitwise_and"), "__rand__": _comparison("bitwise_and"),
+        "__or__": _comparison("bitwise_or"), "__ror__": _comparison("bitwise_or"),
+        "__xor__": _comparison("bitwise_xor"), "__rxor__": _comparison("bitwise_xor"),
+        "__invert__": lambda self: Tensor(xp_of(self.data).invert(self.data)),
         "__getitem__": lambda self, index: getitem(self, index),
         "flatten": lambda self, start_dim=0, end_dim=-1: flatten(self, start_dim, end_dim),
         "unsqueeze": lambda self, dim: unsqueeze(self, dim),

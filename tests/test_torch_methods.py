@@ -522,3 +522,32 @@ def test_in_place_scatter_and_its_refusals_are_torchs(where):
                                                   src)
     out.backward(L.tensor(np.arange(8.0, dtype=np.float32).reshape(2, 4), device=where))
     np.testing.assert_array_equal(src.grad.numpy(), [[3, 0, 0], [4, 0, 0]])
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_remainder_floor_division_and_bitwise_operators_are_torchs(where):
+    """%, // (refusing a backward, as torch's), &, |, ^, ~, unary + and ndarray @ Tensor."""
+    a, b = np.array([5.0, 7.0, -3.0, 4.5]), np.array([3.0, -2.0, 2.0, 1.5])
+    x, w = (L.Tensor(L.tensor(v, device=where).data, requires_grad=True) for v in (a, b))
+    tx, tw = (torch.tensor(v, requires_grad=True) for v in (a, b))
+    for ours, theirs in ((x % w, tx % tw), (x % 2.5, tx % 2.5), (7.0 % w, 7.0 % tw),
+                         (x // w, tx // tw), (-x // 2, -tx // 2), (+x, +tx)):
+        np.testing.assert_array_equal(ours.numpy(), theirs.detach().numpy())
+    ((x % w) * L.tensor(np.arange(4.0), device=where)).sum().backward()
+    ((tx % tw) * torch.arange(4.0, dtype=torch.float64)).sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), tx.grad.numpy())
+    np.testing.assert_array_equal(w.grad.numpy(), tw.grad.numpy())
+    with pytest.raises(RuntimeError):
+        (tx // 2).sum().backward()
+    with pytest.raises(NotImplementedError, match="floor division"):
+        (x // 2).sum().backward()
+    i, ti = L.tensor(np.array([1, 5, 7, 12]), device=where), torch.tensor([1, 5, 7, 12])
+    m, tm = i > 2, ti > 2
+    for ours, theirs in ((m & (i < 7), tm & (ti < 7)), (m | (i < 2), tm | (ti < 2)),
+                         (m ^ (i < 6), tm ^ (ti < 6)), (~m, ~tm), (i & 6, ti & 6),
+                         (i | 1, ti | 1), (~i, ~ti), (i % 5, ti % 5), (i // 5, ti // 5)):
+        assert ours.dtype == theirs.numpy().dtype
+        np.testing.assert_array_equal(ours.numpy(), theirs.numpy())
+    mat = np.arange(6.0).reshape(2, 3)
+    np.testing.assert_array_equal((mat @ L.tensor(np.ones((3, 2)), device=where)).numpy(),
+                                  mat @ np.ones((3, 2)))

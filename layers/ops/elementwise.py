@@ -101,6 +101,41 @@ class Div(Function):
         return ga, gb
 
 
+class Remainder(Function):
+    """y = a - floor(a / b) * b, the sign of b's (Python's %, torch.remainder); ga = gy,
+    gb = -gy * floor(a / b)."""
+
+    def forward(self, a, b):
+        a, b = same_dtype(a, b)
+        self.shapes = shape_of(a), shape_of(b)
+        if self.needs_input_grad and self.needs_input_grad[1]:
+            self.saved = a, b
+        return self.xp.remainder(a, b)
+
+    def backward(self, gy):
+        need = self.needs_input_grad
+        ga = unbroadcast(gy, self.shapes[0]) if need[0] else None
+        gb = None
+        if need[1]:
+            a, b = self.saved
+            gb = unbroadcast(-gy * self.xp.floor(a / b).astype(gy.dtype, copy=False),
+                             self.shapes[1])
+        return ga, gb
+
+
+class FloorDivide(Function):
+    """y = floor(a / b) (Python's //, torch.floor_divide); no derivative, as torch's: a
+    backward through it is refused, not silently zero."""
+
+    def forward(self, a, b):
+        a, b = same_dtype(a, b)
+        return self.xp.floor_divide(a, b)
+
+    def backward(self, gy):
+        raise NotImplementedError("FloorDivide.backward: the derivative of floor division (//) "
+                                  "is not implemented (as torch's); detach() its operands")
+
+
 class Cast(Function):
     """y = x as self.dtype; gx = gy as x's dtype."""
     upcast_half = False
