@@ -1,6 +1,7 @@
 """The user-facing spelling of every op (torch.nn.functional-like). Argument checks that both
 paths share live here, so a misuse gets the same clear error on the CPU and the GPU."""
 import builtins
+import functools
 import operator
 
 import numpy as np
@@ -296,12 +297,32 @@ def _keepdim(name, keepdims, keepdim):
     return keepdims
 
 
+def implicit_softmax_dim(ndim):
+    """torch's axis for a softmax given none (its legacy rule, which it warns about): 0 for a
+    0-, 1- or 3-d input, else 1."""
+    return 0 if ndim in (0, 1, 3) else 1
+
+
 def softmax(x, axis=None, *, dim=None):
-    return _softmax(_red.Softmax, "softmax", x, _dim("softmax", axis, dim, -1))
+    """torch.nn.functional.softmax; no axis: torch's implicit one (implicit_softmax_dim: 1 for
+    4-d input, 0 for 3-d -- not the last)."""
+    return _softmax(_red.Softmax, "softmax", x,
+                    _dim("softmax", axis, dim, implicit_softmax_dim(x.ndim)))
 
 
 def log_softmax(x, axis=None, *, dim=None):
-    return _softmax(_red.LogSoftmax, "log_softmax", x, _dim("log_softmax", axis, dim, -1))
+    return _softmax(_red.LogSoftmax, "log_softmax", x,
+                    _dim("log_softmax", axis, dim, implicit_softmax_dim(x.ndim)))
+
+
+def _method_softmax(fn, name):
+    """Tensor.softmax / log_softmax: an axis is required, as torch's methods require dim."""
+    def method(self, axis=None, **torch_names):
+        if axis is None and torch_names.get("dim") is None:
+            raise TypeError(f"{name}() missing required argument 'dim' (as torch's "
+                            f"Tensor.{name})")
+        return fn(self, axis, **torch_names)
+    return method
 
 
 def _softmax(op, name, x, axis):
@@ -567,15 +588,19 @@ def index_select(x, dim, index):
 
 
 def argsort(x, dim=-1, descending=False):
-    """torch.argsort, int64: ascending ties in their order (stable); descending the reverse of
-    that, NaN first (torch's order of NaN; its order among equal values is unspecified)."""
+    """torch.argsort, int64: equal values in their order (stable) either way, as torch's CPU
+    sort keeps them; descending puts NaN first (torch's order of NaN)."""
     dim = dim_index(dim, x.ndim, "argsort") if x.ndim else 0
     xp = xp_of(x.data)
     if x.ndim == 0:
         return Tensor(xp.zeros((), np.int64))
     key = x.data.astype(np.float32) if is_half(x.dtype) else x.data   # (bfloat16's compares
-    order = xp.argsort(key, axis=dim, kind="stable").astype(np.int64, copy=False)  # leave NaN be)
-    return Tensor(xp.flip(order, axis=dim) if descending else order)
+    if not descending:                                                  # leave NaN be)
+        return Tensor(xp.argsort(key, axis=dim, kind="stable").astype(np.int64, copy=False))
+    # descending, ties first-come: the stable ascending order of the reversed values, mapped
+    # back to the original positions and read from the end (NaN, last ascending, comes first)
+    order = xp.argsort(xp.flip(key, axis=dim), axis=dim, kind="stable").astype(np.int64)
+    return Tensor(xp.flip(x.shape[dim] - 1 - order, axis=dim))
 
 
 def sort(x, dim=-1, descending=False):
@@ -683,7 +708,17 @@ def swapaxes(x, a, b):
 def concat(tensors, axis=None, *, dim=None):
     axis = _dim("concat", axis, dim, 0)
     _check_same_except("concat", tensors, axis)
-    return _sh.Concat.apply(*tensors, axis=axis)
+    return _sh.Concat.apply(*_promoted(tensors), axis=axis)
+
+
+def _promoted(tensors):
+    """The tensors in the one dtype torch's promotion gives them (int64 with float32: float32,
+    where NumPy's concatenate gives float64), each cast in the graph where it differs."""
+    dtypes = {t.dtype for t in tensors}
+    if len(dtypes) < 2:
+        return tensors
+    target = functools.reduce(promote_types, dtypes)
+    return [t if t.dtype == target else _astype(t, target) for t in tensors]
 
 
 cat = concat
@@ -694,7 +729,7 @@ def stack(tensors, axis=None, *, dim=None):
     shapes = {t.shape for t in tensors}
     if len(shapes) > 1:
         raise ValueError(f"stack: all tensors need one shape, got {sorted(shapes)}")
-    return _sh.Stack.apply(*tensors, axis=axis)
+    return _sh.Stack.apply(*_promoted(tensors), axis=axis)
 
 
 def unstack(x, axis=0):
@@ -1680,9 +1715,8 @@ def _install_tensor_methods():
         "flatten": lambda self, start_dim=0, end_dim=-1: flatten(self, start_dim, end_dim),
         "unsqueeze": lambda self, dim: unsqueeze(self, dim),
         "squeeze": lambda self, dim=None: squeeze(self, dim),
-        "softmax": lambda self, axis=None, **torch_names: softmax(self, axis, **torch_names),
-        "log_softmax": lambda self, axis=None, **torch_names: log_softmax(self, axis,
-                                                                          **torch_names),
+        "softmax": _method_softmax(softmax, "softmax"),
+        "log_softmax": _method_softmax(log_softmax, "log_softmax"),
         "reshape": lambda self, *shape: reshape(self, *shape),
         "view": lambda self, *shape: reshape(self, *shape),
         "transpose": lambda self, *axes: transpose(self, *axes),

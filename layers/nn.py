@@ -397,7 +397,7 @@ class Softmax(Module):
         self.dim = dim
 
     def _axis(self, x):
-        return self.dim if self.dim is not None else 0 if x.ndim in (0, 1, 3) else 1
+        return self.dim if self.dim is not None else F.implicit_softmax_dim(x.ndim)
 
     def forward(self, x):
         return F.softmax(x, dim=self._axis(x))

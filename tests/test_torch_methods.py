@@ -551,3 +551,30 @@ def test_remainder_floor_division_and_bitwise_operators_are_torchs(where):
     mat = np.arange(6.0).reshape(2, 3)
     np.testing.assert_array_equal((mat @ L.tensor(np.ones((3, 2)), device=where)).numpy(),
                                   mat @ np.ones((3, 2)))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_implicit_softmax_promotion_and_descending_ties_are_torchs(where):
+    """Found porting torch programs: F.softmax with no dim on 3-d / 4-d input took the last
+    axis (torch: 0 / 1); cat / stack of int64 and float32 gave float64 (torch: float32);
+    descending sort / topk put equal values last-first (torch's CPU sort: first-come)."""
+    rng = np.random.default_rng(4)
+    for shape in ((4,), (2, 3), (2, 3, 4), (2, 3, 4, 5)):
+        a = rng.standard_normal(shape)
+        with pytest.warns(UserWarning):                # (torch warns about the implicit dim)
+            ref = torch.nn.functional.softmax(torch.tensor(a)).numpy()
+            ref_log = torch.nn.functional.log_softmax(torch.tensor(a)).numpy()
+        np.testing.assert_allclose(F.softmax(L.tensor(a, device=where)).numpy(), ref, rtol=1e-13)
+        np.testing.assert_allclose(F.log_softmax(L.tensor(a, device=where)).numpy(), ref_log,
+                                   rtol=1e-13)
+    with pytest.raises(TypeError, match="dim"):
+        L.tensor(np.ones(3)).softmax()
+    i, f = L.tensor(np.array([1, 2]), device=where), L.tensor(np.array([0.5], np.float32),
+                                                              device=where)
+    assert L.cat([i, f]).dtype == torch.cat([torch.tensor([1, 2]), torch.tensor([0.5])]).numpy().dtype
+    assert L.stack([i, L.tensor(np.array([0.5, 1], np.float32), device=where)]).dtype == np.float32
+    for v in ([1.0, 3.0, 3.0, 0.0], [2.0, np.nan, 5.0, np.nan, 5.0, -1.0, 2.0]):
+        ours, theirs = L.tensor(v, device=where), torch.tensor(v)
+        np.testing.assert_array_equal(ours.sort(descending=True)[1].numpy(),
+                                      theirs.sort(descending=True, stable=True)[1].numpy())
+        np.testing.assert_array_equal(ours.topk(2)[1].numpy(), theirs.topk(2)[1].numpy())
