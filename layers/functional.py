@@ -14,7 +14,7 @@ from .ops import loss as _loss
 from .ops import norm as _norm
 from .ops import reduce as _red
 from .ops import shape as _sh
-from .backend import (cupy, device_of, dim_index, is_channels_last, is_floating, is_gpu,
+from .backend import (DEFAULT_FLOAT, cupy, device_of, dim_index, is_channels_last, is_floating, is_gpu,
                       is_half, out_of_range, parse_device, promote_types, same_dtype, to_device, xp_of)
 from .changes import mark_changed
 from .tensor import Tensor, is_grad_enabled, no_grad
@@ -181,8 +181,11 @@ def where(cond, a, b):
     """a where cond else b (numpy.where / torch.where); cond is a constant boolean array (or
     Tensor) that broadcasts with a and b; a or b may be a Python number."""
     like = a if isinstance(a, Tensor) else b
-    if not isinstance(like, Tensor):
-        raise TypeError("where: a or b must be a Tensor")
+    if not isinstance(like, Tensor):          # (two numbers: torch's dtype for them, on cond's
+        c = cond if isinstance(cond, Tensor) else Tensor(np.asarray(cond))   # device)
+        dtype = promote_types(_fill_dtype(a), _fill_dtype(b))
+        a = Tensor(xp_of(c.data).asarray(a, dtype=dtype))
+        like = a
     c = _on_device_of(like, cond, "where")
     if c.dtype != bool:
         raise TypeError(f"where: the condition must be boolean, got {c.dtype}")
@@ -1046,16 +1049,79 @@ def _check_reduction(name, reduction):
         raise ValueError(f"{name}: reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
 
 
-def binary_cross_entropy(p, target, reduction="mean"):
+def binary_cross_entropy(p, target, weight=None, size_average=None, reduce=None,
+                         reduction="mean"):
+    """torch's: -(t log p + (1 - t) log(1 - p)) per element, times `weight` (a constant that
+    broadcasts to p) where given, then reduced."""
+    _legacy_reduction("binary_cross_entropy", size_average, reduce)
     _check_reduction("binary_cross_entropy", reduction)
     p, target = _checkpair("binary_cross_entropy", p, target)
-    return _loss.BCELoss.apply(p, target, reduction=reduction)
+    if weight is None:
+        return _loss.BCELoss.apply(p, target, reduction=reduction)
+    return _weighted(_loss.BCELoss.apply(p, target, reduction="none"), weight, reduction,
+                     "binary_cross_entropy")
 
 
-def binary_cross_entropy_with_logits(x, target, reduction="mean"):
-    _check_reduction("binary_cross_entropy_with_logits", reduction)
-    x, target = _checkpair("binary_cross_entropy_with_logits", x, target)
-    return _loss.BCEWithLogitsLoss.apply(x, target, reduction=reduction)
+def binary_cross_entropy_with_logits(x, target, weight=None, size_average=None, reduce=None,
+                                     reduction="mean", pos_weight=None):
+    """torch's: BCE of sigmoid(x) in its stable form; pos_weight (per class, the last axis)
+    scales the positive term: l = (1 - t) x + (1 + (pw - 1) t) softplus(-x); weight as BCE's."""
+    name = "binary_cross_entropy_with_logits"
+    _legacy_reduction(name, size_average, reduce)
+    _check_reduction(name, reduction)
+    x, target = _checkpair(name, x, target)
+    if weight is None and pos_weight is None:
+        return _loss.BCEWithLogitsLoss.apply(x, target, reduction=reduction)
+    if pos_weight is None:
+        loss = _loss.BCEWithLogitsLoss.apply(x, target, reduction="none")
+    else:
+        pw = _constant_like(x, pos_weight, name, "pos_weight")
+        t = target.data if isinstance(target, Tensor) else target
+        # softplus(-x) is the loss of a target of 1: the op's own stable form and gradient
+        softplus_neg = _loss.BCEWithLogitsLoss.apply(x, xp_of(x.data).ones_like(x.data),
+                                                     reduction="none")
+        loss = x * Tensor((1 - t).astype(x.dtype, copy=False)) + softplus_neg * Tensor(
+            (1 + (pw - 1) * t).astype(x.dtype, copy=False))
+    return _weighted(loss, weight, reduction, name) if weight is not None else \
+        _reduced(loss, reduction)
+
+
+def _fill_dtype(v):
+    """torch's dtype for a Python number: bool, int64, or the default float (float32)."""
+    if isinstance(v, (bool, np.bool_)):
+        return np.dtype(bool)
+    if isinstance(v, (int, np.integer)):
+        return np.dtype(np.int64)
+    return DEFAULT_FLOAT
+
+
+def _legacy_reduction(name, size_average, reduce):
+    if size_average is not None or reduce is not None:
+        raise TypeError(f"{name}: size_average and reduce (torch's deprecated arguments) are not "
+                        f"taken; use reduction='mean' | 'sum' | 'none'")
+
+
+def _constant_like(x, value, name, what):
+    """A constant weight on x's device, in x's dtype (a Tensor that requires grad refused: as
+    torch's loss weights, it is not differentiated)."""
+    if isinstance(value, Tensor) and value.requires_grad:
+        raise TypeError(f"{name}: {what} must be a constant (it requires grad here)")
+    a = _on_device_of(x, value, name)
+    return a.astype(x.dtype, copy=False)
+
+
+def _weighted(loss, weight, reduction, name):
+    w = _constant_like(loss, weight, name, "weight")
+    try:
+        np.broadcast_shapes(tuple(w.shape), loss.shape)
+    except ValueError:
+        raise ValueError(f"{name}: weight of shape {tuple(w.shape)} does not broadcast to the "
+                         f"input's {loss.shape}") from None
+    return _reduced(loss * Tensor(w), reduction)
+
+
+def _reduced(loss, reduction):
+    return loss if reduction == "none" else loss.mean() if reduction == "mean" else loss.sum()
 
 
 def mse_loss(a, b, reduction="mean"):

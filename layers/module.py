@@ -1,7 +1,7 @@
 """Module, Parameter, Sequential: parameters, buffers and submodules registered by assignment,
 state_dict keys and order exactly as PyTorch writes them (own parameters, own buffers, then each
 child), NumPy arrays in and out."""
-from collections import OrderedDict
+from collections import OrderedDict, namedtuple
 
 import numpy as np
 
@@ -11,6 +11,10 @@ from .finite import active as _finite
 from .trace import active as _trace
 from .changes import mark_changed
 from .tensor import Tensor
+
+
+IncompatibleKeys = namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
+IncompatibleKeys.__doc__ = "load_state_dict's answer, as torch's: the keys missing and unexpected."
 
 
 class Parameter(Tensor):
@@ -158,7 +162,7 @@ class Module:
         for t, value in values:
             t.data[...] = to_device(value.astype(t.dtype, copy=False), t.device)
             mark_changed(t, f"{type(self).__name__}.load_state_dict")
-        return missing, unexpected
+        return IncompatibleKeys(missing, unexpected)
 
     # ---- modes and devices --------------------------------------------------------------------
     def train(self, mode=True):

@@ -283,8 +283,17 @@ class Sigmoid(Module):
 
 
 class Flatten(Module):
+    """torch.nn.Flatten: dims start_dim..end_dim as one (1..-1: all but the batch axis)."""
+
+    def __init__(self, start_dim=1, end_dim=-1):
+        super().__init__()
+        self.start_dim, self.end_dim = start_dim, end_dim
+
     def forward(self, x):
-        return F.reshape(x, x.shape[0], -1)
+        return F.flatten(x, self.start_dim, self.end_dim)
+
+    def extra_repr(self):
+        return f"start_dim={self.start_dim}, end_dim={self.end_dim}"
 
 
 class MaxPool2d(Module):
@@ -443,26 +452,44 @@ class NLLLoss(Module):
                           reduction=self.reduction)
 
 
-class BCELoss(Module):
-    def __init__(self, reduction="mean"):
+class _Loss(Module):
+    """torch's loss modules' arguments: size_average and reduce (deprecated there) refused,
+    reduction kept."""
+
+    def __init__(self, size_average=None, reduce=None, reduction="mean"):
         super().__init__()
+        F._legacy_reduction(type(self).__name__, size_average, reduce)
         self.reduction = reduction
 
+
+class BCELoss(_Loss):
+    def __init__(self, weight=None, size_average=None, reduce=None, reduction="mean"):
+        super().__init__(size_average, reduce, reduction)
+        self.register_buffer("weight", weight)
+
     def forward(self, p, target):
-        return F.binary_cross_entropy(p, target, self.reduction)
+        return F.binary_cross_entropy(p, target, self.weight, reduction=self.reduction)
 
 
-class BCEWithLogitsLoss(BCELoss):
+class BCEWithLogitsLoss(_Loss):
+    def __init__(self, weight=None, size_average=None, reduce=None, reduction="mean",
+                 pos_weight=None):
+        super().__init__(size_average, reduce, reduction)
+        self.register_buffer("weight", weight)
+        self.register_buffer("pos_weight", pos_weight)
+
     def forward(self, x, target):
-        return F.binary_cross_entropy_with_logits(x, target, self.reduction)
+        return F.binary_cross_entropy_with_logits(x, target, self.weight,
+                                                  reduction=self.reduction,
+                                                  pos_weight=self.pos_weight)
 
 
-class MSELoss(BCELoss):
+class MSELoss(_Loss):
     def forward(self, a, b):
         return F.mse_loss(a, b, self.reduction)
 
 
-class L1Loss(BCELoss):
+class L1Loss(_Loss):
     def forward(self, a, b):
         return F.l1_loss(a, b, self.reduction)
 

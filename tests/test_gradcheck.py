@@ -81,7 +81,7 @@ CASES = {
                         [rnd(4, 3, 2), rnd(3), rnd(3)]),
     "bce": (lambda p, t: F.binary_cross_entropy(p, t),
             [R.uniform(0.05, 0.95, (4, 3)), R.uniform(0, 1, (4, 3))]),
-    "bce_with_logits": (lambda x, t: F.binary_cross_entropy_with_logits(x, t, "sum"),
+    "bce_with_logits": (lambda x, t: F.binary_cross_entropy_with_logits(x, t, reduction="sum"),
                         [rnd(4, 3), R.uniform(0, 1, (4, 3))]),
     "mse": (F.mse_loss, [rnd(3, 4), rnd(3, 4)]),
     "l1": (lambda a, b: F.l1_loss(a, b, "none"), [rnd(3, 4), rnd(3, 4) + 3]),

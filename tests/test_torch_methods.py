@@ -578,3 +578,57 @@ def test_implicit_softmax_promotion_and_descending_ties_are_torchs(where):
         np.testing.assert_array_equal(ours.sort(descending=True)[1].numpy(),
                                       theirs.sort(descending=True, stable=True)[1].numpy())
         np.testing.assert_array_equal(ours.topk(2)[1].numpy(), theirs.topk(2)[1].numpy())
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("device", DEVICES)
+def test_bce_weight_and_pos_weight_are_torchs(where, reduction):
+    """BCELoss(weight), BCEWithLogitsLoss(weight, pos_weight) and the functions' torch order
+    (input, target, weight, ..., reduction): values and gradients against torch."""
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((4, 3)) * 3
+    t = (rng.random((4, 3)) > 0.5).astype(np.float64)
+    w, pw = rng.random((4, 1)), np.array([0.5, 2.0, 3.0])
+    p = 1 / (1 + np.exp(-x))
+    for ours_loss, theirs_loss, inp in (
+            (nn.BCELoss(L.tensor(w, device=where), reduction=reduction),
+             torch.nn.BCELoss(torch.tensor(w), reduction=reduction), p),
+            (nn.BCEWithLogitsLoss(L.tensor(w, device=where), reduction=reduction,
+                                  pos_weight=L.tensor(pw, device=where)),
+             torch.nn.BCEWithLogitsLoss(torch.tensor(w), reduction=reduction,
+                                        pos_weight=torch.tensor(pw)), x),
+            (lambda a, b: F.binary_cross_entropy_with_logits(
+                a, b, pos_weight=L.tensor(pw, device=where), reduction=reduction),
+             lambda a, b: torch.nn.functional.binary_cross_entropy_with_logits(
+                a, b, pos_weight=torch.tensor(pw), reduction=reduction), x),
+            (lambda a, b: F.binary_cross_entropy(a, b, L.tensor(w, device=where),
+                                                 reduction=reduction),
+             lambda a, b: torch.nn.functional.binary_cross_entropy(a, b, torch.tensor(w),
+                                                                   reduction=reduction), p)):
+        a = L.Tensor(L.tensor(inp, device=where).data, requires_grad=True)
+        ta = torch.tensor(inp, requires_grad=True)
+        y, ty = ours_loss(a, L.tensor(t, device=where)), theirs_loss(ta, torch.tensor(t))
+        np.testing.assert_allclose(y.numpy(), ty.detach().numpy(), rtol=1e-13, atol=1e-15)
+        y.sum().backward()
+        ty.sum().backward()
+        np.testing.assert_allclose(a.grad.numpy(), ta.grad.numpy(), rtol=1e-13, atol=1e-15)
+    with pytest.raises(TypeError, match="size_average"):
+        nn.MSELoss(True)
+
+
+def test_where_of_two_numbers_flatten_and_load_state_dict_answers_are_torchs():
+    c, tc = L.tensor([True, False, True]), torch.tensor([True, False, True])
+    for a, b in ((1.0, 0.0), (1, 0), (True, False), (2, 0.5)):
+        ours, theirs = L.where(c, a, b), torch.where(tc, a, b)
+        assert ours.dtype == theirs.numpy().dtype
+        np.testing.assert_array_equal(ours.numpy(), theirs.numpy())
+    x, tx = L.ones(2, 3, 4, 5), torch.ones(2, 3, 4, 5)
+    for args in ((), (0, 1), (2,), (1, 2)):
+        assert nn.Flatten(*args)(x).shape == tuple(torch.nn.Flatten(*args)(tx).shape)
+    tm = torch.nn.Linear(2, 2)
+    ours = nn.Linear(2, 2).load_state_dict({"weight": np.ones((2, 2), np.float32),
+                                            "extra": np.ones(1)}, strict=False)
+    theirs = tm.load_state_dict({"weight": torch.ones(2, 2), "extra": torch.ones(1)},
+                                strict=False)
+    assert ours.missing_keys == theirs.missing_keys
+    assert ours.unexpected_keys == theirs.unexpected_keys
