@@ -1,6 +1,8 @@
 """layers: a define-by-run autograd engine whose ops run on NumPy (the readable reference, any
 machine) or on cuDNN / CuPy (where the data is on a GPU), with PyTorch-exact layers, losses and
 optimizers, and Keras-layout convolution entry points."""
+import numpy as _np
+
 from . import autograd, functional, graph, init, kernels, keras, nn, optim
 from . import functional as F
 from .backend import parse_device
@@ -13,8 +15,31 @@ from .functional import (add, amax, amin, argmax, argmin, argsort, cat, chunk, c
                          div, exp, flatten, gather, index_select, log, log_softmax, masked_fill,
                          matmul, max, mean, min, mul, neg, pow, relu, reshape, sigmoid, softmax,
                          sort, split, sqrt, squeeze, stack, std, sub, sum, tanh, topk, transpose,
-                         unsqueeze, var, where)
+                         unsqueeze, var, where, maximum, minimum, isnan, isinf, isfinite,
+                         narrow, flip)
 from .random import manual_seed
+from .tensor import Tensor as _Tensor
+from .backend import bfloat16
+# torch's dtype names, as NumPy dtypes (torch.float32 -> L.float32 ...)
+float16 = half = _np.dtype("float16")
+float32 = float = _np.dtype("float32")    # noqa: A001  (torch.float is float32)
+float64 = double = _np.dtype("float64")
+int8, uint8, int16 = _np.dtype("int8"), _np.dtype("uint8"), _np.dtype("int16")
+short = int16
+int32 = int = _np.dtype("int32")          # noqa: A001
+int64 = long = _np.dtype("int64")
+bool = _np.dtype("bool")                  # noqa: A001
+
+
+def from_numpy(a):
+    """torch.from_numpy: a Tensor sharing the NumPy array's memory."""
+    if not isinstance(a, _np.ndarray):
+        raise TypeError(f"from_numpy: expected a NumPy array, got {type(a).__name__}")
+    return as_tensor(a)
+
+
+def is_tensor(obj):
+    return isinstance(obj, _Tensor)
 from .serialization import load, save
 from .tensor import (Function, Tensor, as_tensor, enable_grad, inference_mode, is_grad_enabled,
                      no_grad, set_grad_enabled, tensor)
@@ -30,4 +55,7 @@ __all__ = ["autograd", "Tensor", "Function", "tensor", "as_tensor", "no_grad", "
            "clone", "div", "exp", "flatten", "gather", "index_select", "log", "log_softmax",
            "masked_fill", "matmul", "max", "mean", "min", "mul", "neg", "pow", "relu", "reshape",
            "sigmoid", "softmax", "sort", "split", "sqrt", "squeeze", "stack", "std", "sub", "sum",
-           "tanh", "topk", "transpose", "unsqueeze", "var", "where"]
+           "tanh", "topk", "transpose", "unsqueeze", "var", "where", "maximum", "minimum",
+           "isnan", "isinf", "isfinite", "narrow", "flip", "from_numpy", "is_tensor",
+           "bfloat16", "float16", "half", "float32", "float", "float64", "double", "int8",
+           "uint8", "int16", "short", "int32", "int", "int64", "long", "bool"]

@@ -197,6 +197,52 @@ def where(cond, a, b):
     return _ew.Where.apply(*_operands(a, b), cond=c)
 
 
+def maximum(a, b):
+    """torch.maximum: elementwise, NaN propagating; at a tie each side gets half the gradient,
+    at a NaN each the whole of it (torch's rule)."""
+    return _extremum(a, b, np.greater)
+
+
+def minimum(a, b):
+    """torch.minimum (as maximum)."""
+    return _extremum(a, b, np.less)
+
+
+def _extremum(a, b, wins):
+    a, b = (t if isinstance(t, Tensor) else Tensor(_on_device_of(
+        a if isinstance(a, Tensor) else b, t, "maximum")) for t in (a, b))
+    xa, xb = a.data, b.data
+    xp = xp_of(xa)
+    first, second = getattr(xp, wins.__name__)(xa, xb), getattr(xp, wins.__name__)(xb, xa)
+    # a tie: (a + b) / 2, half each; a NaN on either side (neither wins, not equal): a + b, NaN
+    mid = where(Tensor(xa == xb), (a + b) * 0.5, a + b)
+    return where(Tensor(first), a, where(Tensor(second), b, mid))
+
+
+def isnan(x): return Tensor(xp_of(x.data).isnan(x.data))
+def isinf(x): return Tensor(xp_of(x.data).isinf(x.data))
+def isfinite(x): return Tensor(xp_of(x.data).isfinite(x.data))
+
+
+def narrow(x, dim, start, length):
+    """torch.narrow: `length` entries of `dim` from `start` (a view's values, in the graph)."""
+    dim = dim_index(dim, x.ndim, "narrow")
+    start = start + x.shape[dim] if start < 0 else start
+    if not (0 <= start and length >= 0 and start + length <= x.shape[dim]):
+        raise IndexError(f"narrow: start {start} and length {length} out of range for dim "
+                         f"{dim} of size {x.shape[dim]}")
+    return getitem(x, tuple(slice(start, start + length) if d == dim else slice(None)
+                            for d in range(x.ndim)))
+
+
+def flip(x, dims):
+    """torch.flip: `dims` reversed (in the graph)."""
+    dims = (dims,) if isinstance(dims, (int, np.integer)) else tuple(dims)
+    dims = {dim_index(d, x.ndim, "flip") for d in dims}
+    return getitem(x, tuple(slice(None, None, -1) if d in dims else slice(None)
+                            for d in range(x.ndim)))
+
+
 def masked_fill(x, mask, value):
     """x with `value` where mask is True (torch.Tensor.masked_fill): x's dtype kept (a float
     value into integer data truncates, as torch casts it); no gradient flows there."""
@@ -1095,6 +1141,45 @@ def _fill_dtype(v):
     return DEFAULT_FLOAT
 
 
+def _store_result(x, name, compute):
+    """An in-place method whose out-of-place form is `compute`: into x's own array, on a
+    tensor of no recorded graph (as the other in-place methods)."""
+    _in_place_check(x, name)
+    with no_grad():
+        y = compute()
+    return _store(x, y.data, name)
+
+
+def _mm(a, b):
+    if a.ndim != 2 or b.ndim != 2:
+        raise RuntimeError(f"mm: expected 2-d tensors, got {a.shape} and {b.shape} (as torch)")
+    return matmul(a, b)
+
+
+def _t(x):
+    """torch's .t(): a 2-d tensor transposed, a 0- or 1-d one as it is."""
+    if x.ndim > 2:
+        raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, got {x.ndim} (as torch)")
+    return x if x.ndim < 2 else transpose(x, 1, 0)
+
+
+def _new(x, kind, args, dtype, device):
+    """torch's x.new_zeros / new_ones / new_empty / new_full: x's dtype and device unless
+    given."""
+    from . import creation
+    kw = {"dtype": x.dtype if dtype is None else dtype,
+          "device": x.device if device is None else device}
+    if kind == "full":
+        return creation.full(args[0], args[1], **kw)
+    return getattr(creation, kind)(*args, **kw)
+
+
+def _new_tensor(x, data, dtype, device):
+    from .tensor import tensor
+    return tensor(data, dtype=x.dtype if dtype is None else dtype,
+                  device=x.device if device is None else device)
+
+
 def _legacy_reduction(name, size_average, reduce):
     if size_average is not None or reduce is not None:
         raise TypeError(f"{name}: size_average and reduce (torch's deprecated arguments) are not "
@@ -1809,6 +1894,37 @@ def _install_tensor_methods():
         "abs": lambda self: absolute(self),
         "sqrt": lambda self: sqrt(self),
         "masked_fill": lambda self, mask, value: masked_fill(self, mask, value),
+        "masked_fill_": lambda self, mask, value: _store_result(
+            self, "masked_fill_()", lambda: masked_fill(self, mask, value)),
+        "clamp_": lambda self, min=None, max=None: _store_result(
+            self, "clamp_()", lambda: clamp(self, min, max)),
+        "add": lambda self, other: add(self, other),
+        "sub": lambda self, other: sub(self, other),
+        "mul": lambda self, other: mul(self, other),
+        "div": lambda self, other: div(self, other),
+        "neg": lambda self: neg(self),
+        "matmul": lambda self, other: matmul(self, other),
+        "mm": lambda self, other: _mm(self, other),
+        "t": lambda self: _t(self),
+        "narrow": lambda self, dim, start, length: narrow(self, dim, start, length),
+        "flip": lambda self, *dims: flip(self, dims[0] if len(dims) == 1 else dims),
+        "unbind": lambda self, dim=0: unstack(self, dim),
+        "maximum": lambda self, other: maximum(self, other),
+        "minimum": lambda self, other: minimum(self, other),
+        "isnan": lambda self: isnan(self),
+        "isinf": lambda self: isinf(self),
+        "isfinite": lambda self: isfinite(self),
+        "type_as": lambda self, other: _astype(self, other.dtype),
+        "new_zeros": lambda self, *size, dtype=None, device=None: _new(
+            self, "zeros", size, dtype, device),
+        "new_ones": lambda self, *size, dtype=None, device=None: _new(
+            self, "ones", size, dtype, device),
+        "new_empty": lambda self, *size, dtype=None, device=None: _new(
+            self, "empty", size, dtype, device),
+        "new_full": lambda self, size, fill_value, dtype=None, device=None: _new(
+            self, "full", (size, fill_value), dtype, device),
+        "new_tensor": lambda self, data, dtype=None, device=None: _new_tensor(
+            self, data, dtype, device),
         "var": lambda self, dim=None, unbiased=None, keepdim=False, **kw: var(
             self, dim, unbiased, keepdim, **kw),
         "std": lambda self, dim=None, unbiased=None, keepdim=False, **kw: std(

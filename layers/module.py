@@ -98,6 +98,30 @@ class Module:
     def modules(self):
         return (m for _, m in self.named_modules())
 
+    def named_children(self):
+        return ((name, m) for name, m in self._modules.items() if m is not None)
+
+    def add_module(self, name, module):
+        """torch's: `module` (a Module or None) as child `name`."""
+        if not isinstance(name, str) or not name or "." in name:
+            raise KeyError(f"add_module: a name must be a non-empty string without '.', got "
+                           f"{name!r}")
+        if module is not None and not isinstance(module, Module):
+            raise TypeError(f"add_module: {type(module).__name__} is not a Module")
+        self._modules[name] = module
+
+    register_module = add_module
+
+    def get_submodule(self, target):
+        """The module at dotted path `target` ('' is self), as torch's."""
+        m = self
+        for part in target.split(".") if target else ():
+            if part not in m._modules or m._modules[part] is None:
+                raise AttributeError(f"{type(m).__name__} has no submodule {part!r} "
+                                     f"(looking up {target!r})")
+            m = m._modules[part]
+        return m
+
     def children(self):
         return (m for m in self._modules.values() if m is not None)
 

@@ -632,3 +632,72 @@ def test_where_of_two_numbers_flatten_and_load_state_dict_answers_are_torchs():
                                 strict=False)
     assert ours.missing_keys == theirs.missing_keys
     assert ours.unexpected_keys == theirs.unexpected_keys
+
+
+MORE_METHODS = {
+    "t": lambda v: v[0].t(), "mm": lambda v: v[0].mm(v[0].t()),
+    "matmul": lambda v: v[0].matmul(v[0].t()), "add": lambda v: v[0].add(v[0]),
+    "sub": lambda v: v[0].sub(2.0), "mul": lambda v: v[0].mul(v[0]), "div": lambda v: v[0].div(4.0),
+    "neg": lambda v: v[0].neg(), "narrow": lambda v: v[0].narrow(1, 1, 2),
+    "narrow_negative": lambda v: v[0].narrow(0, -2, 2), "flip": lambda v: v[0].flip(1),
+    "flip_both": lambda v: v[0].flip((0, 1)), "unbind": lambda v: v[0].unbind(1)[2],
+    "maximum": lambda v: v[0].maximum(v[1]), "minimum": lambda v: v[0].minimum(v[1]),
+    "type_as": lambda v: v[0].type_as(v[1]),
+}
+
+
+@pytest.mark.parametrize("case", list(MORE_METHODS))
+@pytest.mark.parametrize("device", DEVICES)
+def test_more_torch_methods_give_torchs_values_and_gradients(where, case):
+    """Methods a port of torch code met (a new-user trial); maximum / minimum at ties (half
+    the gradient each) and NaN (the whole to each) as torch."""
+    a = np.array([[1.0, 5.0, np.nan, 2.0], [3.0, 2.0, 4.0, -1.0], [0.0, 7.0, 1.0, 1.0]])
+    b = np.array([[1.0, 2.0, 3.0, 9.0], [3.0, 8.0, np.nan, -1.0], [2.0, 7.0, 0.0, 1.0]])
+    if case in ("mm", "matmul", "t", "add", "mul", "div", "sub", "neg", "narrow", "flip",
+                "flip_both", "unbind", "narrow_negative", "type_as"):
+        a = np.nan_to_num(a)
+    xs = [L.Tensor(L.tensor(v, device=where).data, requires_grad=True) for v in (a, b)]
+    ts = [torch.tensor(v, requires_grad=True) for v in (a, b)]
+    y, ty = MORE_METHODS[case](xs), MORE_METHODS[case](ts)
+    assert y.shape == tuple(ty.shape)
+    np.testing.assert_allclose(y.numpy(), ty.detach().numpy(), rtol=1e-14)
+    g = np.cos(np.arange(ty.numel())).reshape(ty.shape)
+    y.backward(L.tensor(g, device=where))
+    ty.backward(torch.tensor(g))
+    for x, t in zip(xs, ts):
+        if t.grad is None:
+            assert x.grad is None
+        else:
+            np.testing.assert_allclose(x.grad.numpy(), t.grad.numpy(), rtol=1e-14)
+
+
+def test_new_factories_in_place_forms_checks_dtypes_and_module_lookups_are_torchs():
+    x, tx = L.tensor([[1.0, -2.0], [3.0, np.nan]]), torch.tensor([[1.0, -2.0], [3.0, np.nan]])
+    for ours, theirs in ((x.new_zeros(2, 3), tx.new_zeros(2, 3)),
+                         (x.new_ones((1, 2)), tx.new_ones((1, 2))),
+                         (x.new_full((2,), 7.0), tx.new_full((2,), 7.0)),
+                         (x.new_tensor([1, 2]), tx.new_tensor([1, 2])),
+                         (x.isnan(), tx.isnan()), (L.isfinite(x), torch.isfinite(tx)),
+                         (L.isinf(x / 0), torch.isinf(tx / 0))):
+        assert ours.dtype == theirs.numpy().dtype and ours.shape == tuple(theirs.shape)
+        if not str(theirs.dtype).endswith("float32") or theirs.numel() < 3:
+            np.testing.assert_array_equal(ours.numpy(), theirs.numpy())
+    y, ty = L.tensor([[1.0, -2.0], [3.0, 4.0]]), torch.tensor([[1.0, -2.0], [3.0, 4.0]])
+    y.clamp_(min=0.0)
+    ty.clamp_(min=0.0)
+    y.masked_fill_(y > 2, -1.0)
+    ty.masked_fill_(ty > 2, -1.0)
+    np.testing.assert_array_equal(y.numpy(), ty.numpy())
+    assert (L.float32, L.long, L.float, L.double, L.bool) == (np.float32, np.int64, np.float32,
+                                                                 np.float64, np.bool_)
+    a = np.arange(3.0)
+    shared = L.from_numpy(a)
+    a[0] = 9
+    assert shared.numpy()[0] == 9 and L.is_tensor(shared) and not L.is_tensor(a)
+    net, tnet = (lib.Sequential(lib.Linear(2, 2), lib.Sequential(lib.ReLU(), lib.Linear(2, 1)))
+                 for lib in (nn, torch.nn))
+    assert [n for n, _ in net.named_children()] == [n for n, _ in tnet.named_children()]
+    assert type(net.get_submodule("1.1")).__name__ == type(tnet.get_submodule("1.1")).__name__
+    net.add_module("head", nn.Tanh())
+    tnet.add_module("head", torch.nn.Tanh())
+    assert [n for n, _ in net.named_children()] == [n for n, _ in tnet.named_children()]
