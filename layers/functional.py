@@ -209,14 +209,7 @@ def minimum(a, b):
 
 
 def _extremum(a, b, wins):
-    a, b = (t if isinstance(t, Tensor) else Tensor(_on_device_of(
-        a if isinstance(a, Tensor) else b, t, "maximum")) for t in (a, b))
-    xa, xb = a.data, b.data
-    xp = xp_of(xa)
-    first, second = getattr(xp, wins.__name__)(xa, xb), getattr(xp, wins.__name__)(xb, xa)
-    # a tie: (a + b) / 2, half each; a NaN on either side (neither wins, not equal): a + b, NaN
-    mid = where(Tensor(xa == xb), (a + b) * 0.5, a + b)
-    return where(Tensor(first), a, where(Tensor(second), b, mid))
+    return _ew.Extremum.apply(*_operands(a, b), larger=wins is np.greater)
 
 
 def isnan(x): return Tensor(xp_of(x.data).isnan(x.data))
@@ -236,11 +229,13 @@ def narrow(x, dim, start, length):
 
 
 def flip(x, dims):
-    """torch.flip: `dims` reversed (in the graph)."""
+    """torch.flip: a copy with `dims` reversed (in the graph; not a view, as torch's)."""
     dims = (dims,) if isinstance(dims, (int, np.integer)) else tuple(dims)
-    dims = {dim_index(d, x.ndim, "flip") for d in dims}
-    return getitem(x, tuple(slice(None, None, -1) if d in dims else slice(None)
-                            for d in range(x.ndim)))
+    axes = [dim_index(d, x.ndim, "flip") for d in dims]
+    if len(set(axes)) != len(axes):
+        raise RuntimeError(f"flip: dim {dims} appears more than once (as torch refuses)")
+    return clone(getitem(x, tuple(slice(None, None, -1) if d in axes else slice(None)
+                                  for d in range(x.ndim))))
 
 
 def masked_fill(x, mask, value):
@@ -1121,6 +1116,9 @@ def binary_cross_entropy_with_logits(x, target, weight=None, size_average=None, 
     if pos_weight is None:
         loss = _loss.BCEWithLogitsLoss.apply(x, target, reduction="none")
     else:
+        if isinstance(target, Tensor) and target.requires_grad and is_grad_enabled():
+            raise NotImplementedError(f"{name}: gradient with respect to the target is not "
+                                      f"implemented; detach() the target")
         pw = _constant_like(x, pos_weight, name, "pos_weight")
         t = target.data if isinstance(target, Tensor) else target
         # softplus(-x) is the loss of a target of 1: the op's own stable form and gradient
@@ -1148,6 +1146,10 @@ def _store_result(x, name, compute):
     with no_grad():
         y = compute()
     return _store(x, y.data, name)
+
+
+def _no_dims(name):
+    raise TypeError(f"{name}() missing required argument 'dims' (as torch's)")
 
 
 def _mm(a, b):
@@ -1198,10 +1200,12 @@ def _constant_like(x, value, name, what):
 def _weighted(loss, weight, reduction, name):
     w = _constant_like(loss, weight, name, "weight")
     try:
-        np.broadcast_shapes(tuple(w.shape), loss.shape)
+        fits = np.broadcast_shapes(tuple(w.shape), loss.shape) == loss.shape
     except ValueError:
+        fits = False
+    if not fits:          # (as torch: a weight that would grow the loss's shape is refused)
         raise ValueError(f"{name}: weight of shape {tuple(w.shape)} does not broadcast to the "
-                         f"input's {loss.shape}") from None
+                         f"input's {loss.shape}")
     return _reduced(loss * Tensor(w), reduction)
 
 
@@ -1907,7 +1911,8 @@ def _install_tensor_methods():
         "mm": lambda self, other: _mm(self, other),
         "t": lambda self: _t(self),
         "narrow": lambda self, dim, start, length: narrow(self, dim, start, length),
-        "flip": lambda self, *dims: flip(self, dims[0] if len(dims) == 1 else dims),
+        "flip": lambda self, *dims: flip(self, dims[0] if len(dims) == 1 else dims)
+        if dims else _no_dims("flip"),
         "unbind": lambda self, dim=0: unstack(self, dim),
         "maximum": lambda self, other: maximum(self, other),
         "minimum": lambda self, other: minimum(self, other),

@@ -187,6 +187,8 @@ class Function:
     stamp = 0              # the in-place-change clock when its forward ran (layers.changes)
     upcast_half = True     # False: the op handles half data itself (a cast)
     n_outputs = 1
+    links = ()             # after backward freed `inputs`: (weak ref to each input Tensor, the
+                           # op that made it), the graph's shape without its arrays
     hooked = None          # {output index: (weak ref to the Tensor, its hook list)} for
                            # outputs with hooks or retain_grad (hooks live on as torch's do on
                            # grad_fn; the Tensor is not kept alive by its own op)
@@ -595,6 +597,7 @@ def _run(roots, retain_graph, capture):
             finally:
                 trace.close()
         if not retain_graph:
+            fn.links = _links(fn.inputs)       # (the graph's shape stays: autograd.grad reads it)
             fn.inputs = None
             fn.saved = None
             for name in fn.kept:               # (what else it kept for backward: freed too)
@@ -889,19 +892,36 @@ def _accumulate_deferred(leaf, parts, stacked):
         grad += g
 
 
+def _links(inputs):
+    return tuple((weakref.ref(t), t._ctx) for t in inputs if isinstance(t, Tensor))
+
+
+def _inputs_and_makers(fn):
+    """(input Tensor or None where it is gone, the op that made it) of fn, freed or not."""
+    if fn.inputs is not None:
+        return [(t, t._ctx) for t in fn.inputs if isinstance(t, Tensor)]
+    return [(ref(), ctx) for ref, ctx in fn.links]
+
+
 def _leading_to(order, capture):
     """The ops of `order` (producers first) whose backward reaches a tensor of `capture`: one of
-    their inputs is such a tensor, or was made by such an op."""
+    their inputs is such a tensor, or was made by such an op (a freed op by its links: where
+    one is needed, running it says the graph was freed, as torch's)."""
     needed = set()
     for fn in order:
-        if fn.inputs is None:            # (freed by an earlier backward: the loop says so)
-            needed.add(fn)
-            continue
-        for t in fn.inputs:
-            if isinstance(t, Tensor) and (id(t) in capture or t._ctx in needed):
+        for t, maker in _inputs_and_makers(fn):
+            if (t is not None and id(t) in capture) or maker in needed:
                 needed.add(fn)
                 break
     return needed
+
+
+def _makers(fn):
+    """The ops that made fn's inputs (None for a leaf or constant); a freed op's from its
+    links."""
+    if fn.inputs is not None:
+        return [t._ctx if isinstance(t, Tensor) else None for t in fn.inputs]
+    return [ctx for _, ctx in fn.links]
 
 
 def _topological_order(*roots):
@@ -913,14 +933,13 @@ def _topological_order(*roots):
         if root in seen:
             continue
         seen.add(root)
-        stack = [(root, iter(root.inputs or ()))]
+        stack = [(root, iter(_makers(root)))]
         while stack:
             fn, it = stack[-1]
-            for t in it:
-                parent = t._ctx if isinstance(t, Tensor) else None
+            for parent in it:
                 if parent is not None and parent not in seen:
                     seen.add(parent)
-                    stack.append((parent, iter(parent.inputs or ())))
+                    stack.append((parent, iter(_makers(parent))))
                     break
             else:
                 stack.pop()

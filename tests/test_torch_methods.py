@@ -701,3 +701,61 @@ def test_new_factories_in_place_forms_checks_dtypes_and_module_lookups_are_torch
     net.add_module("head", nn.Tanh())
     tnet.add_module("head", torch.nn.Tanh())
     assert [n for n, _ in net.named_children()] == [n for n, _ in tnet.named_children()]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_second_review_findings_are_torchs(where):
+    """maximum / minimum keep the operands' dtype and value at a tie (an integer stayed no
+    integer, a float16 tie overflowed through (a + b) / 2); flip is a copy (it was a view);
+    a % b's gradient for b is -floor_divide(a, b) (1.0 % 0.1: -9, not -10); a pos_weight BCE
+    refuses a target that wants a gradient (it dropped it); autograd.grad of a tensor made
+    by an op an earlier backward freed works where nothing behind it is asked for; integer
+    division by zero and a BCE weight that would grow the loss are refused, as torch."""
+    dev = lambda a: L.tensor(a, device=where)                               # noqa: E731
+    for a, b in ((np.array([1, 5]), np.array([2, 5])), (np.array([True]), np.array([True])),
+                 (np.array([40000.0], np.float16), np.array([40000.0], np.float16)),
+                 (np.array([100], np.int8), np.array([100], np.int8))):
+        for f, tf in ((L.maximum, torch.maximum), (L.minimum, torch.minimum)):
+            ours, theirs = f(dev(a), dev(b)), tf(torch.from_numpy(a), torch.from_numpy(b))
+            assert ours.dtype == theirs.numpy().dtype
+            np.testing.assert_array_equal(ours.numpy(), theirs.numpy())
+    x = dev(np.arange(3.0))
+    f = x.flip(0)
+    x.data[0] = 99
+    np.testing.assert_array_equal(f.numpy(), [2.0, 1.0, 0.0])
+    with pytest.raises(RuntimeError, match="more than once"):
+        x.flip((0, 0))
+    with pytest.raises(TypeError, match="dims"):
+        x.flip()
+    a = L.Tensor(dev(np.array([1.0])).data, requires_grad=True)
+    b = L.Tensor(dev(np.array([0.1])).data, requires_grad=True)
+    ta, tb = torch.tensor([1.0], dtype=torch.float64, requires_grad=True), \
+        torch.tensor([0.1], dtype=torch.float64, requires_grad=True)
+    (a % b).sum().backward()
+    (ta % tb).sum().backward()
+    np.testing.assert_array_equal(b.grad.numpy(), tb.grad.numpy())
+    t = L.Tensor(dev(np.ones(3)).data, requires_grad=True)
+    with pytest.raises(NotImplementedError, match="target"):
+        F.binary_cross_entropy_with_logits(dev(np.zeros(3)), t, pos_weight=dev(np.array([2.0])))
+    with pytest.raises(ValueError, match="does not broadcast"):
+        F.binary_cross_entropy(dev(np.full(3, 0.5)), dev(np.ones(3)), dev(np.ones((2, 3))))
+    w = L.Tensor(dev(np.array([1.0, 2.0])).data, requires_grad=True)
+    h = (w * 2) * 3
+    h.sum().backward()
+    tw = torch.tensor([1.0, 2.0], dtype=torch.float64, requires_grad=True)
+    th = (tw * 2) * 3
+    th.sum().backward()
+    np.testing.assert_array_equal(L.autograd.grad((h * 2).sum(), h)[0].numpy(),
+                                  torch.autograd.grad((th * 2).sum(), th)[0].numpy())
+    with pytest.raises(RuntimeError, match="a second time"):
+        L.autograd.grad((h * 2).sum(), w)              # (behind the freed op: as torch)
+    with pytest.raises(RuntimeError, match="a second time"):
+        torch.autograd.grad((th * 2).sum(), tw)
+    if where == "cpu":                                  # (the host refuses; a device would sync)
+        for op in (lambda u, v: u % v, lambda u, v: u // v):
+            with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+                op(torch.tensor([5]), torch.tensor([0]))
+            with pytest.raises(ZeroDivisionError):
+                op(L.tensor([5]), L.tensor([0]))
+    with pytest.raises(IndexError, match="out of range"):
+        L.zeros(2, 3, dtype=np.int64, device=where).scatter(1, dev(np.array([[3], [0]])), 1)

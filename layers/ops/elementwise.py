@@ -101,12 +101,52 @@ class Div(Function):
         return ga, gb
 
 
+class Extremum(Function):
+    """y = max(a, b) (larger) or min(a, b) elementwise, NaN propagating, in the operands'
+    promoted dtype (torch.maximum / minimum); each side's gradient as torch's: all of gy where
+    it is the one taken or either is NaN, half where they are equal, 0 where the other wins."""
+
+    def forward(self, a, b):
+        a, b = same_dtype(a, b)
+        self.shapes = shape_of(a), shape_of(b)
+        if self.needs_input_grad:
+            self.saved = a, b
+        return (self.xp.maximum if self.larger else self.xp.minimum)(a, b)
+
+    def backward(self, gy):
+        a, b = self.saved
+        xp, need = self.xp, self.needs_input_grad
+        equal = a == b
+        half = gy * gy.dtype.type(0.5)
+        loses_a = (a < b) if self.larger else (a > b)           # (NaN: neither loses)
+        grads = []
+        for i, loses in enumerate((loses_a, (b < a) if self.larger else (b > a))):
+            if not need[i]:
+                grads.append(None)
+                continue
+            g = xp.where(loses, gy.dtype.type(0), xp.where(equal, half, gy))
+            grads.append(unbroadcast(g.astype(gy.dtype, copy=False), self.shapes[i]))
+        return tuple(grads)
+
+
+def _integer_zero_divisor(name, b):
+    """An integer division by zero, refused as torch refuses it (NumPy would give 0 with a
+    warning); on the host only (a device would have to sync to know)."""
+    dtype = getattr(b, "dtype", None)
+    if dtype is not None and dtype.kind in "iub" and isinstance(b, np.ndarray) and \
+            not np.all(b != 0):
+        raise ZeroDivisionError(f"{name}: integer division by zero (as torch)")
+    if dtype is None and isinstance(b, (int, np.integer)) and b == 0:
+        raise ZeroDivisionError(f"{name}: integer division by zero (as torch)")
+
+
 class Remainder(Function):
     """y = a - floor(a / b) * b, the sign of b's (Python's %, torch.remainder); ga = gy,
     gb = -gy * floor(a / b)."""
 
     def forward(self, a, b):
         a, b = same_dtype(a, b)
+        _integer_zero_divisor("remainder", b)
         self.shapes = shape_of(a), shape_of(b)
         if self.needs_input_grad and self.needs_input_grad[1]:
             self.saved = a, b
@@ -118,7 +158,7 @@ class Remainder(Function):
         gb = None
         if need[1]:
             a, b = self.saved
-            gb = unbroadcast(-gy * self.xp.floor(a / b).astype(gy.dtype, copy=False),
+            gb = unbroadcast(-gy * self.xp.floor_divide(a, b).astype(gy.dtype, copy=False),
                              self.shapes[1])
         return ga, gb
 
@@ -129,6 +169,7 @@ class FloorDivide(Function):
 
     def forward(self, a, b):
         a, b = same_dtype(a, b)
+        _integer_zero_divisor("floor_divide", b)
         return self.xp.floor_divide(a, b)
 
     def backward(self, gy):

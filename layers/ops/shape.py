@@ -2,8 +2,8 @@
 embedding lookup."""
 import numpy as np
 
-from ..backend import (accumulation_dtype, concatenate, cupy, device_of, out_of_range, stack,
-                       to_device)
+from ..backend import (accumulation_dtype, concatenate, cupy, device_of, is_floating, out_of_range,
+                       stack, to_device)
 from ..tensor import Function
 
 
@@ -239,12 +239,18 @@ class Scatter(Function):
     had there is gone); gsrc = gy gathered at index where src was read, 0 elsewhere. Where an
     index repeats, scatter (not 'add') keeps one write, which one not defined (as torch). An
     index out of range: the host raises (out_of_range); a device makes the whole result NaN
-    (no host sync to find it), as Gather marks its outputs."""
+    (no host sync to find it), as Gather marks its outputs -- integer data, which has no NaN,
+    reads the check back and raises."""
     kept = ("index",)
 
     def forward(self, x, src):
         xp, index, axis = self.xp, self.index, self.axis
         bad = out_of_range("scatter", index, x.shape[axis], "index")
+        if bad is not None and not is_floating(x.dtype):
+            if bool(bad.any()):         # (no NaN to mark integer data with: read back, refuse)
+                raise IndexError(f"scatter: an index is out of range for {x.shape[axis]} "
+                                 f"(integer data has no NaN to mark the result with)")
+            bad = None
         if bad is not None:
             index = self.index = xp.where(bad, 0, index)
         pos = _positions(xp, index, axis)
