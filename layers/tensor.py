@@ -893,7 +893,7 @@ def _accumulate_deferred(leaf, parts, stacked):
 
 
 def _links(inputs):
-    return tuple((weakref.ref(t), t._ctx) for t in inputs if isinstance(t, Tensor))
+    return [(weakref.ref(t), t._ctx) for t in inputs if isinstance(t, Tensor)]
 
 
 def _inputs_and_makers(fn):
@@ -916,12 +916,9 @@ def _leading_to(order, capture):
     return needed
 
 
-def _makers(fn):
-    """The ops that made fn's inputs (None for a leaf or constant); a freed op's from its
-    links."""
-    if fn.inputs is not None:
-        return [t._ctx if isinstance(t, Tensor) else None for t in fn.inputs]
-    return [ctx for _, ctx in fn.links]
+def _inputs_iter(fn):
+    """fn's inputs; a freed op's, the ops that made them (its links)."""
+    return iter(fn.inputs) if fn.inputs is not None else (ctx for _, ctx in fn.links)
 
 
 def _topological_order(*roots):
@@ -933,13 +930,15 @@ def _topological_order(*roots):
         if root in seen:
             continue
         seen.add(root)
-        stack = [(root, iter(_makers(root)))]
+        stack = [(root, _inputs_iter(root))]
         while stack:
             fn, it = stack[-1]
-            for parent in it:
+            for t in it:             # (an input Tensor; of a freed op, the op that made it)
+                parent = t._ctx if isinstance(t, Tensor) else \
+                    t if isinstance(t, Function) else None
                 if parent is not None and parent not in seen:
                     seen.add(parent)
-                    stack.append((parent, iter(_makers(parent))))
+                    stack.append((parent, _inputs_iter(parent)))
                     break
             else:
                 stack.pop()
