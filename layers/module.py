@@ -31,6 +31,8 @@ class Module:
     # True where finite inputs always give a finite output (activations): layers.finite skips
     # checking such a leaf's output when its inputs were checked
     finite_preserving = False
+    _forward_pre_hooks = None       # {key: hook(module, args)} (register_forward_pre_hook)
+    _forward_hooks = None           # {key: hook(module, args, output)} (register_forward_hook)
 
     def __init__(self):
         object.__setattr__(self, "_parameters", OrderedDict())
@@ -281,7 +283,22 @@ class Module:
         fn(self)
         return self
 
+    def register_forward_pre_hook(self, hook):
+        """hook(module, args) runs before forward, as torch's; it may return new positional
+        args (a tuple, or one value). Returns a handle whose remove() takes it off."""
+        return _ModuleHookHandle(self, "_forward_pre_hooks", hook)
+
+    def register_forward_hook(self, hook):
+        """hook(module, args, output) runs after forward, as torch's; it may return a new
+        output. Returns a handle whose remove() takes it off."""
+        return _ModuleHookHandle(self, "_forward_hooks", hook)
+
     def __call__(self, *args, **kwargs):
+        if self._forward_pre_hooks:
+            for hook in list(self._forward_pre_hooks.values()):
+                new = hook(self, args)
+                if new is not None:
+                    args = new if isinstance(new, tuple) else (new,)
         trace = _trace.trace                 # a layers.trace.Trace names this step's ops
         if trace is None:
             out = self.forward(*args, **kwargs)
@@ -291,6 +308,11 @@ class Module:
                 out = self.forward(*args, **kwargs)
             finally:
                 trace.exit_module()
+        if self._forward_hooks:
+            for hook in list(self._forward_hooks.values()):
+                new = hook(self, args, out)
+                if new is not None:
+                    out = new
         if _finite.check is not None:        # a layers.finite.FiniteCheck watches this step
             _finite.check.output(self, out, args)
         return out
@@ -303,6 +325,22 @@ class Module:
         if not lines:
             return f"{type(self).__name__}({self.extra_repr()})"
         return f"{type(self).__name__}(\n  " + "\n  ".join(lines) + "\n)"
+
+
+class _ModuleHookHandle:
+    """A module hook's registration (its own key in the module's table): remove() takes it
+    off."""
+    _next = 0
+
+    def __init__(self, module, table, hook):
+        if getattr(module, table) is None:
+            object.__setattr__(module, table, OrderedDict())
+        _ModuleHookHandle._next += 1
+        self.key, self._table = _ModuleHookHandle._next, getattr(module, table)
+        self._table[self.key] = hook
+
+    def remove(self):
+        self._table.pop(self.key, None)
 
 
 class ModuleList(Module):

@@ -297,3 +297,26 @@ def test_a_root_gradient_takes_its_tensors_dtype_as_torch():
         y.register_hook(lambda g: seen.append(str(g.dtype)))
         y.backward(grad)
         assert seen[0].endswith("float32") and str(x.grad.dtype).endswith("float32")
+
+
+def test_module_forward_hooks_are_torchs():
+    """register_forward_pre_hook / register_forward_hook: seen arguments and outputs, a
+    replaced input and output, removal -- as torch's, on the same weights."""
+    def run(nn_, lib, make):
+        net = nn_.Sequential(nn_.Linear(3, 4), nn_.Tanh(), nn_.Linear(4, 2))
+        seen = []
+        h1 = net[0].register_forward_hook(
+            lambda m, a, out: seen.append(out.detach().numpy().copy()))
+        net[1].register_forward_pre_hook(lambda m, a: (a[0] * 2,))
+        net[2].register_forward_hook(lambda m, a, out: out + 1)
+        return net, seen, h1
+    (ours, seen, h1), (theirs, tseen, th1) = run(nn, L, None), run(torch.nn, torch, None)
+    ours.load_state_dict({k: v.numpy() for k, v in theirs.state_dict().items()})
+    x = np.linspace(-1, 1, 6).reshape(2, 3).astype(np.float32)
+    for _ in range(2):
+        y, ty = ours(L.tensor(x)), theirs(torch.tensor(x))
+        np.testing.assert_allclose(y.numpy(), ty.detach().numpy(), rtol=1e-6, atol=1e-7)
+        h1.remove()
+        th1.remove()
+    assert len(seen) == len(tseen) == 1
+    np.testing.assert_allclose(seen[0], tseen[0], rtol=1e-6)
