@@ -17,6 +17,10 @@ ORDER_KEY = "cudnnlite.order"       # a .safetensors file's metadata entry: the 
 
 
 def _arrays(state_dict):
+    if not hasattr(state_dict, "items"):       # (torch.save(model) saves the object: not here)
+        raise TypeError(f"save: takes a {{name: array}} dict such as Module.state_dict(), got a "
+                        f"{type(state_dict).__name__}; save model.state_dict() and load it into "
+                        f"a model built by code")
     out = OrderedDict()
     for k, v in state_dict.items():
         if not (hasattr(v, "shape") and hasattr(v, "dtype")):

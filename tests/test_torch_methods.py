@@ -759,3 +759,10 @@ def test_second_review_findings_are_torchs(where):
                 op(L.tensor([5]), L.tensor([0]))
     with pytest.raises(IndexError, match="out of range"):
         L.zeros(2, 3, dtype=np.int64, device=where).scatter(1, dev(np.array([[3], [0]])), 1)
+
+
+def test_save_of_a_module_says_to_save_its_state_dict(tmp_path):
+    """L.save(model, path) -- torch.save's spelling for a whole object -- names the fix (it
+    failed with an AttributeError about .items)."""
+    with pytest.raises(TypeError, match=r"save model.state_dict\(\)"):
+        L.save(nn.Linear(2, 2), tmp_path / "m.npz")
