@@ -92,6 +92,59 @@ def pow(x, exponent):
 
 def exp(x): return _ew.Exp.apply(_floating(x))
 def log(x): return _ew.Log.apply(_floating(x))
+def log1p(x): return _ew.Log1p.apply(_floating(x))
+
+
+# ---- activations composed of the ops above (both paths and the gradients come with them; each
+# branch of a `where` is kept finite where it is not taken: a 0 gradient times an inf would be
+# NaN) ---------------------------------------------------------------------------------------
+
+def softplus(x, beta=1.0, threshold=20.0):
+    """torch's: log(1 + exp(beta x)) / beta, x itself where beta x > threshold."""
+    x = _float_only(x, "softplus")
+    bx = x * beta if beta != 1 else x
+    pos, neg = clamp(bx, min=0.0), clamp(bx, max=0.0)     # (each branch's finite argument)
+    soft = where(bx > 0, pos + log1p(exp(-pos)), log1p(exp(neg)))
+    soft = soft / beta if beta != 1 else soft
+    return soft if threshold == np.inf else where(bx > threshold, x, soft)
+
+
+def silu(x, inplace=False):
+    """torch's: x sigmoid(x)."""
+    return x * sigmoid(_float_only(x, "silu"))
+
+
+def mish(x, inplace=False):
+    """torch's: x tanh(softplus(x))."""
+    return x * tanh(softplus(_float_only(x, "mish")))
+
+
+def elu(x, alpha=1.0, inplace=False):
+    """torch's: x where x > 0, else alpha (exp(x) - 1)."""
+    x = _float_only(x, "elu")
+    return where(x > 0, x, (exp(clamp(x, max=0.0)) - 1) * alpha)
+
+
+def hardtanh(x, min_val=-1.0, max_val=1.0, inplace=False):
+    """torch's: x clamped to [min_val, max_val]; the gradient only strictly inside (as torch's
+    hardtanh, where clamp's reaches the bounds too)."""
+    x = _float_only(x, "hardtanh")
+    if min_val > max_val:
+        raise ValueError(f"hardtanh: min_val {min_val} > max_val {max_val}")
+    inside = (x > min_val) & (x < max_val)
+    with no_grad():
+        bound = clamp(x, min_val, max_val)
+    return where(inside, x, bound)
+
+
+def relu6(x, inplace=False):
+    """torch's: hardtanh(x, 0, 6)."""
+    return hardtanh(x, 0.0, 6.0)
+
+
+def logsigmoid(x):
+    """torch's: log(sigmoid(x)) = -softplus(-x), without overflow."""
+    return -softplus(-_float_only(x, "logsigmoid"), threshold=np.inf)   # (no linear part)
 
 
 def _floating(x):

@@ -253,6 +253,62 @@ class GELU(Module):
         return f"approximate={self.approximate!r}"
 
 
+class _Activation(Module):
+    """An activation of layers.functional with keyword settings (torch's module form)."""
+    fn, settings = None, ()
+
+    def __init__(self, *args, **kwargs):
+        super().__init__()
+        names = [n for n, _ in self.settings]
+        values = dict(self.settings)
+        if len(args) > len(names):
+            raise TypeError(f"{type(self).__name__} takes {len(names)} positional arguments")
+        values.update(zip(names, args))
+        for k, v in kwargs.items():
+            if k != "inplace" and k not in values:
+                raise TypeError(f"{type(self).__name__}: unexpected argument {k!r}")
+            values[k] = v
+        values.pop("inplace", None)         # (accepted for torch's spelling; results are new)
+        self._values = values
+        for k, v in values.items():
+            object.__setattr__(self, k, v)
+
+    def forward(self, x):
+        return type(self).fn(x, **self._values)
+
+    def extra_repr(self):
+        return ", ".join(f"{k}={v}" for k, v in self._values.items())
+
+
+class SiLU(_Activation):
+    fn, settings = staticmethod(F.silu), (("inplace", False),)
+
+
+class Mish(_Activation):
+    fn, settings = staticmethod(F.mish), (("inplace", False),)
+
+
+class ELU(_Activation):
+    fn, settings = staticmethod(F.elu), (("alpha", 1.0), ("inplace", False))
+
+
+class Softplus(_Activation):
+    fn, settings = staticmethod(F.softplus), (("beta", 1.0), ("threshold", 20.0))
+
+
+class Hardtanh(_Activation):
+    fn, settings = staticmethod(F.hardtanh), (("min_val", -1.0), ("max_val", 1.0),
+                                              ("inplace", False))
+
+
+class ReLU6(_Activation):
+    fn, settings = staticmethod(F.relu6), (("inplace", False),)
+
+
+class LogSigmoid(_Activation):
+    fn, settings = staticmethod(F.logsigmoid), ()
+
+
 class Tanh(Module):
     finite_preserving = True
 
@@ -508,7 +564,7 @@ class CrossEntropyLoss(Module):
                                reduction=self.reduction, label_smoothing=self.label_smoothing)
 
 
-__all__ = ["Module", "Parameter", "Sequential", "ModuleList", "ModuleDict", "GELU", "Linear", "Conv1d", "Conv2d",
+__all__ = ["Module", "Parameter", "Sequential", "ModuleList", "ModuleDict", "GELU", "SiLU", "Mish", "ELU", "Softplus", "Hardtanh", "ReLU6", "LogSigmoid", "Linear", "Conv1d", "Conv2d",
            "ConvTranspose2d", "BatchNorm1d", "BatchNorm2d", "Embedding", "Dropout", "ReLU",
            "LeakyReLU", "Tanh", "Sigmoid", "Flatten", "MaxPool2d", "AvgPool2d", "MaxPool1d",
            "AvgPool1d", "AdaptiveAvgPool2d", "AdaptiveMaxPool2d", "AdaptiveAvgPool1d", "Identity",

@@ -766,3 +766,31 @@ def test_save_of_a_module_says_to_save_its_state_dict(tmp_path):
     failed with an AttributeError about .items)."""
     with pytest.raises(TypeError, match=r"save model.state_dict\(\)"):
         L.save(nn.Linear(2, 2), tmp_path / "m.npz")
+
+
+ACTIVATIONS = {
+    "softplus": (lambda m: m.Softplus(), {}), "softplus_beta": (lambda m: m.Softplus(2.0, 5.0), {}),
+    "silu": (lambda m: m.SiLU(), {}), "mish": (lambda m: m.Mish(), {}),
+    "elu": (lambda m: m.ELU(0.7), {}), "hardtanh": (lambda m: m.Hardtanh(-2.0, 3.0), {}),
+    "relu6": (lambda m: m.ReLU6(), {}), "logsigmoid": (lambda m: m.LogSigmoid(), {}),
+}
+
+
+@pytest.mark.parametrize("case", list(ACTIVATIONS))
+@pytest.mark.parametrize("device", DEVICES)
+def test_composed_activations_are_torchs(where, case):
+    """SiLU, Mish, ELU, Softplus, Hardtanh, ReLU6, LogSigmoid (composed of existing ops): values
+    and float64 gradients as torch's, at the kinks (0, 6, the bounds: torch's one-sided choices)
+    and far out (+-1000: no inf or NaN from an untaken branch)."""
+    x = np.concatenate([np.linspace(-30, 30, 61), [0.0, 6.0, -2.0, 3.0, 5.0 / 2, 1e-9, -50, 50,
+                                                   -1000, 1000]])         # (exp(1000) is inf)
+    a = L.Tensor(L.tensor(x, device=where).data, requires_grad=True)
+    t = torch.tensor(x, requires_grad=True)
+    make, _ = ACTIVATIONS[case]
+    y, ty = make(nn)(a), make(torch.nn)(t)
+    g = np.cos(np.arange(x.size))
+    y.backward(L.tensor(g, device=where))
+    ty.backward(torch.tensor(g))
+    scale = np.maximum(1, np.abs(ty.detach().numpy()))
+    np.testing.assert_array_less(np.abs(y.numpy() - ty.detach().numpy()), 4e-16 * scale)
+    np.testing.assert_allclose(a.grad.numpy(), t.grad.numpy(), rtol=1e-14, atol=4e-15)

@@ -282,6 +282,17 @@ class Log(Function):
         return gy / self.saved
 
 
+class Log1p(Function):
+    """y = log(1 + x), exact for small x (log of 1 + x rounds x away); gx = gy / (1 + x)."""
+
+    def forward(self, x):
+        self.saved = x
+        return self.xp.log1p(x)
+
+    def backward(self, gy):
+        return gy / (1 + self.saved)
+
+
 class _CudnnActivation(Function):
     """y = f(x) with cuDNN's activation forward/backward on the GPU. A channels-last x is run as
     its packed NHWC view (elementwise, the order does not matter) and y is channels-last too.
