@@ -1343,6 +1343,30 @@ def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5):
     return y if bias is None else y + bias
 
 
+def group_norm(x, num_groups, weight=None, bias=None, eps=1e-5):
+    """torch.nn.functional.group_norm: x (N, C, ...) normalized over each of num_groups groups
+    of C / num_groups channels (and every spatial position) with the biased variance, then a
+    per-channel weight and bias. Composed of layer_norm's arithmetic on an (N, G, -1) view;
+    channels-last input runs as it is laid out (reshape copies where it must)."""
+    if x.ndim < 2:
+        raise ValueError(f"group_norm: expected at least 2-d input (N, C, ...), got {x.shape}")
+    N, C = x.shape[:2]
+    if num_groups < 1 or C % num_groups:
+        raise ValueError(f"group_norm: {C} channels do not divide into num_groups={num_groups} "
+                         f"(as torch refuses)")
+    for name, p in (("weight", weight), ("bias", bias)):
+        if p is not None and tuple(p.shape) != (C,):
+            raise ValueError(f"group_norm: {name} of shape {tuple(p.shape)} for {C} channels")
+    y = x
+    if x.size:                                     # (an empty batch: nothing to normalize)
+        group = x.size // N // num_groups
+        y = reshape(layer_norm(reshape(x, N, num_groups, group), (group,), eps=eps), *x.shape)
+    per_channel = (1, C) + (1,) * (x.ndim - 2)
+    if weight is not None:
+        y = y * reshape(weight, *per_channel)
+    return y if bias is None else y + reshape(bias, *per_channel)
+
+
 def masked_mse_loss(a, b, mask):
     """Mean of (a - b)**2 over the elements where mask (broadcasting to a) is True: padded frames
     of a variable-length batch count for nothing, neither in the sum nor in the count."""

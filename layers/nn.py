@@ -495,6 +495,28 @@ class LayerNorm(Module):
                 f"elementwise_affine={self.elementwise_affine}")
 
 
+class GroupNorm(Module):
+    """torch.nn.GroupNorm: weight (ones) and bias (zeros) of num_channels (F.group_norm)."""
+
+    def __init__(self, num_groups, num_channels, eps=1e-5, affine=True):
+        super().__init__()
+        if num_channels % num_groups:
+            raise ValueError(f"GroupNorm: num_channels {num_channels} must be divisible by "
+                             f"num_groups {num_groups} (as torch)")
+        self.num_groups, self.num_channels, self.eps, self.affine = \
+            num_groups, num_channels, eps, affine
+        self.register_parameter("weight", Parameter(np.ones(num_channels, np.float32))
+                                if affine else None)
+        self.register_parameter("bias", Parameter(np.zeros(num_channels, np.float32))
+                                if affine else None)
+
+    def forward(self, x):
+        return F.group_norm(x, self.num_groups, self.weight, self.bias, self.eps)
+
+    def extra_repr(self):
+        return f"{self.num_groups}, {self.num_channels}, eps={self.eps}, affine={self.affine}"
+
+
 class NLLLoss(Module):
     """torch.nn.NLLLoss: `weight` (C,) a buffer, as CrossEntropyLoss's."""
 
@@ -564,7 +586,7 @@ class CrossEntropyLoss(Module):
                                reduction=self.reduction, label_smoothing=self.label_smoothing)
 
 
-__all__ = ["Module", "Parameter", "Sequential", "ModuleList", "ModuleDict", "GELU", "SiLU", "Mish", "ELU", "Softplus", "Hardtanh", "ReLU6", "LogSigmoid", "Linear", "Conv1d", "Conv2d",
+__all__ = ["Module", "Parameter", "Sequential", "ModuleList", "ModuleDict", "GroupNorm", "GELU", "SiLU", "Mish", "ELU", "Softplus", "Hardtanh", "ReLU6", "LogSigmoid", "Linear", "Conv1d", "Conv2d",
            "ConvTranspose2d", "BatchNorm1d", "BatchNorm2d", "Embedding", "Dropout", "ReLU",
            "LeakyReLU", "Tanh", "Sigmoid", "Flatten", "MaxPool2d", "AvgPool2d", "MaxPool1d",
            "AvgPool1d", "AdaptiveAvgPool2d", "AdaptiveMaxPool2d", "AdaptiveAvgPool1d", "Identity",

@@ -794,3 +794,35 @@ def test_composed_activations_are_torchs(where, case):
     scale = np.maximum(1, np.abs(ty.detach().numpy()))
     np.testing.assert_array_less(np.abs(y.numpy() - ty.detach().numpy()), 4e-16 * scale)
     np.testing.assert_allclose(a.grad.numpy(), t.grad.numpy(), rtol=1e-14, atol=4e-15)
+
+
+@pytest.mark.parametrize("shape,groups", [((2, 6, 4, 5), 3), ((3, 4, 7), 2), ((2, 8), 4),
+                                          ((1, 6, 2, 2), 6), ((2, 6, 4, 5), 1), ((0, 4, 3), 2)])
+@pytest.mark.parametrize("device", DEVICES)
+def test_group_norm_is_torchs(where, shape, groups):
+    """nn.GroupNorm / F.group_norm (composed of layer_norm's arithmetic): values and float64
+    gradients of input, weight and bias as torch's; channels-last input too."""
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal(shape)
+    tm = torch.nn.GroupNorm(groups, shape[1]).double()
+    with torch.no_grad():
+        tm.weight.copy_(torch.tensor(rng.standard_normal(shape[1])))
+        tm.bias.copy_(torch.tensor(rng.standard_normal(shape[1])))
+    m = nn.GroupNorm(groups, shape[1]).to(np.float64)
+    m.load_state_dict({k: v.numpy() for k, v in tm.state_dict().items()})
+    m.to(where)
+    a = L.tensor(x, device=where)
+    if len(shape) == 4:
+        a = a.to(memory_format="channels_last")
+    a = L.Tensor(a.data, requires_grad=True)
+    t = torch.tensor(x, requires_grad=True)
+    g = np.cos(np.arange(x.size)).reshape(shape)
+    y, ty = m(a), tm(t)
+    y.backward(L.tensor(g, device=where))
+    ty.backward(torch.tensor(g))
+    np.testing.assert_allclose(y.numpy(), ty.detach().numpy(), rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(a.grad.numpy(), t.grad.numpy(), rtol=1e-12, atol=1e-13)
+    for p, tp in ((m.weight, tm.weight), (m.bias, tm.bias)):
+        np.testing.assert_allclose(p.grad.numpy(), tp.grad.numpy(), rtol=1e-12, atol=1e-13)
+    with pytest.raises(ValueError, match="divisible"):
+        nn.GroupNorm(4, 6)
