@@ -1919,24 +1919,7 @@ def _to_device(self, device):
 
 def _install_tensor_methods():
     spellings = {
-        "__add__": lambda self, other: add(self, other),
-        "__radd__": lambda self, other: add(other, self),
-        "__sub__": lambda self, other: sub(self, other),
-        "__rsub__": lambda self, other: sub(other, self),
-        "__mul__": lambda self, other: mul(self, other),
-        "__rmul__": lambda self, other: mul(other, self),
-        "__truediv__": lambda self, other: div(self, other),
-        "__rtruediv__": lambda self, other: div(other, self),
         "__neg__": lambda self: neg(self),
-        "__pow__": lambda self, exponent: pow(self, exponent),
-        "__rpow__": lambda self, base: pow(base, self),
-        "__matmul__": lambda self, other: matmul(self, other),
-        "__rmatmul__": lambda self, other: matmul(other, self),
-        "__mod__": lambda self, other: remainder(self, other),
-        "__rmod__": lambda self, other: remainder(other, self),
-        "__floordiv__": lambda self, other: floor_divide(self, other),
-        "__rfloordiv__": lambda self, other: floor_divide(other, self),
-        "remainder": lambda self, other: remainder(self, other),
         "__pos__": lambda self: self,
         # bitwise / logical on bool and integer tensors, as torch's: no graph (as comparisons)
         "__and__": _comparison("bitwise_and"), "__rand__": _comparison("bitwise_and"),
@@ -1979,12 +1962,6 @@ def _install_tensor_methods():
             self, "masked_fill_()", lambda: masked_fill(self, mask, value)),
         "clamp_": lambda self, min=None, max=None: _store_result(
             self, "clamp_()", lambda: clamp(self, min, max)),
-        "add": lambda self, other: add(self, other),
-        "sub": lambda self, other: sub(self, other),
-        "mul": lambda self, other: mul(self, other),
-        "div": lambda self, other: div(self, other),
-        "neg": lambda self: neg(self),
-        "matmul": lambda self, other: matmul(self, other),
         "mm": lambda self, other: _mm(self, other),
         "t": lambda self: _t(self),
         "narrow": lambda self, dim, start, length: narrow(self, dim, start, length),
@@ -2052,6 +2029,17 @@ def _install_tensor_methods():
         "zero_": lambda self: _fill_(self, 0, "zero_()"),
         "T": property(lambda self: transpose(self)),
     }
+    # the binary operators, each with its reflected form (2 - x is x.__rsub__(2))
+    for name, op in (("add", add), ("sub", sub), ("mul", mul), ("truediv", div),
+                     ("pow", pow), ("matmul", matmul), ("mod", remainder),
+                     ("floordiv", floor_divide)):
+        spellings[f"__{name}__"] = lambda self, other, op=op: op(self, other)
+        spellings[f"__r{name}__"] = lambda self, other, op=op: op(other, self)
+    spellings["remainder"] = spellings["__mod__"]
+    for name, operator_name in (("add", "__add__"), ("sub", "__sub__"), ("mul", "__mul__"),
+                                ("div", "__truediv__"), ("neg", "__neg__"),
+                                ("matmul", "__matmul__")):          # (x.add(y) is x + y)
+        spellings[name] = spellings[operator_name]
     for name, reduce in (("sum", sum), ("mean", mean), ("amax", amax), ("max", max),
                          ("argmax", argmax), ("amin", amin), ("argmin", argmin), ("min", min)):
         spellings[name] = _reduction(reduce)          # (x.sum(dim=1, keepdim=True), ...)
