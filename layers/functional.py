@@ -1367,6 +1367,19 @@ def group_norm(x, num_groups, weight=None, bias=None, eps=1e-5):
     return y if bias is None else y + reshape(bias, *per_channel)
 
 
+def instance_norm(x, running_mean=None, running_var=None, weight=None, bias=None,
+                  use_input_stats=True, momentum=0.1, eps=1e-5):
+    """torch.nn.functional.instance_norm with each sample's own statistics per channel: a
+    group_norm of one channel a group. Running statistics are not done here (refused)."""
+    if running_mean is not None or running_var is not None or not use_input_stats:
+        raise NotImplementedError("instance_norm: running statistics (track_running_stats) are "
+                                  "not done here; each sample's own statistics are used")
+    if x.ndim < 3:
+        raise ValueError(f"instance_norm: expected (N, C, L) or (N, C, H, W) input, got "
+                         f"{x.shape}")
+    return group_norm(x, x.shape[1], weight, bias, eps)
+
+
 def masked_mse_loss(a, b, mask):
     """Mean of (a - b)**2 over the elements where mask (broadcasting to a) is True: padded frames
     of a variable-length batch count for nothing, neither in the sum nor in the count."""

@@ -517,6 +517,43 @@ class GroupNorm(Module):
         return f"{self.num_groups}, {self.num_channels}, eps={self.eps}, affine={self.affine}"
 
 
+class _InstanceNorm(Module):
+    """torch's InstanceNorm1d / 2d: each sample's statistics per channel (F.instance_norm);
+    affine=True adds weight (ones) and bias (zeros). track_running_stats is not done here."""
+    dims = ()
+
+    def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=False,
+                 track_running_stats=False):
+        super().__init__()
+        if track_running_stats:
+            raise NotImplementedError(f"{type(self).__name__}: track_running_stats is not done "
+                                      f"here")
+        self.num_features, self.eps, self.momentum, self.affine = \
+            num_features, eps, momentum, affine
+        self.register_parameter("weight", Parameter(np.ones(num_features, np.float32))
+                                if affine else None)
+        self.register_parameter("bias", Parameter(np.zeros(num_features, np.float32))
+                                if affine else None)
+
+    def forward(self, x):
+        if x.ndim not in self.dims or x.shape[1] != self.num_features:
+            raise ValueError(f"{type(self).__name__}({self.num_features}): expected "
+                             f"{self.dims[-1]}-d input with {self.num_features} channels, got "
+                             f"shape {x.shape} (unbatched input is not done here)")
+        return F.instance_norm(x, weight=self.weight, bias=self.bias, eps=self.eps)
+
+    def extra_repr(self):
+        return f"{self.num_features}, eps={self.eps}, affine={self.affine}"
+
+
+class InstanceNorm1d(_InstanceNorm):
+    dims = (3,)
+
+
+class InstanceNorm2d(_InstanceNorm):
+    dims = (4,)
+
+
 class NLLLoss(Module):
     """torch.nn.NLLLoss: `weight` (C,) a buffer, as CrossEntropyLoss's."""
 
@@ -586,7 +623,7 @@ class CrossEntropyLoss(Module):
                                reduction=self.reduction, label_smoothing=self.label_smoothing)
 
 
-__all__ = ["Module", "Parameter", "Sequential", "ModuleList", "ModuleDict", "GroupNorm", "GELU", "SiLU", "Mish", "ELU", "Softplus", "Hardtanh", "ReLU6", "LogSigmoid", "Linear", "Conv1d", "Conv2d",
+__all__ = ["Module", "Parameter", "Sequential", "ModuleList", "ModuleDict", "GroupNorm", "InstanceNorm1d", "InstanceNorm2d", "GELU", "SiLU", "Mish", "ELU", "Softplus", "Hardtanh", "ReLU6", "LogSigmoid", "Linear", "Conv1d", "Conv2d",
            "ConvTranspose2d", "BatchNorm1d", "BatchNorm2d", "Embedding", "Dropout", "ReLU",
            "LeakyReLU", "Tanh", "Sigmoid", "Flatten", "MaxPool2d", "AvgPool2d", "MaxPool1d",
            "AvgPool1d", "AdaptiveAvgPool2d", "AdaptiveMaxPool2d", "AdaptiveAvgPool1d", "Identity",

@@ -826,3 +826,32 @@ def test_group_norm_is_torchs(where, shape, groups):
         np.testing.assert_allclose(p.grad.numpy(), tp.grad.numpy(), rtol=1e-12, atol=1e-13)
     with pytest.raises(ValueError, match="divisible"):
         nn.GroupNorm(4, 6)
+
+
+@pytest.mark.parametrize("affine", [False, True])
+@pytest.mark.parametrize("device", DEVICES)
+def test_instance_norm_is_torchs(where, affine):
+    """nn.InstanceNorm1d / 2d (each sample's statistics per channel: group_norm of one channel
+    a group): values and float64 gradients as torch's; running statistics refused."""
+    rng = np.random.default_rng(7)
+    for ours_cls, theirs_cls, shape in ((nn.InstanceNorm2d, torch.nn.InstanceNorm2d, (2, 3, 4, 5)),
+                                        (nn.InstanceNorm1d, torch.nn.InstanceNorm1d, (2, 3, 6))):
+        x = rng.standard_normal(shape)
+        tm = theirs_cls(3, affine=affine).double()
+        m = ours_cls(3, affine=affine).to(np.float64)
+        if affine:
+            with torch.no_grad():
+                tm.weight.copy_(torch.tensor(rng.standard_normal(3)))
+                tm.bias.copy_(torch.tensor(rng.standard_normal(3)))
+            m.load_state_dict({k: v.numpy() for k, v in tm.state_dict().items()})
+        m.to(where)
+        a = L.Tensor(L.tensor(x, device=where).data, requires_grad=True)
+        t = torch.tensor(x, requires_grad=True)
+        g = np.cos(np.arange(x.size)).reshape(shape)
+        y, ty = m(a), tm(t)
+        y.backward(L.tensor(g, device=where))
+        ty.backward(torch.tensor(g))
+        np.testing.assert_allclose(y.numpy(), ty.detach().numpy(), rtol=1e-12, atol=1e-14)
+        np.testing.assert_allclose(a.grad.numpy(), t.grad.numpy(), rtol=1e-12, atol=1e-13)
+    with pytest.raises(NotImplementedError, match="track_running_stats"):
+        nn.InstanceNorm2d(3, track_running_stats=True)
