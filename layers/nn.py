@@ -138,6 +138,14 @@ class ConvTranspose2d(_ConvNd):
                                   self.output_padding, self.groups, self.dilation)
 
 
+def _affine_parameters(module, shape, affine, bias=True):
+    """A normalization's weight (ones) and bias (zeros) of `shape`, float32, registered in that
+    order (torch's state_dict order), or None where not affine (no bias: bias None)."""
+    module.register_parameter("weight", Parameter(np.ones(shape, np.float32)) if affine else None)
+    module.register_parameter("bias", Parameter(np.zeros(shape, np.float32))
+                              if affine and bias else None)
+
+
 class _BatchNorm(Module):
     dims = ()
 
@@ -146,12 +154,7 @@ class _BatchNorm(Module):
         super().__init__()
         self.num_features, self.eps, self.momentum = num_features, eps, momentum
         self.affine, self.track_running_stats = affine, track_running_stats
-        if affine:
-            self.weight = Parameter(np.ones(num_features, np.float32))
-            self.bias = Parameter(np.zeros(num_features, np.float32))
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
+        _affine_parameters(self, num_features, affine)
         if track_running_stats:
             self.register_buffer("running_mean", np.zeros(num_features, np.float32))
             self.register_buffer("running_var", np.ones(num_features, np.float32))
@@ -482,10 +485,7 @@ class LayerNorm(Module):
             tuple(normalized_shape)
         self.normalized_shape, self.eps = shape, eps
         self.elementwise_affine = elementwise_affine
-        self.register_parameter("weight", Parameter(np.ones(shape, np.float32))
-                                if elementwise_affine else None)
-        self.register_parameter("bias", Parameter(np.zeros(shape, np.float32))
-                                if elementwise_affine and bias else None)
+        _affine_parameters(self, shape, elementwise_affine, bias)
 
     def forward(self, x):
         return F.layer_norm(x, self.normalized_shape, self.weight, self.bias, self.eps)
@@ -505,10 +505,7 @@ class GroupNorm(Module):
                              f"num_groups {num_groups} (as torch)")
         self.num_groups, self.num_channels, self.eps, self.affine = \
             num_groups, num_channels, eps, affine
-        self.register_parameter("weight", Parameter(np.ones(num_channels, np.float32))
-                                if affine else None)
-        self.register_parameter("bias", Parameter(np.zeros(num_channels, np.float32))
-                                if affine else None)
+        _affine_parameters(self, num_channels, affine)
 
     def forward(self, x):
         return F.group_norm(x, self.num_groups, self.weight, self.bias, self.eps)
@@ -530,10 +527,7 @@ class _InstanceNorm(Module):
                                       f"here")
         self.num_features, self.eps, self.momentum, self.affine = \
             num_features, eps, momentum, affine
-        self.register_parameter("weight", Parameter(np.ones(num_features, np.float32))
-                                if affine else None)
-        self.register_parameter("bias", Parameter(np.zeros(num_features, np.float32))
-                                if affine else None)
+        _affine_parameters(self, num_features, affine)
 
     def forward(self, x):
         if x.ndim not in self.dims or x.shape[1] != self.num_features:

@@ -796,6 +796,33 @@ def test_composed_activations_are_torchs(where, case):
     np.testing.assert_allclose(a.grad.numpy(), t.grad.numpy(), rtol=1e-14, atol=4e-15)
 
 
+def _norm_is_torchs(m, tm, x, where, rng, channels_last=False):
+    """A normalization module of ours and torch's, on the same random weight and bias (where
+    affine), give the same values and float64 gradients of the input and the parameters."""
+    m.to(np.float64)
+    tm.double()
+    if tm.weight is not None:
+        with torch.no_grad():
+            tm.weight.copy_(torch.tensor(rng.standard_normal(tm.weight.shape)))
+            tm.bias.copy_(torch.tensor(rng.standard_normal(tm.bias.shape)))
+        m.load_state_dict({k: v.numpy() for k, v in tm.state_dict().items()})
+    m.to(where)
+    a = L.tensor(x, device=where)
+    if channels_last:
+        a = a.to(memory_format="channels_last")
+    a = L.Tensor(a.data, requires_grad=True)
+    t = torch.tensor(x, requires_grad=True)
+    g = np.cos(np.arange(x.size)).reshape(x.shape)
+    y, ty = m(a), tm(t)
+    y.backward(L.tensor(g, device=where))
+    ty.backward(torch.tensor(g))
+    np.testing.assert_allclose(y.numpy(), ty.detach().numpy(), rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(a.grad.numpy(), t.grad.numpy(), rtol=1e-12, atol=1e-13)
+    if tm.weight is not None:
+        for p, tp in ((m.weight, tm.weight), (m.bias, tm.bias)):
+            np.testing.assert_allclose(p.grad.numpy(), tp.grad.numpy(), rtol=1e-12, atol=1e-13)
+
+
 @pytest.mark.parametrize("shape,groups", [((2, 6, 4, 5), 3), ((3, 4, 7), 2), ((2, 8), 4),
                                           ((1, 6, 2, 2), 6), ((2, 6, 4, 5), 1), ((0, 4, 3), 2)])
 @pytest.mark.parametrize("device", DEVICES)
@@ -803,27 +830,8 @@ def test_group_norm_is_torchs(where, shape, groups):
     """nn.GroupNorm / F.group_norm (composed of layer_norm's arithmetic): values and float64
     gradients of input, weight and bias as torch's; channels-last input too."""
     rng = np.random.default_rng(6)
-    x = rng.standard_normal(shape)
-    tm = torch.nn.GroupNorm(groups, shape[1]).double()
-    with torch.no_grad():
-        tm.weight.copy_(torch.tensor(rng.standard_normal(shape[1])))
-        tm.bias.copy_(torch.tensor(rng.standard_normal(shape[1])))
-    m = nn.GroupNorm(groups, shape[1]).to(np.float64)
-    m.load_state_dict({k: v.numpy() for k, v in tm.state_dict().items()})
-    m.to(where)
-    a = L.tensor(x, device=where)
-    if len(shape) == 4:
-        a = a.to(memory_format="channels_last")
-    a = L.Tensor(a.data, requires_grad=True)
-    t = torch.tensor(x, requires_grad=True)
-    g = np.cos(np.arange(x.size)).reshape(shape)
-    y, ty = m(a), tm(t)
-    y.backward(L.tensor(g, device=where))
-    ty.backward(torch.tensor(g))
-    np.testing.assert_allclose(y.numpy(), ty.detach().numpy(), rtol=1e-12, atol=1e-14)
-    np.testing.assert_allclose(a.grad.numpy(), t.grad.numpy(), rtol=1e-12, atol=1e-13)
-    for p, tp in ((m.weight, tm.weight), (m.bias, tm.bias)):
-        np.testing.assert_allclose(p.grad.numpy(), tp.grad.numpy(), rtol=1e-12, atol=1e-13)
+    _norm_is_torchs(nn.GroupNorm(groups, shape[1]), torch.nn.GroupNorm(groups, shape[1]),
+                    rng.standard_normal(shape), where, rng, channels_last=len(shape) == 4)
     with pytest.raises(ValueError, match="divisible"):
         nn.GroupNorm(4, 6)
 
@@ -836,22 +844,7 @@ def test_instance_norm_is_torchs(where, affine):
     rng = np.random.default_rng(7)
     for ours_cls, theirs_cls, shape in ((nn.InstanceNorm2d, torch.nn.InstanceNorm2d, (2, 3, 4, 5)),
                                         (nn.InstanceNorm1d, torch.nn.InstanceNorm1d, (2, 3, 6))):
-        x = rng.standard_normal(shape)
-        tm = theirs_cls(3, affine=affine).double()
-        m = ours_cls(3, affine=affine).to(np.float64)
-        if affine:
-            with torch.no_grad():
-                tm.weight.copy_(torch.tensor(rng.standard_normal(3)))
-                tm.bias.copy_(torch.tensor(rng.standard_normal(3)))
-            m.load_state_dict({k: v.numpy() for k, v in tm.state_dict().items()})
-        m.to(where)
-        a = L.Tensor(L.tensor(x, device=where).data, requires_grad=True)
-        t = torch.tensor(x, requires_grad=True)
-        g = np.cos(np.arange(x.size)).reshape(shape)
-        y, ty = m(a), tm(t)
-        y.backward(L.tensor(g, device=where))
-        ty.backward(torch.tensor(g))
-        np.testing.assert_allclose(y.numpy(), ty.detach().numpy(), rtol=1e-12, atol=1e-14)
-        np.testing.assert_allclose(a.grad.numpy(), t.grad.numpy(), rtol=1e-12, atol=1e-13)
+        _norm_is_torchs(ours_cls(3, affine=affine), theirs_cls(3, affine=affine),
+                        rng.standard_normal(shape), where, rng)
     with pytest.raises(NotImplementedError, match="track_running_stats"):
         nn.InstanceNorm2d(3, track_running_stats=True)
