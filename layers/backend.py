@@ -103,6 +103,19 @@ def promote_types(a, b):
 DEFAULT_FLOAT = np.dtype(np.float32)     # torch's default dtype: a Python float meeting ints
 
 
+def number_dtype(value):
+    """torch's dtype for a number standing alone (torch.full's fill value, torch.where's two
+    numbers): bool, int64 for an integer, complex64 for a complex number, else the default
+    float (NumPy scalars by their kind, at torch's widths)."""
+    if isinstance(value, (bool, np.bool_)):
+        return np.dtype(bool)
+    if isinstance(value, (int, np.integer)):
+        return np.dtype(np.int64)
+    if isinstance(value, (complex, np.complexfloating)):
+        return np.dtype(np.complex64)
+    return DEFAULT_FLOAT
+
+
 def _combine(higher, lower):
     """torch's combine_categories: the result of a more significant class of operands
     (`higher`: dimensioned tensors over 0-d ones over Python numbers) with a less significant

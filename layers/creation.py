@@ -17,7 +17,7 @@ from operator import index as _index
 import numpy as np
 
 from . import random
-from .backend import DEFAULT_FLOAT, cupy, is_floating, parse_device, xp_of
+from .backend import DEFAULT_FLOAT, cupy, is_floating, number_dtype, parse_device, xp_of
 from .backend import empty_like as backend_empty_like
 from .tensor import Tensor
 
@@ -76,18 +76,6 @@ def _on(device, make):
 
 # ---- filled ------------------------------------------------------------------------------------
 
-def _fill_value_dtype(value):
-    """torch.full's dtype for a fill value: bool, int64 for an integer, float32 for a float,
-    complex64 for a complex number (NumPy scalars: their own kind, at torch's widths)."""
-    if isinstance(value, (bool, np.bool_)):
-        return np.dtype(bool)
-    if isinstance(value, (int, np.integer)):
-        return np.dtype(np.int64)
-    if isinstance(value, (complex, np.complexfloating)):
-        return np.dtype(np.complex64)
-    return DEFAULT_FLOAT
-
-
 def full(*args, fill_value=None, dtype=None, device=None, requires_grad=False):
     """A tensor of `size` holding fill_value: full(size, fill_value) as torch (also
     full(size, fill_value=v))."""
@@ -98,7 +86,7 @@ def full(*args, fill_value=None, dtype=None, device=None, requires_grad=False):
         if not isinstance(args[0], (tuple, list)):
             raise TypeError(f"full(): size must be a tuple of ints, got {args[0]!r} (as torch)")
     size = _size("full", args)
-    dt = _dtype("full", dtype, _fill_value_dtype(fill_value))
+    dt = _dtype("full", dtype, number_dtype(fill_value))
     return _made(_on(device, lambda xp: xp.full(size, fill_value, dtype=dt)), requires_grad)
 
 

@@ -14,7 +14,7 @@ from .ops import loss as _loss
 from .ops import norm as _norm
 from .ops import reduce as _red
 from .ops import shape as _sh
-from .backend import (DEFAULT_FLOAT, cupy, device_of, dim_index, is_channels_last, is_floating, is_gpu,
+from .backend import (cupy, number_dtype, device_of, dim_index, is_channels_last, is_floating, is_gpu,
                       is_half, out_of_range, parse_device, promote_types, same_dtype, to_device, xp_of)
 from .changes import mark_changed
 from .tensor import Tensor, is_grad_enabled, no_grad
@@ -236,7 +236,7 @@ def where(cond, a, b):
     like = a if isinstance(a, Tensor) else b
     if not isinstance(like, Tensor):          # (two numbers: torch's dtype for them, on cond's
         c = cond if isinstance(cond, Tensor) else Tensor(np.asarray(cond))   # device)
-        dtype = promote_types(_fill_dtype(a), _fill_dtype(b))
+        dtype = promote_types(number_dtype(a), number_dtype(b))
         a = Tensor(xp_of(c.data).asarray(a, dtype=dtype))
         like = a
     c = _on_device_of(like, cond, "where")
@@ -1181,15 +1181,6 @@ def binary_cross_entropy_with_logits(x, target, weight=None, size_average=None, 
             (1 + (pw - 1) * t).astype(x.dtype, copy=False))
     return _weighted(loss, weight, reduction, name) if weight is not None else \
         _reduced(loss, reduction)
-
-
-def _fill_dtype(v):
-    """torch's dtype for a Python number: bool, int64, or the default float (float32)."""
-    if isinstance(v, (bool, np.bool_)):
-        return np.dtype(bool)
-    if isinstance(v, (int, np.integer)):
-        return np.dtype(np.int64)
-    return DEFAULT_FLOAT
 
 
 def _store_result(x, name, compute):
