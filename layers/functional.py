@@ -14,8 +14,9 @@ from .ops import loss as _loss
 from .ops import norm as _norm
 from .ops import reduce as _red
 from .ops import shape as _sh
-from .backend import (cupy, number_dtype, device_of, dim_index, is_channels_last, is_floating, is_gpu,
-                      is_half, out_of_range, parse_device, promote_types, same_dtype, to_device, xp_of)
+from .backend import (cupy, device_of, dim_index, is_channels_last, is_floating, is_gpu, is_half,
+                      number_dtype, out_of_range, parse_device, promote_types, same_dtype,
+                      to_device, xp_of)
 from .changes import mark_changed
 from .tensor import Tensor, is_grad_enabled, no_grad
 
