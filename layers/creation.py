@@ -113,7 +113,7 @@ def empty(*size, dtype=None, device=None, requires_grad=False):
 _UNIFORM_BITS = {"float16": 11, "bfloat16": 8}
 
 
-def _draw(fn, size, dtype, device, kind):
+def _draw(size, dtype, device, kind):
     """`kind` ('uniform' on [0, 1), 'normal') values of `size` as `dtype` on `device`. The
     device generator draws float32 (24 random bits a uniform): float64 results are those
     float32 values. A uniform for a half dtype is cut to the dtype's bits before it is
@@ -137,13 +137,13 @@ def _draw(fn, size, dtype, device, kind):
 def rand(*size, dtype=None, device=None, requires_grad=False):
     """Uniform on [0, 1)."""
     size, dt = _size("rand", size), _floating("rand", _dtype("rand", dtype))
-    return _made(_draw("rand", size, dt, device, "uniform"), requires_grad)
+    return _made(_draw(size, dt, device, "uniform"), requires_grad)
 
 
 def randn(*size, dtype=None, device=None, requires_grad=False):
     """Standard normal."""
     size, dt = _size("randn", size), _floating("randn", _dtype("randn", dtype))
-    return _made(_draw("randn", size, dt, device, "normal"), requires_grad)
+    return _made(_draw(size, dt, device, "normal"), requires_grad)
 
 
 def randint(*args, size=None, dtype=None, device=None, requires_grad=False):

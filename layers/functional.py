@@ -254,16 +254,12 @@ def where(cond, a, b):
 def maximum(a, b):
     """torch.maximum: elementwise, NaN propagating; at a tie each side gets half the gradient,
     at a NaN each the whole of it (torch's rule)."""
-    return _extremum(a, b, np.greater)
+    return _ew.Extremum.apply(*_operands(a, b), larger=True)
 
 
 def minimum(a, b):
     """torch.minimum (as maximum)."""
-    return _extremum(a, b, np.less)
-
-
-def _extremum(a, b, wins):
-    return _ew.Extremum.apply(*_operands(a, b), larger=wins is np.greater)
+    return _ew.Extremum.apply(*_operands(a, b), larger=False)
 
 
 def isnan(x): return Tensor(xp_of(x.data).isnan(x.data))
