@@ -662,11 +662,8 @@ def scatter_add(x, dim, index, src):
 def _scatter_(x, dim, index, src=None, value=None, reduce=None):
     """x.scatter_(...) / x.scatter_add_(...): into x's own array (a tensor of no recorded
     graph, as the other in-place methods)."""
-    name = "scatter_add_()" if reduce == "add" else "scatter_()"
-    _in_place_check(x, name, *(t for t in (src,) if isinstance(t, Tensor)))
-    with no_grad():
-        y = scatter(x, dim, index, src, value, reduce)
-    return _store(x, y.data, name)
+    return _store_result(x, "scatter_add_()" if reduce == "add" else "scatter_()",
+                         lambda: scatter(x, dim, index, src, value, reduce), src)
 
 
 def index_select(x, dim, index):
@@ -1180,10 +1177,11 @@ def binary_cross_entropy_with_logits(x, target, weight=None, size_average=None, 
         _reduced(loss, reduction)
 
 
-def _store_result(x, name, compute):
+def _store_result(x, name, compute, *others):
     """An in-place method whose out-of-place form is `compute`: into x's own array, on a
-    tensor of no recorded graph (as the other in-place methods)."""
-    _in_place_check(x, name)
+    tensor of no recorded graph (as the other in-place methods; `others`: its operands, which
+    may tie it to one)."""
+    _in_place_check(x, name, *(t for t in others if isinstance(t, Tensor)))
     with no_grad():
         y = compute()
     return _store(x, y.data, name)
