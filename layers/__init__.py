@@ -16,7 +16,9 @@ from .functional import (add, amax, amin, argmax, argmin, argsort, cat, chunk, c
                          matmul, max, mean, min, mul, neg, pow, relu, reshape, sigmoid, softmax,
                          sort, split, sqrt, squeeze, stack, std, sub, sum, tanh, topk, transpose,
                          unsqueeze, var, where, maximum, minimum, isnan, isinf, isfinite,
-                         narrow, flip, log1p)
+                         narrow, flip, log1p, expm1, log2, log10, reciprocal, rsqrt, sin,
+                         cos, tan, sinh, cosh, atan, square, logsumexp, cumsum, prod, norm,
+                         tril, triu, roll, bmm)
 from .random import manual_seed
 from .tensor import Tensor as _Tensor
 from .backend import bfloat16
@@ -57,5 +59,7 @@ __all__ = ["autograd", "Tensor", "Function", "tensor", "as_tensor", "no_grad", "
            "sigmoid", "softmax", "sort", "split", "sqrt", "squeeze", "stack", "std", "sub", "sum",
            "tanh", "topk", "transpose", "unsqueeze", "var", "where", "maximum", "minimum",
            "isnan", "isinf", "isfinite", "narrow", "flip", "log1p", "from_numpy", "is_tensor",
+           "expm1", "log2", "log10", "reciprocal", "rsqrt", "sin", "cos", "tan", "sinh", "cosh",
+           "atan", "square", "logsumexp", "cumsum", "prod", "norm", "tril", "triu", "roll", "bmm",
            "bfloat16", "float16", "half", "float32", "float", "float64", "double", "int8",
            "uint8", "int16", "short", "int32", "int", "int64", "long", "bool"]

@@ -2,6 +2,7 @@
 paths share live here, so a misuse gets the same clear error on the CPU and the GPU."""
 import builtins
 import functools
+import math
 import operator
 
 import numpy as np
@@ -94,6 +95,18 @@ def pow(x, exponent):
 def exp(x): return _ew.Exp.apply(_floating(x))
 def log(x): return _ew.Log.apply(_floating(x))
 def log1p(x): return _ew.Log1p.apply(_floating(x))
+def expm1(x): return _ew.Expm1.apply(_floating(x))
+def log2(x): return _ew.Log2.apply(_floating(x))
+def log10(x): return _ew.Log10.apply(_floating(x))
+def reciprocal(x): return _ew.Reciprocal.apply(_floating(x))
+def rsqrt(x): return _ew.Rsqrt.apply(_floating(x))
+def sin(x): return _ew.Sin.apply(_floating(x))
+def cos(x): return _ew.Cos.apply(_floating(x))
+def tan(x): return _ew.Tan.apply(_floating(x))
+def sinh(x): return _ew.Sinh.apply(_floating(x))
+def cosh(x): return _ew.Cosh.apply(_floating(x))
+def atan(x): return _ew.Arctan.apply(_floating(x))
+def square(x): return mul(x, x)
 
 
 # ---- activations composed of the ops above (both paths and the gradients come with them; each
@@ -540,6 +553,62 @@ def std(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
     return var(x, dim, unbiased, keepdim, correction=correction) ** 0.5
 
 
+def logsumexp(x, dim, keepdim=False):
+    """torch.logsumexp: log(sum(exp(x))) over `dim` (an int or a tuple), without overflow: the
+    maximum is taken out first, as a constant (its gradient cancels), and a row whose maximum is
+    infinite is summed as it is (-inf where every term is -inf, as torch)."""
+    x = _floating(x)
+    axes = _red._axes(dim, x.ndim)
+    with no_grad():
+        m = amax(x, dim, keepdim=True) if x.ndim else x
+        m = where(isinf(m), 0.0, m)
+    y = log(sum(exp(x - m), axes, keepdim=True)) + m
+    return y if keepdim else reshape(y, tuple(n for d, n in enumerate(x.shape) if d not in axes))
+
+
+def cumsum(x, dim, *, dtype=None):
+    """torch.cumsum: the running sum along `dim`; bool and integer data give int64 (as torch),
+    `dtype` casts first."""
+    x = x.astype(dtype) if dtype is not None else x
+    if x.ndim == 0:
+        dim_index(dim, 1, "cumsum")
+        return reshape(_red.Cumsum.apply(reshape(x, 1), axis=0), ())
+    return _red.Cumsum.apply(x, axis=dim_index(dim, x.ndim, "cumsum"))
+
+
+def prod(x, dim=None, keepdim=False, *, dtype=None):
+    """torch.prod: of every element, or along one `dim`; bool and integer data give int64 (as
+    torch), `dtype` casts first. Its gradient is exact where a factor is 0."""
+    x = x.astype(dtype) if dtype is not None else x
+    if dim is not None:
+        if not isinstance(dim, (int, np.integer)):
+            raise TypeError(f"prod: dim is one axis (an int, as torch's), got {dim!r}")
+        axis = dim_index(dim, builtins.max(x.ndim, 1), "prod")
+        if x.ndim == 0:
+            return _red.Prod.apply(x, axis=None, keepdims=False)
+        return _red.Prod.apply(x, axis=axis, keepdims=bool(keepdim))
+    return _red.Prod.apply(x, axis=None, keepdims=False)
+
+
+def norm(x, p="fro", dim=None, keepdim=False, *, dtype=None):
+    """torch.norm's vector norms (torch.linalg.vector_norm): p a number (2, 1, inf, -inf, 0 or
+    any other) or 'fro' (2) over `dim` (an int, a tuple, or every axis). Matrix norms ('nuc')
+    are not done here."""
+    if isinstance(p, str):
+        if p != "fro":
+            raise ValueError(f"norm: p={p!r} (a matrix norm) is not done here; the vector norms "
+                             f"are (a number, or 'fro')")
+        p = 2
+    x = x.astype(dtype) if dtype is not None else _float_only(x, "norm")
+    return _red.VectorNorm.apply(x, ord=float(p), axis=dim, keepdims=bool(keepdim))
+
+
+def normalize(x, p=2.0, dim=1, eps=1e-12):
+    """torch.nn.functional.normalize: x / max(||x||_p over dim, eps)."""
+    n = norm(x, p, dim, keepdim=True)
+    return x / clamp(n, min=eps)
+
+
 def absolute(x):
     """|x| (Tensor.abs, torch.abs); the gradient sign(x), 0 at 0, as torch's."""
     if x.dtype == np.bool_:
@@ -813,6 +882,52 @@ def _promoted(tensors):
 
 
 cat = concat
+
+
+def tril(x, diagonal=0):
+    """torch.tril: the lower triangle of the last two axes, from `diagonal` down."""
+    return _triangle("tril", x, diagonal, upper=False)
+
+
+def triu(x, diagonal=0):
+    """torch.triu: the upper triangle of the last two axes, from `diagonal` up."""
+    return _triangle("triu", x, diagonal, upper=True)
+
+
+def _triangle(name, x, diagonal, upper):
+    if x.ndim < 2:
+        raise ValueError(f"{name}: input must have at least 2 dimensions, got shape {x.shape}")
+    return _sh.Triangle.apply(x, diagonal=operator.index(diagonal), upper=upper)
+
+
+def roll(x, shifts, dims=None):
+    """torch.roll: entries moved `shifts` places along `dims` (an int or a tuple, with as many
+    shifts), those pushed off one end coming back at the other; no dims: of the flattened
+    tensor, its shape kept."""
+    if dims is None:
+        if not isinstance(shifts, (int, np.integer)) and len(shifts) != 1:
+            raise ValueError(f"roll: {len(shifts)} shifts need as many dims, got dims=None")
+        return reshape(roll(reshape(x, -1), shifts, 0), x.shape)
+    shifts = (shifts,) if isinstance(shifts, (int, np.integer)) else tuple(shifts)
+    dims = (dims,) if isinstance(dims, (int, np.integer)) else tuple(dims)
+    if len(shifts) != len(dims):
+        raise ValueError(f"roll: shifts {shifts} and dims {dims} differ in length")
+    for shift, dim in zip(shifts, dims):
+        dim = dim_index(dim, x.ndim, "roll")
+        n = x.shape[dim]
+        shift = operator.index(shift) % n if n else 0
+        if shift:
+            x = concat([narrow(x, dim, n - shift, shift), narrow(x, dim, 0, n - shift)], dim)
+    return x
+
+
+def bmm(a, b):
+    """torch.bmm: batched products of two 3-d tensors of one batch size (matmul without its
+    broadcasting)."""
+    if a.ndim != 3 or b.ndim != 3 or a.shape[0] != b.shape[0]:
+        raise ValueError(f"bmm: expected two 3-d tensors of one batch size, got shapes "
+                         f"{tuple(a.shape)} and {tuple(b.shape)}")
+    return matmul(a, b)
 
 
 def stack(tensors, axis=None, *, dim=None):
@@ -1641,6 +1756,99 @@ def adaptive_avg_pool1d(x, output_size):
     return squeeze(adaptive_avg_pool2d(_as_2d("adaptive_avg_pool1d", x), (1, o)), -2)
 
 
+
+# ---- resampling: F.interpolate (nn.Upsample) ----------------------------------------------------
+
+_LINEAR = {3: "linear", 4: "bilinear"}      # the linear mode of a 1-d / 2-d spatial input
+
+
+def interpolate(x, size=None, scale_factor=None, mode="nearest", align_corners=None,
+                recompute_scale_factor=None, antialias=False):
+    """torch.nn.functional.interpolate of (N, C, L) or (N, C, H, W) input: mode 'nearest',
+    'nearest-exact', 'linear' (3-d) or 'bilinear' (4-d), align_corners as torch's. Each spatial
+    axis is resampled in turn, composed of index_select and weights (both paths, and the
+    gradient: the entries each source feeds, summed). Source positions and weights are computed
+    as torch's CPU kernels compute them (in float32 for float32 and half data), so the same
+    neighbours are picked."""
+    if x.ndim not in _LINEAR:
+        raise ValueError(f"interpolate: input must be 3-d (N, C, L) or 4-d (N, C, H, W) here, got "
+                         f"shape {tuple(x.shape)}")
+    if mode not in ("nearest", "nearest-exact", _LINEAR[x.ndim]):
+        raise ValueError(f"interpolate: mode {mode!r} for {x.ndim}-d input is not done here: "
+                         f"'nearest', 'nearest-exact' or {_LINEAR[x.ndim]!r}")
+    linear = mode == _LINEAR[x.ndim]
+    if align_corners is not None and not linear:
+        raise ValueError("interpolate: align_corners can only be set with the interpolating "
+                         "modes (linear, bilinear), as torch")
+    if antialias:
+        raise ValueError("interpolate: antialias is not done here")
+    x = _float_only(x, "interpolate")
+    spatial = x.shape[2:]
+    k = len(spatial)
+    if (size is None) == (scale_factor is None):
+        raise ValueError("interpolate: give exactly one of size and scale_factor")
+    if size is not None:
+        size = tuple(size) if isinstance(size, (tuple, list)) else (size,) * k
+        if len(size) != k or not all(isinstance(n, (int, np.integer)) and n > 0 for n in size):
+            raise ValueError(f"interpolate: size must be {k} positive ints, got {size}")
+        scales = (None,) * k
+    else:
+        sf = tuple(scale_factor) if isinstance(scale_factor, (tuple, list)) else \
+            (scale_factor,) * k
+        if len(sf) != k or not all(f > 0 for f in sf):
+            raise ValueError(f"interpolate: scale_factor must be {k} positive numbers, got "
+                             f"{scale_factor}")
+        size = tuple(int(math.floor(n * f)) for n, f in zip(spatial, sf))
+        if not all(size):
+            raise ValueError(f"interpolate: scale_factor {scale_factor} makes an empty output "
+                             f"from {tuple(spatial)}")
+        scales = (None,) * k if recompute_scale_factor else sf
+    opmath = np.float64 if x.dtype == np.float64 else np.float32
+    xp = xp_of(x.data)
+    for d, (n_in, n_out, sf) in enumerate(zip(spatial, size, scales)):
+        axis = 2 + d
+        if linear:
+            i0, i1, w = _linear_sources(n_in, n_out, sf, bool(align_corners), opmath)
+            w = xp.asarray(w.astype(x.dtype).reshape((-1,) + (1,) * (x.ndim - 1 - axis)))
+            x = index_select(x, axis, xp.asarray(i0)) * (1 - Tensor(w)) + \
+                index_select(x, axis, xp.asarray(i1)) * Tensor(w)
+        elif n_in != n_out:
+            x = index_select(x, axis, xp.asarray(_nearest_sources(n_in, n_out, sf,
+                                                                  mode == "nearest-exact")))
+    return x
+
+
+def _scale(n_in, n_out, scale_factor, opmath):
+    """torch's compute_scales_value: 1 / scale_factor where one was given, else in / out."""
+    if scale_factor is not None:
+        return opmath(1.0 / scale_factor)
+    return opmath(opmath(n_in) / opmath(n_out))
+
+
+def _nearest_sources(n_in, n_out, scale_factor, exact):
+    """The source index of each output entry, as torch's nearest_idx / nearest_exact_idx (float
+    arithmetic)."""
+    if not exact and n_out == 2 * n_in:
+        return np.arange(n_out) >> 1
+    scale = _scale(n_in, n_out, scale_factor, np.float32)
+    dst = np.arange(n_out, dtype=np.float32) + (np.float32(0.5) if exact else np.float32(0))
+    return np.minimum(np.floor(dst * scale).astype(np.int64), n_in - 1)
+
+
+def _linear_sources(n_in, n_out, scale_factor, align_corners, opmath):
+    """(left index, right index, right weight) of each output entry, as torch's
+    area_pixel_compute_source_index and guard_index_and_lambda, in `opmath`."""
+    if align_corners:
+        scale = opmath(n_in - 1) / opmath(n_out - 1) if n_out > 1 else opmath(0)
+        src = np.arange(n_out, dtype=opmath) * scale
+    else:
+        scale = _scale(n_in, n_out, scale_factor, opmath)
+        src = np.maximum(scale * (np.arange(n_out, dtype=opmath) + opmath(0.5)) - opmath(0.5), 0)
+    i0 = np.minimum(np.floor(src).astype(np.int64), n_in - 1)
+    w = np.clip(src - i0.astype(opmath), 0, 1)
+    i1 = i0 + (i0 < n_in - 1)
+    return i0, i1, w
+
 # ---- in place: x += y, x.add_(y), x[i] = v, x.copy_(y), ... (torch's rules) ----------------------
 # An in-place change writes the tensor's own array -- every other name for it, a view, a
 # parameter's optimizer state, sees it -- and is recorded (changes.mark_changed): an op whose
@@ -1936,6 +2144,18 @@ def _install_tensor_methods():
         "transpose": lambda self, *axes: transpose(self, *axes),
         "permute": lambda self, *axes: transpose(self, *axes),
         "exp": lambda self: exp(self),
+        "log1p": lambda self: log1p(self),
+        "logsumexp": lambda self, dim, keepdim=False: logsumexp(self, dim, keepdim),
+        "cumsum": lambda self, dim, dtype=None: cumsum(self, dim, dtype=dtype),
+        "prod": lambda self, dim=None, keepdim=False, dtype=None: prod(self, dim, keepdim,
+                                                                       dtype=dtype),
+        "norm": lambda self, p="fro", dim=None, keepdim=False, dtype=None: norm(
+            self, p, dim, keepdim, dtype=dtype),
+        "tril": lambda self, diagonal=0: tril(self, diagonal),
+        "triu": lambda self, diagonal=0: triu(self, diagonal),
+        "roll": lambda self, shifts, dims=None: roll(self, shifts, dims),
+        "bmm": lambda self, other: bmm(self, other),
+        "square": lambda self: square(self),
         "log": lambda self: log(self),
         "relu": lambda self: relu(self),
         "tanh": lambda self: tanh(self),
@@ -2046,6 +2266,8 @@ def _install_tensor_methods():
                          ("le", "less_equal"), ("gt", "greater"), ("ge", "greater_equal")):
         for name in (f"__{short}__", short):          # (x == y and x.eq(y))
             spellings[name] = _comparison(ufunc)
+    for fn in (expm1, log2, log10, reciprocal, rsqrt, sin, cos, tan, sinh, cosh, atan):
+        spellings[fn.__name__] = lambda self, fn=fn: fn(self)
     for name, method in spellings.items():
         if not isinstance(method, property):
             method.__name__ = method.__qualname__ = name

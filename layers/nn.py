@@ -355,6 +355,37 @@ class Flatten(Module):
         return f"start_dim={self.start_dim}, end_dim={self.end_dim}"
 
 
+class Upsample(Module):
+    """torch.nn.Upsample (F.interpolate: nearest, nearest-exact, linear, bilinear)."""
+
+    def __init__(self, size=None, scale_factor=None, mode="nearest", align_corners=None,
+                 recompute_scale_factor=None):
+        super().__init__()
+        self.size, self.scale_factor, self.mode = size, scale_factor, mode
+        self.align_corners, self.recompute_scale_factor = align_corners, recompute_scale_factor
+
+    def forward(self, x):
+        return F.interpolate(x, self.size, self.scale_factor, self.mode, self.align_corners,
+                             self.recompute_scale_factor)
+
+    def extra_repr(self):
+        what = f"size={self.size}" if self.size is not None else \
+            f"scale_factor={self.scale_factor}"
+        return f"{what}, mode={self.mode!r}"
+
+
+class UpsamplingNearest2d(Upsample):
+    def __init__(self, size=None, scale_factor=None):
+        super().__init__(size, scale_factor, "nearest")
+
+
+class UpsamplingBilinear2d(Upsample):
+    """torch's: bilinear with align_corners=True."""
+
+    def __init__(self, size=None, scale_factor=None):
+        super().__init__(size, scale_factor, "bilinear", align_corners=True)
+
+
 class MaxPool2d(Module):
     """torch.nn.MaxPool2d (F.max_pool2d: composed of slices and a max, both paths)."""
 
@@ -619,19 +650,26 @@ class CrossEntropyLoss(Module):
 
 __all__ = ["Module", "Parameter", "Sequential", "ModuleList", "ModuleDict", "GroupNorm", "InstanceNorm1d", "InstanceNorm2d", "GELU", "SiLU", "Mish", "ELU", "Softplus", "Hardtanh", "ReLU6", "LogSigmoid", "Linear", "Conv1d", "Conv2d",
            "ConvTranspose2d", "BatchNorm1d", "BatchNorm2d", "Embedding", "Dropout", "ReLU",
-           "LeakyReLU", "Tanh", "Sigmoid", "Flatten", "MaxPool2d", "AvgPool2d", "MaxPool1d",
+           "LeakyReLU", "Tanh", "Sigmoid", "Flatten", "Upsample",
+           "UpsamplingNearest2d", "UpsamplingBilinear2d", "MaxPool2d", "AvgPool2d", "MaxPool1d",
            "AvgPool1d", "AdaptiveAvgPool2d", "AdaptiveMaxPool2d", "AdaptiveAvgPool1d", "Identity",
            "Softmax", "LogSoftmax", "LayerNorm", "NLLLoss", "BCELoss", "BCEWithLogitsLoss",
            "MSELoss", "L1Loss", "CrossEntropyLoss", "LSTM", "LSTMCell", "utils"]
 
 
 class _Utils:
-    """torch.nn.utils' spelling of what layers.optim has: nn.utils.clip_grad_norm_."""
+    """torch.nn.utils' spelling of what layers.optim has: nn.utils.clip_grad_norm_ and
+    clip_grad_value_."""
 
     @staticmethod
     def clip_grad_norm_(parameters, max_norm, norm_type=2.0, foreach=None):
         from .optim import clip_grad_norm_
         return clip_grad_norm_(parameters, max_norm, norm_type, foreach)
+
+    @staticmethod
+    def clip_grad_value_(parameters, clip_value, foreach=None):
+        from .optim import clip_grad_value_
+        return clip_grad_value_(parameters, clip_value, foreach)
 
 
 utils = _Utils()

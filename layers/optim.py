@@ -549,6 +549,17 @@ def clip_grad_norm_(parameters, max_norm, norm_type=2.0, foreach=None):
     return Tensor(total)
 
 
+
+def clip_grad_value_(parameters, clip_value, foreach=None):
+    """Clamp every gradient into [-clip_value, clip_value] in place (torch's
+    clip_grad_value_); returns None, as torch's. NaN stays NaN."""
+    if clip_value < 0:
+        raise ValueError(f"clip_grad_value_: clip_value must be >= 0, got {clip_value}")
+    for p in (parameters if not isinstance(parameters, Tensor) else [parameters]):
+        if p.grad is not None:
+            g = p.grad.data
+            xp_of(g).clip(g, -clip_value, clip_value, out=g)
+
 from . import lr_scheduler  # noqa: E402  (layers.optim.lr_scheduler, as torch.optim.lr_scheduler)
 # ... and importable under that name: `from layers.optim.lr_scheduler import StepLR`
 sys.modules[__name__ + ".lr_scheduler"] = lr_scheduler

@@ -41,7 +41,41 @@ CASES = {
     "pow_method": lambda v: v.pow(2),
     "cat_dim": lambda v: (F.cat if hasattr(v, "_ctx") else torch.cat)([v, v], dim=1),
     "stack_dim": lambda v: (F.stack if hasattr(v, "_ctx") else torch.stack)([v, v], dim=1),
+    # torch's elementwise math (positive arguments for the logarithms and roots)
+    **{name: (lambda v, name=name: getattr(v, name)())
+       for name in ("sin", "cos", "tan", "sinh", "cosh", "atan", "expm1", "square")},
+    **{name: (lambda v, name=name: getattr(v.abs() + 0.5, name)())
+       for name in ("log1p", "log2", "log10", "reciprocal", "rsqrt")},
+    "logsumexp": lambda v: v.logsumexp(1),
+    "logsumexp_dims_keepdim": lambda v: v.logsumexp((0, 1), keepdim=True),
+    "logsumexp_function": lambda v: _lib(v).logsumexp(v * 300, dim=0),   # (exp overflows)
+    "cumsum": lambda v: v.cumsum(1),
+    "cumsum_first_axis": lambda v: _lib(v).cumsum(v, dim=-2),
+    "prod": lambda v: v.prod(),
+    "prod_dim_zeros": lambda v: v.prod(1),                # (a 0 in rows 0 and 1: exact)
+    "prod_dim_keepdim": lambda v: v.prod(0, keepdim=True),
+    "prod_two_zeros": lambda v: v[:2, ::3].prod(),        # (0 twice: every gradient 0)
+    "norm": lambda v: v.norm(),
+    "norm_dim": lambda v: v.norm(dim=1),
+    "norm_p1": lambda v: v.norm(p=1, dim=0, keepdim=True),
+    "norm_p3": lambda v: v.norm(p=3, dim=1),
+    "norm_p_half_zeros": lambda v: v.norm(p=0.5, dim=1),  # (|x|^-0.5 at 0: masked, as torch)
+    "norm_inf_ties": lambda v: v.norm(p=float("inf"), dim=1),    # (4.0, 1.5 twice, ...)
+    "norm_minus_inf": lambda v: v.norm(p=-float("inf"), dim=0),
+    "norm_of_zeros": lambda v: (v * 0).norm(dim=0),       # (0: gradient 0, as torch)
+    "normalize": lambda v: _lib(v, F, torch.nn.functional).normalize(v, dim=0),
+    "tril": lambda v: v.tril(),
+    "triu_offset": lambda v: v.triu(-1),
+    "roll": lambda v: v.roll(1, 1),
+    "roll_dims": lambda v: v.roll((2, -5), (0, 1)),
+    "roll_flat": lambda v: v.roll(5),
+    "bmm": lambda v: v.reshape(2, 3, 2).bmm(v.reshape(2, 2, 3)),
 }
+
+
+def _lib(v, ours=L, theirs=torch):
+    """The module of v's library: layers (or F) for a layers Tensor, torch's for torch's."""
+    return ours if isinstance(v, L.Tensor) else theirs
 
 
 @pytest.mark.parametrize("case", list(CASES))

@@ -293,6 +293,84 @@ class Log1p(Function):
         return gy / (1 + self.saved)
 
 
+class Unary(Function):
+    """y = f(x) for one of torch's floating elementwise functions, through the NumPy / CuPy
+    ufunc of the same name (`ufunc`); its gradient gy * f'(x) from `derivative(x, y)`, in the
+    data's dtype. One class per function below: the table of what torch has and its derivative
+    is all they are. (An integer input was made float32 before: functional._floating.)"""
+    ufunc = None
+
+    def forward(self, x):
+        y = getattr(self.xp, self.ufunc)(x)
+        self.saved = x, y
+        return y
+
+    def backward(self, gy):
+        x, y = self.saved
+        return (gy * self.derivative(self.xp, x, y)).astype(gy.dtype, copy=False)
+
+
+class Sin(Unary):
+    ufunc = "sin"
+    def derivative(self, xp, x, y): return xp.cos(x)
+
+
+class Cos(Unary):
+    ufunc = "cos"
+    def derivative(self, xp, x, y): return -xp.sin(x)
+
+
+class Tan(Unary):
+    ufunc = "tan"
+    def derivative(self, xp, x, y): return 1 + y * y
+
+
+class Expm1(Unary):
+    """exp(x) - 1, exact for small x."""
+    ufunc = "expm1"
+    def derivative(self, xp, x, y): return y + 1
+
+
+class Log2(Unary):
+    ufunc = "log2"
+    def derivative(self, xp, x, y): return 1 / (x * math.log(2))
+
+
+class Log10(Unary):
+    ufunc = "log10"
+    def derivative(self, xp, x, y): return 1 / (x * math.log(10))
+
+
+class Reciprocal(Unary):
+    ufunc = "reciprocal"
+    def derivative(self, xp, x, y): return -(y * y)
+
+
+class Rsqrt(Unary):
+    """1 / sqrt(x) (NumPy has no rsqrt ufunc: the quotient, one rounding more than torch's)."""
+    def forward(self, x):
+        y = (1 / self.xp.sqrt(x)).astype(x.dtype, copy=False)
+        self.saved = x, y
+        return y
+
+    def derivative(self, xp, x, y): return -0.5 * y * y * y
+
+
+class Sinh(Unary):
+    ufunc = "sinh"
+    def derivative(self, xp, x, y): return xp.cosh(x)
+
+
+class Cosh(Unary):
+    ufunc = "cosh"
+    def derivative(self, xp, x, y): return xp.sinh(x)
+
+
+class Arctan(Unary):
+    ufunc = "arctan"
+    def derivative(self, xp, x, y): return 1 / (1 + x * x)
+
+
 class _CudnnActivation(Function):
     """y = f(x) with cuDNN's activation forward/backward on the GPU. A channels-last x is run as
     its packed NHWC view (elementwise, the order does not matter) and y is channels-last too.

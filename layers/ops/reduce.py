@@ -144,3 +144,114 @@ class LogSoftmax(Function):
         acc = accumulation_dtype(gy.dtype)
         y, g = self.saved.astype(acc, copy=False), gy.astype(acc, copy=False)
         return g - self.xp.exp(y) * g.sum(axis=self.axis, keepdims=True)
+
+
+class Cumsum(Function):
+    """The running sum along `axis` (torch.cumsum): floating data summed in its accumulation
+    dtype and returned in its own, bool and integer data in int64 (as torch); the gradient is
+    the running sum of gy from the other end."""
+
+    def forward(self, x):
+        whole = _integer_sum_dtype(x.dtype)
+        if whole is not None:
+            return self.xp.cumsum(x, axis=self.axis, dtype=whole)
+        return self.xp.cumsum(x, axis=self.axis, dtype=accumulation_dtype(x.dtype)).astype(
+            x.dtype, copy=False)
+
+    def backward(self, gy):
+        xp, axis = self.xp, self.axis
+        acc = accumulation_dtype(gy.dtype)
+        g = xp.flip(xp.cumsum(xp.flip(gy, axis), axis=axis, dtype=acc), axis)
+        return g.astype(gy.dtype, copy=False)
+
+
+class Prod(Function):
+    """The product over `axis` (one axis, or None: every element), as torch.prod: bool and
+    integer data in int64. The gradient of each factor is the product of the others, taken as
+    the running products from both ends (no division: exact where a factor is 0, as torch's)."""
+
+    def forward(self, x):
+        self.shape = x.shape
+        whole = _integer_sum_dtype(x.dtype)
+        dtype = whole if whole is not None else accumulation_dtype(x.dtype)
+        flat = x.reshape(-1) if self.axis is None else x
+        y = flat.prod(axis=0 if self.axis is None else self.axis, keepdims=self.keepdims,
+                      dtype=dtype)
+        if self.axis is None and self.keepdims:
+            y = y.reshape((1,) * x.ndim)
+        self.saved = x
+        return y if whole is not None else y.astype(x.dtype, copy=False)
+
+    def backward(self, gy):
+        x, xp = self.saved, self.xp
+        acc = accumulation_dtype(gy.dtype)
+        axis = self.axis
+        a = x.astype(acc, copy=False)
+        if axis is None:
+            a = a.reshape(-1)
+        ax = 0 if axis is None else axis
+
+        def upto(b, stop):                       # b's first `stop` entries along ax
+            return b[(slice(None),) * ax + (slice(0, stop),)]
+        n = a.shape[ax]
+        ones = xp.ones_like(upto(a, 1))
+
+        def exclusive(b):                        # b's running products, shifted one on
+            return xp.concatenate([ones, xp.cumprod(upto(b, n - 1), axis=ax)], axis=ax)
+        before = exclusive(a) if n else a
+        after = xp.flip(exclusive(xp.flip(a, ax)), ax) if n else a
+        g = gy.astype(acc, copy=False)
+        if axis is None:
+            g = g.reshape(())
+        elif not self.keepdims:
+            g = xp.expand_dims(g, ax)
+        return (g * before * after).reshape(self.shape).astype(gy.dtype, copy=False)
+
+
+class VectorNorm(Function):
+    """The vector p-norm over `axes` (torch.linalg.vector_norm; torch.norm's vector forms):
+    p = 2, 1, inf, -inf, 0 (the count of non-zeros: no gradient, .grad stays None as torch's)
+    or any other p, accumulated in float32 for half data. The gradient is 0 where the norm is 0 (as torch's), and for
+    p = +-inf shared evenly among the entries that reach it (as torch's)."""
+
+    def forward(self, x):
+        xp, p = self.xp, self.ord
+        self.axes = axes = _axes(self.axis, x.ndim)
+        a = xp.abs(x.astype(accumulation_dtype(x.dtype), copy=False))
+        if p == 2:
+            y = xp.sqrt((a * a).sum(axis=axes, keepdims=True))
+        elif p == 1:
+            y = a.sum(axis=axes, keepdims=True)
+        elif p == np.inf:
+            y = a.max(axis=axes, keepdims=True)
+        elif p == -np.inf:
+            y = a.min(axis=axes, keepdims=True)
+        elif p == 0:
+            y = (a != 0).sum(axis=axes, keepdims=True).astype(a.dtype)
+        else:
+            y = (a ** p).sum(axis=axes, keepdims=True) ** (1.0 / p)
+        self.saved = x, y
+        out = y if self.keepdims else y.reshape([n for i, n in enumerate(y.shape)
+                                                 if i not in axes])
+        return out.astype(x.dtype, copy=False)
+
+    def backward(self, gy):
+        x, y = self.saved
+        xp, p = self.xp, self.ord
+        acc = y.dtype
+        a = x.astype(acc, copy=False)
+        g = gy.astype(acc, copy=False).reshape(y.shape)
+        if p == 0:
+            return None                 # (a count: no gradient reaches x, as torch's)
+        if p == 1:
+            gx = g * xp.sign(a)
+        elif p in (np.inf, -np.inf):
+            hit = xp.abs(a) == y
+            gx = g * xp.sign(a) * hit / hit.sum(axis=self.axes, keepdims=True)
+        else:
+            safe = xp.where(y == 0, 1, y)   # (a norm of 0 has every x 0: a gradient of 0)
+            if p == 2:
+                gx = g * a / safe
+            else:                                  # sign(x) |x|^(p-1), 0 at x = 0 (p < 1)
+                gx = g * xp.where(a == 0, 0, xp.sign(a) * xp.abs(a) ** (p - 1)) / safe ** (p - 1)
+        return gx.astype(x.dtype, copy=False)

@@ -321,3 +321,17 @@ class Embedding(Function):
         if self.padding_idx is not None:
             gW[self.padding_idx] = 0
         return gW, None
+
+
+class Triangle(Function):
+    """torch.tril / triu: the lower (`upper` False) or upper triangle of the last two axes from
+    diagonal `diagonal` on, the rest zeros; the gradient is gy's same triangle."""
+
+    def _part(self, a):
+        return (self.xp.triu if self.upper else self.xp.tril)(a, self.diagonal)
+
+    def forward(self, x):
+        return self._part(x)
+
+    def backward(self, gy):
+        return self._part(gy)
