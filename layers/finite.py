@@ -77,7 +77,7 @@ class FiniteCheck:
         self._checked = {}          # id(Tensor) -> weakref to it: outputs checked this step
         self._leaves, self._params = {}, {}
         for name, model in models.items():     # (the events' names, made once)
-            for path, m in model.named_modules(name):
+            for path, m in model.named_modules(prefix=name):
                 if next(m.children(), None) is None:
                     self._leaves[id(m)] = f"output of {path} ({type(m).__name__})"
             for path, p in model.named_parameters(name):

@@ -382,15 +382,15 @@ _ELEMENTWISE = (" (the elementwise maximum or minimum of two tensors is F.where(
 
 
 def _dim(name, axis, dim, default=None):
-    """torch's `dim` where NumPy's `axis` is taken (either, not both); dim=() is every axis, as
-    torch reads it (NumPy's axis=() is none)."""
+    """torch's `dim` where NumPy's `axis` is taken (either, not both); dim=() or [] is every
+    axis, as torch reads it (NumPy's axis=() is none)."""
     if dim is not None:
         if axis is not None:
             raise TypeError(f"{name}: got both axis={axis} and dim={dim} (they are one argument: "
                             f"NumPy's name and torch's)")
         if isinstance(dim, Tensor):
             raise TypeError(f"{name}: dim is an axis, got a Tensor{_ELEMENTWISE}")
-        return default if dim == () else dim
+        return default if isinstance(dim, (tuple, list)) and not dim else dim
     if isinstance(axis, Tensor):
         raise TypeError(f"{name}: axis is an axis, got a Tensor{_ELEMENTWISE}")
     return default if axis is None else axis
@@ -492,6 +492,8 @@ def max(x, axis=None, keepdims=False, *, dim=None, keepdim=None):
     axis = _dim("max", axis, dim)
     if axis is None:
         return amax(x)
+    if x.ndim == 0:            # (along 0 or -1: itself, at index 0, as torch)
+        return _along_of_0d("max", x, axis)
     keep = _keepdim("max", keepdims, keepdim)
     indices = argmax(x, axis, keepdims=True)
     values = _red.MaxAlong.apply(x, index=indices.data, axis=axis)
@@ -499,6 +501,12 @@ def max(x, axis=None, keepdims=False, *, dim=None, keepdim=None):
         values = squeeze(values, axis)
         indices = Tensor(indices.data.squeeze(axis))
     return MaxResult(values, indices)
+
+
+def _along_of_0d(name, x, axis):
+    """max / min of a 0-d tensor along axis 0 or -1 (torch's): the value itself, index 0."""
+    dim_index(axis, 1, name)
+    return MaxResult(reshape(x, ()), Tensor(xp_of(x.data).zeros((), np.int64)))
 
 
 def amin(x, axis=None, keepdims=False, *, dim=None, keepdim=None):
@@ -522,6 +530,8 @@ def min(x, axis=None, keepdims=False, *, dim=None, keepdim=None):
     axis = _dim("min", axis, dim)
     if axis is None:
         return amin(x)
+    if x.ndim == 0:
+        return _along_of_0d("min", x, axis)
     keep = _keepdim("min", keepdims, keepdim)
     if not is_floating(x.dtype):
         indices = argmin(x, axis, True)
@@ -549,8 +559,10 @@ def var(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
 
 
 def std(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
-    """torch.std: var's square root."""
-    return var(x, dim, unbiased, keepdim, correction=correction) ** 0.5
+    """torch.std: var's square root; where it is 0 (constant data) its gradient is 0, as
+    torch's (the root's own is infinite there)."""
+    v = var(x, dim, unbiased, keepdim, correction=correction)
+    return where(v == 0, 0.0, where(v == 0, 1.0, v) ** 0.5)
 
 
 def logsumexp(x, dim, keepdim=False):
@@ -953,7 +965,56 @@ def _check_same_except(name, tensors, axis):
             raise ValueError(f"{name}: shapes {ref} and {t.shape} differ outside axis {axis}")
 
 
-def getitem(x, index): return _sh.GetItem.apply(x, index=index)
+def getitem(x, index):
+    """x[index], torch's way: where ints and index arrays mix, the ints select first (NumPy
+    would take them as index arrays, and a slice between moves the indexed axes to the front)."""
+    split = _ints_first(index)
+    if split is not None:
+        return getitem(getitem(x, split[0]), split[1])
+    return _sh.GetItem.apply(x, index=index)
+
+
+def _ints_first(index):
+    """(the ints of `index` as a basic index, the rest of it) when it mixes ints (or 0-d integer
+    arrays) with index arrays, else None. torch selects the ints first; NumPy counts them as
+    index arrays, which reorders the result's axes when a slice lies between."""
+    if not isinstance(index, tuple):
+        return None
+    kinds = [_index_kind(i) for i in index]
+    if "int" not in kinds or "array" not in kinds:
+        return None
+    first, rest = [], []
+    for i, kind in zip(index, kinds):
+        if kind == "int":
+            first.append(builtins.int(i.item() if hasattr(i, "item") else i))
+        elif kind == "none":
+            rest.append(i)
+        elif i is Ellipsis:
+            first.append(i)
+            rest.append(i)
+        else:                          # a slice, or an array: every axis it takes, whole
+            taken = i.ndim if kind == "array" and getattr(i, "dtype", None) == np.bool_ else 1
+            first.extend([slice(None)] * taken)
+            rest.append(i)
+    return tuple(first), tuple(rest)
+
+
+def _index_kind(i):
+    """'int', 'array' (an index array or list), 'none' (a new axis) or 'basic' (slice, ...)."""
+    if i is None:
+        return "none"
+    if isinstance(i, (builtins.bool, np.bool_)):
+        return "basic"
+    if isinstance(i, (builtins.int, np.integer)):
+        return "int"
+    if isinstance(i, list):
+        return "array"
+    ndim, dtype = getattr(i, "ndim", None), getattr(i, "dtype", None)
+    if ndim is None:
+        return "basic"
+    if ndim == 0 and dtype is not None and np.dtype(dtype).kind in "iu":
+        return "int"
+    return "array" if ndim else "basic"
 
 
 def reverse_padded(x, lengths):
@@ -1390,9 +1451,9 @@ def one_hot(target, num_classes=-1):
 def nll_loss(logp, target, weight=None, *args, ignore_index=-100, reduction="mean"):
     """torch.nn.functional.nll_loss: -logp[n, target[n]] (logp (N, C, *d), target (N, *d)),
     weighted per class, ignore_index counting for nothing; 'mean' divides by the weights of the
-    targets counted. Composed of a product with a constant one-hot of the weights, so both
-    paths and the gradient come with it. An index out of range: the host raises, a device gives
-    NaN (as cross_entropy)."""
+    targets counted. Composed of a gather of each item's class and its weight, so both paths
+    and the gradient come with it; an ignored item is 0 whatever its row holds (-inf included).
+    An index out of range: the host raises, a device gives NaN (as cross_entropy)."""
     if args:
         raise TypeError("nll_loss: ignore_index and reduction are keyword-only here (torch's "
                         "positional places after weight are its deprecated size_average)")
@@ -1412,11 +1473,15 @@ def nll_loss(logp, target, weight=None, *args, ignore_index=-100, reduction="mea
     valid = t != ignore_index
     w = _class_weight(logp, weight)
     w = xp.ones(C, logp.dtype) if w is None else w.astype(logp.dtype, copy=False)
-    picked = (xp.where(valid, t, 0)[:, None] == xp.arange(C).reshape((1, C) + (1,) * (t.ndim - 1)))
-    weights = picked * (valid[:, None] * w.reshape((1, C) + (1,) * (t.ndim - 1)))
+    safe = xp.where(valid, t, 0)
     if bad is not None:                       # (a device: NaN where a target is out of range)
-        weights = xp.where(bad[:, None], xp.nan, weights)
-    losses = -sum(logp * Tensor(weights.astype(logp.dtype)), dim=1)
+        safe = xp.where(bad, 0, safe)
+    weights = w[safe] * valid                 # each item's class weight, 0 where ignored
+    if bad is not None:
+        weights = xp.where(bad, xp.nan, weights)
+    # only each item's own class is read (a -inf elsewhere, a class ruled out, stays out of it)
+    picked = squeeze(gather(logp, 1, Tensor(safe[:, None])), 1)
+    losses = where(Tensor(valid), -(picked * Tensor(weights.astype(logp.dtype))), 0.0)
     if reduction == "none":
         return losses
     if reduction == "sum":
@@ -1923,12 +1988,16 @@ def _arith_(x, other, op, name, alpha=1):
 
 
 def _augmented(x, other, op, name, out_of_place):
-    """x op= other: in place, or -- for a tensor of a recorded graph -- out_of_place(x, other),
-    which Python binds to x (the header's one difference from torch)."""
+    """x op= other: in place (by ufunc `op`, or as out_of_place computes it where op is None),
+    or -- for a tensor of a recorded graph -- out_of_place(x, other), which Python binds to x
+    (the header's one difference from torch)."""
     if _in_graph(x, name, other):
         y = out_of_place(x, other)
         _fits_in(x, y, name)                  # (a new tensor, but x's dtype and shape, as torch)
         return y if y.dtype == x.dtype else _astype(y, x.dtype)
+    if op is None:                            # (computed as out_of_place does, stored into x)
+        with no_grad():
+            return _store(x, out_of_place(x, other).data, name)
     return _arith_into(x, other, op, name)
 
 
@@ -1947,7 +2016,9 @@ def _setitem(x, index, value):
         index = index.data
     elif isinstance(index, tuple):
         index = tuple(i.data if isinstance(i, Tensor) else i for i in index)
-    x.data[index] = _in_place_operand(x, value, name)
+    split = _ints_first(index)
+    target = x.data if split is None else x.data[split[0]]     # (a view: the ints selected)
+    target[index if split is None else split[1]] = _in_place_operand(x, value, name)
     mark_changed(x, name)
 
 
@@ -2069,8 +2140,10 @@ def _comparison(ufunc):
 
 
 def _compare(a, b, ufunc):
-    """a <op> b elementwise (==, !=, <, <=, >, >=), as torch's comparisons: a bool Tensor, in
-    no graph; a number or NumPy constant broadcasts, a Tensor must live on a's device."""
+    """a <op> b elementwise (==, !=, <, <=, >, >=; & | ^), as torch's: in no graph, the two
+    in torch's promoted dtype (an int64 against a float32 tensor compares in float32, as torch,
+    not NumPy's float64); a number or NumPy constant broadcasts, a Tensor must live on a's
+    device."""
     if isinstance(b, Tensor):
         if b.device != a.device:
             raise RuntimeError(f"comparison: {a.device} and {b.device} tensors (shapes {a.shape}, "
@@ -2079,7 +2152,7 @@ def _compare(a, b, ufunc):
     else:
         other = _operand(b, a)
         other = other.data if isinstance(other, Tensor) else other
-    return Tensor(ufunc(a.data, other))
+    return Tensor(ufunc(*same_dtype(a.data, other)))     # (torch's promotion, not NumPy's)
 
 
 def _bool(self):
@@ -2142,7 +2215,9 @@ def _install_tensor_methods():
         "reshape": lambda self, *shape: reshape(self, *shape),
         "view": lambda self, *shape: reshape(self, *shape),
         "transpose": lambda self, *axes: transpose(self, *axes),
-        "permute": lambda self, *axes: transpose(self, *axes),
+        "permute": lambda self, *dims: transpose(
+            self, tuple(dims[0]) if len(dims) == 1 and isinstance(dims[0], (tuple, list))
+            else dims),                           # (a permutation: (0, 1) changes nothing)
         "exp": lambda self: exp(self),
         "log1p": lambda self: log1p(self),
         "logsumexp": lambda self, dim, keepdim=False: logsumexp(self, dim, keepdim),
@@ -2248,6 +2323,11 @@ def _install_tensor_methods():
         "zero_": lambda self: _fill_(self, 0, "zero_()"),
         "T": property(lambda self: transpose(self)),
     }
+    for name, symbol, op in (("floordiv", "//", floor_divide), ("mod", "%", remainder),
+                             ("pow", "**", pow), ("and", "&", spellings["__and__"]),
+                             ("or", "|", spellings["__or__"]), ("xor", "^", spellings["__xor__"])):
+        spellings[f"__i{name}__"] = lambda self, other, op=op, symbol=symbol: _augmented(
+            self, other, None, f"x {symbol}= y", op)
     # the binary operators, each with its reflected form (2 - x is x.__rsub__(2))
     for name, op in (("add", add), ("sub", sub), ("mul", mul), ("truediv", div),
                      ("pow", pow), ("matmul", matmul), ("mod", remainder),

@@ -78,6 +78,8 @@ def _kaiming_std(shape, a, mode, nonlinearity):
         raise ValueError(f"Mode {mode} not supported, please use one of fan_in, fan_out "
                          f"(torch's message)")
     fan = fan_in if mode == "fan_in" else fan_out
+    if fan == 0:                 # (a zero-element tensor: nothing to draw, as torch warns)
+        return 0.0
     return calculate_gain(nonlinearity, a) / math.sqrt(fan)
 
 

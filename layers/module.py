@@ -91,17 +91,23 @@ class Module:
             self.__setattr__(name, param)
 
     # ---- traversal ----------------------------------------------------------------------------
-    def named_modules(self, prefix=""):
+    def named_modules(self, memo=None, prefix="", remove_duplicate=True):
+        """(path, module) of self and every submodule, depth first, as torch's: a module used
+        in two places is listed once (at its first path) unless remove_duplicate is False."""
+        if memo is None:
+            memo = set()
+        if remove_duplicate:
+            if id(self) in memo:
+                return
+            memo.add(id(self))
         yield prefix, self
         for name, m in self._modules.items():
             if m is not None:
-                yield from m.named_modules(f"{prefix}.{name}" if prefix else name)
+                yield from m.named_modules(memo, f"{prefix}.{name}" if prefix else name,
+                                           remove_duplicate)
 
     def modules(self):
         return (m for _, m in self.named_modules())
-
-    def named_children(self):
-        return ((name, m) for name, m in self._modules.items() if m is not None)
 
     def add_module(self, name, module):
         """torch's: `module` (a Module or None) as child `name`."""
@@ -125,32 +131,46 @@ class Module:
         return m
 
     def children(self):
-        return (m for m in self._modules.values() if m is not None)
+        return (m for _, m in self.named_children())
 
-    def named_parameters(self, prefix=""):
+    def named_children(self):
+        """(name, child), a child used under two names listed once, as torch's."""
         seen = set()
-        for mod_name, m in self.named_modules(prefix):
-            for name, p in m._parameters.items():
-                if p is not None and id(p) not in seen:
-                    seen.add(id(p))
-                    yield (f"{mod_name}.{name}" if mod_name else name), p
+        for name, m in self._modules.items():
+            if m is not None and id(m) not in seen:
+                seen.add(id(m))
+                yield name, m
 
-    def parameters(self):
-        return (p for _, p in self.named_parameters())
+    def named_parameters(self, prefix="", recurse=True, remove_duplicate=True):
+        return self._named_members("_parameters", prefix, recurse, remove_duplicate)
 
-    def named_buffers(self, prefix=""):
-        for mod_name, m in self.named_modules(prefix):
-            for name, b in m._buffers.items():
-                if b is not None:
-                    yield (f"{mod_name}.{name}" if mod_name else name), b
+    def parameters(self, recurse=True):
+        return (p for _, p in self.named_parameters(recurse=recurse))
 
-    def buffers(self):
-        return (b for _, b in self.named_buffers())
+    def named_buffers(self, prefix="", recurse=True, remove_duplicate=True):
+        return self._named_members("_buffers", prefix, recurse, remove_duplicate)
+
+    def buffers(self, recurse=True):
+        return (b for _, b in self.named_buffers(recurse=recurse))
+
+    def _named_members(self, kind, prefix, recurse, remove_duplicate):
+        """(path, tensor) of the `kind` dict (_parameters, _buffers) of self (and with recurse
+        its submodules), each tensor once unless remove_duplicate is False, as torch's."""
+        modules = self.named_modules(prefix=prefix, remove_duplicate=remove_duplicate) \
+            if recurse else [(prefix, self)]
+        seen = set()
+        for mod_name, m in modules:
+            for name, t in getattr(m, kind).items():
+                if t is None or (remove_duplicate and id(t) in seen):
+                    continue
+                seen.add(id(t))
+                yield (f"{mod_name}.{name}" if mod_name else name), t
 
     # ---- state --------------------------------------------------------------------------------
     def _state_items(self):
-        """(key, Tensor) in PyTorch's state_dict order."""
-        for mod_name, m in self.named_modules():
+        """(key, Tensor) in PyTorch's state_dict order (a module used twice: under each path,
+        as torch's)."""
+        for mod_name, m in self.named_modules(remove_duplicate=False):
             pre = f"{mod_name}." if mod_name else ""
             for name, p in m._parameters.items():
                 if p is not None:

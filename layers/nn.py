@@ -210,8 +210,11 @@ class Embedding(Module):
 
 
 class Dropout(Module):
-    def __init__(self, p=0.5):
-        super().__init__()
+    def __init__(self, p=0.5, inplace=False):
+        super().__init__()          # (inplace is accepted for torch compatibility)
+        if not 0 <= p <= 1:
+            raise ValueError(f"dropout probability has to be between 0 and 1, but got {p} (as "
+                             f"torch)")
         self.p = p
 
     def forward(self, x):

@@ -521,6 +521,7 @@ def clip_grad_norm_(parameters, max_norm, norm_type=2.0, foreach=None):
     gradients scaled by one more, whatever their number."""
     grads = [p.grad.data for p in (parameters if not isinstance(parameters, Tensor)
                                    else [parameters]) if p.grad is not None]
+    norm_type = float(norm_type)                # ('inf', a NumPy float: as torch takes them)
     if not grads:
         return Tensor(np.zeros((), np.float32))
     xp = xp_of(grads[0])
@@ -535,11 +536,10 @@ def clip_grad_norm_(parameters, max_norm, norm_type=2.0, foreach=None):
         total = xp.sqrt(kernels.multi_sumsq(table, len(rows), n, grads[0])).astype(A)
         kernels.multi_scale(table, len(rows), n, grads[0], total, max_norm)
         return Tensor(total)
-    if norm_type == float("inf"):
-        total = xp.max(stack([xp.abs(g).max().astype(A) for g in grads]))
-    else:
-        total = stack([(xp.abs(g.astype(A, copy=False)) ** norm_type).sum()
-                       for g in grads]).sum() ** (1 / norm_type)
+    # torch's: the norm of the gradients' norms (for p = 0, -inf too), in float32 for half data
+    from .functional import norm
+    total = norm(Tensor(stack([norm(Tensor(g.astype(A, copy=False)), norm_type).data
+                               for g in grads])), norm_type).data
     coef = xp.minimum(max_norm / (total + 1e-6), 1.0).astype(A)
     for g in grads:
         if g.dtype == A:

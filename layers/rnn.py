@@ -105,6 +105,11 @@ class LSTM(Module):
         """Parameters in cuDNN pseudo-layer order (layer, direction), each (W_ih, W_hh[, b, b])."""
         return [getattr(self, n) for n in self._flat_names]
 
+    def flatten_parameters(self):
+        """torch's: gathers the weights into cuDNN's one weight buffer. Here each forward on a
+        GPU copies them into cuDNN's weight space itself, so there is nothing to do; kept so
+        torch code that calls it (NVIDIA's Tacotron 2 does) runs unchanged."""
+
     def forward(self, x, hx=None, lengths=None):
         T_axis, B_axis = (1, 0) if self.batch_first else (0, 1)
         if x.ndim != 3 or x.shape[2] != self.input_size:

@@ -381,10 +381,15 @@ class Tensor:
     @requires_grad.setter
     def requires_grad(self, flag):
         """As torch: only floating data can require gradients (an integer tensor's gradient
-        would be truncated to integers)."""
+        would be truncated to integers), and only a leaf's flag can be turned off."""
         if flag and not is_floating(self.data.dtype):
             raise RuntimeError(f"only Tensors of floating point dtype can require gradients, "
                                f"got {self.data.dtype} (shape {self.data.shape}), as torch")
+        if not flag and getattr(self, "_ctx", None) is not None:    # (its gradient would be
+            raise RuntimeError(                                       # dropped silently)
+                f"you can only change requires_grad flags of leaf variables (shape "
+                f"{self.data.shape}), as torch; to use a computed tensor without its graph, "
+                f"take y.detach()")
         self._requires_grad = bool(flag)
 
     # ---- array-like attributes ------------------------------------------------------------

@@ -41,7 +41,7 @@ class Trace:
     def __init__(self, models, on_enter=None, on_exit=None):
         self.module_paths, self.param_paths = {}, {}
         for name, model in models.items():
-            for path, m in model.named_modules(name):
+            for path, m in model.named_modules(prefix=name):
                 self.module_paths[id(m)] = path
             for path, p in model.named_parameters(name):
                 self.param_paths[id(p)] = path

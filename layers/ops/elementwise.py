@@ -92,12 +92,13 @@ class Div(Function):
 
     def backward(self, gy):
         a, b = self.saved
-        if self.gpu:           # half data: -gy * a / (b * b) in float, rounded once (at the end)
+        if self.gpu:           # half data: -gy (a / b) / b in float, rounded once (at the end)
             acc = accumulation_dtype(gy.dtype)      # (a Python number operand stays as it is)
             gy, a, b = (v.astype(acc, copy=False) if hasattr(v, "astype") else v
                         for v in (gy, a, b))
         ga = unbroadcast(gy / b, self.shapes[0]) if self.needs_input_grad[0] else None
-        gb = unbroadcast(-gy * a / (b * b), self.shapes[1]) if self.needs_input_grad[1] else None
+        # -gy a / b^2 as torch takes it, -gy (a / b) / b: b * b leaves float32's range first
+        gb = unbroadcast(-gy * (a / b) / b, self.shapes[1]) if self.needs_input_grad[1] else None
         return ga, gb
 
 
@@ -129,9 +130,13 @@ class Extremum(Function):
         return tuple(grads)
 
 
-def _integer_zero_divisor(name, b):
+def _integer_zero_divisor(name, a, b):
     """An integer division by zero, refused as torch refuses it (NumPy would give 0 with a
-    warning); on the host only (a device would have to sync to know)."""
+    warning); on the host only (a device would have to sync to know). Floating data divides by
+    an integer 0 as by 0.0 (inf, NaN), as torch's."""
+    dtype_a = getattr(a, "dtype", None)
+    if is_floating(dtype_a if dtype_a is not None else np.dtype(type(a))):
+        return
     dtype = getattr(b, "dtype", None)
     if dtype is not None and dtype.kind in "iub" and isinstance(b, np.ndarray) and \
             not np.all(b != 0):
@@ -146,7 +151,7 @@ class Remainder(Function):
 
     def forward(self, a, b):
         a, b = same_dtype(a, b)
-        _integer_zero_divisor("remainder", b)
+        _integer_zero_divisor("remainder", a, b)
         self.shapes = shape_of(a), shape_of(b)
         if self.needs_input_grad and self.needs_input_grad[1]:
             self.saved = a, b
@@ -169,7 +174,7 @@ class FloorDivide(Function):
 
     def forward(self, a, b):
         a, b = same_dtype(a, b)
-        _integer_zero_divisor("floor_divide", b)
+        _integer_zero_divisor("floor_divide", a, b)
         return self.xp.floor_divide(a, b)
 
     def backward(self, gy):

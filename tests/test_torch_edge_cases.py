@@ -1,0 +1,216 @@
+"""Where a fuzz against torch found this engine's answer wrong, each case against torch CPU:
+ints mixed with index arrays (torch selects the ints first), permute of an identity order, std's
+gradient where the deviation is 0, the divisor's gradient at float32's range, a float divided by
+an integer 0, dim=[], requires_grad turned off on a non-leaf, comparisons in torch's promoted
+dtype, the other augmented assignments in place, max / min of a 0-d tensor along its axis,
+nll_loss with -inf in classes not picked, clip_grad_norm_'s other norm types, a module used in
+two places, and smaller spellings (nn.Linear(0, n), Dropout's checks, LSTM.flatten_parameters)."""
+import numpy as np
+import pytest
+import torch
+
+import layers as L
+from layers import F, nn
+
+DEVICES = ["cpu", pytest.param(0, marks=pytest.mark.gpu), "host"]   # (conftest's `where`)
+A = np.arange(24.0).reshape(2, 3, 4)
+
+INDEXES = {
+    "int_slice_list": lambda v: v[0, :, [1, 2, 2]],       # (NumPy: the list's axis first)
+    "ellipsis_int_list": lambda v: v[..., 1, [0, 2]],
+    "list_slice_int": lambda v: v[[0, 1], :, 0],
+    "int_newaxis_list": lambda v: v[1, None, :, [0, 3]],
+    "list_int_list": lambda v: v[[1, 0], 0, [1, 2]],
+    "int_mask": lambda v: v[0, [True, False, True]],
+    "negative_int_2d_array": lambda v: v[-1, :, np.array([[0, 1], [2, 3]])],
+    "0d_tensor_slice_list": lambda v: v[(L if isinstance(v, L.Tensor) else torch).tensor(1), :,
+                                        [3, 0]],
+}
+
+
+@pytest.mark.parametrize("case", list(INDEXES))
+@pytest.mark.parametrize("device", DEVICES)
+def test_ints_mixed_with_index_arrays_select_first_as_torchs(where, case):
+    x = L.Tensor(L.tensor(A, device=where).data, requires_grad=True)
+    tx = torch.tensor(A, requires_grad=True)
+    y, ty = INDEXES[case](x), INDEXES[case](tx)
+    assert y.shape == tuple(ty.shape)
+    np.testing.assert_array_equal(y.numpy(), ty.detach().numpy())
+    g = np.arange(ty.numel(), dtype=np.float64).reshape(ty.shape)
+    y.backward(L.tensor(g, device=where))
+    ty.backward(torch.tensor(g))
+    np.testing.assert_array_equal(x.grad.numpy(), tx.grad.numpy())
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_assignment_through_ints_mixed_with_an_index_array_is_torchs(where):
+    x, tx = L.tensor(A.copy(), device=where), torch.tensor(A.copy())
+    value = np.arange(6.0).reshape(3, 2) + 100
+    x[0, :, [1, 2]] = L.tensor(value, device=where)
+    tx[0, :, [1, 2]] = torch.tensor(value)
+    np.testing.assert_array_equal(x.numpy(), tx.numpy())
+
+
+def test_permute_is_always_a_permutation():
+    x, tx = L.tensor(A[0]), torch.tensor(A[0])
+    for dims in ((0, 1), (-2, -1), (1, 0), ((1, 0),)):
+        np.testing.assert_array_equal(x.permute(*dims).numpy(), tx.permute(*dims).numpy())
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_std_of_constant_data_has_a_zero_gradient_as_torchs(where):
+    data = np.array([[1.0, 1.0, 1.0], [1.0, 2.0, 4.0]])
+    x = L.Tensor(L.tensor(data, device=where).data, requires_grad=True)
+    tx = torch.tensor(data, requires_grad=True)
+    x.std(dim=1).sum().backward()
+    tx.std(dim=1).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-15, atol=0)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_the_divisors_gradient_stays_in_float32s_range(where):
+    a, b = np.array([1e20, 1e-25, 3.0], np.float32), np.array([1e20, 1e-25, 1e-20], np.float32)
+    x = L.Tensor(L.tensor(a, device=where).data, requires_grad=True)
+    y = L.Tensor(L.tensor(b, device=where).data, requires_grad=True)
+    tx, ty = torch.tensor(a, requires_grad=True), torch.tensor(b, requires_grad=True)
+    (x / y).sum().backward()
+    (tx / ty).sum().backward()
+    np.testing.assert_allclose(y.grad.numpy(), ty.grad.numpy(), rtol=1e-6)  # (-1e-20, -1e25, -inf)
+
+
+def test_a_float_divided_by_an_integer_zero_is_inf_or_nan_and_integers_still_refuse():
+    x, tx = L.tensor([3.0, -1.0]), torch.tensor([3.0, -1.0])
+    np.testing.assert_array_equal((x % 0).numpy(), (tx % 0).numpy())
+    np.testing.assert_array_equal((x // 0).numpy(), (tx // 0).numpy())
+    np.testing.assert_array_equal((5.0 // L.tensor([0, 2])).numpy(),
+                                  (5.0 // torch.tensor([0, 2])).numpy())
+    with pytest.raises(ZeroDivisionError):
+        L.tensor([3, -1]) % 0
+    with pytest.raises(ZeroDivisionError):
+        L.tensor([3, -1]) // L.tensor([1, 0])
+
+
+def test_dim_as_an_empty_list_reduces_every_axis_as_torch():
+    data = np.array([[1.0, 2.0], [3.0, 5.0]])
+    x, tx = L.tensor(data), torch.tensor(data, dtype=torch.float32)
+    for name in ("sum", "mean", "amax", "var", "std"):
+        np.testing.assert_allclose(getattr(x, name)(dim=[]).numpy(),
+                                   getattr(tx, name)(dim=[]).numpy(), rtol=1e-6)
+
+
+def test_requires_grad_is_only_turned_off_on_a_leaf():
+    x = L.tensor([1.0, 2.0], requires_grad=True)
+    y = x * 2
+    with pytest.raises(RuntimeError, match="leaf"):
+        y.requires_grad_(False)          # (the gradient through y would be dropped)
+    x.requires_grad_(False)
+    assert not x.requires_grad
+
+
+def test_comparisons_and_bitwise_ops_take_torchs_promoted_dtype():
+    pairs = [(lambda m: m.tensor([16777217]) == m.tensor([16777216.0])),     # (in float32)
+             (lambda m: m.tensor([0.1]) == m.tensor(0.1, dtype=m.float64)),  # (0-d: no widening)
+             (lambda m: m.tensor([1, 2], dtype=m.int8) < m.tensor(2.5)),
+             (lambda m: m.tensor([1, 6], dtype=m.int8) & m.tensor(3)),
+             (lambda m: m.tensor([1, 6], dtype=m.uint8) | m.tensor(1, dtype=m.int8))]
+    for pair in pairs:
+        ours, theirs = pair(L), pair(torch)
+        assert ours.dtype == np.dtype(str(theirs.dtype).removeprefix("torch."))
+        np.testing.assert_array_equal(ours.numpy(), theirs.numpy())
+
+
+def test_the_other_augmented_assignments_change_the_tensor_in_place():
+    results = []
+    for lib in (L, torch):
+        x = lib.tensor([1, 5, 7])
+        alias = x
+        x //= 2
+        x %= 2
+        b = lib.tensor([1.0, 2.0])
+        b_alias = b
+        b **= 2
+        m = lib.tensor([True, False])
+        m_alias = m
+        m |= lib.tensor([False, True])
+        m ^= lib.tensor([True, True])
+        m &= lib.tensor([True, False])
+        results.append([np.asarray(t.numpy()).tolist() for t in (alias, b_alias, m_alias)])
+    assert results[0] == results[1]
+    with pytest.raises(ZeroDivisionError):
+        y = L.tensor([1, 2])
+        y //= 0
+
+
+def test_max_and_min_of_a_0d_tensor_along_its_axis_as_torch():
+    for name, dim in (("max", 0), ("min", -1)):
+        values, indices = getattr(L.tensor(3.0), name)(dim)
+        tv, ti = getattr(torch.tensor(3.0), name)(dim)
+        assert (values.item(), indices.item(), indices.dtype) == (tv.item(), ti.item(), np.int64)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_nll_loss_reads_only_each_items_class_as_torch(where):
+    logp = np.array([[0.0, -np.inf, -np.inf], [np.log(0.5), np.log(0.5), -np.inf],
+                     [-np.inf, -1.0, -2.0]])
+    target = np.array([0, 1, 0])
+    for kwargs in (dict(reduction="none"), dict(), dict(ignore_index=0),
+                   dict(ignore_index=0, reduction="none")):
+        x = L.Tensor(L.tensor(logp, device=where).data, requires_grad=True)
+        tx = torch.tensor(logp, requires_grad=True)
+        loss = F.nll_loss(x, L.tensor(target, device=where), **kwargs)
+        tl = torch.nn.functional.nll_loss(tx, torch.tensor(target), **kwargs)
+        np.testing.assert_array_equal(loss.numpy(), tl.detach().numpy())
+        if kwargs.get("ignore_index") == 0:
+            loss.sum().backward()
+            tl.sum().backward()
+            np.testing.assert_array_equal(x.grad.numpy(), tx.grad.numpy())
+
+
+@pytest.mark.parametrize("norm_type", [0, -float("inf"), "inf", np.float64(2.0), 1, 3, 0.5,
+                                       float("inf")])
+def test_clip_grad_norm_takes_every_norm_type_as_torch(norm_type):
+    grads = (np.array([0.0, 2.0, -3.0], np.float32), np.array([0.5, -1.0], np.float32))
+    ours = [L.tensor(np.ones_like(g), requires_grad=True) for g in grads]
+    theirs = [torch.ones(len(g), requires_grad=True) for g in grads]
+    for p, t, g in zip(ours, theirs, grads):
+        p.grad, t.grad = L.tensor(g.copy()), torch.tensor(g)
+    total = nn.utils.clip_grad_norm_(ours, 1.0, norm_type=norm_type)
+    expected = torch.nn.utils.clip_grad_norm_(theirs, 1.0, norm_type=norm_type)
+    assert total.dtype == np.float32
+    np.testing.assert_allclose(total.numpy(), expected.numpy(), rtol=1e-6)
+    for p, t in zip(ours, theirs):
+        np.testing.assert_allclose(p.grad.numpy(), t.grad.numpy(), rtol=1e-6)
+
+
+def test_a_module_used_twice_is_listed_once_as_torchs():
+    def build(lib):
+        bn = lib.BatchNorm1d(2)
+        return lib.Sequential(lib.Linear(2, 2), bn, lib.ReLU(), bn)
+    ours, theirs = build(nn), build(torch.nn)
+
+    def names(pairs):
+        return [name for name, _ in pairs]
+    assert names(ours.named_modules()) == names(theirs.named_modules()) == ["", "0", "1", "2"]
+    assert names(ours.named_modules(remove_duplicate=False)) == \
+        names(theirs.named_modules(remove_duplicate=False))
+    assert names(ours.named_buffers()) == names(theirs.named_buffers())
+    assert names(ours.named_parameters(remove_duplicate=False)) == \
+        names(theirs.named_parameters(remove_duplicate=False))
+    assert names(ours[0].named_parameters(recurse=False)) == \
+        names(theirs[0].named_parameters(recurse=False))
+    assert len(list(ours.children())) == len(list(theirs.children())) == 3
+    assert list(ours.state_dict()) == list(theirs.state_dict())     # (repeats kept there)
+    visited, theirs_visited = [], []
+    ours.apply(lambda m: visited.append(type(m).__name__))
+    theirs.apply(lambda m: theirs_visited.append(type(m).__name__))
+    assert visited == theirs_visited
+
+
+def test_smaller_spellings_torch_code_uses():
+    linear = nn.Linear(0, 3)                       # (torch: a no-op initialisation)
+    assert linear.weight.shape == (3, 0) and np.all(linear.bias.numpy() == 0)
+    assert nn.Dropout(0.2, inplace=False).p == 0.2
+    with pytest.raises(ValueError, match="between 0 and 1"):
+        nn.Dropout(1.5)
+    lstm = nn.LSTM(3, 4)
+    assert lstm.flatten_parameters() is None
