@@ -1562,6 +1562,50 @@ def l1_loss(a, b, reduction="mean"):
     return _loss.L1Loss.apply(a, b, reduction=reduction)
 
 
+def smooth_l1_loss(a, b, reduction="mean", beta=1.0):
+    """torch's: 0.5 d^2 / beta where |d| < beta, |d| - 0.5 beta elsewhere (d = a - b); beta 0
+    is l1_loss. Composed: both paths and the gradients (torch's at |d| = beta) come with it."""
+    _check_reduction("smooth_l1_loss", reduction)
+    if beta < 0:
+        raise ValueError(f"smooth_l1_loss: beta must be >= 0, got {beta} (as torch)")
+    if beta == 0:
+        return l1_loss(a, b, reduction)
+    a, b = _checkpair("smooth_l1_loss", a, b)
+    d = a - b
+    size = absolute(d)
+    return _reduced(where(size < beta, d * d * (0.5 / beta), size - 0.5 * beta), reduction)
+
+
+def huber_loss(a, b, reduction="mean", delta=1.0):
+    """torch's: 0.5 d^2 where |d| < delta, delta (|d| - 0.5 delta) elsewhere (d = a - b)."""
+    _check_reduction("huber_loss", reduction)
+    if delta <= 0:
+        raise ValueError(f"huber_loss: delta must be > 0, got {delta} (as torch)")
+    a, b = _checkpair("huber_loss", a, b)
+    d = a - b
+    size = absolute(d)
+    return _reduced(where(size < delta, d * d * 0.5, (size - 0.5 * delta) * delta), reduction)
+
+
+def kl_div(logp, target, reduction="mean", log_target=False):
+    """torch's: target (log target - logp) pointwise (0 where target is 0, torch's xlogy), or
+    exp(target) (target - logp) with log_target; reduction also 'batchmean' (the sum over the
+    batch size, the KL divergence's mean). The target's gradient comes too, as torch's (where
+    the target is 0, that of -target logp alone: torch's is NaN there)."""
+    if reduction not in REDUCTIONS + ("batchmean",):
+        raise ValueError(f"kl_div: reduction must be 'mean', 'batchmean', 'sum' or 'none', got "
+                         f"{reduction!r}")
+    logp, target = _checkpair("kl_div", logp, target)
+    if log_target:
+        loss = exp(target) * (target - logp)
+    else:
+        zero = target == 0
+        loss = where(zero, 0.0, target * log(where(zero, 1.0, target))) - target * logp
+    if reduction == "batchmean":
+        return sum(loss) / (loss.shape[0] if loss.ndim else 1)
+    return _reduced(loss, reduction)
+
+
 def cross_entropy(logits, target, weight=None, *args, ignore_index=-100, reduction="mean",
                   label_smoothing=0.0):
     """torch's F.cross_entropy: logits (N, C, *d) -- or (C,), one unbatched item -- and target

@@ -637,6 +637,33 @@ class L1Loss(_Loss):
         return F.l1_loss(a, b, self.reduction)
 
 
+class SmoothL1Loss(_Loss):
+    def __init__(self, size_average=None, reduce=None, reduction="mean", beta=1.0):
+        super().__init__(size_average, reduce, reduction)
+        self.beta = beta
+
+    def forward(self, a, b):
+        return F.smooth_l1_loss(a, b, self.reduction, self.beta)
+
+
+class HuberLoss(_Loss):
+    def __init__(self, reduction="mean", delta=1.0):
+        super().__init__(reduction=reduction)
+        self.delta = delta
+
+    def forward(self, a, b):
+        return F.huber_loss(a, b, self.reduction, self.delta)
+
+
+class KLDivLoss(_Loss):
+    def __init__(self, size_average=None, reduce=None, reduction="mean", log_target=False):
+        super().__init__(size_average, reduce, reduction)
+        self.log_target = log_target
+
+    def forward(self, logp, target):
+        return F.kl_div(logp, target, self.reduction, self.log_target)
+
+
 class CrossEntropyLoss(Module):
     """torch.nn.CrossEntropyLoss: `weight` (C,) is a buffer (in state_dict, moved by .to())."""
 
@@ -651,13 +678,16 @@ class CrossEntropyLoss(Module):
                                reduction=self.reduction, label_smoothing=self.label_smoothing)
 
 
-__all__ = ["Module", "Parameter", "Sequential", "ModuleList", "ModuleDict", "GroupNorm", "InstanceNorm1d", "InstanceNorm2d", "GELU", "SiLU", "Mish", "ELU", "Softplus", "Hardtanh", "ReLU6", "LogSigmoid", "Linear", "Conv1d", "Conv2d",
-           "ConvTranspose2d", "BatchNorm1d", "BatchNorm2d", "Embedding", "Dropout", "ReLU",
-           "LeakyReLU", "Tanh", "Sigmoid", "Flatten", "Upsample",
-           "UpsamplingNearest2d", "UpsamplingBilinear2d", "MaxPool2d", "AvgPool2d", "MaxPool1d",
-           "AvgPool1d", "AdaptiveAvgPool2d", "AdaptiveMaxPool2d", "AdaptiveAvgPool1d", "Identity",
-           "Softmax", "LogSoftmax", "LayerNorm", "NLLLoss", "BCELoss", "BCEWithLogitsLoss",
-           "MSELoss", "L1Loss", "CrossEntropyLoss", "LSTM", "LSTMCell", "utils"]
+__all__ = ["Module", "Parameter", "Sequential", "ModuleList", "ModuleDict", "GroupNorm",
+           "InstanceNorm1d", "InstanceNorm2d", "GELU", "SiLU", "Mish", "ELU", "Softplus",
+           "Hardtanh", "ReLU6", "LogSigmoid", "Linear", "Conv1d", "Conv2d", "ConvTranspose2d",
+           "BatchNorm1d", "BatchNorm2d", "Embedding", "Dropout", "ReLU", "LeakyReLU", "Tanh",
+           "Sigmoid", "Flatten", "Upsample", "UpsamplingNearest2d", "UpsamplingBilinear2d",
+           "MaxPool2d", "AvgPool2d", "MaxPool1d", "AvgPool1d", "AdaptiveAvgPool2d",
+           "AdaptiveMaxPool2d", "AdaptiveAvgPool1d", "Identity", "Softmax", "LogSoftmax",
+           "LayerNorm", "NLLLoss", "BCELoss", "BCEWithLogitsLoss", "MSELoss", "L1Loss",
+           "SmoothL1Loss", "HuberLoss", "KLDivLoss", "CrossEntropyLoss", "LSTM", "LSTMCell",
+           "utils"]
 
 
 class _Utils:
