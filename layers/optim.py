@@ -481,6 +481,98 @@ class SGD(Optimizer):
             _add_scaled(p.data, -group["lr"], g, out=p.data)
 
 
+class RMSprop(Optimizer):
+    """torch.optim.RMSprop: the running mean of squared gradients (factor alpha), centered
+    (minus the squared running mean of the gradients) or not, momentum, L2 weight_decay. Written
+    once for both paths in array operations (several launches a parameter on a GPU). The step
+    count (torch's state 'step') is a device counter for a GPU parameter, as Adam's: a captured
+    step (layers.graph.CapturedStep) replays with it."""
+    defaults = dict(lr=1e-2, alpha=0.99, eps=1e-8, weight_decay=0.0, momentum=0.0,
+                    centered=False)
+
+    def __init__(self, params, lr=1e-2, alpha=0.99, eps=1e-8, weight_decay=0.0, momentum=0.0,
+                 centered=False, *, master_weights=False):
+        if lr < 0 or alpha < 0 or eps < 0 or weight_decay < 0 or momentum < 0:
+            raise ValueError(f"RMSprop: invalid lr={lr}, alpha={alpha}, eps={eps}, "
+                             f"weight_decay={weight_decay} or momentum={momentum}")
+        super().__init__(params, master_weights, lr=lr, alpha=alpha, eps=eps,
+                         weight_decay=weight_decay, momentum=momentum, centered=centered)
+
+    def _update(self):
+        for group, p in self._params_with_grad():
+            g = p.grad.data
+            if group["weight_decay"]:
+                g = _add_scaled(g, group["weight_decay"], p.data)
+            st = self.state.setdefault(id(p), {})
+            xp, alpha = xp_of(p.data), group["alpha"]
+            if "square_avg" not in st:
+                st["step"] = _new_step(p)
+                st["square_avg"] = xp.zeros_like(p.data)
+            st["step"] += 1                     # (a device counter: in place)
+            avg_sq = st["square_avg"]
+            avg_sq[...] = avg_sq * alpha + (1 - alpha) * g * g
+            if group["centered"]:
+                avg_g = st.setdefault("grad_avg", xp.zeros_like(p.data))
+                avg_g += (1 - alpha) * (g - avg_g)
+                denom = xp.sqrt(avg_sq - avg_g * avg_g) + group["eps"]
+            else:
+                denom = xp.sqrt(avg_sq) + group["eps"]
+            if group["momentum"]:
+                buf = st.setdefault("momentum_buffer", xp.zeros_like(p.data))
+                buf[...] = buf * group["momentum"] + g / denom
+                _add_scaled(p.data, -group["lr"], buf, out=p.data)
+            else:
+                _add_scaled(p.data, -group["lr"], g / denom, out=p.data)
+
+
+class Adagrad(Optimizer):
+    """torch.optim.Adagrad: each parameter's step lr / (1 + (t - 1) lr_decay) divided by the
+    root of its summed squared gradients (+ eps), L2 weight_decay. Array operations on both
+    paths; for a GPU parameter the step count t is a device counter and the decayed rate is
+    computed from it on the device, so a captured step replays right."""
+    defaults = dict(lr=1e-2, lr_decay=0.0, weight_decay=0.0, initial_accumulator_value=0.0,
+                    eps=1e-10)
+
+    def __init__(self, params, lr=1e-2, lr_decay=0.0, weight_decay=0.0,
+                 initial_accumulator_value=0.0, eps=1e-10, *, master_weights=False):
+        if lr < 0 or lr_decay < 0 or weight_decay < 0 or initial_accumulator_value < 0 or \
+                eps < 0:
+            raise ValueError(f"Adagrad: invalid lr={lr}, lr_decay={lr_decay}, "
+                             f"weight_decay={weight_decay}, initial_accumulator_value="
+                             f"{initial_accumulator_value} or eps={eps}")
+        super().__init__(params, master_weights, lr=lr, lr_decay=lr_decay,
+                         weight_decay=weight_decay,
+                         initial_accumulator_value=initial_accumulator_value, eps=eps)
+        for group in self.param_groups:          # (torch makes the state at construction)
+            for p in group["params"]:
+                self.state[id(p)] = {
+                    "step": _new_step(p), "sum": xp_of(p.data).full(
+                        p.shape, group["initial_accumulator_value"],
+                        dtype=self._state_dtype(p, "sum"))}
+
+    def _update(self):
+        for group, p in self._params_with_grad():
+            g = p.grad.data
+            if group["weight_decay"]:
+                g = _add_scaled(g, group["weight_decay"], p.data)
+            st = self.state[id(p)]
+            st["step"] += 1                     # (a device counter: in place)
+            st["sum"] += g * g
+            update = g / (xp_of(p.data).sqrt(st["sum"]) + group["eps"])
+            if group["lr_decay"] and is_gpu(p.data):     # (the rate from the device counter)
+                rate = group["lr"] / (1 + (st["step"] - 1) * group["lr_decay"])
+                p.data -= (rate * update).astype(p.dtype, copy=False)
+                continue
+            rate = group["lr"] / (1 + (int(st["step"]) - 1) * group["lr_decay"])
+            _add_scaled(p.data, -rate, update, out=p.data)
+
+
+def _new_step(p):
+    """A parameter's step count before its first update: 0, or for a GPU parameter a device
+    int64 counter (advanced in place, as _loaded_step keeps one)."""
+    return to_device(np.array(0, np.int64), p.device) if is_gpu(p.data) else 0
+
+
 def _scale(a, s):
     """a *= s in place, as torch's a.mul_(s) on the CPU: in the op's math type with s rounded to
     it (float32 for half data; NumPy would round s to the half dtype first)."""
