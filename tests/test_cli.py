@@ -294,6 +294,25 @@ def test_outf_an_existing_file_is_left_alone(tmp_path):
     r = run("train.dcgan", *SMALL, "--dataset", "fake", "--dry-run", "--outf", str(outf))
     assert_usage_error(r, "--outf", str(outf), "expected a folder")
     assert outf.read_bytes() == b"keep me\n"
+    r = run("train.dcgan", *SMALL, "--dataset", "fake", "--dry-run", "--outf",
+            str(outf / "sub"))
+    assert_usage_error(r, "--outf", str(outf / "sub"), f"{outf} is a file, so no folder can be "
+                                                       f"made under it")
+
+
+def test_an_outf_the_file_system_refuses_is_one_error_line(tmp_path, monkeypatch, capsys):
+    """(what os.access cannot tell: read-only media, an immutable folder, root's writes)"""
+    from train import cli
+
+    def refuse(**kwargs):
+        raise PermissionError(13, "Operation not permitted")
+    monkeypatch.setattr(cli.tempfile, "mkstemp", refuse)
+    with pytest.raises(SystemExit) as e:
+        cli.make_outf(str(tmp_path / "out"))
+    assert e.value.code == 2
+    assert capsys.readouterr().err.strip() == (
+        f"error: --outf {tmp_path / 'out'}: cannot be made a folder or written in (Operation not "
+        f"permitted); expected a writable folder, made if missing")
 
 
 # ---- the tools --------------------------------------------------------------------------------

@@ -205,7 +205,8 @@ def test_dcgan_names_the_layer_and_step_and_exits_1(tmp_path):
     assert r.returncode == 1, r.stderr
     assert r.stderr.splitlines() == [
         "error: step 1: errD is nan; first non-finite: output of netD.main.2 (Conv2d); "
-        "stopped with the last checkpoint in place"]
+        f"stopped before any checkpoint was written; a new run needs another --outf (or the "
+        f"log files in {outf} removed)"]
     assert not (outf / "checkpoint.npz").exists()
 
 
@@ -230,8 +231,10 @@ def test_dcgan_keeps_the_last_good_checkpoint(tmp_path, monkeypatch, capsys):
     _poison_dcgan_step(monkeypatch, 3)
     capsys.readouterr()
     assert dcgan.main([*args, "--outf", str(tmp_path / "bad")]) == 1
-    assert capsys.readouterr().err.startswith(
-        "error: step 3: errD is nan; first non-finite: output of netD.main.2 (Conv2d)")
+    assert capsys.readouterr().err.strip() == (
+        "error: step 3: errD is nan; first non-finite: output of netD.main.2 (Conv2d); "
+        f"stopped with the last checkpoint in place (--resume {tmp_path / 'bad'}/checkpoint.npz "
+        f"continues from it)")
     good, kept = L.load(tmp_path / "good" / "checkpoint.npz"), L.load(tmp_path / "bad" /
                                                                       "checkpoint.npz")
     assert list(good) == list(kept)

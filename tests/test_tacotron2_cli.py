@@ -100,6 +100,13 @@ def test_resume_keeps_the_batch_size_and_padding_and_counts_max_steps_over_the_r
                 "--epochs", "2", "--resume", ckpt, *args)
         assert r.returncode == 2 and words in r.stderr and len(r.stderr.splitlines()) == 1
         assert not (tmp_path / "n").exists()
+    # a run on a corpus does not go on as an --overfit run (nor the other way round)
+    r = run("--device", "cpu", "--outf", str(tmp_path / "n"), "--resume", ckpt, "--overfit",
+            "Something else.")
+    assert r.returncode == 2 and r.stderr.strip() == (
+        f"error: --overfit 'Something else.': the checkpoint {ckpt} is a run on "
+        f"{os.path.abspath(corpus)}, which a resumed run continues; expected no --overfit")
+    assert not (tmp_path / "n").exists()
 
 
 def test_a_checkpoint_from_before_pad_multiple_resumes_with_the_one_given(corpus, tmp_path):
@@ -168,8 +175,10 @@ def test_overfit_runs_on_one_spoken_sentence(tmp_path):
     (("--val-ratio", "1.5"), r"--val-ratio 1.5: expected a number in \[0, 1\)"),
     (("--overfit", "Hi.", "--dataroot", "x"), r"--overfit 'Hi.': .* expected no --dataroot"),
     (("--overfit", ""), r"--overfit '': expected a sentence"),
-    (("--overfit", "."), r"--overfit '.': espeak-ng's speech .* holds \d+ samples, fewer than "
-                         r"one STFT window \(1024\)"),
+    (("--overfit", ".."), r"--overfit '..': espeak-ng's speech .* holds \d+ samples, fewer "
+                          r"than one STFT window \(1024\)"),
+    (("--overfit", "a"), r"--overfit 'a': overfit sentence: the text 'a' has 1 symbol after the "
+                         r"cleaners; expected at least 2 \(the encoder's batch norm"),
     (("--overfit", "{HH AH0 L OW1}"), r"--overfit '\{HH AH0 L OW1\}': .*braces as ARPAbet "
                                       r"phones, espeak-ng reads them as letters"),
     (("--hparams", "decoder_rnn_dim=0"), r"decoder_rnn_dim=0: expected a positive integer"),
@@ -179,6 +188,15 @@ def test_overfit_runs_on_one_spoken_sentence(tmp_path):
     (("--hparams", "seed=7"), r"--hparams seed=7: seed is set by --seed"),
     (("--hparams", "n_frames_per_step=2"), r"n_frames_per_step=2: NVIDIA's model takes 1 only"),
     (("--hparams", "win_length=2048"), r"win_length=2048 is longer than filter_length=1024"),
+    (("--data-cache", os.path.join(ROOT, "README.md")),
+     r"--data-cache .*README.md: .*README.md/default_corpus: cannot write the default corpus"),
+    (("--hparams", "hop_length=2048"), r"hop_length=2048 is longer than win_length=1024: the "
+                                       r"STFT would skip samples"),
+    (("--hparams", "filter_length=64,win_length=64,hop_length=16"),
+     r"n_mel_channels=80 over filter_length=64: 40 mel bands get no FFT bin"),
+    (("--hparams", "text_cleaners=no_such_cleaners"),
+     r"--hparams text_cleaners=no_such_cleaners: text_cleaners: unknown cleaner\(s\) "
+     r"\['no_such_cleaners'\]; known: \['basic_cleaners'"),
     (("--hparams", "n_symbols=50"), r"n_symbols=50: the text front end has 148 symbols"),
     (("--hparams", "mel_fmax=0"), r"mel_fmin=0.0, mel_fmax=0.0: expected 0 <= mel_fmin < "),
     (("--hparams", "mel_fmax=12000"), r"mel_fmax=12000.0: .*<= sampling_rate / 2 = 11025"),
@@ -230,6 +248,20 @@ def test_outf_that_is_a_file_is_left_alone(tmp_path):
     f.write_text("keep me")
     r = run("--device", "cpu", "--outf", str(f))
     assert r.returncode == 2 and r.stderr.startswith("error: --outf") and f.read_text() == "keep me"
+
+
+def test_an_outf_under_a_file_is_one_error_line_before_any_work(tmp_path):
+    """(train: before the data loads; synthesize: before the model is read)"""
+    f = tmp_path / "file"
+    f.write_text("keep me")
+    for args in (("--device", "cpu", "--outf", str(f / "sub")),
+                 ("synthesize", "--device", "cpu", "--checkpoint", str(tmp_path / "none.npz"),
+                  "--outf", str(f / "sub"), "Hello.")):
+        r = run(*args)
+        assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+        assert r.stderr.strip() == (f"error: --outf {f / 'sub'}: {f} is a file, so no folder can "
+                                    f"be made under it")
+    assert f.read_text() == "keep me"
 
 
 def test_synthesize_from_a_weights_file_is_a_clear_error(tmp_path):

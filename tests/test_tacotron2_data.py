@@ -35,6 +35,7 @@ ROWS = [
     ("", "blank"),
     ("LJ001-0010|In his defense.|In his defense.", "good"),
     ("LJ001-0011|***|***", "'***' has no symbol left after the cleaners ['english_cleaners']"),
+    ("LJ001-0012|A|a", "the text 'a' has 1 symbol after the cleaners; expected at least 2"),
 ]
 
 
@@ -66,7 +67,7 @@ def test_reader_keeps_good_rows_and_names_file_and_line_of_each_bad_one(corpus):
     assert len(warnings) == len(bad) + 1
     for warning, (number, why) in zip(warnings, bad):
         assert warning.startswith(f"{metadata} line {number}: ") and why in warning, warning
-    assert warnings[-1] == f"{metadata}: skipped 6 of 10 rows"
+    assert warnings[-1] == f"{metadata}: skipped 7 of 11 rows"
 
 
 def test_missing_folder_metadata_or_usable_rows_is_an_error_naming_the_path(corpus, tmp_path):

@@ -4,6 +4,7 @@ traceback, never argparse's usage block -- and --device is parsed and checked in
 import argparse
 import os
 import shlex
+import tempfile
 import sys
 
 import layers as L
@@ -102,6 +103,34 @@ def run_outf(outf, resume, default):
     if outf is not None:
         return outf
     return os.path.dirname(os.path.abspath(resume)) if resume else default
+
+
+def check_outf(outf):
+    """--outf, checked before any work (nothing is made or written yet): a folder, or a path
+    that can be made one, as far as the file system's permissions say."""
+    path = os.path.abspath(outf)
+    if os.path.exists(path) and not os.path.isdir(path):
+        fail(f"--outf {outf}: exists and is not a folder; expected a folder, made if missing")
+    parent = path
+    while not os.path.exists(parent):
+        parent = os.path.dirname(parent)
+    if not os.path.isdir(parent):
+        fail(f"--outf {outf}: {parent} is a file, so no folder can be made under it")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        fail(f"--outf {outf}: {parent} is not writable; expected a folder this user can write")
+
+
+def make_outf(outf):
+    """--outf made where missing, and a file written and removed there: where the file system
+    still refuses (read-only media, an immutable folder, a full disk), one error line."""
+    try:
+        os.makedirs(outf, exist_ok=True)
+        fd, probe = tempfile.mkstemp(dir=outf, prefix=".write-test-")
+        os.close(fd)
+        os.remove(probe)
+    except OSError as e:
+        fail(f"--outf {outf}: cannot be made a folder or written in ({e.strerror}); expected a "
+             f"writable folder, made if missing")
 
 
 def resume_command(prog, argv, checkpoint, drop=()):

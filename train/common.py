@@ -235,6 +235,15 @@ def first_non_finite(rows, names):
     return None
 
 
+def stopped_note(ckpt):
+    """What a run stopped by a non-finite value says of its checkpoint: the last one is in
+    place (and --resume continues from it), or none was written yet."""
+    if os.path.exists(ckpt):
+        return f"stopped with the last checkpoint in place (--resume {ckpt} continues from it)"
+    return (f"stopped before any checkpoint was written; a new run needs another --outf (or "
+            f"the log files in {os.path.dirname(ckpt) or '.'} removed)")
+
+
 class CheckpointError(ValueError):
     """A weights or checkpoint file that cannot be used; the message says why (the caller names
     the argument and the path)."""

@@ -24,7 +24,7 @@ from . import cli, data
 from .common import (PRECISIONS, CheckpointError, DeviceStats, LossLog, Progress,
                      checkpoint_meta, first_non_finite, load_checkpoint, load_weights,
                      override_hyper, rate_cell, resume_point, save_checkpoint, save_image_grid,
-                     set_precision)
+                     set_precision, stopped_note)
 
 
 class Generator(nn.Module):
@@ -307,6 +307,7 @@ def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
     args = parse_args(argv)
     args.outf = cli.run_outf(args.outf, args.resume, "out/dcgan")
+    cli.check_outf(args.outf)
     cli.new_run_outf(args.outf, args.resume)
     resume_meta = _load("--resume", args.resume,
                         lambda: checkpoint_meta(args.resume, ("netG", "netD")),
@@ -386,11 +387,7 @@ def main(argv=None):
         override_hyper(optimizers, args.resume, lr=args.lr, beta1=args.beta1)
     else:
         order = batches.order()
-    try:
-        os.makedirs(args.outf, exist_ok=True)
-    except OSError as e:           # FileExistsError: a file has that name
-        cli.fail(f"--outf {args.outf}: cannot be made a folder ({e.strerror}); expected a "
-                 f"folder, made if missing")
+    cli.make_outf(args.outf)
     try:
         log = LossLog(os.path.join(args.outf, "losses.csv"),
                       ["step", "epoch", "errD", "errG", "D_x", "D_G_z1", "D_G_z2", "img_per_s"],
@@ -441,7 +438,7 @@ def main(argv=None):
                 row, k = bad
                 first = stats.where(row["step"], "no layer output or gradient of netG / netD")
                 print(f"error: step {row['step']}: {k} is {row[k]}; first non-finite: {first}; "
-                      f"stopped with the last checkpoint in place", file=sys.stderr)
+                      f"{stopped_note(ckpt)}", file=sys.stderr)
                 log.flush()
                 return False
             if rows:

@@ -25,7 +25,7 @@ from .. import cli
 from ..common import (PRECISIONS, CheckpointError, DeviceStats, LossLog, Progress,
                       checkpoint_meta, first_non_finite, load_checkpoint, meta_of,
                       override_hyper, pyplot, rate_cell, read_arrays, resume_point,
-                      save_checkpoint, set_precision)
+                      save_checkpoint, set_precision, stopped_note)
 from . import audio, data
 from .hparams import HParams
 from .model import Tacotron2, loss_parts, make_optimizer, make_step, stat_names, targets
@@ -79,12 +79,27 @@ def hparams_from(text, base=None):
                      + ("a probability in [0, 1)" if name.startswith("p_") or
                         name == "gate_threshold" else "a finite number >= 0"))
     hp = hp.replace(**changes)
-    from .text import symbols
+    from .audio import mel_filterbank
+    from .text import _CLEANERS, symbols
+    unknown = [c for c in hp.text_cleaners if c not in _CLEANERS]
+    empty = 0 if hp.win_length > hp.filter_length or not 0 <= hp.mel_fmin < hp.mel_fmax else \
+        int((mel_filterbank(hp.sampling_rate, hp.filter_length, hp.n_mel_channels, hp.mel_fmin,
+                            hp.mel_fmax).max(axis=1) <= 0).sum())
     for bad, why in ((hp.n_frames_per_step != 1,
                       f"n_frames_per_step={hp.n_frames_per_step}: NVIDIA's model takes 1 only"),
                      (hp.win_length > hp.filter_length,
                       f"win_length={hp.win_length} is longer than filter_length="
                       f"{hp.filter_length}; expected a window within the FFT"),
+                     (hp.hop_length > hp.win_length,
+                      f"hop_length={hp.hop_length} is longer than win_length={hp.win_length}: "
+                      f"the STFT would skip samples; expected a hop within the window"),
+                     (empty,
+                      f"n_mel_channels={hp.n_mel_channels} over filter_length="
+                      f"{hp.filter_length}: {empty} mel bands get no FFT bin (they would be "
+                      f"empty); expected a longer filter_length or fewer bands"),
+                     (unknown,
+                      f"text_cleaners: unknown cleaner(s) {unknown}; known: "
+                      f"{sorted(_CLEANERS)}"),
                      (hp.n_symbols < len(symbols),
                       f"n_symbols={hp.n_symbols}: the text front end has {len(symbols)} "
                       f"symbols; expected at least that"),
@@ -325,7 +340,7 @@ def load_data(args, hp):
             train = data.overfit_dataset(args.overfit, batch_size=args.batch_size, hparams=hp)
             return train, train[:1], False
         cache = args.data_cache or data.default_root()     # (--data-cache's default)
-        root = args.dataroot or data.default_corpus(cache)
+        root = args.dataroot or _default_corpus(args, cache)
         items = data.load_ljspeech(root, hp)
         train_items, val_items = data.split(items, args.val_ratio, args.seed)
         return (data.mels_for(train_items, hp, cache),
@@ -333,6 +348,15 @@ def load_data(args, hp):
     except (data.DatasetError, ValueError) as e:
         cli.fail(f"--overfit {args.overfit!r}: {e}" if args.overfit is not None else
                  f"--dataroot {args.dataroot or '(default corpus)'}: {e}")
+
+
+def _default_corpus(args, cache):
+    """The default corpus's folder, built under --data-cache where missing; an error names
+    --data-cache (its folder is the one that failed)."""
+    try:
+        return data.default_corpus(cache)
+    except (data.DatasetError, OSError) as e:
+        cli.fail(f"--data-cache {cache}{'' if args.data_cache else ' (its default)'}: {e}")
 
 
 def checkpoint_hparams(meta):
@@ -366,8 +390,7 @@ def train(argv):
         cli.fail(f"--overfit {args.overfit!r}: trains on espeak-ng's speech of the sentence; "
                  f"expected no --dataroot with it")
     args.outf = cli.run_outf(args.outf, args.resume, "out/tacotron2")
-    if os.path.exists(args.outf) and not os.path.isdir(args.outf):
-        cli.fail(f"--outf {args.outf}: exists and is not a folder")
+    cli.check_outf(args.outf)
     cli.new_run_outf(args.outf, args.resume)
     device = cli.use_device(args.device)
     if args.cuda_graph and device == "cpu":
@@ -397,6 +420,11 @@ def train(argv):
     if resume_meta is not None and resume_meta.get("overfit") is not None and args.dataroot:
         cli.fail(f"--dataroot {args.dataroot}: the checkpoint {args.resume} is an --overfit "
                  f"{resume_meta['overfit']!r} run, which a resumed run continues")
+    if resume_meta is not None and resume_meta.get("overfit") is None and \
+            args.overfit is not None:
+        cli.fail(f"--overfit {args.overfit!r}: the checkpoint {args.resume} is a run on "
+                 f"{resume_meta.get('dataroot') or 'the default corpus'}, which a resumed run "
+                 f"continues; expected no --overfit")
     args.overfit = cli.saved_setting("--overfit", "--overfit", "overfit", args.overfit, None,
                                      resume_meta, args.resume)
     args.dataroot = cli.saved_dataroot(args.dataroot, resume_meta)
@@ -449,7 +477,7 @@ def train(argv):
               f"step {step}")
         override_hyper(optimizers, args.resume, lr=args.lr)
 
-    os.makedirs(args.outf, exist_ok=True)
+    cli.make_outf(args.outf)
     resume_step = step if args.resume else None
     try:
         log = LossLog(os.path.join(args.outf, "losses.csv"),
@@ -495,8 +523,8 @@ def train(argv):
             row, k = bad
             log.flush()
             print(f"error: step {row['step']}: {k} is {row[k]}; first non-finite: "
-                  f"{stats.where(row['step'], 'none found')}; stopped with the last checkpoint "
-                  f"in place", file=sys.stderr)
+                  f"{stats.where(row['step'], 'none found')}; {stopped_note(ckpt)}",
+                  file=sys.stderr)
             return False
         if rows:
             r = rows[-1]
@@ -553,8 +581,7 @@ def train(argv):
 def synthesize(argv):
     args = synth_parser().parse_args(argv)
     require_tts(espeak=False)
-    if os.path.exists(args.outf) and not os.path.isdir(args.outf):
-        cli.fail(f"--outf {args.outf}: exists and is not a folder")
+    cli.check_outf(args.outf)
     if not args.text.strip():
         cli.fail("text '': expected something to say")
     device = cli.use_device(args.device)
@@ -574,7 +601,7 @@ def synthesize(argv):
     except ValueError as e:
         cli.fail(e)
     sr = model.hparams.sampling_rate
-    os.makedirs(args.outf, exist_ok=True)
+    cli.make_outf(args.outf)
     paths = [os.path.join(args.outf, n) for n in ("mel.png", "alignment.png", "speech.wav")]
     save_mel_png(paths[0], [mel], [f"{args.text!r}: predicted mel (postnet)"])
     save_alignment_png(paths[1], align, repr(args.text))

@@ -76,9 +76,9 @@ def _parse_row(raw, root, hp):
     text = fields[2].strip() if len(fields) == 3 and fields[2].strip() else fields[1].strip()
     if not text:
         return None, f"{id_}: empty text"
-    if not _sequence(text, tuple(hp.text_cleaners)):
-        return None, (f"{id_}: the text {text!r} has no symbol left after the cleaners "
-                      f"{list(hp.text_cleaners)}")
+    n = len(_sequence(text, tuple(hp.text_cleaners)))
+    if n < MIN_SYMBOLS:
+        return None, f"{id_}: {_too_few(text, n, hp)}"
     name = f"wavs/{id_}.wav"
     wav = os.path.join(root, "wavs", id_ + ".wav")
     if not os.path.isfile(wav):
@@ -195,11 +195,23 @@ def _sequence(text, cleaners):
     return tuple(text_to_sequence(text, list(cleaners)))
 
 
+# the fewest symbols a text may have: the encoder's batch norm takes more than one value per
+# channel in training, and a text of one symbol alone in a batch (a last partial batch, or
+# --batch-size 1) gives it one (torch's BatchNorm refuses that too)
+MIN_SYMBOLS = 2
+
+
+def _too_few(text, n, hp):
+    if n == 0:
+        return f"the text {text!r} has no symbol left after the cleaners {list(hp.text_cleaners)}"
+    return (f"the text {text!r} has {n} symbol after the cleaners; expected at least "
+            f"{MIN_SYMBOLS} (the encoder's batch norm needs more than one value per channel)")
+
+
 def _text_ids(text, hp, where):
     ids = np.array(_sequence(text, tuple(hp.text_cleaners)), np.int64)
-    if ids.size == 0:
-        raise DatasetError(f"{where}: the text {text!r} has no symbol left after the cleaners "
-                           f"{list(hp.text_cleaners)}")
+    if ids.size < MIN_SYMBOLS:
+        raise DatasetError(f"{where}: {_too_few(text, ids.size, hp)}")
     return ids
 
 
