@@ -106,7 +106,10 @@ def tan(x): return _ew.Tan.apply(_floating(x))
 def sinh(x): return _ew.Sinh.apply(_floating(x))
 def cosh(x): return _ew.Cosh.apply(_floating(x))
 def atan(x): return _ew.Arctan.apply(_floating(x))
-def square(x): return mul(x, x)
+def square(x):
+    """x * x; of bool data int64 (as torch)."""
+    x = x.astype(np.int64) if isinstance(x, Tensor) and x.dtype == np.bool_ else x
+    return mul(x, x)
 
 
 # ---- activations composed of the ops above (both paths and the gradients come with them; each
@@ -570,7 +573,10 @@ def logsumexp(x, dim, keepdim=False):
     maximum is taken out first, as a constant (its gradient cancels), and a row whose maximum is
     infinite is summed as it is (-inf where every term is -inf, as torch)."""
     x = _floating(x)
+    dim = None if isinstance(dim, (tuple, list)) and not dim else dim     # (() / []: every axis)
     axes = _red._axes(dim, x.ndim)
+    if x.size == 0:                  # (a sum over nothing: log 0 = -inf, as torch)
+        return log(sum(exp(x), axes, keepdim=keepdim))
     with no_grad():
         m = amax(x, dim, keepdim=True) if x.ndim else x
         m = where(isinf(m), 0.0, m)
@@ -581,25 +587,26 @@ def logsumexp(x, dim, keepdim=False):
 def cumsum(x, dim, *, dtype=None):
     """torch.cumsum: the running sum along `dim`; bool and integer data give int64 (as torch),
     `dtype` casts first."""
-    x = x.astype(dtype) if dtype is not None else x
+    x = x.astype(dtype) if dtype is not None else x      # (then summed in that dtype, as torch)
     if x.ndim == 0:
         dim_index(dim, 1, "cumsum")
-        return reshape(_red.Cumsum.apply(reshape(x, 1), axis=0), ())
-    return _red.Cumsum.apply(x, axis=dim_index(dim, x.ndim, "cumsum"))
+        return reshape(cumsum(reshape(x, 1), 0), ())
+    return _red.Cumsum.apply(x, axis=dim_index(dim, x.ndim, "cumsum"), keep=dtype is not None)
 
 
 def prod(x, dim=None, keepdim=False, *, dtype=None):
     """torch.prod: of every element, or along one `dim`; bool and integer data give int64 (as
     torch), `dtype` casts first. Its gradient is exact where a factor is 0."""
-    x = x.astype(dtype) if dtype is not None else x
+    x = x.astype(dtype) if dtype is not None else x     # (then multiplied in that dtype)
+    keep = dtype is not None
     if dim is not None:
         if not isinstance(dim, (int, np.integer)):
             raise TypeError(f"prod: dim is one axis (an int, as torch's), got {dim!r}")
         axis = dim_index(dim, builtins.max(x.ndim, 1), "prod")
         if x.ndim == 0:
-            return _red.Prod.apply(x, axis=None, keepdims=False)
-        return _red.Prod.apply(x, axis=axis, keepdims=bool(keepdim))
-    return _red.Prod.apply(x, axis=None, keepdims=False)
+            return _red.Prod.apply(x, axis=None, keepdims=False, keep=keep)
+        return _red.Prod.apply(x, axis=axis, keepdims=bool(keepdim), keep=keep)
+    return _red.Prod.apply(x, axis=None, keepdims=False, keep=keep)
 
 
 def norm(x, p="fro", dim=None, keepdim=False, *, dtype=None):
@@ -612,6 +619,7 @@ def norm(x, p="fro", dim=None, keepdim=False, *, dtype=None):
                              f"are (a number, or 'fro')")
         p = 2
     x = x.astype(dtype) if dtype is not None else _float_only(x, "norm")
+    dim = None if isinstance(dim, (tuple, list)) and not dim else dim     # (() / []: every axis)
     return _red.VectorNorm.apply(x, ord=float(p), axis=dim, keepdims=bool(keepdim))
 
 
@@ -968,53 +976,58 @@ def _check_same_except(name, tensors, axis):
 def getitem(x, index):
     """x[index], torch's way: where ints and index arrays mix, the ints select first (NumPy
     would take them as index arrays, and a slice between moves the indexed axes to the front)."""
-    split = _ints_first(index)
+    split = _ints_first(index, on_host=False)
     if split is not None:
         return getitem(getitem(x, split[0]), split[1])
     return _sh.GetItem.apply(x, index=index)
 
 
-def _ints_first(index):
+def _ints_first(index, on_host=True):
     """(the ints of `index` as a basic index, the rest of it) when it mixes ints (or 0-d integer
     arrays) with index arrays, else None. torch selects the ints first; NumPy counts them as
-    index arrays, which reorders the result's axes when a slice lies between."""
+    index arrays, which reorders the result's axes when a slice lies between. on_host: a 0-d
+    device int is read back (the first part must be a view, for an assignment); else it stays
+    a 0-d index array there, which selects as an int does (0-d index arrays broadcast to no
+    axes: nothing moves), without a host sync."""
     if not isinstance(index, tuple):
         return None
+    index = tuple(i.data if isinstance(i, Tensor) else i for i in index)
     kinds = [_index_kind(i) for i in index]
-    if "int" not in kinds or "array" not in kinds:
+    if not {"int", "array"} <= {kind for kind, _ in kinds}:
         return None
     first, rest = [], []
-    for i, kind in zip(index, kinds):
+    for i, (kind, taken) in zip(index, kinds):
         if kind == "int":
-            first.append(builtins.int(i.item() if hasattr(i, "item") else i))
-        elif kind == "none":
+            first.append(builtins.int(i) if on_host or not is_gpu(i) else i)
+        elif kind == "new":              # None, or a bool scalar: an axis made, none taken
             rest.append(i)
         elif i is Ellipsis:
             first.append(i)
             rest.append(i)
-        else:                          # a slice, or an array: every axis it takes, whole
-            taken = i.ndim if kind == "array" and getattr(i, "dtype", None) == np.bool_ else 1
+        else:                            # a slice, or an array: every axis it takes, whole
             first.extend([slice(None)] * taken)
             rest.append(i)
     return tuple(first), tuple(rest)
 
 
 def _index_kind(i):
-    """'int', 'array' (an index array or list), 'none' (a new axis) or 'basic' (slice, ...)."""
-    if i is None:
-        return "none"
-    if isinstance(i, (builtins.bool, np.bool_)):
-        return "basic"
+    """(kind, axes of x it takes): 'int' (an int, a 0-d integer array), 'array' (an index
+    array or list: a bool mask takes its ndim axes), 'new' (None or a bool scalar: takes none,
+    adds one) or 'basic' (a slice, Ellipsis)."""
+    if i is None or isinstance(i, (builtins.bool, np.bool_)):
+        return "new", 0
     if isinstance(i, (builtins.int, np.integer)):
-        return "int"
+        return "int", 1
     if isinstance(i, list):
-        return "array"
+        a = np.asarray(i)
+        return "array", (a.ndim if a.dtype == np.bool_ else 1)
     ndim, dtype = getattr(i, "ndim", None), getattr(i, "dtype", None)
     if ndim is None:
-        return "basic"
-    if ndim == 0 and dtype is not None and np.dtype(dtype).kind in "iu":
-        return "int"
-    return "array" if ndim else "basic"
+        return "basic", 1
+    kind = np.dtype(dtype).kind
+    if ndim == 0:
+        return ("int", 1) if kind in "iu" else ("new", 0) if kind == "b" else ("basic", 1)
+    return "array", (ndim if kind == "b" else 1)
 
 
 def reverse_padded(x, lengths):
@@ -1874,11 +1887,12 @@ _LINEAR = {3: "linear", 4: "bilinear"}      # the linear mode of a 1-d / 2-d spa
 def interpolate(x, size=None, scale_factor=None, mode="nearest", align_corners=None,
                 recompute_scale_factor=None, antialias=False):
     """torch.nn.functional.interpolate of (N, C, L) or (N, C, H, W) input: mode 'nearest',
-    'nearest-exact', 'linear' (3-d) or 'bilinear' (4-d), align_corners as torch's. Each spatial
-    axis is resampled in turn, composed of index_select and weights (both paths, and the
-    gradient: the entries each source feeds, summed). Source positions and weights are computed
-    as torch's CPU kernels compute them (in float32 for float32 and half data), so the same
-    neighbours are picked."""
+    'nearest-exact' (any dtype), 'linear' (3-d) or 'bilinear' (4-d; floating data, half data in
+    float32 rounded once), align_corners as torch's. Each spatial axis is resampled in turn,
+    composed of index_select and weights (both paths, and the gradient: the entries each source
+    feeds, summed). Source positions and weights are computed as torch's CPU kernels compute
+    them (in float32 for float32 and half data, with their shortcuts), so the same neighbours
+    are picked."""
     if x.ndim not in _LINEAR:
         raise ValueError(f"interpolate: input must be 3-d (N, C, L) or 4-d (N, C, H, W) here, got "
                          f"shape {tuple(x.shape)}")
@@ -1891,7 +1905,12 @@ def interpolate(x, size=None, scale_factor=None, mode="nearest", align_corners=N
                          "modes (linear, bilinear), as torch")
     if antialias:
         raise ValueError("interpolate: antialias is not done here")
-    x = _float_only(x, "interpolate")
+    if linear and not is_floating(x.dtype):
+        raise TypeError(f"interpolate: mode {mode!r} of {x.dtype} data is not done here (the "
+                        f"nearest modes take it); cast it to a floating dtype first")
+    if linear and is_half(x.dtype):       # (in float32, rounded once: torch's opmath)
+        return _astype(interpolate(_astype(x, np.float32), size, scale_factor, mode,
+                                   align_corners, recompute_scale_factor), x.dtype)
     spatial = x.shape[2:]
     k = len(spatial)
     if (size is None) == (scale_factor is None):
@@ -1916,14 +1935,16 @@ def interpolate(x, size=None, scale_factor=None, mode="nearest", align_corners=N
     xp = xp_of(x.data)
     for d, (n_in, n_out, sf) in enumerate(zip(spatial, size, scales)):
         axis = 2 + d
+        if linear and n_in == n_out:      # (torch's kernels copy an axis of the same size)
+            continue
         if linear:
             i0, i1, w = _linear_sources(n_in, n_out, sf, bool(align_corners), opmath)
             w = xp.asarray(w.astype(x.dtype).reshape((-1,) + (1,) * (x.ndim - 1 - axis)))
             x = index_select(x, axis, xp.asarray(i0)) * (1 - Tensor(w)) + \
                 index_select(x, axis, xp.asarray(i1)) * Tensor(w)
-        elif n_in != n_out:
+        elif mode == "nearest-exact" or k == 1 or n_in != n_out:
             x = index_select(x, axis, xp.asarray(_nearest_sources(n_in, n_out, sf,
-                                                                  mode == "nearest-exact")))
+                                                                  mode == "nearest-exact", k)))
     return x
 
 
@@ -1934,11 +1955,14 @@ def _scale(n_in, n_out, scale_factor, opmath):
     return opmath(opmath(n_in) / opmath(n_out))
 
 
-def _nearest_sources(n_in, n_out, scale_factor, exact):
-    """The source index of each output entry, as torch's nearest_idx / nearest_exact_idx (float
-    arithmetic)."""
-    if not exact and n_out == 2 * n_in:
+def _nearest_sources(n_in, n_out, scale_factor, exact, k):
+    """The source index of each output entry, as torch's CPU kernels take it (float
+    arithmetic): for 2-d 'nearest', nearest_idx with its shortcuts (the same size: itself;
+    twice the size: i >> 1); for 1-d 'nearest' and 'nearest-exact', the formula alone."""
+    if not exact and k == 2 and n_out == 2 * n_in:
         return np.arange(n_out) >> 1
+    if not exact and k == 2 and n_out == n_in:
+        return np.arange(n_out)
     scale = _scale(n_in, n_out, scale_factor, np.float32)
     dst = np.arange(n_out, dtype=np.float32) + (np.float32(0.5) if exact else np.float32(0))
     return np.minimum(np.floor(dst * scale).astype(np.int64), n_in - 1)
@@ -1946,13 +1970,17 @@ def _nearest_sources(n_in, n_out, scale_factor, exact):
 
 def _linear_sources(n_in, n_out, scale_factor, align_corners, opmath):
     """(left index, right index, right weight) of each output entry, as torch's
-    area_pixel_compute_source_index and guard_index_and_lambda, in `opmath`."""
+    area_pixel_compute_source_index and guard_index_and_lambda, in `opmath` (float64 data: in
+    float64, which torch's fused multiply-add beats by a rounding)."""
     if align_corners:
         scale = opmath(n_in - 1) / opmath(n_out - 1) if n_out > 1 else opmath(0)
         src = np.arange(n_out, dtype=opmath) * scale
     else:
         scale = _scale(n_in, n_out, scale_factor, opmath)
-        src = np.maximum(scale * (np.arange(n_out, dtype=opmath) + opmath(0.5)) - opmath(0.5), 0)
+        # scale * (i + 0.5) - 0.5 with one rounding, as torch's CPU kernel (a fused multiply-add)
+        # computes it in float32: the float32 factors' product is exact in float64
+        wide = np.float64(scale) * (np.arange(n_out, dtype=np.float64) + 0.5) - 0.5
+        src = np.maximum(wide.astype(opmath), 0)
     i0 = np.minimum(np.floor(src).astype(np.int64), n_in - 1)
     w = np.clip(src - i0.astype(opmath), 0, 1)
     i1 = i0 + (i0 < n_in - 1)

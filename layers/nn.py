@@ -695,9 +695,10 @@ class _Utils:
     clip_grad_value_."""
 
     @staticmethod
-    def clip_grad_norm_(parameters, max_norm, norm_type=2.0, foreach=None):
+    def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=False,
+                        foreach=None):
         from .optim import clip_grad_norm_
-        return clip_grad_norm_(parameters, max_norm, norm_type, foreach)
+        return clip_grad_norm_(parameters, max_norm, norm_type, error_if_nonfinite, foreach)
 
     @staticmethod
     def clip_grad_value_(parameters, clip_value, foreach=None):

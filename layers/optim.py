@@ -605,9 +605,11 @@ def _add_scaled(a, alpha, b, out=None):
 
 
 @no_grad()
-def clip_grad_norm_(parameters, max_norm, norm_type=2.0, foreach=None):
+def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=False,
+                    foreach=None):
     """Scale all gradients so their joint norm is at most max_norm; returns the norm before
-    clipping as a Tensor (computed on the device: no host sync). foreach=True (default:
+    clipping as a Tensor in the gradients' dtype (computed on the device: no host sync, unless
+    error_if_nonfinite asks for the norm to be checked, as torch's). foreach=True (default:
     layers.optim.FOREACH), for the 2-norm of float32 / float64 GPU gradients of one dtype: the
     squares summed in float64 by one launch over a table of the gradients' pointers and the
     gradients scaled by one more, whatever their number."""
@@ -625,28 +627,40 @@ def clip_grad_norm_(parameters, max_norm, norm_type=2.0, foreach=None):
             len({g.data.ptr for g in grads}) == len(grads):       # (one gradient twice: below)
         rows, n = kernels.pointer_rows(grads)
         table = device_table(rows)
-        total = xp.sqrt(kernels.multi_sumsq(table, len(rows), n, grads[0])).astype(A)
+        total = _checked_total(xp.sqrt(kernels.multi_sumsq(table, len(rows), n, grads[0]))
+                               .astype(A), norm_type, error_if_nonfinite)
         kernels.multi_scale(table, len(rows), n, grads[0], total, max_norm)
         return Tensor(total)
     # torch's: the norm of the gradients' norms (for p = 0, -inf too), in float32 for half data
     from .functional import norm
     total = norm(Tensor(stack([norm(Tensor(g.astype(A, copy=False)), norm_type).data
                                for g in grads])), norm_type).data
+    total = _checked_total(total, norm_type, error_if_nonfinite)      # (before any change)
     coef = xp.minimum(max_norm / (total + 1e-6), 1.0).astype(A)
     for g in grads:
         if g.dtype == A:
             g *= coef
         else:                  # half gradients: scaled in float32, rounded once
             g[...] = (g.astype(A) * coef).astype(g.dtype)
-    return Tensor(total)
+    dtypes = {g.dtype for g in grads}            # (torch's: in the gradients' dtype)
+    return Tensor(total.astype(dtypes.pop()) if len(dtypes) == 1 else total)
+
+
+def _checked_total(total, norm_type, error_if_nonfinite):
+    """The total norm, refused when it is not finite and error_if_nonfinite asks (a host read
+    of one number, as torch's check)."""
+    if error_if_nonfinite and not bool(xp_of(total).isfinite(total)):
+        raise RuntimeError(f"The total norm of order {norm_type} for gradients from "
+                           f"`parameters` is non-finite, so it cannot be clipped (as torch: "
+                           f"error_if_nonfinite=False to clip anyway)")
+    return total
 
 
 
 def clip_grad_value_(parameters, clip_value, foreach=None):
     """Clamp every gradient into [-clip_value, clip_value] in place (torch's
-    clip_grad_value_); returns None, as torch's. NaN stays NaN."""
-    if clip_value < 0:
-        raise ValueError(f"clip_grad_value_: clip_value must be >= 0, got {clip_value}")
+    clip_grad_value_; a negative clip_value sets every gradient to it, as torch's clamp with
+    min > max); returns None, as torch's. NaN stays NaN."""
     for p in (parameters if not isinstance(parameters, Tensor) else [parameters]):
         if p.grad is not None:
             g = p.grad.data

@@ -25,6 +25,10 @@ INDEXES = {
     "negative_int_2d_array": lambda v: v[-1, :, np.array([[0, 1], [2, 3]])],
     "0d_tensor_slice_list": lambda v: v[(L if isinstance(v, L.Tensor) else torch).tensor(1), :,
                                         [3, 0]],
+    "0d_tensor_where_the_data_is": lambda v: v[
+        L.tensor(1, device=v.device) if isinstance(v, L.Tensor) else torch.tensor(1), :, [3, 0]],
+    "bool_scalar_int_list": lambda v: v[True, 0, [1, 2]],        # (True: an axis, none taken)
+    "nested_bool_list_int": lambda v: v[[[True, False, True], [False, True, False]], 0],
 }
 
 
@@ -48,6 +52,11 @@ def test_assignment_through_ints_mixed_with_an_index_array_is_torchs(where):
     value = np.arange(6.0).reshape(3, 2) + 100
     x[0, :, [1, 2]] = L.tensor(value, device=where)
     tx[0, :, [1, 2]] = torch.tensor(value)
+    np.testing.assert_array_equal(x.numpy(), tx.numpy())
+    x[True, 1, [0, 2]] = -1.0
+    tx[True, 1, [0, 2]] = -1.0
+    x[L.tensor(1, device=where), :, [2]] = -2.0
+    tx[torch.tensor(1), :, [2]] = -2.0
     np.testing.assert_array_equal(x.numpy(), tx.numpy())
 
 
@@ -214,3 +223,71 @@ def test_smaller_spellings_torch_code_uses():
         nn.Dropout(1.5)
     lstm = nn.LSTM(3, 4)
     assert lstm.flatten_parameters() is None
+
+
+# ---- found by a review of the new math ----------------------------------------------------------
+
+def test_a_negative_norm_of_a_slice_holding_a_zero_has_a_zero_gradient():
+    for p in (-1.0, -2.0, -0.5):
+        x = L.tensor([[0.0, 2.0, 3.0], [1.0, 2.0, 4.0]], requires_grad=True)
+        tx = torch.tensor([[0.0, 2.0, 3.0], [1.0, 2.0, 4.0]], requires_grad=True)
+        x.norm(p, dim=1).sum().backward()
+        tx.norm(p, dim=1).sum().backward()
+        np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-6)
+
+
+def test_empty_dims_and_empty_axes_reduce_as_torch():
+    data = np.arange(6.0).reshape(2, 3)
+    x, tx = L.tensor(data), torch.tensor(data)
+    for dim in ((), []):
+        assert x.norm(1, dim=dim).item() == tx.norm(1, dim=dim).item() == 15.0
+        np.testing.assert_allclose(x.logsumexp(dim, keepdim=True).numpy(),
+                                   torch.logsumexp(tx, (0, 1), keepdim=True).numpy())
+    for shape, dim in (((2, 0), 1), ((0, 3), 0)):
+        np.testing.assert_array_equal(L.zeros(*shape).logsumexp(dim).numpy(),
+                                      torch.zeros(*shape).logsumexp(dim).numpy())   # (-inf)
+
+
+def test_dtype_given_to_cumsum_and_prod_is_the_results_and_square_of_bool_is_int64():
+    data = np.arange(1, 7).reshape(2, 3)
+    x, tx = L.tensor(data), torch.tensor(data)
+    for dtype, tdtype in ((L.int32, torch.int32), (L.int16, torch.int16),
+                          (L.float64, torch.float64)):
+        for ours, theirs in ((x.cumsum(0, dtype=dtype), tx.cumsum(0, dtype=tdtype)),
+                             (x.prod(1, dtype=dtype), tx.prod(1, dtype=tdtype))):
+            assert ours.dtype == np.dtype(str(theirs.dtype).removeprefix("torch."))
+            np.testing.assert_array_equal(ours.numpy(), theirs.numpy())
+    square = L.tensor([True, False]).square()
+    assert square.dtype == np.int64 and square.numpy().tolist() == [1, 0]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_products_over_an_empty_inner_or_outer_axis(where):
+    linear = nn.Linear(0, 3).to(where)
+    x = L.Tensor(L.zeros(2, 0, device=where).data, requires_grad=True)
+    y = linear(x)
+    y.sum().backward()
+    np.testing.assert_array_equal(y.numpy(), np.broadcast_to(linear.bias.numpy(), (2, 3)))
+    assert linear.weight.grad.shape == (3, 0) and np.all(linear.bias.grad.numpy() == 2)
+    for a, b in (((2, 3, 0), (2, 0, 3)), ((2, 0, 3), (2, 3, 4))):
+        out = L.bmm(L.zeros(*a, device=where), L.zeros(*b, device=where))
+        assert out.shape == (a[0], a[1], b[2]) and not np.any(out.numpy())
+
+
+@pytest.mark.parametrize("dtype, tdtype", [(np.float16, torch.float16),
+                                            (L.bfloat16, torch.bfloat16)])
+def test_clip_grad_norm_gives_the_norm_in_the_gradients_dtype(dtype, tdtype):
+    p = L.Tensor(np.ones(3).astype(dtype), requires_grad=True)
+    p.grad = L.Tensor(np.array([0.0, 2.0, -3.0]).astype(dtype))
+    t = torch.ones(3, dtype=tdtype, requires_grad=True)
+    t.grad = torch.tensor([0.0, 2.0, -3.0], dtype=tdtype)
+    total, expected = nn.utils.clip_grad_norm_([p], 1.0), torch.nn.utils.clip_grad_norm_([t], 1.0)
+    assert total.dtype == dtype and float(total.item()) == expected.item()
+
+
+def test_clip_grad_norm_refuses_a_non_finite_norm_when_asked_before_changing_anything():
+    p = L.tensor(np.ones(2), requires_grad=True)
+    p.grad = L.tensor([np.inf, 1.0])
+    with pytest.raises(RuntimeError, match="non-finite"):
+        nn.utils.clip_grad_norm_([p], 1.0, 2.0, True)      # (torch's fourth: error_if_nonfinite)
+    assert p.grad.numpy().tolist() == [np.inf, 1.0]

@@ -2,6 +2,8 @@
 On the GPU every product is cuBLASLt through cudnnlite.blas -- on CuPy's current stream with a
 workspace cudnnlite owns, so a step that uses them can be captured in a CUDA graph -- with
 Linear's bias folded into the product's epilogue."""
+import math
+
 import numpy as np
 
 from ..backend import is_gpu, xp_of
@@ -47,7 +49,9 @@ def _batched(x, batch):
     if all(n == 1 for n in x.shape[:-2]):
         return x.reshape(x.shape[-2:])
     x = xp_of(x).broadcast_to(x, batch + x.shape[-2:])
-    return x.reshape((-1,) + x.shape[-2:])        # a copy only when the batch axes cannot merge
+    # a copy only when the batch axes cannot merge; the batch size stated, not -1 (a matrix of
+    # 0 entries leaves -1 undecided)
+    return x.reshape((math.prod(batch),) + x.shape[-2:])
 
 
 class MatMul(Function):
@@ -85,7 +89,7 @@ class Linear(Function):
     """y = x @ W.T + b, x (..., in), W (out, in) as torch.nn.Linear."""
 
     def forward(self, x, W, b=None):
-        x2 = x.reshape(-1, x.shape[-1])
+        x2 = x.reshape(math.prod(x.shape[:-1]), x.shape[-1])     # (-1: undecided if in = 0)
         need = self.needs_input_grad or (False, False)
         self.saved = (x2 if need[1] else None), (W if need[0] else None), x.shape  # (as torch)
         return mm(x2, W.T, bias=b).reshape(x.shape[:-1] + (W.shape[0],))
@@ -95,7 +99,7 @@ class Linear(Function):
         at the end of backward: one GEMM for a layer called once per decoder frame)."""
         x2, W, shape = self.saved
         need_x, need_W = self.needs_input_grad[:2]
-        g2 = gy.reshape(-1, gy.shape[-1])
+        g2 = gy.reshape(math.prod(gy.shape[:-1]), gy.shape[-1])
         gx = mm(g2, W).reshape(shape) if need_x else None
         gW = Deferred(g2, x2) if need_W else None
         gb = Deferred(g2) if len(self.needs_input_grad) > 2 and self.needs_input_grad[2] else None

@@ -149,10 +149,12 @@ class LogSoftmax(Function):
 class Cumsum(Function):
     """The running sum along `axis` (torch.cumsum): floating data summed in its accumulation
     dtype and returned in its own, bool and integer data in int64 (as torch); the gradient is
-    the running sum of gy from the other end."""
+    the running sum of gy from the other end. keep: summed in x's own dtype (torch's dtype=)."""
+    keep = False
 
     def forward(self, x):
-        whole = _integer_sum_dtype(x.dtype)
+        whole = x.dtype if self.keep and not is_floating(x.dtype) else \
+            _integer_sum_dtype(x.dtype)
         if whole is not None:
             return self.xp.cumsum(x, axis=self.axis, dtype=whole)
         return self.xp.cumsum(x, axis=self.axis, dtype=accumulation_dtype(x.dtype)).astype(
@@ -170,9 +172,12 @@ class Prod(Function):
     integer data in int64. The gradient of each factor is the product of the others, taken as
     the running products from both ends (no division: exact where a factor is 0, as torch's)."""
 
+    keep = False              # multiplied in x's own dtype (torch's dtype=)
+
     def forward(self, x):
         self.shape = x.shape
-        whole = _integer_sum_dtype(x.dtype)
+        whole = x.dtype if self.keep and not is_floating(x.dtype) else \
+            _integer_sum_dtype(x.dtype)
         dtype = whole if whole is not None else accumulation_dtype(x.dtype)
         flat = x.reshape(-1) if self.axis is None else x
         y = flat.prod(axis=0 if self.axis is None else self.axis, keepdims=self.keepdims,
@@ -211,8 +216,9 @@ class Prod(Function):
 class VectorNorm(Function):
     """The vector p-norm over `axes` (torch.linalg.vector_norm; torch.norm's vector forms):
     p = 2, 1, inf, -inf, 0 (the count of non-zeros: no gradient, .grad stays None as torch's)
-    or any other p, accumulated in float32 for half data. The gradient is 0 where the norm is 0 (as torch's), and for
-    p = +-inf shared evenly among the entries that reach it (as torch's)."""
+    or any other p, accumulated in float32 for half data. The gradient is 0 where the norm is 0
+    (as torch's), and for p = +-inf shared evenly among the entries that reach it (as
+    torch's)."""
 
     def forward(self, x):
         xp, p = self.xp, self.ord
@@ -249,9 +255,12 @@ class VectorNorm(Function):
             hit = xp.abs(a) == y
             gx = g * xp.sign(a) * hit / hit.sum(axis=self.axes, keepdims=True)
         else:
-            safe = xp.where(y == 0, 1, y)   # (a norm of 0 has every x 0: a gradient of 0)
+            safe = xp.where(y == 0, 1, y)
             if p == 2:
                 gx = g * a / safe
             else:                                  # sign(x) |x|^(p-1), 0 at x = 0 (p < 1)
                 gx = g * xp.where(a == 0, 0, xp.sign(a) * xp.abs(a) ** (p - 1)) / safe ** (p - 1)
+            # 0 where the norm is 0 (as torch): for p > 0 every x is 0 there already, for p < 0
+            # one x of 0 makes it 0 and the others' terms are not
+            gx = xp.where(y == 0, 0, gx)
         return gx.astype(x.dtype, copy=False)
