@@ -6,7 +6,8 @@ optimizer multiply), an lr set by hand in param_groups is the one the schedule g
 a resumed run -- optimizer and scheduler made and loaded, in either order -- goes on with the lr
 it stopped at. The group's starting lr is kept in it as 'initial_lr' (`base_lrs`); LambdaLR and
 `step(epoch)` work from it (the closed form; LambdaLR.load_state_dict puts the saved lrs back in
-the groups, where torch's leaves its constructor's base_lr * f(0) for an epoch). A captured step
+the groups, where torch's leaves its constructor's base_lr * f(0) for an epoch; LinearLR's
+the same). A captured step
 (layers.graph.CapturedStep) keys on the lr, so a new lr is a new capture: a schedule changing it
 every step recaptures every step.
 
@@ -78,6 +79,15 @@ class LRScheduler:
     def load_state_dict(self, state_dict):
         self.__dict__.update(state_dict)
 
+    def _put_back_lrs(self, state):
+        """The groups take the saved lrs: for a schedule whose constructor's step changes the
+        lr (LambdaLR's base_lr * f(0), LinearLR's start_factor), that step wrote over an lr
+        loaded into the optimizer before it (torch's leaves that for an epoch)."""
+        last = state.get("_last_lr")
+        if last is not None and len(last) == len(self.optimizer.param_groups):
+            for group, lr in zip(self.optimizer.param_groups, last):
+                group["lr"] = lr
+
 
 class LambdaLR(LRScheduler):
     """lr = base_lr * lr_lambda(epoch) (one function, or one per group)."""
@@ -109,12 +119,7 @@ class LambdaLR(LRScheduler):
         for f, attrs in zip(self.lr_lambdas, saved):
             if attrs is not None:
                 vars(f).update(attrs)
-        # the groups take the saved lrs: this constructor's step wrote base_lr * f(0) over an
-        # lr loaded into the optimizer before it (torch's leaves that for an epoch)
-        last = state.get("_last_lr")
-        if last is not None and len(last) == len(self.optimizer.param_groups):
-            for group, lr in zip(self.optimizer.param_groups, last):
-                group["lr"] = lr
+        self._put_back_lrs(state)
 
 
 class StepLR(LRScheduler):
@@ -196,5 +201,105 @@ class CosineAnnealingLR(LRScheduler):
                 for base in self.base_lrs]
 
 
+class LinearLR(LRScheduler):
+    """lr = base_lr * factor, the factor going linearly from start_factor to end_factor over
+    total_iters steps and staying there (a warm-up), stepped as torch's recursive form."""
+
+    def __init__(self, optimizer, start_factor=1.0 / 3, end_factor=1.0, total_iters=5,
+                 last_epoch=-1):
+        if not 0 < start_factor <= 1 or not 0 <= end_factor <= 1:
+            raise ValueError(f"LinearLR: start_factor must be in (0, 1] and end_factor in "
+                             f"[0, 1], got {start_factor} and {end_factor} (as torch)")
+        self.start_factor, self.end_factor = start_factor, end_factor
+        self.total_iters = total_iters
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self):
+        e, a, b, n = self.last_epoch, self.start_factor, self.end_factor, self.total_iters
+        if e == 0:
+            return [lr * a for lr in self._lrs()]
+        if e > n:
+            return self._lrs()
+        return [lr * (1 + (b - a) / (n * a + (e - 1) * (b - a))) for lr in self._lrs()]
+
+    def load_state_dict(self, state_dict):
+        super().load_state_dict(state_dict)
+        self._put_back_lrs(state_dict)
+
+    def _get_closed_form_lr(self):
+        return [base * (self.start_factor + (self.end_factor - self.start_factor) *
+                        min(self.total_iters, self.last_epoch) / self.total_iters)
+                for base in self.base_lrs]
+
+
+class ReduceLROnPlateau:
+    """torch's: step(metric) once an epoch; after more than `patience` epochs without an
+    improvement (by `threshold`, relative or absolute, in `mode` 'min' or 'max') each group's lr
+    is multiplied by `factor` (not below min_lr; a change smaller than eps is not made), then
+    `cooldown` epochs pass before bad epochs count again."""
+
+    def __init__(self, optimizer, mode="min", factor=0.1, patience=10, threshold=1e-4,
+                 threshold_mode="rel", cooldown=0, min_lr=0, eps=1e-8):
+        if factor >= 1.0:
+            raise ValueError("ReduceLROnPlateau: factor should be < 1.0 (as torch)")
+        if mode not in ("min", "max"):
+            raise ValueError(f"ReduceLROnPlateau: mode {mode!r} is unknown (as torch: 'min' or "
+                             f"'max')")
+        if threshold_mode not in ("rel", "abs"):
+            raise ValueError(f"ReduceLROnPlateau: threshold mode {threshold_mode!r} is unknown "
+                             f"(as torch: 'rel' or 'abs')")
+        if not hasattr(optimizer, "param_groups"):
+            raise TypeError(f"ReduceLROnPlateau: {type(optimizer).__name__} is not an optimizer")
+        n = len(optimizer.param_groups)
+        if isinstance(min_lr, (list, tuple)):
+            if len(min_lr) != n:
+                raise ValueError(f"ReduceLROnPlateau: expected {n} min_lrs, got {len(min_lr)}")
+            self.min_lrs = list(min_lr)
+        else:
+            self.min_lrs = [min_lr] * n
+        self.optimizer, self.mode, self.factor, self.patience = optimizer, mode, factor, patience
+        self.threshold, self.threshold_mode, self.cooldown, self.eps = \
+            threshold, threshold_mode, cooldown, eps
+        self.best = math.inf if mode == "min" else -math.inf
+        self.num_bad_epochs, self.cooldown_counter, self.last_epoch = 0, 0, 0
+        self._last_lr = [group["lr"] for group in optimizer.param_groups]
+
+    def _is_better(self, a):
+        if self.mode == "min":
+            return a < (self.best * (1 - self.threshold) if self.threshold_mode == "rel"
+                        else self.best - self.threshold)
+        return a > (self.best * (1 + self.threshold) if self.threshold_mode == "rel"
+                    else self.best + self.threshold)
+
+    def step(self, metrics):
+        current = float(metrics)
+        self.last_epoch += 1
+        if self._is_better(current):
+            self.best, self.num_bad_epochs = current, 0
+        else:
+            self.num_bad_epochs += 1
+        if self.cooldown_counter > 0:
+            self.cooldown_counter -= 1
+            self.num_bad_epochs = 0
+        if self.num_bad_epochs > self.patience:
+            for group, low in zip(self.optimizer.param_groups, self.min_lrs):
+                old = float(group["lr"])
+                new = max(old * self.factor, low)
+                if old - new > self.eps:
+                    group["lr"] = new
+            self.cooldown_counter, self.num_bad_epochs = self.cooldown, 0
+        self._last_lr = [group["lr"] for group in self.optimizer.param_groups]
+
+    def get_last_lr(self):
+        return list(self._last_lr)
+
+    def state_dict(self):
+        return {k: v for k, v in self.__dict__.items() if k != "optimizer"}
+
+    def load_state_dict(self, state_dict):
+        self.__dict__.update({k: v for k, v in state_dict.items()
+                              if k in self.__dict__ or k == "_last_lr"})
+
+
 __all__ = ["LRScheduler", "LambdaLR", "StepLR", "MultiStepLR", "ExponentialLR",
-           "CosineAnnealingLR"]
+           "CosineAnnealingLR", "LinearLR", "ReduceLROnPlateau"]

@@ -16,6 +16,7 @@ SCHEDULES = {
     "ExponentialLR": lambda m, o: m.ExponentialLR(o, gamma=0.9),
     "CosineAnnealingLR": lambda m, o: m.CosineAnnealingLR(o, T_max=10, eta_min=1e-4),
     "LambdaLR": lambda m, o: m.LambdaLR(o, [lambda e: 1 / (1 + e), lambda e: 0.95 ** e]),
+    "LinearLR": lambda m, o: m.LinearLR(o, start_factor=0.25, end_factor=0.9, total_iters=7),
 }
 
 
@@ -143,3 +144,45 @@ def test_a_state_saved_by_torch_loads_and_goes_on_as_torchs(name):
         sched.step(), tsched.step()
         np.testing.assert_allclose([g["lr"] for g in opt.param_groups],
                                    [g["lr"] for g in topt.param_groups], rtol=1e-12)
+
+
+# a metric that improves, stalls (by less than the relative threshold too), and improves again
+METRIC = [5, 4, 4, 4, 4, 4, 4, 3.9999, 4, 4, 4, 4, 2, 2, 2, 2, 2, 2] * 2
+PLATEAUS = {
+    "defaults, patience 2": dict(patience=2),
+    "max, abs threshold, cooldown, min_lr per group": dict(
+        mode="max", patience=1, cooldown=2, threshold_mode="abs", threshold=0.5,
+        min_lr=[0.01, 0.005], factor=0.5),
+}
+
+
+@pytest.mark.parametrize("name", list(PLATEAUS))
+def test_reduce_lr_on_plateau_is_torchs(name):
+    sign = -1 if PLATEAUS[name].get("mode") == "max" else 1
+    ours_p = [L.Tensor(np.zeros(2, np.float32), requires_grad=True) for _ in range(2)]
+    torch_p = [torch.zeros(2, requires_grad=True) for _ in range(2)]
+    opt = L.optim.SGD(groups(L, ours_p), lr=0.1)
+    topt = torch.optim.SGD(groups(torch, torch_p), lr=0.1)
+    sched = L.optim.lr_scheduler.ReduceLROnPlateau(opt, **PLATEAUS[name])
+    tsched = torch.optim.lr_scheduler.ReduceLROnPlateau(topt, **PLATEAUS[name])
+    for epoch, metric in enumerate(METRIC):
+        sched.step(sign * metric)
+        tsched.step(sign * metric)
+        assert sched.get_last_lr() == tsched.get_last_lr(), epoch
+        if epoch == 20:                       # a resumed run: made anew, then loaded
+            saved = sched.state_dict()
+            sched = L.optim.lr_scheduler.ReduceLROnPlateau(opt, **PLATEAUS[name])
+            sched.load_state_dict(saved)
+    assert sched.get_last_lr() != [0.1, 0.02]       # (it reduced)
+
+
+def test_what_torch_refuses_of_the_new_schedules():
+    opt = L.optim.SGD([L.Tensor(np.zeros(2), requires_grad=True)], lr=0.1)
+    sched = L.optim.lr_scheduler
+    for make in (lambda: sched.LinearLR(opt, start_factor=0), lambda: sched.LinearLR(opt, 1, 2),
+                 lambda: sched.ReduceLROnPlateau(opt, factor=1.0),
+                 lambda: sched.ReduceLROnPlateau(opt, mode="lowest"),
+                 lambda: sched.ReduceLROnPlateau(opt, threshold_mode="relative"),
+                 lambda: sched.ReduceLROnPlateau(opt, min_lr=[0.0, 0.0])):
+        with pytest.raises(ValueError):
+            make()
