@@ -12,6 +12,8 @@ import torch
 import layers as L
 from layers import F, nn
 
+from like_torch import assert_like_torch
+
 DEVICES = ["cpu", pytest.param(0, marks=pytest.mark.gpu), "host"]   # (conftest's `where`)
 A = np.arange(24.0).reshape(2, 3, 4)
 
@@ -35,15 +37,7 @@ INDEXES = {
 @pytest.mark.parametrize("case", list(INDEXES))
 @pytest.mark.parametrize("device", DEVICES)
 def test_ints_mixed_with_index_arrays_select_first_as_torchs(where, case):
-    x = L.Tensor(L.tensor(A, device=where).data, requires_grad=True)
-    tx = torch.tensor(A, requires_grad=True)
-    y, ty = INDEXES[case](x), INDEXES[case](tx)
-    assert y.shape == tuple(ty.shape)
-    np.testing.assert_array_equal(y.numpy(), ty.detach().numpy())
-    g = np.arange(ty.numel(), dtype=np.float64).reshape(ty.shape)
-    y.backward(L.tensor(g, device=where))
-    ty.backward(torch.tensor(g))
-    np.testing.assert_array_equal(x.grad.numpy(), tx.grad.numpy())
+    assert_like_torch(INDEXES[case], A, where, rtol=1e-15)
 
 
 @pytest.mark.parametrize("device", DEVICES)

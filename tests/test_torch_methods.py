@@ -11,6 +11,7 @@ import layers as L
 from layers import F, nn
 
 from gpu_util import strided_like
+from like_torch import assert_like_torch
 
 DEVICES = ["cpu", pytest.param(0, marks=pytest.mark.gpu), "host"]   # (conftest's `where`)
 A = np.array([[0.0, -2.0, 3.0, -2.0], [1.5, 1.5, -0.5, 0.0], [2.0, -1.0, 2.0, 4.0]])
@@ -81,15 +82,8 @@ def _lib(v, ours=L, theirs=torch):
 @pytest.mark.parametrize("case", list(CASES))
 @pytest.mark.parametrize("device", DEVICES)
 def test_a_torch_method_gives_torchs_values_and_gradients(where, case):
-    x = L.Tensor(L.tensor(A, device=where).data, requires_grad=True)
-    tx = torch.tensor(A, requires_grad=True)
-    y, ty = CASES[case](x), CASES[case](tx)
-    assert y.shape == tuple(ty.shape) and y.dtype == np.float64
-    np.testing.assert_allclose(y.numpy(), ty.detach().numpy(), rtol=1e-13, atol=1e-13)
-    g = np.linspace(-1, 2, ty.numel()).reshape(ty.shape)
-    y.backward(L.tensor(g, device=where))
-    ty.backward(torch.tensor(g))
-    np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-13, atol=1e-13)
+    y = assert_like_torch(CASES[case], A, where, rtol=1e-13, atol=1e-13)
+    assert y.dtype == np.float64
 
 
 @pytest.mark.parametrize("device", DEVICES)

@@ -8,6 +8,8 @@ import torch
 import layers as L
 from layers import F
 
+from like_torch import assert_like_torch
+
 DEVICES = ["cpu", pytest.param(0, marks=pytest.mark.gpu), "host"]   # (conftest's `where`)
 
 # ties on purpose: amax shares a tie's gradient, max(dim) gives it to the first maximum
@@ -40,15 +42,7 @@ CASES = {
 @pytest.mark.parametrize("case", list(CASES))
 @pytest.mark.parametrize("device", DEVICES)
 def test_a_torch_spelling_gives_torchs_values_and_gradients(where, case):
-    x = L.Tensor(L.tensor(A, device=where).data, requires_grad=True)
-    t = torch.tensor(A, requires_grad=True)
-    y, ty = CASES[case](x), CASES[case](t)
-    assert y.shape == tuple(ty.shape)
-    np.testing.assert_allclose(y.numpy(), ty.detach().numpy(), rtol=1e-6)
-    w = np.linspace(0.5, 2.0, int(np.prod(y.shape)), dtype=np.float32).reshape(y.shape)
-    (y * L.tensor(w, device=where)).sum().backward()
-    (ty * torch.tensor(w)).sum().backward()
-    np.testing.assert_allclose(x.grad.numpy(), t.grad.numpy(), rtol=1e-6, atol=1e-7)
+    assert_like_torch(CASES[case], A, where, rtol=1e-6, atol=1e-7)
 
 
 @pytest.mark.parametrize("device", DEVICES)
