@@ -322,6 +322,22 @@ def dropout(x, p=0.5, training=True):
     return _ew.Dropout.apply(x, p=p)
 
 
+def dropout2d(x, p=0.5, training=True, inplace=False):
+    """torch's: whole channels dropped -- one draw per (item, channel) of (N, C, H, W) input, or
+    of (N, C, L) input (torch's reading of 3-d input, with its warning left out) -- the kept
+    ones scaled by 1 / (1 - p)."""
+    if not 0 <= p <= 1:
+        raise ValueError(f"dropout probability must be in [0, 1], got {p}")
+    if x.ndim not in (3, 4):
+        raise ValueError(f"dropout2d: expected 3-d (N, C, L) or 4-d (N, C, H, W) input, got "
+                         f"shape {tuple(x.shape)}")
+    if not training or p == 0:
+        return x
+    if p == 1:
+        return x * 0.0
+    return _ew.Dropout.apply(x, p=p, mask_shape=tuple(x.shape[:2]) + (1,) * (x.ndim - 2))
+
+
 def additive_attention(query, location, processed_memory, v, memory, mask=None):
     """Additive attention after its projections (layers.ops.attention): weights = softmax over
     t of v . tanh(query + location + processed_memory) (-inf where mask is True), context =

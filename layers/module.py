@@ -363,100 +363,137 @@ class _ModuleHookHandle:
         self._table.pop(self.key, None)
 
 
-class ModuleList(Module):
-    """Children named '0', '1', ... kept in order, with no forward of its own (torch's
-    ModuleList): what a model iterates over itself."""
+class _Container(Module):
+    """What ModuleList / ModuleDict and ParameterList / ParameterDict share: their items live
+    in one of the Module's own dicts (`_slot`: '_modules' or '_parameters', so traversal,
+    state_dict and .to() see them as torch's do), each of kind `_kind`."""
+    _slot = "_modules"
+    _kind = Module
 
-    def __init__(self, modules=()):
+    @property
+    def _items(self):
+        return self.__dict__[self._slot]
+
+    def _checked(self, where, value):
+        if not isinstance(value, self._kind):
+            raise TypeError(f"{type(self).__name__}{where}: expected a {self._kind.__name__}, "
+                            f"got {type(value).__name__}")
+        return value
+
+    def __len__(self):
+        return len(self._items)
+
+
+class _ListOf(_Container):
+    """Items named '0', '1', ... kept in order."""
+
+    def __init__(self, values=()):
         super().__init__()
-        for m in modules:
-            self.append(m)
+        for v in values:
+            self.append(v)
 
-    def append(self, module):
-        if not isinstance(module, Module):
-            raise TypeError(f"{type(self).__name__}.append: expected a Module, got "
-                            f"{type(module).__name__}")
-        self._modules[str(len(self._modules))] = module
+    def append(self, value):
+        self._items[str(len(self._items))] = self._checked(".append", value)
         return self
 
-    def extend(self, modules):
-        for m in modules:
-            self.append(m)
+    def extend(self, values):
+        for v in values:
+            self.append(v)
         return self
 
     def __getitem__(self, i):
-        if isinstance(i, slice):                # (torch: one of the same kind, same modules)
-            if isinstance(self, Sequential):    # (its children keep their names, as torch's)
-                return self.__class__(OrderedDict(list(self._modules.items())[i]))
-            return self.__class__(list(self._modules.values())[i])
-        return list(self._modules.values())[i]
+        if isinstance(i, slice):                # (torch: one of the same kind, same items)
+            return self.__class__(list(self._items.values())[i])
+        return list(self._items.values())[i]
 
-    def __setitem__(self, i, module):
-        if not isinstance(module, Module):
-            raise TypeError(f"{type(self).__name__}[{i}] = ...: expected a Module, got "
-                            f"{type(module).__name__}")
-        key = list(self._modules)[i]            # (an IndexError past the end, as a list's)
-        self._modules[key] = module
-
-    def __len__(self):
-        return len(self._modules)
+    def __setitem__(self, i, value):
+        value = self._checked(f"[{i}] = ...", value)
+        key = list(self._items)[i]              # (an IndexError past the end, as a list's)
+        self._items[key] = value
 
     def __iter__(self):
-        return iter(self._modules.values())
+        return iter(self._items.values())
 
 
-class ModuleDict(Module):
+class _DictOf(_Container):
+    """Items under string keys, kept in insertion order: state_dict names are `key...`."""
+
+    def __init__(self, values=None):
+        super().__init__()
+        if values is not None:
+            self.update(values)
+
+    def __setitem__(self, key, value):
+        if not isinstance(key, str) or not key or "." in key:
+            raise KeyError(f"{type(self).__name__}: a key must be a non-empty string without "
+                           f"'.', got {key!r}")
+        self._items[key] = self._checked(f"[{key!r}] = ...", value)
+
+    def __getitem__(self, key):
+        return self._items[key]
+
+    def __delitem__(self, key):
+        del self._items[key]
+
+    def __iter__(self):
+        return iter(self._items)
+
+    def __contains__(self, key):
+        return key in self._items
+
+    def keys(self):
+        return self._items.keys()
+
+    def values(self):
+        return self._items.values()
+
+    def items(self):
+        return self._items.items()
+
+    def pop(self, key):
+        return self._items.pop(key)
+
+    def clear(self):
+        self._items.clear()
+
+    def update(self, values):
+        """From a mapping or (key, value) pairs, in their order."""
+        for key, value in (values.items() if hasattr(values, "items") else values):
+            self[key] = value
+
+
+class ModuleList(_ListOf):
+    """Children named '0', '1', ... kept in order, with no forward of its own (torch's
+    ModuleList): what a model iterates over itself."""
+
+    def __getitem__(self, i):
+        if isinstance(i, slice) and isinstance(self, Sequential):   # (its children keep
+            return self.__class__(OrderedDict(list(self._modules.items())[i]))  # their names)
+        return super().__getitem__(i)
+
+
+class ModuleDict(_DictOf):
     """Children under string keys, kept in insertion order (torch's ModuleDict): state_dict
     names are `key.param`."""
 
-    def __init__(self, modules=None):
-        super().__init__()
-        if modules is not None:
-            self.update(modules)
 
-    def __setitem__(self, key, module):
-        if not isinstance(key, str) or not key or "." in key:
-            raise KeyError(f"ModuleDict: a key must be a non-empty string without '.', got "
-                           f"{key!r}")
-        if not isinstance(module, Module):
-            raise TypeError(f"ModuleDict[{key!r}] = ...: expected a Module, got "
-                            f"{type(module).__name__}")
-        self._modules[key] = module
+class _ParameterItems:
+    """ParameterList's and ParameterDict's kind: a Parameter; a Tensor or array given is made
+    one, which requires grad (as torch's wrap a Tensor)."""
+    _slot, _kind = "_parameters", Parameter
 
-    def __getitem__(self, key):
-        return self._modules[key]
+    def _checked(self, where, value):
+        if isinstance(value, Parameter):
+            return value
+        return Parameter(value.data if isinstance(value, Tensor) else value)   # (trainable)
 
-    def __delitem__(self, key):
-        del self._modules[key]
 
-    def __len__(self):
-        return len(self._modules)
+class ParameterList(_ParameterItems, _ListOf):
+    """torch's ParameterList: parameters named '0', '1', ..."""
 
-    def __iter__(self):
-        return iter(self._modules)
 
-    def __contains__(self, key):
-        return key in self._modules
-
-    def keys(self):
-        return self._modules.keys()
-
-    def values(self):
-        return self._modules.values()
-
-    def items(self):
-        return self._modules.items()
-
-    def pop(self, key):
-        return self._modules.pop(key)
-
-    def clear(self):
-        self._modules.clear()
-
-    def update(self, modules):
-        """From a mapping or (key, module) pairs, in their order."""
-        for key, module in (modules.items() if hasattr(modules, "items") else modules):
-            self[key] = module
+class ParameterDict(_ParameterItems, _DictOf):
+    """torch's ParameterDict: parameters under string keys."""
 
 
 class Sequential(ModuleList):

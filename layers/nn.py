@@ -5,8 +5,10 @@ from . import functional as F
 from .backend import is_half
 from .functional import pair as _pair
 from . import init
-from .module import Module, ModuleDict, ModuleList, Parameter, Sequential  # noqa: F401
+from .module import (Module, ModuleDict, ModuleList, Parameter,  # noqa: F401
+                     ParameterDict, ParameterList, Sequential)
 from .rnn import LSTM, LSTMCell  # noqa: F401  (re-exported)
+from .tensor import Tensor
 
 
 def _empty(*shape):
@@ -208,6 +210,18 @@ class Embedding(Module):
     def forward(self, indices):
         return F.embedding(indices, self.weight, self.padding_idx)
 
+    @classmethod
+    def from_pretrained(cls, embeddings, freeze=True, padding_idx=None):
+        """torch's: an Embedding holding a copy of `embeddings` (rows, dim), trained unless
+        freeze."""
+        data = embeddings.data if isinstance(embeddings, Tensor) else embeddings
+        if getattr(data, "ndim", None) != 2:
+            raise ValueError("Embeddings parameter is expected to be 2-dimensional (as torch), "
+                             f"got shape {getattr(data, 'shape', None)}")
+        m = cls(*data.shape, padding_idx=padding_idx)
+        m.weight = Parameter(data.copy(), requires_grad=not freeze)
+        return m
+
 
 class Dropout(Module):
     def __init__(self, p=0.5, inplace=False):
@@ -219,6 +233,13 @@ class Dropout(Module):
 
     def forward(self, x):
         return F.dropout(x, self.p, self.training)
+
+
+class Dropout2d(Dropout):
+    """torch's: whole channels dropped (F.dropout2d)."""
+
+    def forward(self, x):
+        return F.dropout2d(x, self.p, self.training)
 
 
 class ReLU(Module):
@@ -678,16 +699,16 @@ class CrossEntropyLoss(Module):
                                reduction=self.reduction, label_smoothing=self.label_smoothing)
 
 
-__all__ = ["Module", "Parameter", "Sequential", "ModuleList", "ModuleDict", "GroupNorm",
-           "InstanceNorm1d", "InstanceNorm2d", "GELU", "SiLU", "Mish", "ELU", "Softplus",
-           "Hardtanh", "ReLU6", "LogSigmoid", "Linear", "Conv1d", "Conv2d", "ConvTranspose2d",
-           "BatchNorm1d", "BatchNorm2d", "Embedding", "Dropout", "ReLU", "LeakyReLU", "Tanh",
-           "Sigmoid", "Flatten", "Upsample", "UpsamplingNearest2d", "UpsamplingBilinear2d",
-           "MaxPool2d", "AvgPool2d", "MaxPool1d", "AvgPool1d", "AdaptiveAvgPool2d",
-           "AdaptiveMaxPool2d", "AdaptiveAvgPool1d", "Identity", "Softmax", "LogSoftmax",
-           "LayerNorm", "NLLLoss", "BCELoss", "BCEWithLogitsLoss", "MSELoss", "L1Loss",
-           "SmoothL1Loss", "HuberLoss", "KLDivLoss", "CrossEntropyLoss", "LSTM", "LSTMCell",
-           "utils"]
+__all__ = ["Module", "Parameter", "Sequential", "ModuleList", "ModuleDict", "ParameterList",
+           "ParameterDict", "GroupNorm", "InstanceNorm1d", "InstanceNorm2d", "GELU", "SiLU",
+           "Mish", "ELU", "Softplus", "Hardtanh", "ReLU6", "LogSigmoid", "Linear", "Conv1d",
+           "Conv2d", "ConvTranspose2d", "BatchNorm1d", "BatchNorm2d", "Embedding", "Dropout",
+           "Dropout2d", "ReLU", "LeakyReLU", "Tanh", "Sigmoid", "Flatten", "Upsample",
+           "UpsamplingNearest2d", "UpsamplingBilinear2d", "MaxPool2d", "AvgPool2d", "MaxPool1d",
+           "AvgPool1d", "AdaptiveAvgPool2d", "AdaptiveMaxPool2d", "AdaptiveAvgPool1d", "Identity",
+           "Softmax", "LogSoftmax", "LayerNorm", "NLLLoss", "BCELoss", "BCEWithLogitsLoss",
+           "MSELoss", "L1Loss", "SmoothL1Loss", "HuberLoss", "KLDivLoss", "CrossEntropyLoss",
+           "LSTM", "LSTMCell", "utils"]
 
 
 class _Utils:

@@ -559,18 +559,25 @@ class Clamp(Function):
 
 class Dropout(Function):
     """y = x * mask / (1 - p), mask ~ Bernoulli(1 - p); NumPy's generator on the CPU, the
-    device-side counter-based generator on the GPU (no host sync, safe in a CUDA graph)."""
+    device-side counter-based generator on the GPU (no host sync, safe in a CUDA graph).
+    mask_shape (Dropout2d's (N, C, 1, 1)): one draw for each entry of that shape, broadcast
+    over x (a whole channel kept or dropped); None: one per element."""
+    mask_shape = None
 
     def forward_cpu(self, x):
         from .. import random
-        keep = random.host_generator().random(x.shape) >= self.p
+        keep = random.host_generator().random(self.mask_shape or x.shape) >= self.p
         self.saved = scale = keep.astype(x.dtype) / x.dtype.type(1 - self.p)
         return x * scale
 
     def forward_gpu(self, x):
         from .. import random
-        y, self.saved = random.device_generator().dropout(x, self.p)
-        return y
+        if self.mask_shape is None:
+            y, self.saved = random.device_generator().dropout(x, self.p)
+            return y
+        ones = self.xp.ones(self.mask_shape, x.dtype)
+        _, self.saved = random.device_generator().dropout(ones, self.p)
+        return (x * self.saved).astype(x.dtype, copy=False)
 
     def backward(self, gy):
         return gy * self.saved

@@ -1,0 +1,88 @@
+"""ParameterList / ParameterDict (torch's state_dict names, Tensors wrapped as Parameters, seen by
+optimizers and by load_state_dict from torch), Embedding.from_pretrained, and Dropout2d (whole
+channels dropped, the kept ones scaled, the gradient the same mask) on the CPU, the GPU and the
+host GPU path."""
+import numpy as np
+import pytest
+import torch
+
+import layers as L
+from layers import F, nn
+
+DEVICES = ["cpu", pytest.param(0, marks=pytest.mark.gpu), "host"]   # (conftest's `where`)
+
+
+class Holder(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.scales = nn.ParameterList([nn.Parameter(np.ones(2, np.float32)),
+                                        L.tensor(np.zeros(3, np.float32))])
+        self.scales.append(np.full(1, 2.0, np.float32))
+        self.named = nn.ParameterDict({"a": np.ones((2, 2), np.float32)})
+        self.named["b"] = nn.Parameter(np.zeros(1, np.float32))
+
+
+class TorchHolder(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.scales = torch.nn.ParameterList([torch.nn.Parameter(torch.ones(2)), torch.zeros(3)])
+        self.scales.append(torch.full((1,), 2.0))
+        self.named = torch.nn.ParameterDict({"a": torch.ones(2, 2)})
+        self.named["b"] = torch.nn.Parameter(torch.zeros(1))
+
+
+def test_parameter_containers_are_torchs():
+    ours, theirs = Holder(), TorchHolder()
+    assert list(ours.state_dict()) == list(theirs.state_dict()) == [
+        "scales.0", "scales.1", "scales.2", "named.a", "named.b"]
+    assert all(type(p) is nn.Parameter and p.requires_grad for p in ours.parameters())
+    assert len(ours.scales) == 3 and "b" in ours.named and list(ours.named) == ["a", "b"]
+    with torch.no_grad():
+        for p in theirs.parameters():
+            p.add_(torch.rand(p.shape))
+    ours.load_state_dict({k: v.numpy() for k, v in theirs.state_dict().items()})
+    for (k, a), (_, b) in zip(ours.state_dict().items(), theirs.state_dict().items()):
+        np.testing.assert_array_equal(a, b.numpy(), err_msg=k)
+    opt = L.optim.SGD(ours.parameters(), lr=0.5)          # (an optimizer steps every one)
+    loss = sum((p * p).sum() for p in ours.parameters())
+    loss.backward()
+    before = [p.numpy().copy() for p in ours.parameters()]
+    opt.step()
+    for b, p in zip(before, ours.parameters()):
+        np.testing.assert_allclose(p.numpy(), b - 0.5 * 2 * b, rtol=1e-6)
+    with pytest.raises(KeyError, match="non-empty string"):
+        ours.named["x.y"] = np.ones(1)
+
+
+def test_embedding_from_pretrained_is_torchs():
+    table = np.arange(12.0, dtype=np.float32).reshape(4, 3)
+    for freeze in (True, False):
+        ours = nn.Embedding.from_pretrained(L.tensor(table), freeze=freeze, padding_idx=1)
+        theirs = torch.nn.Embedding.from_pretrained(torch.tensor(table), freeze=freeze,
+                                                    padding_idx=1)
+        assert ours.weight.requires_grad == theirs.weight.requires_grad == (not freeze)
+        np.testing.assert_array_equal(ours(L.tensor([3, 1, 1])).numpy(),
+                                      theirs(torch.tensor([3, 1, 1])).detach().numpy())
+    table[0, 0] = -1.0                                     # (a copy, as torch's)
+    assert ours.weight.numpy()[0, 0] == 0.0
+    with pytest.raises(ValueError, match="2-dimensional"):
+        nn.Embedding.from_pretrained(np.zeros(3))
+
+
+@pytest.mark.parametrize("shape", [(16, 32, 3, 3), (16, 32, 5)])
+@pytest.mark.parametrize("device", DEVICES)
+def test_dropout2d_drops_whole_channels(where, shape):
+    L.manual_seed(0)
+    x = L.Tensor(L.tensor(np.ones(shape, np.float32), device=where).data, requires_grad=True)
+    y = F.dropout2d(x, 0.25)
+    out = y.numpy().reshape(shape[0], shape[1], -1)
+    dropped = (out == 0).all(-1)
+    assert np.all(dropped | np.isclose(out, 1 / 0.75).all(-1))     # (a channel: all or none)
+    assert 0.15 < dropped.mean() < 0.35                      # (512 channels, p = 0.25)
+    y.backward(L.tensor(np.full(shape, 2.0, np.float32), device=where))
+    np.testing.assert_allclose(x.grad.numpy(), 2 * y.numpy())        # (the same mask)
+    layer = nn.Dropout2d(0.25)
+    layer.eval()
+    assert layer(x) is x
+    with pytest.raises(ValueError, match="3-d .* or 4-d"):
+        F.dropout2d(L.zeros(2, 3), 0.5)
