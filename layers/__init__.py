@@ -18,7 +18,10 @@ from .functional import (add, amax, amin, argmax, argmin, argsort, cat, chunk, c
                          unsqueeze, var, where, maximum, minimum, isnan, isinf, isfinite,
                          narrow, flip, log1p, expm1, log2, log10, reciprocal, rsqrt, sin,
                          cos, tan, sinh, cosh, atan, square, logsumexp, cumsum, prod, norm,
-                         tril, triu, roll, bmm)
+                         tril, triu, roll, bmm, floor, ceil, trunc, sign, fmod, remainder,
+                         floor_divide, logical_and, logical_or, logical_xor, logical_not, outer,
+                         repeat_interleave, nonzero, allclose, cosine_similarity)
+from .functional import round  # noqa: A001
 from .random import manual_seed
 from .tensor import Tensor as _Tensor
 from .backend import bfloat16
@@ -31,6 +34,23 @@ short = int16
 int32 = int = _np.dtype("int32")          # noqa: A001
 int64 = long = _np.dtype("int64")
 bool = _np.dtype("bool")                  # noqa: A001
+
+
+class cuda:  # noqa: N801  (torch.cuda's spelling)
+    """torch.cuda.is_available() / device_count(): whether CuPy sees a CUDA device (no error
+    where CuPy or a driver is missing: False / 0)."""
+
+    @staticmethod
+    def device_count():
+        try:
+            from .backend import cupy
+            return int(cupy().cuda.runtime.getDeviceCount())
+        except Exception:           # (no CuPy, no driver, no device: none to count)
+            return 0
+
+    @staticmethod
+    def is_available():
+        return cuda.device_count() > 0
 
 
 def from_numpy(a):
@@ -61,5 +81,8 @@ __all__ = ["autograd", "Tensor", "Function", "tensor", "as_tensor", "no_grad", "
            "isnan", "isinf", "isfinite", "narrow", "flip", "log1p", "from_numpy", "is_tensor",
            "expm1", "log2", "log10", "reciprocal", "rsqrt", "sin", "cos", "tan", "sinh", "cosh",
            "atan", "square", "logsumexp", "cumsum", "prod", "norm", "tril", "triu", "roll", "bmm",
+           "floor", "ceil", "trunc", "sign", "round", "fmod", "remainder", "floor_divide",
+           "logical_and", "logical_or", "logical_xor", "logical_not", "outer",
+           "repeat_interleave", "nonzero", "allclose", "cosine_similarity", "cuda",
            "bfloat16", "float16", "half", "float32", "float", "float64", "double", "int8",
            "uint8", "int16", "short", "int32", "int", "int64", "long", "bool"]

@@ -4,6 +4,7 @@ import builtins
 import functools
 import math
 import operator
+import warnings
 
 import numpy as np
 
@@ -80,6 +81,7 @@ def mul(a, b): return _ew.Mul.apply(*_operands(a, b))
 def div(a, b): return _ew.Div.apply(*_operands(a, b))
 def remainder(a, b): return _ew.Remainder.apply(*_operands(a, b))
 def floor_divide(a, b): return _ew.FloorDivide.apply(*_operands(a, b))
+def fmod(a, b): return _ew.Fmod.apply(*_operands(a, b))
 def neg(x): return _ew.Neg.apply(_no_bool(x, "neg"))
 def pow(x, exponent):
     """x ** exponent: a constant exponent (a number), or a Tensor one (then x may be a number:
@@ -106,6 +108,29 @@ def tan(x): return _ew.Tan.apply(_floating(x))
 def sinh(x): return _ew.Sinh.apply(_floating(x))
 def cosh(x): return _ew.Cosh.apply(_floating(x))
 def atan(x): return _ew.Arctan.apply(_floating(x))
+def _rounding(name):
+    def rounding(x):
+        if not is_floating(x.dtype):          # (integers are whole already: torch keeps them,
+            if name == "sign":                # as they are; sign of an integer stays one)
+                return Tensor(xp_of(x.data).sign(x.data))
+            return clone(x)
+        return _ew.Rounding.apply(x, ufunc=name)
+    rounding.__name__ = rounding.__qualname__ = name
+    rounding.__doc__ = f"torch.{name}: its gradient is 0, as torch's."
+    return rounding
+
+
+floor, ceil, trunc, sign = (_rounding(name) for name in ("floor", "ceil", "trunc", "sign"))
+
+
+def round(x, decimals=0):  # noqa: A001  (torch.round)
+    """torch.round: half to even; with decimals, of x * 10**decimals, divided back (torch's
+    formula). Its gradient is 0."""
+    if not is_floating(x.dtype):
+        return clone(x)
+    return _ew.Rounding.apply(x, ufunc="rint", decimals=operator.index(decimals))
+
+
 def square(x):
     """x * x; of bool data int64 (as torch)."""
     x = x.astype(np.int64) if isinstance(x, Tensor) and x.dtype == np.bool_ else x
@@ -396,8 +421,8 @@ def _attention_checks(name, query, processed_memory, v, memory, mask, more):
     return mask
 
 
-_ELEMENTWISE = (" (the elementwise maximum or minimum of two tensors is F.where(a > b, a, b) or "
-                "F.where(a < b, a, b))")
+_ELEMENTWISE = (" (the elementwise maximum or minimum of two tensors is L.maximum(a, b) or "
+                "L.minimum(a, b))")
 
 
 def _dim(name, axis, dim, default=None):
@@ -606,7 +631,7 @@ def cumsum(x, dim, *, dtype=None):
     x = x.astype(dtype) if dtype is not None else x      # (then summed in that dtype, as torch)
     if x.ndim == 0:
         dim_index(dim, 1, "cumsum")
-        return reshape(cumsum(reshape(x, 1), 0), ())
+        return reshape(_red.Cumsum.apply(reshape(x, 1), axis=0, keep=dtype is not None), ())
     return _red.Cumsum.apply(x, axis=dim_index(dim, x.ndim, "cumsum"), keep=dtype is not None)
 
 
@@ -643,6 +668,86 @@ def normalize(x, p=2.0, dim=1, eps=1e-12):
     """torch.nn.functional.normalize: x / max(||x||_p over dim, eps)."""
     n = norm(x, p, dim, keepdim=True)
     return x / clamp(n, min=eps)
+
+
+def cosine_similarity(x1, x2, dim=1, eps=1e-8):
+    """torch's: sum over dim of (x1 / max(||x1||, eps)) (x2 / max(||x2||, eps)), x1 and x2
+    broadcast; the norms' clamp is outside the gradient, as torch's (it clamps them under
+    no_grad)."""
+    common = np.broadcast_shapes(tuple(x1.shape), tuple(x2.shape))
+    x1, x2 = broadcast_to(x1, common), broadcast_to(x2, common)
+
+    def unit(x):
+        n = norm(x, 2, dim, keepdim=True)
+        with no_grad():
+            lift = clamp(n, min=eps) - n          # (0 but where the norm is below eps)
+        return x / (n + lift)
+    return sum(unit(x1) * unit(x2), dim)
+
+
+def pairwise_distance(x1, x2, p=2.0, eps=1e-6, keepdim=False):
+    """torch's: the p-norm of x1 - x2 + eps over the last axis."""
+    return norm(x1 - x2 + eps, p, -1, keepdim)
+
+
+def outer(a, b):
+    """torch.outer of two 1-d tensors."""
+    if a.ndim != 1 or b.ndim != 1:
+        raise ValueError(f"outer: expected two 1-d tensors, got shapes {tuple(a.shape)} and "
+                         f"{tuple(b.shape)}")
+    return reshape(a, -1, 1) * reshape(b, 1, -1)
+
+
+def repeat_interleave(x, repeats, dim=None):
+    """torch.repeat_interleave: each entry along dim (of the flattened tensor with no dim)
+    repeated `repeats` times (an int, or one count an entry: read on the host, as torch's
+    does); an index_select, so the gradient sums the copies."""
+    if dim is None:
+        x, dim = reshape(x, -1), 0
+    dim = dim_index(dim, x.ndim, "repeat_interleave")
+    counts = repeats.data if isinstance(repeats, Tensor) else repeats
+    counts = np.asarray(counts.get() if is_gpu(counts) else counts)
+    if counts.ndim and counts.shape != (x.shape[dim],):
+        raise ValueError(f"repeat_interleave: repeats must have one count for each of the "
+                         f"{x.shape[dim]} entries of dim {dim}, got shape {counts.shape}")
+    if np.any(counts < 0):
+        raise ValueError("repeat_interleave: repeats may not be negative (as torch)")
+    index = np.repeat(np.arange(x.shape[dim]), counts)
+    return index_select(x, dim, xp_of(x.data).asarray(index))
+
+
+def nonzero(x, as_tuple=False):
+    """torch.nonzero: the int64 indices of the non-zero entries, (n, ndim), or one index
+    Tensor an axis with as_tuple; no gradient."""
+    xp = xp_of(x.data)
+    if x.ndim == 0:                 # (torch's: (1, 0) or (0, 0); as_tuple as of a 1-d one)
+        if as_tuple:
+            return nonzero(reshape(x, 1), as_tuple=True)
+        return Tensor(xp.zeros((1 if x.data.item() else 0, 0), np.int64))
+    idx = xp.nonzero(x.data)
+    if as_tuple:
+        return tuple(Tensor(i.astype(np.int64, copy=False)) for i in idx)
+    return Tensor(xp.stack(idx, axis=1).astype(np.int64, copy=False))
+
+
+def allclose(a, b, rtol=1e-5, atol=1e-8, equal_nan=False):
+    """torch.allclose: a bool (read back from a device)."""
+    return builtins.bool(xp_of(a.data).allclose(a.data, _operand(b, a).data
+                                                if isinstance(b, Tensor) else b,
+                                                rtol=rtol, atol=atol, equal_nan=equal_nan))
+
+
+def _logical(name):
+    def logical(*tensors):
+        arrays = [t.data if isinstance(t, Tensor) else t for t in tensors]
+        return Tensor(getattr(xp_of(arrays[0]), name)(*arrays))
+    logical.__name__ = logical.__qualname__ = name
+    logical.__doc__ = f"torch.{name}: a bool Tensor, in no graph."
+    return logical
+
+
+logical_and, logical_or, logical_xor, logical_not = (
+    _logical(name) for name in ("logical_and", "logical_or", "logical_xor", "logical_not"))
 
 
 def absolute(x):
@@ -1318,13 +1423,26 @@ def batch_norm(x, running_mean, running_var, weight=None, bias=None, training=Fa
 
 # ---- losses -----------------------------------------------------------------------------------
 
-def _checkpair(name, a, b):
+def _checkpair(name, a, b, broadcast=None):
     """The input and target of a loss, shapes checked; two floating Tensors of different dtypes
     both in the wider one (as torch promotes: a bfloat16 output and a float32 target make a
-    float32 loss, whichever comes first; the cast is differentiable)."""
+    float32 loss, whichever comes first; the cast is differentiable). broadcast: shapes that
+    differ but broadcast are taken, both stretched to the common shape (as torch's mse_loss,
+    l1_loss, ...: 'warn' with its warning, 'quiet' without, as kl_div); else refused."""
     if tuple(a.shape) != tuple(b.shape):
-        raise ValueError(f"{name}: input shape {tuple(a.shape)} and target shape "
-                         f"{tuple(b.shape)} differ")
+        try:
+            common = np.broadcast_shapes(tuple(a.shape), tuple(b.shape))
+        except ValueError:
+            common = None
+        if broadcast is None or common is None:
+            raise ValueError(f"{name}: input shape {tuple(a.shape)} and target shape "
+                             f"{tuple(b.shape)} differ")
+        if broadcast == "warn":
+            warnings.warn(f"{name}: using a target size ({tuple(b.shape)}) that is different "
+                          f"to the input size ({tuple(a.shape)}); this will likely lead to "
+                          f"incorrect results due to broadcasting (torch's warning)",
+                          UserWarning, stacklevel=3)
+        a, b = (broadcast_to(v, common) if isinstance(v, Tensor) else v for v in (a, b))
     if isinstance(b, Tensor) and is_floating(a.dtype) and is_floating(b.dtype) and \
             a.dtype != b.dtype:
         common = promote_types(a.dtype, b.dtype)      # (float16 with bfloat16: float32)
@@ -1459,7 +1577,7 @@ def _reduced(loss, reduction):
 
 def mse_loss(a, b, reduction="mean"):
     _check_reduction("mse_loss", reduction)
-    a, b = _checkpair("mse_loss", a, b)
+    a, b = _checkpair("mse_loss", a, b, "warn")
     return _loss.MSELoss.apply(a, b, reduction=reduction)
 
 
@@ -1587,7 +1705,7 @@ def masked_mse_loss(a, b, mask):
 
 def l1_loss(a, b, reduction="mean"):
     _check_reduction("l1_loss", reduction)
-    a, b = _checkpair("l1_loss", a, b)
+    a, b = _checkpair("l1_loss", a, b, "warn")
     return _loss.L1Loss.apply(a, b, reduction=reduction)
 
 
@@ -1599,7 +1717,7 @@ def smooth_l1_loss(a, b, reduction="mean", beta=1.0):
         raise ValueError(f"smooth_l1_loss: beta must be >= 0, got {beta} (as torch)")
     if beta == 0:
         return l1_loss(a, b, reduction)
-    a, b = _checkpair("smooth_l1_loss", a, b)
+    a, b = _checkpair("smooth_l1_loss", a, b, "warn")
     d = a - b
     size = absolute(d)
     return _reduced(where(size < beta, d * d * (0.5 / beta), size - 0.5 * beta), reduction)
@@ -1610,7 +1728,7 @@ def huber_loss(a, b, reduction="mean", delta=1.0):
     _check_reduction("huber_loss", reduction)
     if delta <= 0:
         raise ValueError(f"huber_loss: delta must be > 0, got {delta} (as torch)")
-    a, b = _checkpair("huber_loss", a, b)
+    a, b = _checkpair("huber_loss", a, b, "warn")
     d = a - b
     size = absolute(d)
     return _reduced(where(size < delta, d * d * 0.5, (size - 0.5 * delta) * delta), reduction)
@@ -1624,7 +1742,7 @@ def kl_div(logp, target, reduction="mean", log_target=False):
     if reduction not in REDUCTIONS + ("batchmean",):
         raise ValueError(f"kl_div: reduction must be 'mean', 'batchmean', 'sum' or 'none', got "
                          f"{reduction!r}")
-    logp, target = _checkpair("kl_div", logp, target)
+    logp, target = _checkpair("kl_div", logp, target, "quiet")
     if log_target:
         loss = exp(target) * (target - logp)
     else:
@@ -1678,9 +1796,13 @@ def cross_entropy(logits, target, weight=None, *args, ignore_index=-100, reducti
 
 
 def _class_weight(logits, weight):
-    """cross_entropy's `weight` on the logits' device, checked: one floating value a class."""
+    """cross_entropy's `weight` on the logits' device, checked: one floating value a class, a
+    constant (one that requires grad is refused: its gradient would be dropped silently)."""
     if weight is None:
         return None
+    if isinstance(weight, Tensor) and weight.requires_grad:
+        raise TypeError("cross_entropy / nll_loss: a weight that requires grad is not "
+                        "differentiated here; pass weight.detach() (or a constant)")
     w = _on_device_of(logits, weight, "cross_entropy")
     if tuple(w.shape) != (logits.shape[1],):
         raise ValueError(f"cross_entropy: a weight of shape {tuple(w.shape)} for "
@@ -2434,8 +2556,16 @@ def _install_tensor_methods():
                          ("le", "less_equal"), ("gt", "greater"), ("ge", "greater_equal")):
         for name in (f"__{short}__", short):          # (x == y and x.eq(y))
             spellings[name] = _comparison(ufunc)
-    for fn in (expm1, log2, log10, reciprocal, rsqrt, sin, cos, tan, sinh, cosh, atan):
+    for fn in (expm1, log2, log10, reciprocal, rsqrt, sin, cos, tan, sinh, cosh, atan, floor, ceil,
+               trunc, sign, logical_not):
         spellings[fn.__name__] = lambda self, fn=fn: fn(self)
+    for fn in (fmod, logical_and, logical_or, logical_xor, outer, allclose):
+        spellings[fn.__name__] = lambda self, other, fn=fn, **kw: fn(self, other, **kw)
+    spellings["round"] = lambda self, decimals=0: round(self, decimals)
+    spellings["repeat_interleave"] = lambda self, repeats, dim=None: repeat_interleave(
+        self, repeats, dim)
+    spellings["nonzero"] = lambda self, as_tuple=False: nonzero(self, as_tuple)
+    spellings["is_floating_point"] = lambda self: is_floating(self.dtype)
     for name, method in spellings.items():
         if not isinstance(method, property):
             method.__name__ = method.__qualname__ = name

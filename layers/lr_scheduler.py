@@ -5,9 +5,9 @@ form: StepLR multiplies it by gamma every step_size steps), so schedulers chain 
 optimizer multiply), an lr set by hand in param_groups is the one the schedule goes on from, and
 a resumed run -- optimizer and scheduler made and loaded, in either order -- goes on with the lr
 it stopped at. The group's starting lr is kept in it as 'initial_lr' (`base_lrs`); LambdaLR and
-`step(epoch)` work from it (the closed form; LambdaLR.load_state_dict puts the saved lrs back in
-the groups, where torch's leaves its constructor's base_lr * f(0) for an epoch; LinearLR's
-the same). A captured step
+`step(epoch)` work from it (the closed form; a load undoes what the constructor's own step did
+to an lr loaded before it -- LambdaLR's base_lr * f(0), LinearLR's start factor -- where
+torch's leaves that for an epoch). A captured step
 (layers.graph.CapturedStep) keys on the lr, so a new lr is a new capture: a schedule changing it
 every step recaptures every step.
 
@@ -41,10 +41,12 @@ class LRScheduler:
         self.last_epoch = last_epoch
         self._step_count = 0
         self._is_initial = True           # the constructor's step keeps the groups' lrs
+        before = self._lrs()
         try:
             self.step()
         finally:
             self._is_initial = False
+        self._made = (before, self._lrs())   # (what the constructor's step did: not state)
 
     def get_lr(self):
         """Each group's lr for step `last_epoch`, from the groups' current lrs."""
@@ -74,19 +76,19 @@ class LRScheduler:
         return list(self._last_lr)
 
     def state_dict(self):
-        return {k: v for k, v in self.__dict__.items() if k != "optimizer"}
+        return {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "_made")}
 
     def load_state_dict(self, state_dict):
-        self.__dict__.update(state_dict)
-
-    def _put_back_lrs(self, state):
-        """The groups take the saved lrs: for a schedule whose constructor's step changes the
-        lr (LambdaLR's base_lr * f(0), LinearLR's start_factor), that step wrote over an lr
-        loaded into the optimizer before it (torch's leaves that for an epoch)."""
-        last = state.get("_last_lr")
-        if last is not None and len(last) == len(self.optimizer.param_groups):
-            for group, lr in zip(self.optimizer.param_groups, last):
-                group["lr"] = lr
+        """Restore the count and settings; and where this scheduler's constructor step changed
+        a group's lr (LambdaLR's base_lr * f(0), LinearLR's start_factor) and nothing has
+        changed it since, that change is undone: it wrote over an lr loaded into the optimizer
+        before it (torch's leaves that for an epoch). A chain's other schedulers, or an
+        optimizer loaded after, have set the lr already: left as they set it."""
+        self.__dict__.update({k: v for k, v in state_dict.items() if k != "_made"})
+        before, after = self._made
+        for group, old, new in zip(self.optimizer.param_groups, before, after):
+            if old != new and group["lr"] == new:
+                group["lr"] = old
 
 
 class LambdaLR(LRScheduler):
@@ -119,7 +121,6 @@ class LambdaLR(LRScheduler):
         for f, attrs in zip(self.lr_lambdas, saved):
             if attrs is not None:
                 vars(f).update(attrs)
-        self._put_back_lrs(state)
 
 
 class StepLR(LRScheduler):
@@ -221,10 +222,6 @@ class LinearLR(LRScheduler):
         if e > n:
             return self._lrs()
         return [lr * (1 + (b - a) / (n * a + (e - 1) * (b - a))) for lr in self._lrs()]
-
-    def load_state_dict(self, state_dict):
-        super().load_state_dict(state_dict)
-        self._put_back_lrs(state_dict)
 
     def _get_closed_form_lr(self):
         return [base * (self.start_factor + (self.end_factor - self.start_factor) *

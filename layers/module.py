@@ -79,10 +79,14 @@ class Module:
                 return d[name]
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
-    def register_buffer(self, name, value):
-        """A non-trainable tensor saved in state_dict (running statistics, counters)."""
+    def register_buffer(self, name, value, persistent=True):
+        """A non-trainable tensor saved in state_dict (running statistics, counters); with
+        persistent=False moved with the module but left out of state_dict (a causal mask), as
+        torch's."""
         self._buffers[name] = value if value is None or isinstance(value, Tensor) \
             else Tensor(value)
+        transient = self.__dict__.setdefault("_non_persistent", set())
+        (transient.discard if persistent else transient.add)(name)
 
     def register_parameter(self, name, param):
         if param is None:
@@ -167,27 +171,30 @@ class Module:
                 yield (f"{mod_name}.{name}" if mod_name else name), t
 
     # ---- state --------------------------------------------------------------------------------
-    def _state_items(self):
+    def _state_items(self, persistent_only=False):
         """(key, Tensor) in PyTorch's state_dict order (a module used twice: under each path,
-        as torch's)."""
+        as torch's); persistent_only: without buffers registered persistent=False (state_dict
+        leaves them out, .to() and a captured step keep them)."""
         for mod_name, m in self.named_modules(remove_duplicate=False):
             pre = f"{mod_name}." if mod_name else ""
             for name, p in m._parameters.items():
                 if p is not None:
                     yield pre + name, p
+            transient = m.__dict__.get("_non_persistent", ()) if persistent_only else ()
             for name, b in m._buffers.items():
-                if b is not None:
+                if b is not None and name not in transient:
                     yield pre + name, b
 
     def state_dict(self):
         """OrderedDict of NumPy copies, keys as PyTorch (e.g. 'main.1.running_mean')."""
-        return OrderedDict((k, np.array(t.numpy(), copy=True)) for k, t in self._state_items())
+        return OrderedDict((k, np.array(t.numpy(), copy=True))
+                           for k, t in self._state_items(persistent_only=True))
 
     def load_state_dict(self, state_dict, strict=True):
         """Copy arrays (NumPy, CuPy, this engine's Tensors, or torch tensors) into this module's
         parameters and buffers in place, on their current devices. Every shape is checked
         before anything is copied: a refused state dict leaves the module as it was."""
-        own = OrderedDict(self._state_items())
+        own = OrderedDict(self._state_items(persistent_only=True))
         missing = [k for k in own if k not in state_dict]
         unexpected = [k for k in state_dict if k not in own]
         if strict and (missing or unexpected):

@@ -563,7 +563,8 @@ class Adagrad(Optimizer):
                 rate = group["lr"] / (1 + (st["step"] - 1) * group["lr_decay"])
                 p.data -= (rate * update).astype(p.dtype, copy=False)
                 continue
-            rate = group["lr"] / (1 + (int(st["step"]) - 1) * group["lr_decay"])
+            rate = group["lr"] / (1 + (int(st["step"]) - 1) * group["lr_decay"]) \
+                if group["lr_decay"] else group["lr"]       # (no host read of a counter)
             _add_scaled(p.data, -rate, update, out=p.data)
 
 
@@ -619,7 +620,8 @@ def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=Fals
     if not grads:
         return Tensor(np.zeros((), np.float32))
     xp = xp_of(grads[0])
-    A = accumulation_dtype(grads[0].dtype)      # float16 squares overflow: sum in float32
+    # float16 squares overflow: summed in float32; gradients of several dtypes in the widest
+    A = np.result_type(*{accumulation_dtype(g.dtype) for g in grads})
     if (FOREACH if foreach is None else foreach) and norm_type == 2 and is_gpu(grads[0]) and \
             grads[0].dtype in (np.float32, np.float64) and \
             all(g.dtype == grads[0].dtype and is_dense(g) and

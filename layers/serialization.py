@@ -82,9 +82,17 @@ def _write_npz(f, arrays):
                 np.lib.format.write_array(member, np.asanyarray(v), allow_pickle=False)
 
 
+TORCH_SUFFIXES = (".pt", ".pth", ".pkl", ".pickle", ".bin", ".tar")
+
+
 def save(state_dict, path):
-    """Write a {name: array} dict to `path` (.safetensors, else .npz), atomically."""
+    """Write a {name: array} dict to `path` (.safetensors, else .npz), atomically. A name with
+    torch.save's suffixes (.pt, .pth, ...) is refused: the .npz written under it would look like
+    a torch file that torch.load cannot read."""
     path = os.fspath(path)
+    if path.lower().endswith(TORCH_SUFFIXES):
+        raise ValueError(f"save: {path} has a suffix of torch.save's files, but L.save writes "
+                         f".npz (or .safetensors): name it .npz or .safetensors")
     arrays = _arrays(state_dict)
     if path.endswith(".safetensors"):
         from safetensors.numpy import save

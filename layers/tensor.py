@@ -364,6 +364,11 @@ class Tensor:
     __array_priority__ = 1000    # so ndarray * Tensor defers to Tensor.__rmul__
 
     def __init__(self, data, requires_grad=False, dtype=None):
+        if type(requires_grad) is int:          # (a bool is not: Tensor(3, 4) is torch's sizes)
+            raise TypeError(f"Tensor({data!r}, {requires_grad!r}): torch's legacy size "
+                            f"constructor is not taken here (Tensor(data, requires_grad)); use "
+                            f"L.empty(...) / L.zeros(...) for a tensor of a size, L.tensor(data) "
+                            f"for one of values")
         if dtype is not None or type(data) not in _ARRAY_TYPES:   # (else: an op's own result)
             data = _as_array(data, dtype)
         self.data = data

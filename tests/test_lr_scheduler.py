@@ -186,3 +186,32 @@ def test_what_torch_refuses_of_the_new_schedules():
                  lambda: sched.ReduceLROnPlateau(opt, min_lr=[0.0, 0.0])):
         with pytest.raises(ValueError):
             make()
+
+
+@pytest.mark.parametrize("order", ["scheduler made first", "optimizer loaded first"])
+def test_a_chain_with_a_schedule_that_moves_the_lr_at_construction_resumes_as_torchs(order):
+    """LinearLR's constructor step multiplies the lr by start_factor: a load undoes that where
+    it wrote over a loaded lr, and leaves a chain's lr (set by the other scheduler) alone."""
+    def chain(m, o):
+        return [m.LinearLR(o, start_factor=0.25, total_iters=4), m.ExponentialLR(o, 0.9)]
+    ours_p = [L.Tensor(np.zeros(2, np.float32), requires_grad=True) for _ in range(2)]
+    torch_p = [torch.zeros(2, requires_grad=True) for _ in range(2)]
+    opt, topt = L.optim.SGD(groups(L, ours_p), lr=0.1), torch.optim.SGD(groups(torch, torch_p),
+                                                                         lr=0.1)
+    scheds, tscheds = chain(L.optim.lr_scheduler, opt), chain(torch.optim.lr_scheduler, topt)
+    for epoch in range(10):
+        opt.step(), topt.step()
+        for s in scheds + tscheds:
+            s.step()
+        if epoch == 2:
+            saved_opt, saved = opt.state_dict(), [s.state_dict() for s in scheds]
+            opt = L.optim.SGD(groups(L, ours_p), lr=0.1)
+            if order == "optimizer loaded first":
+                opt.load_state_dict(saved_opt)
+            scheds = chain(L.optim.lr_scheduler, opt)
+            if order == "scheduler made first":
+                opt.load_state_dict(saved_opt)
+            for s, state in zip(scheds, saved):
+                s.load_state_dict(state)
+        np.testing.assert_allclose([g["lr"] for g in opt.param_groups],
+                                   [g["lr"] for g in topt.param_groups], rtol=1e-12)

@@ -69,3 +69,22 @@ def test_what_torch_refuses_is_refused():
                       ("Adagrad", dict(initial_accumulator_value=-1.0))):
         with pytest.raises(ValueError, match="invalid"):
             getattr(L.optim, name)([p], **bad)
+
+
+def test_a_device_step_counter_is_never_read_back(on_host):
+    """(a host read of the counter would stop a CUDA-graph capture): the counter stands in for
+    one whose int() raises, and each optimizer steps on it."""
+    class Unreadable(type(L.tensor(np.zeros(()), device=0).data)):
+        def __int__(self):
+            raise AssertionError("the device step counter was read back")
+        __index__ = __float__ = __bool__ = __int__
+    for name, settings in SETTINGS:
+        if settings.get("lr_decay"):
+            continue                         # (the decayed rate: from the counter, on device)
+        p = L.Tensor(L.tensor(np.ones(3), device=0).data, requires_grad=True)
+        opt = getattr(L.optim, name)([p], **settings)
+        for _ in range(2):
+            p.grad = L.tensor(np.full(3, 0.5), device=0)
+            opt.step()
+            step = opt.state[id(p)]["step"]
+            opt.state[id(p)]["step"] = step.view(Unreadable)

@@ -285,3 +285,20 @@ def test_clip_grad_norm_refuses_a_non_finite_norm_when_asked_before_changing_any
     with pytest.raises(RuntimeError, match="non-finite"):
         nn.utils.clip_grad_norm_([p], 1.0, 2.0, True)      # (torch's fourth: error_if_nonfinite)
     assert p.grad.numpy().tolist() == [np.inf, 1.0]
+
+
+def test_cumsum_of_a_0d_tensor_keeps_dtype_and_clip_grad_norm_of_mixed_dtypes_is_torchs():
+    assert L.cumsum(L.tensor(np.int32(5)), 0, dtype=np.int32).dtype == np.int32
+    assert L.cumsum(L.tensor(True), 0, dtype=np.int16).dtype == np.int16
+    ours = [L.tensor(np.ones(2, np.float32), requires_grad=True),
+            L.tensor(np.ones(2), requires_grad=True)]
+    theirs = [torch.ones(2, requires_grad=True),
+              torch.ones(2, dtype=torch.float64, requires_grad=True)]
+    for p, t, g in zip(ours, theirs, ([3.0, 4.0], [1.0, 1e-9])):
+        p.grad = L.tensor(np.array(g, dtype=p.dtype))
+        t.grad = torch.tensor(g, dtype=t.dtype)
+    total = nn.utils.clip_grad_norm_(ours, 1.0)
+    expected = torch.nn.utils.clip_grad_norm_(theirs, 1.0)
+    assert total.dtype == np.float64 and total.item() == expected.item()   # (the widest)
+    for p, t in zip(ours, theirs):
+        np.testing.assert_allclose(p.grad.numpy(), t.grad.numpy(), rtol=1e-7)

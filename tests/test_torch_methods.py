@@ -876,3 +876,136 @@ def test_instance_norm_is_torchs(where, affine):
                         rng.standard_normal(shape), where, rng)
     with pytest.raises(NotImplementedError, match="track_running_stats"):
         nn.InstanceNorm2d(3, track_running_stats=True)
+
+
+# ---- a port of five PyTorch programs: what it met ------------------------------------------------
+
+ROUNDING = np.array([-2.5, -1.5, -0.5, 0.5, 1.5, 2.49, 3.7, -0.0, np.inf, -7.25])
+
+
+@pytest.mark.parametrize("name", ["floor", "ceil", "trunc", "sign", "round"])
+@pytest.mark.parametrize("device", DEVICES)
+def test_rounding_functions_are_torchs_with_a_zero_gradient(where, name):
+    x = L.Tensor(L.tensor(ROUNDING, device=where).data, requires_grad=True)
+    tx = torch.tensor(ROUNDING, requires_grad=True)
+    y, ty = getattr(x, name)(), getattr(tx, name)()
+    np.testing.assert_array_equal(y.numpy(), ty.detach().numpy())
+    y.sum().backward()
+    ty.sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), tx.grad.numpy())
+    ints = np.array([-3, 0, 4])
+    ours, theirs = getattr(L, name)(L.tensor(ints)), getattr(torch, name)(torch.tensor(ints))
+    assert ours.dtype == np.int64 == np.dtype(str(theirs.dtype).removeprefix("torch."))
+    np.testing.assert_array_equal(ours.numpy(), theirs.numpy())
+
+
+def test_round_to_decimals_fmod_and_the_logical_functions_are_torchs():
+    x, tx = L.tensor(ROUNDING * 1.234), torch.tensor(ROUNDING * 1.234)
+    np.testing.assert_array_equal(L.round(x, decimals=2).numpy(),
+                                  torch.round(tx, decimals=2).numpy())
+    a, b = np.array([5.5, -5.5, 7.0, -7.0]), np.array([2.0, 2.0, -3.0, -3.0])
+    x, y = L.tensor(a, requires_grad=True), L.tensor(b, requires_grad=True)
+    tx, ty = torch.tensor(a, requires_grad=True), torch.tensor(b, requires_grad=True)
+    r, tr = L.fmod(x, y), torch.fmod(tx, ty)               # (the dividend's sign)
+    np.testing.assert_array_equal(r.numpy(), tr.detach().numpy())
+    r.sum().backward()
+    tr.sum().backward()
+    np.testing.assert_array_equal(y.grad.numpy(), ty.grad.numpy())      # (-trunc(a / b))
+    p, q = [True, False, True, False], [True, True, False, False]
+    for name in ("logical_and", "logical_or", "logical_xor"):
+        np.testing.assert_array_equal(getattr(L, name)(L.tensor(p), L.tensor(q)).numpy(),
+                                      getattr(torch, name)(torch.tensor(p),
+                                                           torch.tensor(q)).numpy())
+    np.testing.assert_array_equal(L.tensor([1, 0, 2]).logical_not().numpy(),
+                                  torch.tensor([1, 0, 2]).logical_not().numpy())
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_similarity_distance_outer_and_repeat_interleave_are_torchs(where):
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((4, 5)), rng.standard_normal((1, 5))
+    a[2] *= 1e-10                    # (a norm below eps: clamped, outside the gradient)
+    cases = [lambda m, u, v: m.nn.functional.cosine_similarity(u, v) if m is torch else
+             F.cosine_similarity(u, v),
+             lambda m, u, v: m.nn.functional.pairwise_distance(u, v, p=3.0) if m is torch else
+             F.pairwise_distance(u, v, p=3.0),
+             lambda m, u, v: m.outer(u[0], v[0]),
+             lambda m, u, v: m.repeat_interleave(u, m.tensor([1, 0, 2, 3]), dim=0) * v]
+    for case in cases:
+        x = L.Tensor(L.tensor(a, device=where).data, requires_grad=True)
+        y = L.Tensor(L.tensor(b, device=where).data, requires_grad=True)
+        tx, ty = torch.tensor(a, requires_grad=True), torch.tensor(b, requires_grad=True)
+        out, tout = case(L, x, y), case(torch, tx, ty)
+        np.testing.assert_allclose(out.numpy(), tout.detach().numpy(), rtol=1e-14, atol=1e-15)
+        g = np.linspace(-1, 2, tout.numel()).reshape(tout.shape)
+        out.backward(L.tensor(g, device=where))
+        tout.backward(torch.tensor(g))
+        np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-13, atol=1e-15)
+        np.testing.assert_allclose(y.grad.numpy(), ty.grad.numpy(), rtol=1e-13, atol=1e-15)
+
+
+def test_nonzero_allclose_is_floating_point_and_cuda_queries_are_torchs():
+    a = np.array([[0.0, 1.5, 0.0], [2.0, 0.0, -1.0]])
+    np.testing.assert_array_equal(L.tensor(a).nonzero().numpy(), torch.tensor(a).nonzero().numpy())
+    for ours, theirs in zip(L.nonzero(L.tensor(a), as_tuple=True),
+                            torch.nonzero(torch.tensor(a), as_tuple=True)):
+        np.testing.assert_array_equal(ours.numpy(), theirs.numpy())
+    assert L.nonzero(L.tensor(3.0)).shape == (1, 0) and L.nonzero(L.tensor(0.0)).shape == (0, 0)
+    assert L.allclose(L.tensor(a), L.tensor(a + 1e-9)) is True
+    assert L.tensor(a).allclose(L.tensor(a + 1e-3)) is False
+    assert L.tensor(a).is_floating_point() and not L.tensor([1]).is_floating_point()
+    assert L.cuda.is_available() == (L.cuda.device_count() > 0)
+
+
+def test_what_a_port_met_is_refused_or_kept_as_torch():
+    with pytest.raises(TypeError, match="legacy size constructor"):
+        L.Tensor(3, 4)                              # (torch: an uninitialised 3x4 tensor)
+    with pytest.raises(ValueError, match="suffix of torch.save's"):
+        L.save({"w": np.ones(2)}, "model.pt")
+    with pytest.raises(TypeError, match="weight that requires grad"):
+        F.cross_entropy(L.tensor(np.ones((2, 3))), L.tensor(np.full((2, 3), 1 / 3)),
+                        weight=L.tensor(np.ones(3), requires_grad=True))
+    with pytest.raises(TypeError, match="L.maximum"):
+        L.max(L.tensor([1.0]), L.tensor([2.0]))
+
+
+def test_a_buffer_registered_not_persistent_moves_but_is_not_saved():
+    class Masked(nn.Module):
+        def __init__(self, lib):
+            super().__init__()
+            self.register_buffer("mask", lib.ones(3) if lib is torch else L.ones(3),
+                                 persistent=False)
+            self.register_buffer("count", lib.zeros(1) if lib is torch else L.zeros(1))
+
+    class TorchMasked(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("mask", torch.ones(3), persistent=False)
+            self.register_buffer("count", torch.zeros(1))
+    ours = Masked(L)
+    assert list(ours.state_dict()) == list(TorchMasked().state_dict()) == ["count"]
+    assert [name for name, _ in ours.named_buffers()] == ["mask", "count"]
+    ours.load_state_dict({"count": np.ones(1, np.float32)})
+    assert ours.count.numpy()[0] == 1.0 and ours.mask is not None
+
+
+@pytest.mark.parametrize("name", ["mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss"])
+def test_a_target_that_broadcasts_is_taken_with_torchs_warning(name):
+    rng = np.random.default_rng(1)
+    a, b = rng.standard_normal((5, 4)), rng.standard_normal((1, 4))
+    for u, v in ((a, b), (b, a)):
+        x, y = L.tensor(u, requires_grad=True), L.tensor(v, requires_grad=True)
+        tx, ty = torch.tensor(u, requires_grad=True), torch.tensor(v, requires_grad=True)
+        with pytest.warns(UserWarning, match="different to the input size"):
+            loss = getattr(F, name)(x, y)
+        with pytest.warns(UserWarning):
+            expected = getattr(torch.nn.functional, name)(tx, ty)
+        loss.backward()
+        expected.backward()
+        np.testing.assert_allclose(loss.numpy(), expected.detach().numpy(), rtol=1e-14)
+        np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-13, atol=1e-16)
+        np.testing.assert_allclose(y.grad.numpy(), ty.grad.numpy(), rtol=1e-13, atol=1e-16)
+    with pytest.raises(ValueError, match="differ"):
+        getattr(F, name)(L.tensor(a), L.tensor(np.ones((3, 4))))
+    with pytest.raises(ValueError, match="differ"):                # (BCE: torch refuses too)
+        F.binary_cross_entropy(L.tensor(np.full((5, 4), 0.5)), L.tensor(np.ones((1, 4))))

@@ -148,14 +148,18 @@ def _integer_zero_divisor(name, a, b):
 class Remainder(Function):
     """y = a - floor(a / b) * b, the sign of b's (Python's %, torch.remainder); ga = gy,
     gb = -gy * floor(a / b)."""
+    ufunc = "remainder"
+
+    def quotient(self, a, b):
+        return self.xp.floor_divide(a, b)
 
     def forward(self, a, b):
         a, b = same_dtype(a, b)
-        _integer_zero_divisor("remainder", a, b)
+        _integer_zero_divisor(self.ufunc, a, b)
         self.shapes = shape_of(a), shape_of(b)
         if self.needs_input_grad and self.needs_input_grad[1]:
             self.saved = a, b
-        return self.xp.remainder(a, b)
+        return getattr(self.xp, self.ufunc)(a, b)
 
     def backward(self, gy):
         need = self.needs_input_grad
@@ -163,9 +167,18 @@ class Remainder(Function):
         gb = None
         if need[1]:
             a, b = self.saved
-            gb = unbroadcast(-gy * self.xp.floor_divide(a, b).astype(gy.dtype, copy=False),
+            gb = unbroadcast(-gy * self.quotient(a, b).astype(gy.dtype, copy=False),
                              self.shapes[1])
         return ga, gb
+
+
+class Fmod(Remainder):
+    """y = a - trunc(a / b) * b, the sign of a's (C's fmod, torch.fmod); gb = -gy trunc(a / b)."""
+    ufunc = "fmod"
+
+    def quotient(self, a, b):
+        return self.xp.trunc(a / b)
+
 
 
 class FloorDivide(Function):
@@ -374,6 +387,22 @@ class Cosh(Unary):
 class Arctan(Unary):
     ufunc = "arctan"
     def derivative(self, xp, x, y): return 1 / (1 + x * x)
+
+
+class Rounding(Unary):
+    """floor / ceil / rint (round: half to even, as torch's; with `decimals`, NumPy's / CuPy's
+    round, torch's formula) / trunc / sign of floating data: a step function, whose gradient is
+    0 everywhere, as torch's."""
+    decimals = 0
+
+    def forward(self, x):
+        if not self.decimals:
+            return super().forward(x)
+        self.saved = x, None
+        return self.xp.round(x, self.decimals)
+
+    def derivative(self, xp, x, y):
+        return xp.zeros_like(x)
 
 
 class _CudnnActivation(Function):
