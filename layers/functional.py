@@ -614,7 +614,7 @@ def logsumexp(x, dim, keepdim=False):
     maximum is taken out first, as a constant (its gradient cancels), and a row whose maximum is
     infinite is summed as it is (-inf where every term is -inf, as torch)."""
     x = _floating(x)
-    dim = None if isinstance(dim, (tuple, list)) and not dim else dim     # (() / []: every axis)
+    dim = _dim("logsumexp", None, dim)         # (() / []: every axis)
     axes = _red._axes(dim, x.ndim)
     if x.size == 0:                  # (a sum over nothing: log 0 = -inf, as torch)
         return log(sum(exp(x), axes, keepdim=keepdim))
@@ -660,7 +660,7 @@ def norm(x, p="fro", dim=None, keepdim=False, *, dtype=None):
                              f"are (a number, or 'fro')")
         p = 2
     x = x.astype(dtype) if dtype is not None else _float_only(x, "norm")
-    dim = None if isinstance(dim, (tuple, list)) and not dim else dim     # (() / []: every axis)
+    dim = _dim("norm", None, dim)              # (() / []: every axis)
     return _red.VectorNorm.apply(x, ord=float(p), axis=dim, keepdims=bool(keepdim))
 
 
