@@ -20,7 +20,8 @@ from .functional import (add, amax, amin, argmax, argmin, argsort, cat, chunk, c
                          cos, tan, sinh, cosh, atan, square, logsumexp, cumsum, prod, norm,
                          tril, triu, roll, bmm, floor, ceil, trunc, sign, fmod, remainder,
                          floor_divide, logical_and, logical_or, logical_xor, logical_not, outer,
-                         repeat_interleave, nonzero, allclose, cosine_similarity)
+                         repeat_interleave, nonzero, allclose, cosine_similarity,
+                         pairwise_distance)
 from .functional import round  # noqa: A001
 from .random import manual_seed
 from .tensor import Tensor as _Tensor
@@ -51,6 +52,11 @@ class cuda:  # noqa: N801  (torch.cuda's spelling)
     @staticmethod
     def is_available():
         return cuda.device_count() > 0
+
+
+def is_floating_point(t):
+    """torch.is_floating_point."""
+    return _Tensor.is_floating_point(t)
 
 
 def from_numpy(a):
@@ -84,5 +90,6 @@ __all__ = ["autograd", "Tensor", "Function", "tensor", "as_tensor", "no_grad", "
            "floor", "ceil", "trunc", "sign", "round", "fmod", "remainder", "floor_divide",
            "logical_and", "logical_or", "logical_xor", "logical_not", "outer",
            "repeat_interleave", "nonzero", "allclose", "cosine_similarity", "cuda",
+           "pairwise_distance", "is_floating_point",
            "bfloat16", "float16", "half", "float32", "float", "float64", "double", "int8",
            "uint8", "int16", "short", "int32", "int", "int64", "long", "bool"]

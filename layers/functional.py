@@ -111,8 +111,8 @@ def atan(x): return _ew.Arctan.apply(_floating(x))
 def _rounding(name):
     def rounding(x):
         if not is_floating(x.dtype):          # (integers are whole already: torch keeps them,
-            if name == "sign":                # as they are; sign of an integer stays one)
-                return Tensor(xp_of(x.data).sign(x.data))
+            if name == "sign" and x.dtype != np.bool_:    # as they are; sign of an integer
+                return Tensor(xp_of(x.data).sign(x.data))  # stays one, of a bool itself)
             return clone(x)
         return _ew.Rounding.apply(x, ufunc=name)
     rounding.__name__ = rounding.__qualname__ = name
@@ -707,6 +707,8 @@ def repeat_interleave(x, repeats, dim=None):
     dim = dim_index(dim, x.ndim, "repeat_interleave")
     counts = repeats.data if isinstance(repeats, Tensor) else repeats
     counts = np.asarray(counts.get() if is_gpu(counts) else counts)
+    if counts.size == 1:                       # (one count for every entry, as torch's)
+        counts = counts.reshape(())
     if counts.ndim and counts.shape != (x.shape[dim],):
         raise ValueError(f"repeat_interleave: repeats must have one count for each of the "
                          f"{x.shape[dim]} entries of dim {dim}, got shape {counts.shape}")
@@ -1742,6 +1744,7 @@ def kl_div(logp, target, reduction="mean", log_target=False):
     if reduction not in REDUCTIONS + ("batchmean",):
         raise ValueError(f"kl_div: reduction must be 'mean', 'batchmean', 'sum' or 'none', got "
                          f"{reduction!r}")
+    batch = logp.shape[0] if logp.ndim else 1          # (the input's, as torch's batchmean)
     logp, target = _checkpair("kl_div", logp, target, "quiet")
     if log_target:
         loss = exp(target) * (target - logp)
@@ -1749,7 +1752,7 @@ def kl_div(logp, target, reduction="mean", log_target=False):
         zero = target == 0
         loss = where(zero, 0.0, target * log(where(zero, 1.0, target))) - target * logp
     if reduction == "batchmean":
-        return sum(loss) / (loss.shape[0] if loss.ndim else 1)
+        return sum(loss) / batch
     return _reduced(loss, reduction)
 
 
@@ -1800,7 +1803,7 @@ def _class_weight(logits, weight):
     constant (one that requires grad is refused: its gradient would be dropped silently)."""
     if weight is None:
         return None
-    if isinstance(weight, Tensor) and weight.requires_grad:
+    if isinstance(weight, Tensor) and weight.requires_grad and is_grad_enabled():
         raise TypeError("cross_entropy / nll_loss: a weight that requires grad is not "
                         "differentiated here; pass weight.detach() (or a constant)")
     w = _on_device_of(logits, weight, "cross_entropy")

@@ -5,9 +5,9 @@ form: StepLR multiplies it by gamma every step_size steps), so schedulers chain 
 optimizer multiply), an lr set by hand in param_groups is the one the schedule goes on from, and
 a resumed run -- optimizer and scheduler made and loaded, in either order -- goes on with the lr
 it stopped at. The group's starting lr is kept in it as 'initial_lr' (`base_lrs`); LambdaLR and
-`step(epoch)` work from it (the closed form; a load undoes what the constructor's own step did
-to an lr loaded before it -- LambdaLR's base_lr * f(0), LinearLR's start factor -- where
-torch's leaves that for an epoch). A captured step
+`step(epoch)` work from it (the closed form; where a constructor's step changes the lr --
+LambdaLR's base_lr * f(0), LinearLR's start factor -- a load puts the lr the run stopped at
+back, where torch's leaves the constructor's for an epoch). A captured step
 (layers.graph.CapturedStep) keys on the lr, so a new lr is a new capture: a schedule changing it
 every step recaptures every step.
 
@@ -41,12 +41,11 @@ class LRScheduler:
         self.last_epoch = last_epoch
         self._step_count = 0
         self._is_initial = True           # the constructor's step keeps the groups' lrs
-        before = self._lrs()
         try:
             self.step()
         finally:
             self._is_initial = False
-        self._made = (before, self._lrs())   # (what the constructor's step did: not state)
+        self._made_after = getattr(optimizer, "loads", None)     # (not state: see load)
 
     def get_lr(self):
         """Each group's lr for step `last_epoch`, from the groups' current lrs."""
@@ -75,24 +74,32 @@ class LRScheduler:
     def get_last_lr(self):
         return list(self._last_lr)
 
+    # True where the constructor's step changes the groups' lrs (LambdaLR's base_lr * f(0),
+    # LinearLR's start factor): a load then puts the lrs the run stopped at back (load_state_dict)
+    moves_lr_when_made = False
+
     def state_dict(self):
-        return {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "_made")}
+        return {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "_made_after")}
 
     def load_state_dict(self, state_dict):
-        """Restore the count and settings; and where this scheduler's constructor step changed
-        a group's lr (LambdaLR's base_lr * f(0), LinearLR's start_factor) and nothing has
-        changed it since, that change is undone: it wrote over an lr loaded into the optimizer
-        before it (torch's leaves that for an epoch). A chain's other schedulers, or an
-        optimizer loaded after, have set the lr already: left as they set it."""
-        self.__dict__.update({k: v for k, v in state_dict.items() if k != "_made"})
-        before, after = self._made
-        for group, old, new in zip(self.optimizer.param_groups, before, after):
-            if old != new and group["lr"] == new:
-                group["lr"] = old
+        """Restore the count and settings. For a schedule whose constructor's step changes the
+        lrs, that step wrote over the lrs a resumed run goes on from (torch's leaves its own for
+        an epoch); unless the optimizer has been loaded since this scheduler was made (its lrs
+        then stand), they are put back: the optimizer's as loaded before (the same for every
+        scheduler of a chain), or -- an optimizer never loaded -- this schedule's saved lrs."""
+        self.__dict__.update({k: v for k, v in state_dict.items() if k != "_made_after"})
+        loads = getattr(self.optimizer, "loads", None)
+        if not self.moves_lr_when_made or loads is None or loads != self._made_after:
+            return
+        lrs = self.optimizer.loaded_lrs if loads else state_dict.get("_last_lr")
+        if lrs is not None and len(lrs) == len(self.optimizer.param_groups):
+            for group, lr in zip(self.optimizer.param_groups, lrs):
+                group["lr"] = lr
 
 
 class LambdaLR(LRScheduler):
     """lr = base_lr * lr_lambda(epoch) (one function, or one per group)."""
+    moves_lr_when_made = True
 
     def __init__(self, optimizer, lr_lambda, last_epoch=-1):
         n = len(optimizer.param_groups)
@@ -205,6 +212,7 @@ class CosineAnnealingLR(LRScheduler):
 class LinearLR(LRScheduler):
     """lr = base_lr * factor, the factor going linearly from start_factor to end_factor over
     total_iters steps and staying there (a warm-up), stepped as torch's recursive form."""
+    moves_lr_when_made = True
 
     def __init__(self, optimizer, start_factor=1.0 / 3, end_factor=1.0, total_iters=5,
                  last_epoch=-1):

@@ -473,6 +473,15 @@ class ModuleList(_ListOf):
     """Children named '0', '1', ... kept in order, with no forward of its own (torch's
     ModuleList): what a model iterates over itself."""
 
+    def __init__(self, modules=()):              # (torch's argument names)
+        super().__init__(modules)
+
+    def append(self, module):
+        return super().append(module)
+
+    def extend(self, modules):
+        return super().extend(modules)
+
     def __getitem__(self, i):
         if isinstance(i, slice) and isinstance(self, Sequential):   # (its children keep
             return self.__class__(OrderedDict(list(self._modules.items())[i]))  # their names)
@@ -482,6 +491,12 @@ class ModuleList(_ListOf):
 class ModuleDict(_DictOf):
     """Children under string keys, kept in insertion order (torch's ModuleDict): state_dict
     names are `key.param`."""
+
+    def __init__(self, modules=None):            # (torch's argument names)
+        super().__init__(modules)
+
+    def update(self, modules):
+        super().update(modules)
 
 
 class _ParameterItems:
@@ -501,6 +516,20 @@ class ParameterList(_ParameterItems, _ListOf):
 
 class ParameterDict(_ParameterItems, _DictOf):
     """torch's ParameterDict: parameters under string keys."""
+
+    def __init__(self, parameters=None):         # (torch's argument names)
+        super().__init__(parameters)
+
+    def update(self, parameters):
+        super().update(parameters)
+
+    def get(self, key, default=None):
+        return self._items.get(key, default)
+
+    def setdefault(self, key, default=None):
+        if key not in self._items:
+            self[key] = default
+        return self._items[key]
 
 
 class Sequential(ModuleList):

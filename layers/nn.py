@@ -212,14 +212,15 @@ class Embedding(Module):
 
     @classmethod
     def from_pretrained(cls, embeddings, freeze=True, padding_idx=None):
-        """torch's: an Embedding holding a copy of `embeddings` (rows, dim), trained unless
-        freeze."""
-        data = embeddings.data if isinstance(embeddings, Tensor) else embeddings
-        if getattr(data, "ndim", None) != 2:
-            raise ValueError("Embeddings parameter is expected to be 2-dimensional (as torch), "
-                             f"got shape {getattr(data, 'shape', None)}")
-        m = cls(*data.shape, padding_idx=padding_idx)
-        m.weight = Parameter(data.copy(), requires_grad=not freeze)
+        """torch's: an Embedding whose weight is `embeddings` (rows, dim) -- the same memory, as
+        torch's -- trained unless freeze."""
+        weight = Parameter(embeddings.data if isinstance(embeddings, Tensor) else embeddings,
+                           requires_grad=not freeze)
+        if weight.ndim != 2:
+            raise ValueError(f"Embeddings parameter is expected to be 2-dimensional (as torch), "
+                             f"got shape {weight.shape}")
+        m = cls(*weight.shape, padding_idx=padding_idx)
+        m.weight = weight
         return m
 
 

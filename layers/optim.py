@@ -44,6 +44,9 @@ class Optimizer:
         if not params:
             raise ValueError(f"{type(self).__name__} got an empty parameter list")
         self.param_groups, self.state = [], {}
+        # load_state_dict's count, and the groups' lrs it left (schedulers made after a load
+        # put them back: their constructor's step may have written over them)
+        self.loads, self.loaded_lrs = 0, None
         for g in params if isinstance(params[0], dict) else [{"params": params}]:
             self.add_param_group(g)
 
@@ -249,6 +252,8 @@ class Optimizer:
                         v = v.astype(self._state_dtype(p, k), copy=False)
                     new[k] = to_device(v, p.device)
         self.state = state
+        self.loads += 1
+        self.loaded_lrs = [group["lr"] for group in self.param_groups]
 
 
 def _sync_master(master, p):

@@ -215,3 +215,50 @@ def test_a_chain_with_a_schedule_that_moves_the_lr_at_construction_resumes_as_to
                 s.load_state_dict(state)
         np.testing.assert_allclose([g["lr"] for g in opt.param_groups],
                                    [g["lr"] for g in topt.param_groups], rtol=1e-12)
+
+
+RESUMES = {   # (the schedulers, the epoch saved after (-1: before any step), what is loaded)
+    "LinearLR saved before its first step": (
+        lambda m, o: [m.LinearLR(o, start_factor=0.1, total_iters=4)], -1, "both"),
+    "LambdaLR at an epoch where f(k) == f(0)": (
+        lambda m, o: [m.LambdaLR(o, lambda e: 0.1 if e < 4 else 1.0)], 1, "both"),
+    "LambdaLR + LinearLR": (
+        lambda m, o: [m.LambdaLR(o, lambda e: 0.5 ** e),
+                      m.LinearLR(o, start_factor=0.25, total_iters=3)], 2, "both"),
+    "LinearLR, the scheduler alone": (
+        lambda m, o: [m.LinearLR(o, start_factor=0.5, total_iters=4)], 1, "scheduler"),
+}
+
+
+@pytest.mark.parametrize("order", ["scheduler made first", "optimizer loaded first"])
+@pytest.mark.parametrize("name", list(RESUMES))
+def test_a_resumed_run_goes_on_with_the_lr_it_stopped_at(name, order):
+    make, saved_at, loaded = RESUMES[name]
+    straight, resumed = [], []
+    p = L.Tensor(np.zeros(2, np.float32), requires_grad=True)
+    opt = L.optim.SGD([p], lr=0.1)
+    scheds = make(L.optim.lr_scheduler, opt)
+    saved = None
+    if saved_at == -1:
+        saved = opt.state_dict(), [s.state_dict() for s in scheds]
+    for epoch in range(8):
+        opt.step()
+        for s in scheds:
+            s.step()
+        straight.append(opt.param_groups[0]["lr"])
+        if epoch == saved_at:
+            saved = opt.state_dict(), [s.state_dict() for s in scheds]
+    opt = L.optim.SGD([p], lr=0.1)
+    if order == "optimizer loaded first" and loaded == "both":
+        opt.load_state_dict(saved[0])
+    scheds = make(L.optim.lr_scheduler, opt)
+    if order == "scheduler made first" and loaded == "both":
+        opt.load_state_dict(saved[0])
+    for s, state in zip(scheds, saved[1]):
+        s.load_state_dict(state)
+    for epoch in range(saved_at + 1, 8):
+        opt.step()
+        for s in scheds:
+            s.step()
+        resumed.append(opt.param_groups[0]["lr"])
+    np.testing.assert_allclose(resumed, straight[saved_at + 1:], rtol=1e-12)

@@ -52,6 +52,20 @@ def test_parameter_containers_are_torchs():
         np.testing.assert_allclose(p.numpy(), b - 0.5 * 2 * b, rtol=1e-6)
     with pytest.raises(KeyError, match="non-empty string"):
         ours.named["x.y"] = np.ones(1)
+    assert ours.named.get("c") is None and ours.named.setdefault("c", np.ones(1)) is \
+        ours.named["c"]
+
+
+def test_containers_take_torchs_argument_names():
+    lin = nn.Linear(2, 2)
+    blocks = nn.ModuleList(modules=[lin]).append(module=nn.ReLU()).extend(modules=[nn.Tanh()])
+    assert len(blocks) == 3
+    named = nn.ModuleDict(modules={"a": lin})
+    named.update(modules={"b": nn.ReLU()})
+    assert list(named) == ["a", "b"]
+    params = nn.ParameterDict(parameters={"w": np.ones(2, np.float32)})
+    params.update(parameters={"v": np.zeros(1, np.float32)})
+    assert list(params) == ["w", "v"]
 
 
 def test_embedding_from_pretrained_is_torchs():
@@ -63,8 +77,11 @@ def test_embedding_from_pretrained_is_torchs():
         assert ours.weight.requires_grad == theirs.weight.requires_grad == (not freeze)
         np.testing.assert_array_equal(ours(L.tensor([3, 1, 1])).numpy(),
                                       theirs(torch.tensor([3, 1, 1])).detach().numpy())
-    table[0, 0] = -1.0                                     # (a copy, as torch's)
-    assert ours.weight.numpy()[0, 0] == 0.0
+    source, theirs_source = L.tensor(table), torch.tensor(table)
+    ours = nn.Embedding.from_pretrained(source)
+    theirs = torch.nn.Embedding.from_pretrained(theirs_source)
+    source.data[0, 0], theirs_source[0, 0] = -1.0, -1.0     # (the same memory, as torch's)
+    assert ours.weight.numpy()[0, 0] == theirs.weight[0, 0].item() == -1.0
     with pytest.raises(ValueError, match="2-dimensional"):
         nn.Embedding.from_pretrained(np.zeros(3))
 

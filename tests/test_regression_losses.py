@@ -69,3 +69,9 @@ def test_the_modules_and_refusals():
         F.kl_div(a, b, reduction="average")
     with pytest.raises(ValueError, match="shape"):
         F.huber_loss(a, L.tensor(B[:2]))
+    # batchmean divides by the input's batch size, a target that broadcasts to more rows too
+    logp, target = np.log(P[1]), P            # (P[0] holds a 0: an infinite divergence)
+    np.testing.assert_allclose(
+        F.kl_div(L.tensor(logp), L.tensor(target), reduction="batchmean").numpy(),
+        torch.nn.functional.kl_div(torch.tensor(logp), torch.tensor(target),
+                                   reduction="batchmean").numpy(), rtol=1e-13)

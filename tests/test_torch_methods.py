@@ -953,7 +953,14 @@ def test_nonzero_allclose_is_floating_point_and_cuda_queries_are_torchs():
     assert L.nonzero(L.tensor(3.0)).shape == (1, 0) and L.nonzero(L.tensor(0.0)).shape == (0, 0)
     assert L.allclose(L.tensor(a), L.tensor(a + 1e-9)) is True
     assert L.tensor(a).allclose(L.tensor(a + 1e-3)) is False
-    assert L.tensor(a).is_floating_point() and not L.tensor([1]).is_floating_point()
+    assert L.tensor(a).is_floating_point() and not L.is_floating_point(L.tensor([1]))
+    np.testing.assert_array_equal(L.sign(L.tensor([np.nan, -2.0, 0.0, True])).numpy(),
+                                  torch.sign(torch.tensor([np.nan, -2.0, 0.0, True])).numpy())
+    assert L.sign(L.tensor([True, False])).dtype == np.bool_           # (torch's: itself)
+    np.testing.assert_array_equal(L.repeat_interleave(L.tensor([1.0, 2.0]), L.tensor([2])).numpy(),
+                                  [1.0, 1.0, 2.0, 2.0])                # (one count for all)
+    np.testing.assert_allclose(L.pairwise_distance(L.tensor(a), L.tensor(a[:1])).numpy(),
+                               torch.pairwise_distance(torch.tensor(a), torch.tensor(a[:1])))
     assert L.cuda.is_available() == (L.cuda.device_count() > 0)
 
 
@@ -964,6 +971,9 @@ def test_what_a_port_met_is_refused_or_kept_as_torch():
         L.save({"w": np.ones(2)}, "model.pt")
     with pytest.raises(TypeError, match="weight that requires grad"):
         F.cross_entropy(L.tensor(np.ones((2, 3))), L.tensor(np.full((2, 3), 1 / 3)),
+                        weight=L.tensor(np.ones(3), requires_grad=True))
+    with L.no_grad():                                 # (no gradient asked: taken, as torch)
+        F.cross_entropy(L.tensor(np.ones((2, 3))), L.tensor([0, 2]),
                         weight=L.tensor(np.ones(3), requires_grad=True))
     with pytest.raises(TypeError, match="L.maximum"):
         L.max(L.tensor([1.0]), L.tensor([2.0]))

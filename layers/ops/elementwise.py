@@ -392,14 +392,16 @@ class Arctan(Unary):
 class Rounding(Unary):
     """floor / ceil / rint (round: half to even, as torch's; with `decimals`, NumPy's / CuPy's
     round, torch's formula) / trunc / sign of floating data: a step function, whose gradient is
-    0 everywhere, as torch's."""
+    0 everywhere, as torch's. sign(NaN) is 0, as torch's (NumPy's is NaN)."""
     decimals = 0
 
     def forward(self, x):
-        if not self.decimals:
-            return super().forward(x)
         self.saved = x, None
-        return self.xp.round(x, self.decimals)
+        if self.decimals:
+            return self.xp.round(x, self.decimals)
+        y = getattr(self.xp, self.ufunc)(x)
+        return self.xp.where(x != x, 0, y).astype(x.dtype, copy=False) if self.ufunc == "sign" \
+            else y
 
     def derivative(self, xp, x, y):
         return xp.zeros_like(x)
