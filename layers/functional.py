@@ -1141,8 +1141,8 @@ def _index_kind(i):
         return "new", 0
     if isinstance(i, (builtins.int, np.integer)):
         return "int", 1
-    if isinstance(i, list):
-        a = np.asarray(i)
+    if isinstance(i, (list, tuple)):            # (a tuple inside the index: a sequence, as a
+        a = np.asarray(i)                       # list, for torch and NumPy alike)
         return "array", (a.ndim if a.dtype == np.bool_ else 1)
     ndim, dtype = getattr(i, "ndim", None), getattr(i, "dtype", None)
     if ndim is None:
@@ -2430,7 +2430,7 @@ def _install_tensor_methods():
         "transpose": lambda self, *axes: transpose(self, *axes),
         "permute": lambda self, *dims: transpose(
             self, tuple(dims[0]) if len(dims) == 1 and isinstance(dims[0], (tuple, list))
-            else dims),                           # (a permutation: (0, 1) changes nothing)
+            else dims) if dims else _no_dims("permute"),   # ((0, 1) changes nothing)
         "exp": lambda self: exp(self),
         "log1p": lambda self: log1p(self),
         "logsumexp": lambda self, dim, keepdim=False: logsumexp(self, dim, keepdim),

@@ -31,6 +31,7 @@ INDEXES = {
         L.tensor(1, device=v.device) if isinstance(v, L.Tensor) else torch.tensor(1), :, [3, 0]],
     "bool_scalar_int_list": lambda v: v[True, 0, [1, 2]],        # (True: an axis, none taken)
     "nested_bool_list_int": lambda v: v[[[True, False, True], [False, True, False]], 0],
+    "int_slice_tuple": lambda v: v[0, :, (1, 2)],               # (a tuple inside: a sequence)
 }
 
 
@@ -58,6 +59,8 @@ def test_permute_is_always_a_permutation():
     x, tx = L.tensor(A[0]), torch.tensor(A[0])
     for dims in ((0, 1), (-2, -1), (1, 0), ((1, 0),)):
         np.testing.assert_array_equal(x.permute(*dims).numpy(), tx.permute(*dims).numpy())
+    with pytest.raises(TypeError, match="dims"):
+        x.permute()                                  # (torch: dims required, not a reversal)
 
 
 @pytest.mark.parametrize("device", DEVICES)
