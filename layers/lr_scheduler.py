@@ -77,6 +77,7 @@ class LRScheduler:
     # True where the constructor's step changes the groups' lrs (LambdaLR's base_lr * f(0),
     # LinearLR's start factor): a load then puts the lrs the run stopped at back (load_state_dict)
     moves_lr_when_made = False
+    moved = ("lr",)              # the group settings the constructor may change
 
     def state_dict(self):
         return {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "_made_after")}
@@ -91,9 +92,14 @@ class LRScheduler:
         loads = getattr(self.optimizer, "loads", None)
         if not self.moves_lr_when_made or loads is None or loads != self._made_after:
             return
-        lrs = self.optimizer.loaded_lrs if loads else state_dict.get("_last_lr")
-        if lrs is not None and len(lrs) == len(self.optimizer.param_groups):
-            for group, lr in zip(self.optimizer.param_groups, lrs):
+        groups = self.optimizer.param_groups
+        if loads:
+            for group, loaded in zip(groups, self.optimizer.loaded_settings):
+                group.update({k: loaded[k] for k in self.moved if k in loaded})
+            return
+        lrs = state_dict.get("_last_lr")
+        if lrs is not None and len(lrs) == len(groups):
+            for group, lr in zip(groups, lrs):
                 group["lr"] = lr
 
 
@@ -237,6 +243,106 @@ class LinearLR(LRScheduler):
                 for base in self.base_lrs]
 
 
+class OneCycleLR(LRScheduler):
+    """torch's 1cycle policy: the lr from max_lr / div_factor up to max_lr over pct_start of
+    total_steps, then down to initial_lr / final_div_factor (three_phase: back to the initial
+    lr first), cosine or linear; with cycle_momentum the momentum (SGD's, RMSprop's) or Adam's
+    beta1 the other way, between max_momentum and base_momentum. Stepped once a batch; a step
+    past total_steps is refused, as torch's."""
+    moves_lr_when_made = True
+    moved = ("lr", "momentum", "betas")
+
+    def __init__(self, optimizer, max_lr, total_steps=None, epochs=None, steps_per_epoch=None,
+                 pct_start=0.3, anneal_strategy="cos", cycle_momentum=True, base_momentum=0.85,
+                 max_momentum=0.95, div_factor=25.0, final_div_factor=1e4, three_phase=False,
+                 last_epoch=-1):
+        if total_steps is None:
+            if epochs is None or steps_per_epoch is None:
+                raise ValueError("OneCycleLR: you must define either total_steps OR (epochs AND "
+                                 "steps_per_epoch), as torch")
+            total_steps = epochs * steps_per_epoch
+        if total_steps <= 0 or not 0 <= pct_start <= 1 or anneal_strategy not in ("cos",
+                                                                                 "linear"):
+            raise ValueError(f"OneCycleLR: expected total_steps > 0, pct_start in [0, 1] and "
+                             f"anneal_strategy 'cos' or 'linear', got {total_steps}, "
+                             f"{pct_start}, {anneal_strategy!r}")
+        self.total_steps, self._anneal_func_type = total_steps, anneal_strategy
+        up = float(pct_start * total_steps) - 1
+        self._schedule_phases = [
+            dict(end_step=up, start_lr="initial_lr", end_lr="max_lr",
+                 start_momentum="max_momentum", end_momentum="base_momentum"),
+            dict(end_step=float(2 * pct_start * total_steps) - 2, start_lr="max_lr",
+                 end_lr="initial_lr", start_momentum="base_momentum",
+                 end_momentum="max_momentum"),
+            dict(end_step=total_steps - 1, start_lr="initial_lr", end_lr="min_lr",
+                 start_momentum="max_momentum", end_momentum="max_momentum"),
+        ] if three_phase else [
+            dict(end_step=up, start_lr="initial_lr", end_lr="max_lr",
+                 start_momentum="max_momentum", end_momentum="base_momentum"),
+            dict(end_step=total_steps - 1, start_lr="max_lr", end_lr="min_lr",
+                 start_momentum="base_momentum", end_momentum="max_momentum"),
+        ]
+        groups = optimizer.param_groups
+        max_lrs = list(max_lr) if isinstance(max_lr, (list, tuple)) else [max_lr] * len(groups)
+        if len(max_lrs) != len(groups):
+            raise ValueError(f"OneCycleLR: expected {len(groups)} max_lr values, got "
+                             f"{len(max_lrs)}")
+        if last_epoch == -1:
+            for group, top in zip(groups, max_lrs):
+                group["initial_lr"] = top / div_factor
+                group["max_lr"] = top
+                group["min_lr"] = group["initial_lr"] / final_div_factor
+        self.cycle_momentum = cycle_momentum
+        if cycle_momentum:
+            defaults = getattr(optimizer, "defaults", {})
+            if "momentum" not in defaults and "betas" not in defaults:
+                raise ValueError("OneCycleLR: optimizer must support momentum or beta1 with "
+                                 "`cycle_momentum` option enabled (as torch)")
+            self.use_beta1 = "betas" in defaults
+            n = len(groups)
+            lows = list(base_momentum) if isinstance(base_momentum, (list, tuple)) else \
+                [base_momentum] * n
+            highs = list(max_momentum) if isinstance(max_momentum, (list, tuple)) else \
+                [max_momentum] * n
+            if last_epoch == -1:
+                for group, low, high in zip(groups, lows, highs):
+                    self._set_momentum(group, high)
+                    group["max_momentum"], group["base_momentum"] = high, low
+        super().__init__(optimizer, last_epoch)
+
+    def _set_momentum(self, group, value):
+        if self.use_beta1:
+            group["betas"] = (value, *group["betas"][1:])
+        else:
+            group["momentum"] = value
+
+    def _anneal(self, start, end, pct):
+        if self._anneal_func_type == "cos":
+            return end + (start - end) / 2.0 * (math.cos(math.pi * pct) + 1)
+        return (end - start) * pct + start
+
+    def get_lr(self):
+        step = self.last_epoch
+        if step > self.total_steps:
+            raise ValueError(f"Tried to step {step} times. The specified number of total steps "
+                             f"is {self.total_steps} (as torch)")
+        lrs = []
+        for group in self.optimizer.param_groups:
+            start = 0.0
+            for i, phase in enumerate(self._schedule_phases):
+                end = phase["end_step"]
+                if step <= end or i == len(self._schedule_phases) - 1:
+                    pct = (step - start) / (end - start)
+                    lrs.append(self._anneal(group[phase["start_lr"]], group[phase["end_lr"]],
+                                            pct))
+                    if self.cycle_momentum:
+                        self._set_momentum(group, self._anneal(
+                            group[phase["start_momentum"]], group[phase["end_momentum"]], pct))
+                    break
+                start = end
+        return lrs
+
+
 class ReduceLROnPlateau:
     """torch's: step(metric) once an epoch; after more than `patience` epochs without an
     improvement (by `threshold`, relative or absolute, in `mode` 'min' or 'max') each group's lr
@@ -307,4 +413,4 @@ class ReduceLROnPlateau:
 
 
 __all__ = ["LRScheduler", "LambdaLR", "StepLR", "MultiStepLR", "ExponentialLR",
-           "CosineAnnealingLR", "LinearLR", "ReduceLROnPlateau"]
+           "CosineAnnealingLR", "LinearLR", "OneCycleLR", "ReduceLROnPlateau"]

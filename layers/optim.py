@@ -44,9 +44,9 @@ class Optimizer:
         if not params:
             raise ValueError(f"{type(self).__name__} got an empty parameter list")
         self.param_groups, self.state = [], {}
-        # load_state_dict's count, and the groups' lrs it left (schedulers made after a load
-        # put them back: their constructor's step may have written over them)
-        self.loads, self.loaded_lrs = 0, None
+        # load_state_dict's count, and the groups' settings it left (schedulers made after a
+        # load put them back: their constructor's step may have written over them)
+        self.loads, self.loaded_settings = 0, None
         for g in params if isinstance(params[0], dict) else [{"params": params}]:
             self.add_param_group(g)
 
@@ -185,7 +185,8 @@ class Optimizer:
     # through the step, a scheduler's starting lr, named_parameters' names); any other unknown
     # key is refused when set
     NO_EFFECT = frozenset({"capturable", "fused", "foreach", "differentiable", "initial_lr",
-                           "param_names"})
+                           "param_names", "max_lr", "min_lr", "max_momentum",
+                           "base_momentum"})      # (the last four: OneCycleLR's)
 
     def load_state_dict(self, state_dict):
         """Restore hyper-parameters and per-parameter state (this optimizer's state_dict, or a
@@ -253,7 +254,8 @@ class Optimizer:
                     new[k] = to_device(v, p.device)
         self.state = state
         self.loads += 1
-        self.loaded_lrs = [group["lr"] for group in self.param_groups]
+        self.loaded_settings = [{k: v for k, v in group.items() if k != "params"}
+                                for group in self.param_groups]
 
 
 def _sync_master(master, p):

@@ -17,6 +17,7 @@ SCHEDULES = {
     "CosineAnnealingLR": lambda m, o: m.CosineAnnealingLR(o, T_max=10, eta_min=1e-4),
     "LambdaLR": lambda m, o: m.LambdaLR(o, [lambda e: 1 / (1 + e), lambda e: 0.95 ** e]),
     "LinearLR": lambda m, o: m.LinearLR(o, start_factor=0.25, end_factor=0.9, total_iters=7),
+    "OneCycleLR": lambda m, o: m.OneCycleLR(o, max_lr=[0.5, 0.05], total_steps=40),
 }
 
 
@@ -262,3 +263,44 @@ def test_a_resumed_run_goes_on_with_the_lr_it_stopped_at(name, order):
             s.step()
         resumed.append(opt.param_groups[0]["lr"])
     np.testing.assert_allclose(resumed, straight[saved_at + 1:], rtol=1e-12)
+
+
+@pytest.mark.parametrize("order", ["scheduler made first", "optimizer loaded first"])
+@pytest.mark.parametrize("opt_name, settings", [("SGD", dict(lr=0.1, momentum=0.9)),
+                                                ("Adam", dict(lr=0.01))])
+def test_one_cycle_cycles_momentum_and_resumes_as_torchs(opt_name, settings, order):
+    """OneCycleLR's momentum (SGD's) or beta1 (Adam's) moves with the lr; a resumed run gets
+    both back (its constructor sets them) and trains on as torch's uninterrupted run."""
+    rng = np.random.default_rng(3)
+    start = rng.standard_normal(4).astype(np.float32)
+    p, tp = L.Tensor(start.copy(), requires_grad=True), torch.tensor(start, requires_grad=True)
+
+    def make(api, params, opt=None):
+        opt = opt or getattr(api.optim, opt_name)(params, **settings)
+        adam = opt_name == "Adam"                  # (Adam: three phases, linear)
+        return opt, api.optim.lr_scheduler.OneCycleLR(
+            opt, max_lr=0.5, total_steps=16, three_phase=adam,
+            anneal_strategy="linear" if adam else "cos")
+    opt, sched = make(L, [p])
+    topt, tsched = make(torch, [tp])
+    for step in range(16):
+        g = rng.standard_normal(4).astype(np.float32)
+        p.grad, tp.grad = L.tensor(g), torch.tensor(g)
+        opt.step(), topt.step()
+        sched.step(), tsched.step()
+        if step == 6:
+            saved = opt.state_dict(), sched.state_dict()
+            if order == "optimizer loaded first":
+                opt = getattr(L.optim, opt_name)([p], **settings)
+                opt.load_state_dict(saved[0])
+                opt, sched = make(L, [p], opt)
+            else:
+                opt, sched = make(L, [p])
+                opt.load_state_dict(saved[0])
+            sched.load_state_dict(saved[1])
+        key = "betas" if opt_name == "Adam" else "momentum"
+        assert opt.param_groups[0][key] == pytest.approx(topt.param_groups[0][key], rel=1e-12)
+        assert opt.param_groups[0]["lr"] == pytest.approx(topt.param_groups[0]["lr"], rel=1e-12)
+    np.testing.assert_allclose(p.numpy(), tp.detach().numpy(), rtol=1e-6, atol=1e-7)
+    with pytest.raises(ValueError, match="Tried to step 17 times"):
+        sched.step()
