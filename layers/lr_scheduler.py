@@ -74,10 +74,10 @@ class LRScheduler:
     def get_last_lr(self):
         return list(self._last_lr)
 
-    # True where the constructor's step changes the groups' lrs (LambdaLR's base_lr * f(0),
-    # LinearLR's start factor): a load then puts the lrs the run stopped at back (load_state_dict)
-    moves_lr_when_made = False
-    moved = ("lr",)              # the group settings the constructor may change
+    # the group settings the constructor's step changes (LambdaLR's lr, base_lr * f(0);
+    # LinearLR's, by its start factor; OneCycleLR's lr and momentum): a load puts back the ones
+    # the run stopped at (load_state_dict)
+    moved = ()
 
     def state_dict(self):
         return {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "_made_after")}
@@ -90,7 +90,7 @@ class LRScheduler:
         scheduler of a chain), or -- an optimizer never loaded -- this schedule's saved lrs."""
         self.__dict__.update({k: v for k, v in state_dict.items() if k != "_made_after"})
         loads = getattr(self.optimizer, "loads", None)
-        if not self.moves_lr_when_made or loads is None or loads != self._made_after:
+        if not self.moved or loads is None or loads != self._made_after:
             return
         groups = self.optimizer.param_groups
         if loads:
@@ -105,7 +105,7 @@ class LRScheduler:
 
 class LambdaLR(LRScheduler):
     """lr = base_lr * lr_lambda(epoch) (one function, or one per group)."""
-    moves_lr_when_made = True
+    moved = ("lr",)
 
     def __init__(self, optimizer, lr_lambda, last_epoch=-1):
         n = len(optimizer.param_groups)
@@ -218,7 +218,7 @@ class CosineAnnealingLR(LRScheduler):
 class LinearLR(LRScheduler):
     """lr = base_lr * factor, the factor going linearly from start_factor to end_factor over
     total_iters steps and staying there (a warm-up), stepped as torch's recursive form."""
-    moves_lr_when_made = True
+    moved = ("lr",)
 
     def __init__(self, optimizer, start_factor=1.0 / 3, end_factor=1.0, total_iters=5,
                  last_epoch=-1):
@@ -249,7 +249,6 @@ class OneCycleLR(LRScheduler):
     lr first), cosine or linear; with cycle_momentum the momentum (SGD's, RMSprop's) or Adam's
     beta1 the other way, between max_momentum and base_momentum. Stepped once a batch; a step
     past total_steps is refused, as torch's."""
-    moves_lr_when_made = True
     moved = ("lr", "momentum", "betas")
 
     def __init__(self, optimizer, max_lr, total_steps=None, epochs=None, steps_per_epoch=None,
