@@ -5,11 +5,13 @@ forward (training / inference), and backward (data, then weights).
 Shape legend: T time steps, B batch, I input size, H hidden size, L layers, D directions.
 x (T, B, I) time-major or (B, T, I) batch-major, padded past each sequence's length;
 y (..., D*H), zero past each length; h, c (L*D, B, H), the state at each sequence's own end.
-Pseudo-layer p = layer * D + direction. LSTM gates, by cuDNN's linLayerID, are in PyTorch's row
-order of weight_ih / weight_hh (i, f, g, o):
+Pseudo-layer p = layer * D + direction. The gates, by cuDNN's linLayerID, are in PyTorch's row
+order of weight_ih / weight_hh -- LSTM (i, f, g, o), GRU (r, z, n), Elman RNN one:
 
-    linLayerID  0 1 2 3  -> input weights  W_i W_f W_g W_o  (H, I) each; biases b_ih
-    linLayerID  4 5 6 7  -> recurrent ones R_i R_f R_g R_o  (H, H) each; biases b_hh
+    LSTM  linLayerID  0 1 2 3  -> input weights  W_i W_f W_g W_o  (H, I) each; biases b_ih
+          linLayerID  4 5 6 7  -> recurrent ones R_i R_f R_g R_o  (H, H) each; biases b_hh
+    GRU   linLayerID  0 1 2    -> input weights  W_r W_z W_n; 3 4 5 -> recurrent R_r R_z R_n
+    RNN   linLayerID  0        -> input weights; 1 -> recurrent
 """
 import ctypes
 import operator
@@ -174,15 +176,17 @@ def _view(space, address, desc, matrix):
     return space[start:start + int(np.prod(shape))].reshape(shape)
 
 
-def lstm_weight_views(rnn, weight_space):
-    """PyTorch's LSTM parameters as views into cuDNN's weight space: for each pseudo-layer
-    {'weight_ih': (4H, I), 'weight_hh': (4H, H), 'bias_ih': (4H,), 'bias_hh': (4H,)} when the
-    four gates of each lie back to back in the space (they do: PyTorch relies on it too)."""
+def weight_views(rnn, weight_space):
+    """PyTorch's RNN parameters as views into cuDNN's weight space: for each pseudo-layer
+    {'weight_ih': (gH, I), 'weight_hh': (gH, H), 'bias_ih': (gH,), 'bias_hh': (gH,)}, g the
+    mode's gates (LSTM 4, GRU 3, RNN 1), when the gates of each lie back to back in the space
+    (they do: PyTorch relies on it too)."""
+    g = GATES[rnn.mode]
     out = []
     for p in range(rnn.num_layers * rnn.directions):
         views = {}
-        for name, bias_name, ids in (("weight_ih", "bias_ih", range(4)),
-                                     ("weight_hh", "bias_hh", range(4, 8))):
+        for name, bias_name, ids in (("weight_ih", "bias_ih", range(g)),
+                                     ("weight_hh", "bias_hh", range(g, 2 * g))):
             gates = [weight_params(rnn, weight_space, p, i) for i in ids]
             views[name] = _concatenated_view(weight_space, [m for m, _ in gates], rnn, p, name)
             biases = [b for _, b in gates]
@@ -192,7 +196,7 @@ def lstm_weight_views(rnn, weight_space):
     return out
 
 
-def lstm_weight_layout(rnn):
+def weight_layout(rnn):
     """Where each PyTorch-named parameter lies in the weight space, for every pseudo-layer:
     [{name: (start element, shape)}], computed once per descriptor (it depends on the
     descriptor, not on the buffer's address)."""
@@ -205,7 +209,7 @@ def lstm_weight_layout(rnn):
                            dtype={2: cupy.float16, 8: cupy.float64}.get(itemsize, cupy.float32))
         layout = [{name: ((v.data.ptr - space.data.ptr) // space.itemsize, v.shape)
                    for name, v in views.items() if v is not None}
-                  for views in lstm_weight_views(rnn, space)]
+                  for views in weight_views(rnn, space)]
         rnn._weight_layout = layout
     return layout
 
@@ -286,6 +290,7 @@ def forward(rnn, x, weight_space, hx=None, cx=None, lengths=None, *, training=Tr
     copies are what `saved` holds."""
     import cupy
     fn = "cudnnRNNForward"
+    _no_cell_state(fn, rnn, cx=cx)
     dt = common_dtype(fn, None, x=x, weight_space=weight_space, hx=hx, cx=cx)
     if dt != rnn.data_type:
         raise BadParam(fn, {"x.dtype": x.dtype.name, "rnn": rnn},
@@ -319,6 +324,14 @@ def forward(rnn, x, weight_space, hx=None, cx=None, lengths=None, *, training=Tr
     return y, hy, cy, saved
 
 
+def _no_cell_state(function, rnn, **arrays):
+    """Only an LSTM has a cell state: one handed to a GRU / Elman RNN would be ignored."""
+    for name, a in arrays.items():
+        if a is not None and rnn.mode != RNNMode.LSTM:
+            raise BadParam(function, {name + ".shape": a.shape, "rnn": rnn},
+                           f"{name}: only an LSTM has a cell state, this RNN is {rnn.mode.name}")
+
+
 def _state(function, name, a, dims, what):
     """A state (or state gradient) array, None passing: shape checked, one packed copy if
     strided."""
@@ -346,6 +359,7 @@ def backward(saved, dy, dhy=None, dcy=None):
         raise BadParam(fn, {"saved": type(saved).__name__},
                        "backward needs the `saved` record of a training-mode forward")
     rnn, p = s.rnn, s.problem
+    _no_cell_state(fn, rnn, dcy=dcy)
     common_dtype(fn, None, y=s.y, dy=dy, dhy=dhy, dcy=dcy)
     check_shape(fn, "dy", dy, s.y.shape, "y has")
     dy = packed(fn, "dy", dy)

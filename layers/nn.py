@@ -7,7 +7,7 @@ from .functional import pair as _pair
 from . import init
 from .module import (Module, ModuleDict, ModuleList, Parameter,  # noqa: F401
                      ParameterDict, ParameterList, Sequential)
-from .rnn import LSTM, LSTMCell  # noqa: F401  (re-exported)
+from .rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNCell  # noqa: F401  (re-exported)
 from .tensor import Tensor
 
 
@@ -709,7 +709,7 @@ __all__ = ["Module", "Parameter", "Sequential", "ModuleList", "ModuleDict", "Par
            "AvgPool1d", "AdaptiveAvgPool2d", "AdaptiveMaxPool2d", "AdaptiveAvgPool1d", "Identity",
            "Softmax", "LogSoftmax", "LayerNorm", "NLLLoss", "BCELoss", "BCEWithLogitsLoss",
            "MSELoss", "L1Loss", "SmoothL1Loss", "HuberLoss", "KLDivLoss", "CrossEntropyLoss",
-           "LSTM", "LSTMCell", "utils"]
+           "LSTM", "LSTMCell", "GRU", "GRUCell", "RNN", "RNNCell", "utils"]
 
 
 class _Utils:

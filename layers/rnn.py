@@ -1,12 +1,16 @@
-"""LSTM and LSTMCell with PyTorch's parameter names, shapes, gate order (i, f, g, o) and init.
+"""The recurrent layers -- LSTM, GRU, RNN (Elman, tanh or relu) and their cells -- with
+PyTorch's parameter names, shapes, gate orders (LSTM i, f, g, o; GRU r, z, n) and init.
 
-The GPU path of LSTM is cuDNN's RNN (one call each way for the whole stack); its NumPy path is
-the textbook recurrence, written with the LSTMCell op one step at a time -- the reference the
-cuDNN path is tested against. Variable lengths (`lengths`, like a packed sequence): outputs past
-a sequence's length are zero and the final states are taken at each sequence's own end.
+The GPU path of LSTM / GRU / RNN is cuDNN's RNN (one call each way for the whole stack); their
+NumPy path is the textbook recurrence, written with the cell ops one step at a time -- the
+reference the cuDNN path is tested against. Variable lengths (`lengths`, like a packed
+sequence): outputs past a sequence's length are zero and the final states are taken at each
+sequence's own end.
 """
 import math
+import numbers
 import operator
+import warnings
 
 import numpy as np
 
@@ -17,25 +21,70 @@ from .module import Module, Parameter
 from .ops import rnn as _rnn
 from .tensor import Tensor
 
+NONLINEARITIES = ("tanh", "relu")
+GATES = {"LSTM": 4, "GRU": 3, "RNN_TANH": 1, "RNN_RELU": 1}
+
 
 def lstm_cell(x, h, c, weight_ih, weight_hh, bias_ih=None, bias_hh=None):
     """One LSTM step: (h', c')."""
     return _rnn.LSTMCell.apply(x, h, c, weight_ih, weight_hh, bias_ih, bias_hh)
 
 
-class LSTMCell(Module):
-    """torch.nn.LSTMCell: forward(x (B, I), (h, c) or None) -> (h', c'). On the GPU: two cuBLAS
-    matmuls and one fused elementwise kernel each way (faster than cuDNN's RNN with T = 1:
-    tools/bench_lstm.py)."""
+def gru_cell(x, h, weight_ih, weight_hh, bias_ih=None, bias_hh=None):
+    """One GRU step: h'."""
+    return _rnn.GRUCell.apply(x, h, weight_ih, weight_hh, bias_ih, bias_hh)
 
-    def __init__(self, input_size, hidden_size, bias=True):
+
+def rnn_tanh_cell(x, h, weight_ih, weight_hh, bias_ih=None, bias_hh=None):
+    """One Elman step: tanh(x W_ih^T + b_ih + h W_hh^T + b_hh)."""
+    return F.tanh(F.linear(x, weight_ih, bias_ih) + F.linear(h, weight_hh, bias_hh))
+
+
+def rnn_relu_cell(x, h, weight_ih, weight_hh, bias_ih=None, bias_hh=None):
+    """One Elman step: relu(x W_ih^T + b_ih + h W_hh^T + b_hh)."""
+    return F.relu(F.linear(x, weight_ih, bias_ih) + F.linear(h, weight_hh, bias_hh))
+
+
+_CELLS = {"GRU": gru_cell, "RNN_TANH": rnn_tanh_cell, "RNN_RELU": rnn_relu_cell}
+
+
+def _step(mode, x, states, w):
+    """One step of a mode's cell: the new states, (h, c) for an LSTM, (h,) otherwise."""
+    if mode == "LSTM":
+        return lstm_cell(x, *states, *w)
+    return (_CELLS[mode](x, states[0], *w),)
+
+
+def _sizes(kind, input_size, hidden_size):
+    for name, n in (("input_size", input_size), ("hidden_size", hidden_size)):
+        if not isinstance(n, numbers.Integral) or isinstance(n, bool):
+            raise TypeError(f"{kind}: {name} should be of type int, got: {type(n).__name__}")
+    if hidden_size <= 0 or input_size < 0:
+        raise ValueError(f"{kind}: hidden_size must be greater than zero and input_size not "
+                         f"negative, got input_size={input_size}, hidden_size={hidden_size}")
+
+
+def _nonlinearity_mode(kind, nonlinearity):
+    if nonlinearity not in NONLINEARITIES:
+        raise ValueError(f"{kind}: unknown nonlinearity {nonlinearity!r}. Select from 'tanh' or "
+                         f"'relu'.")
+    return "RNN_" + nonlinearity.upper()
+
+
+class RNNCellBase(Module):
+    """torch.nn's cells: weight_ih (gH, I), weight_hh (gH, H), bias_ih, bias_hh (gH,), every one
+    uniform in +-1/sqrt(H); forward(x (B, I), state or None (zeros))."""
+
+    def __init__(self, mode, input_size, hidden_size, bias):
         super().__init__()
-        self.input_size, self.hidden_size = input_size, hidden_size
-        self.weight_ih = Parameter(np.empty((4 * hidden_size, input_size), np.float32))
-        self.weight_hh = Parameter(np.empty((4 * hidden_size, hidden_size), np.float32))
+        _sizes(type(self).__name__, input_size, hidden_size)
+        self.input_size, self.hidden_size, self.bias = input_size, hidden_size, bias
+        g = GATES[mode]
+        self.weight_ih = Parameter(np.empty((g * hidden_size, input_size), np.float32))
+        self.weight_hh = Parameter(np.empty((g * hidden_size, hidden_size), np.float32))
         if bias:
-            self.bias_ih = Parameter(np.empty(4 * hidden_size, np.float32))
-            self.bias_hh = Parameter(np.empty(4 * hidden_size, np.float32))
+            self.bias_ih = Parameter(np.empty(g * hidden_size, np.float32))
+            self.bias_hh = Parameter(np.empty(g * hidden_size, np.float32))
         else:
             self.register_parameter("bias_ih", None)
             self.register_parameter("bias_hh", None)
@@ -43,17 +92,72 @@ class LSTMCell(Module):
         for p in self.parameters():
             init.uniform_(p, -stdv, stdv)
 
-    def forward(self, x, hx=None):
+    def _checked(self, x, states):
+        """The state arrays, zeros for None, after checking shapes against x (B, I)."""
+        kind = type(self).__name__
         if x.ndim != 2 or x.shape[1] != self.input_size:
-            raise ValueError(f"LSTMCell: expected input (B, {self.input_size}), got {x.shape}")
-        if hx is None:
-            z = _zeros(x, (x.shape[0], self.hidden_size))
-            hx = (z, z)
-        return lstm_cell(x, hx[0], hx[1], self.weight_ih, self.weight_hh, self.bias_ih,
-                         self.bias_hh)
+            raise ValueError(f"{kind}: expected input (B, {self.input_size}), got {x.shape}")
+        want = (x.shape[0], self.hidden_size)
+        out = []
+        for name, s in states:
+            if s is None:
+                s = _zeros(x, want)
+            elif tuple(s.shape) != want:
+                raise ValueError(f"{kind}: {name} has shape {tuple(s.shape)}, expected {want} "
+                                 f"for input {x.shape}")
+            out.append(s)
+        return out
+
+    def _weights(self):
+        return self.weight_ih, self.weight_hh, self.bias_ih, self.bias_hh
 
     def extra_repr(self):
-        return f"{self.input_size}, {self.hidden_size}"
+        s = f"{self.input_size}, {self.hidden_size}"
+        if self.bias is not True:
+            s += f", bias={self.bias}"
+        if getattr(self, "nonlinearity", "tanh") != "tanh":
+            s += f", nonlinearity={self.nonlinearity}"
+        return s
+
+
+class LSTMCell(RNNCellBase):
+    """torch.nn.LSTMCell: forward(x (B, I), (h, c) or None) -> (h', c'). On the GPU: two cuBLAS
+    matmuls and one fused elementwise kernel each way (faster than cuDNN's RNN with T = 1:
+    tools/bench_lstm.py)."""
+
+    def __init__(self, input_size, hidden_size, bias=True):
+        super().__init__("LSTM", input_size, hidden_size, bias)
+
+    def forward(self, x, hx=None):
+        if hx is not None and (not isinstance(hx, (tuple, list)) or len(hx) != 2):
+            raise TypeError(f"LSTMCell: hx must be a tuple (h, c), got {type(hx).__name__}")
+        h, c = self._checked(x, zip(("h", "c"), (None, None) if hx is None else hx))
+        return lstm_cell(x, h, c, *self._weights())
+
+
+class GRUCell(RNNCellBase):
+    """torch.nn.GRUCell: forward(x (B, I), h or None) -> h'. On the GPU: two cuBLAS matmuls and
+    one fused elementwise kernel each way."""
+
+    def __init__(self, input_size, hidden_size, bias=True):
+        super().__init__("GRU", input_size, hidden_size, bias)
+
+    def forward(self, x, hx=None):
+        (h,) = self._checked(x, [("hx", hx)])
+        return gru_cell(x, h, *self._weights())
+
+
+class RNNCell(RNNCellBase):
+    """torch.nn.RNNCell: h' = tanh or relu of x W_ih^T + b_ih + h W_hh^T + b_hh."""
+
+    def __init__(self, input_size, hidden_size, bias=True, nonlinearity="tanh"):
+        mode = _nonlinearity_mode("RNNCell", nonlinearity)
+        super().__init__(mode, input_size, hidden_size, bias)
+        self._mode, self.nonlinearity = mode, nonlinearity
+
+    def forward(self, x, hx=None):
+        (h,) = self._checked(x, [("hx", hx)])
+        return _CELLS[self._mode](x, h, *self._weights())
 
 
 def _zeros(like, shape):
@@ -61,10 +165,11 @@ def _zeros(like, shape):
     return Tensor(xp.zeros(shape, dtype=like.dtype))
 
 
-class LSTM(Module):
-    """torch.nn.LSTM (no proj_size): forward(x, hx=None, lengths=None) -> (y, (h_n, c_n)).
+class RNNBase(Module):
+    """The stacked recurrent layers (torch.nn.RNNBase, no proj_size):
+    forward(x, hx=None, lengths=None) -> (y, h_n), an LSTM's (y, (h_n, c_n)).
     x (T, B, I), or (B, T, I) with batch_first; lengths: one int per batch item (a packed
-    sequence's lengths), y zero past them. h_n, c_n (num_layers * D, B, H).
+    sequence's lengths), y zero past them. States (num_layers * D, B, H).
 
     lengths as host ints (a list, a NumPy array) run cuDNN's variable-length RNN, which takes
     them on the host. lengths as a Tensor stay where they are, nothing is read back (so a
@@ -76,23 +181,37 @@ class LSTM(Module):
     (they would need each sequence's own last step): forward returns (y, None). Device lengths
     are not checked (that would read them back): each must be in 1..T."""
 
-    def __init__(self, input_size, hidden_size, num_layers=1, bias=True, batch_first=False,
+    def __init__(self, mode, input_size, hidden_size, num_layers=1, bias=True, batch_first=False,
                  dropout=0.0, bidirectional=False):
         super().__init__()
+        kind = type(self).__name__
+        _sizes(kind, input_size, hidden_size)
+        if not isinstance(num_layers, numbers.Integral) or num_layers <= 0:
+            raise ValueError(f"{kind}: num_layers must be greater than zero, got {num_layers!r}")
+        if not isinstance(dropout, numbers.Number) or isinstance(dropout, bool) or \
+                not 0 <= dropout <= 1:
+            raise ValueError(f"{kind}: dropout should be a number in range [0, 1] representing "
+                             f"the probability of an element being zeroed, got {dropout!r}")
+        if dropout > 0 and num_layers == 1:
+            warnings.warn(f"{kind}: dropout option adds dropout after all but last recurrent "
+                          f"layer, so non-zero dropout expects num_layers greater than 1, but "
+                          f"got dropout={dropout} and num_layers={num_layers}", stacklevel=3)
+        self.mode = mode
         self.input_size, self.hidden_size, self.num_layers = input_size, hidden_size, num_layers
         self.bias, self.batch_first, self.dropout = bias, batch_first, float(dropout)
         self.bidirectional = bidirectional
         D = 2 if bidirectional else 1
+        g = GATES[mode]
         stdv = 1 / math.sqrt(hidden_size)
         self._flat_names = []
         for layer in range(num_layers):
             in_size = input_size if layer == 0 else hidden_size * D
             for d in range(D):
                 sfx = f"_l{layer}" + ("_reverse" if d else "")
-                shapes = [("weight_ih", (4 * hidden_size, in_size)),
-                          ("weight_hh", (4 * hidden_size, hidden_size))]
+                shapes = [("weight_ih", (g * hidden_size, in_size)),
+                          ("weight_hh", (g * hidden_size, hidden_size))]
                 if bias:
-                    shapes += [("bias_ih", (4 * hidden_size,)), ("bias_hh", (4 * hidden_size,))]
+                    shapes += [("bias_ih", (g * hidden_size,)), ("bias_hh", (g * hidden_size,))]
                 for name, shape in shapes:
                     p = Parameter(np.empty(shape, np.float32))
                     init.uniform_(p, -stdv, stdv)
@@ -110,10 +229,14 @@ class LSTM(Module):
         GPU copies them into cuDNN's weight space itself, so there is nothing to do; kept so
         torch code that calls it (NVIDIA's Tacotron 2 does) runs unchanged."""
 
+    def _state_names(self):
+        return ("h0", "c0") if self.mode == "LSTM" else ("h0",)
+
     def forward(self, x, hx=None, lengths=None):
+        kind = type(self).__name__
         T_axis, B_axis = (1, 0) if self.batch_first else (0, 1)
         if x.ndim != 3 or x.shape[2] != self.input_size:
-            raise ValueError(f"LSTM: expected input (T, B, {self.input_size}) "
+            raise ValueError(f"{kind}: expected input (T, B, {self.input_size}) "
                              f"{'(batch_first: B, T, I)' if self.batch_first else ''}, "
                              f"got {x.shape}")
         T, B = x.shape[T_axis], x.shape[B_axis]
@@ -121,34 +244,55 @@ class LSTM(Module):
         if on_device:
             if lengths.device != x.device or lengths.shape != (B,) or \
                     lengths.dtype.kind not in "iu":
-                raise ValueError(f"LSTM: Tensor lengths must be {B} integers on {x.device}, got "
-                                 f"{lengths.dtype} {lengths.shape} on {lengths.device}")
+                raise ValueError(f"{kind}: Tensor lengths must be {B} integers on {x.device}, "
+                                 f"got {lengths.dtype} {lengths.shape} on {lengths.device}")
             # their values are checked where that reads nothing back: on the host. On a GPU
             # they are the caller's promise (1..T each), as CUDA-graph capture needs
             if not is_gpu(lengths.data) and (lengths.data.min() < 1 or lengths.data.max() > T):
-                raise ValueError(f"LSTM: lengths {lengths.data.tolist()} must hold one value in "
-                                 f"1..{T} for each of the {B} sequences")
+                raise ValueError(f"{kind}: lengths {lengths.data.tolist()} must hold one value "
+                                 f"in 1..{T} for each of the {B} sequences")
         elif lengths is not None:
             try:        # (a float length is refused, not truncated)
                 lengths = [operator.index(n) for n in lengths]
             except TypeError:
-                raise TypeError(f"LSTM: lengths must be integers, got {list(lengths)}") from None
+                raise TypeError(f"{kind}: lengths must be integers, got {list(lengths)}") \
+                    from None
             if len(lengths) != B or max(lengths) > T or min(lengths) < 1:
-                raise ValueError(f"LSTM: lengths {lengths} must hold one value in 1..{T} for "
+                raise ValueError(f"{kind}: lengths {lengths} must hold one value in 1..{T} for "
                                  f"each of the {B} sequences")
+        states = self._initial_states(kind, hx, B)
+        if on_device:
+            return self._forward_lengths_on_device(x, states, lengths), None
+        if x.device != "cpu":
+            y, finals = self._forward_cudnn(x, states, lengths)
+        else:
+            y, finals = self._forward_reference(x, states, lengths)
+        return y, (finals if self.mode == "LSTM" else finals[0])
+
+    def _initial_states(self, kind, hx, B):
+        """hx as a list of one state (h0) or two (an LSTM's h0, c0), None for zeros, shapes
+        checked."""
+        names = self._state_names()
+        if hx is None:
+            states = [None] * len(names)
+        elif self.mode == "LSTM":
+            if not isinstance(hx, (tuple, list)) or len(hx) != 2:
+                raise TypeError(f"{kind}: hx must be a tuple (h0, c0), got {type(hx).__name__}")
+            states = list(hx)
+        else:
+            if not isinstance(hx, Tensor):
+                raise TypeError(f"{kind}: hx must be a Tensor h0 (only an LSTM takes a tuple "
+                                f"(h0, c0)), got {type(hx).__name__}")
+            states = [hx]
         D = 2 if self.bidirectional else 1
         state_shape = (self.num_layers * D, B, self.hidden_size)
-        h0, c0 = (None, None) if hx is None else hx
-        for name, s in (("h0", h0), ("c0", c0)):
+        for name, s in zip(names, states):
             if s is not None and tuple(s.shape) != state_shape:
-                raise ValueError(f"LSTM: {name} has shape {tuple(s.shape)}, expected {state_shape}")
-        if on_device:
-            return self._forward_lengths_on_device(x, h0, c0, lengths), None
-        if x.device != "cpu":
-            return self._forward_cudnn(x, h0, c0, lengths)
-        return self._forward_reference(x, h0, c0, lengths)
+                raise ValueError(f"{kind}: {name} has shape {tuple(s.shape)}, expected "
+                                 f"{state_shape}")
+        return states
 
-    def _forward_lengths_on_device(self, x, h0, c0, lengths):
+    def _forward_lengths_on_device(self, x, states, lengths):
         """y of the packed sequence with lengths a Tensor (see the class docstring)."""
         if self.batch_first:
             x = F.transpose(x, 1, 0, 2)                  # (T, B, I)
@@ -157,8 +301,7 @@ class LSTM(Module):
         xp = xp_of(n)
         valid = Tensor((xp.arange(T)[:, None] < n[None, :]).astype(x.dtype)[:, :, None])
         D = 2 if self.bidirectional else 1
-        h0s = F.unstack(h0, 0) if h0 is not None else None
-        c0s = F.unstack(c0, 0) if c0 is not None else None
+        per_layer = [None if s is None else F.unstack(s, 0) for s in states]
         names = iter(self._flat_names)
         layer_in = x
         for layer in range(self.num_layers):
@@ -166,46 +309,44 @@ class LSTM(Module):
             for d in range(D):
                 w = [getattr(self, next(names)) for _ in range(4 if self.bias else 2)]
                 k = layer * D + d
-                h = h0s[k] if h0s is not None else None
-                c = c0s[k] if c0s is not None else None
+                start = [None if s is None else s[k] for s in per_layer]
                 inp = F.reverse_padded(layer_in, n) if d else layer_in
-                y = self._one_direction(inp, h, c, w)
+                y = self._one_direction(inp, start, w)
                 outs.append(F.reverse_padded(y, n) if d else y)
             layer_in = (outs[0] if D == 1 else F.concat(outs, axis=2)) * valid
             if self.training and self.dropout > 0 and layer < self.num_layers - 1:
                 layer_in = F.dropout(layer_in, self.dropout)
         return F.transpose(layer_in, 1, 0, 2) if self.batch_first else layer_in
 
-    def _one_direction(self, x, h, c, w):
+    def _one_direction(self, x, states, w):
         """(T, B, H) outputs of one unidirectional layer over the whole of x (T, B, I), from
-        states h, c (B, H) or zeros; w = W_ih, W_hh[, b_ih, b_hh]. cuDNN's RNN on a device,
-        LSTMCell steps on the CPU."""
+        states (B, H) each or None (zeros); w = W_ih, W_hh[, b_ih, b_hh]. cuDNN's RNN on a
+        device, cell steps on the CPU."""
         if x.device != "cpu":
-            return self._one_direction_cudnn(x, h, c, w)
-        return self._one_direction_cells(x, h, c, w)
+            return self._one_direction_cudnn(x, states, w)
+        return self._one_direction_cells(x, states, w)
 
-    def _one_direction_cudnn(self, x, h, c, w):
-        state = [None if s is None else F.reshape(s, 1, *s.shape) for s in (h, c)]
+    def _one_direction_cudnn(self, x, states, w):
+        state = [None if s is None else F.reshape(s, 1, *s.shape) for s in states]
         rnn = self._descriptor(x.dtype, input_size=x.shape[2], num_layers=1,
                                bidirectional=False)
-        y, _, _ = _rnn.CudnnLSTM.apply(x, *state, *w, rnn=rnn, lengths=None,
-                                       batch_first=False, training=self.training)
-        return y
+        hx, cx = state + [None] * (2 - len(state))
+        return _rnn.CudnnRNN.apply(x, hx, cx, *w, rnn=rnn, lengths=None, batch_first=False,
+                                   training=self.training)[0]
 
-    def _one_direction_cells(self, x, h, c, w):
+    def _one_direction_cells(self, x, states, w):
         zero = _zeros(x, (x.shape[1], self.hidden_size))
-        h = zero if h is None else h
-        c = zero if c is None else c
+        states = [zero if s is None else s for s in states]
         w = w + [None] * (4 - len(w))
         ys = []
         for xt in F.unstack(x, 0):
-            h, c = lstm_cell(xt, h, c, *w)
-            ys.append(h)
+            states = _step(self.mode, xt, states, w)
+            ys.append(states[0])
         return F.stack(ys, 0)
 
     # ---- GPU: cuDNN ---------------------------------------------------------------------------
     def _descriptor(self, dtype, input_size=None, num_layers=None, bidirectional=None):
-        """The cuDNN RNN descriptor of this LSTM (or of one layer / direction of it)."""
+        """The cuDNN RNN descriptor of this layer (or of one layer / direction of it)."""
         from cudnnlite import conv, rnn
         from cudnnlite.enums import MathType, RNNBiasMode, RNNMode
         input_size = self.input_size if input_size is None else input_size
@@ -220,20 +361,21 @@ class LSTM(Module):
             math = MathType.FMA if float32 and not conv.settings.allow_tf32 else MathType.DEFAULT
             drop = rnn.DropoutDescriptor(self.dropout, seed=0) if use_dropout else None
             desc = self._rnn_descs[key] = rnn.RNNDescriptor(
-                RNNMode.LSTM, input_size, self.hidden_size, num_layers,
+                RNNMode[self.mode], input_size, self.hidden_size, num_layers,
                 bidirectional=bidirectional,
                 bias_mode=RNNBiasMode.DOUBLE_BIAS if self.bias else RNNBiasMode.NO_BIAS,
                 dtype=dtype, math_type=math, dropout=drop)
         return desc
 
-    def _forward_cudnn(self, x, h0, c0, lengths):
-        y, hy, cy = _rnn.CudnnLSTM.apply(x, h0, c0, *self.all_weights,
-                                         rnn=self._descriptor(x.dtype), lengths=lengths,
-                                         batch_first=self.batch_first, training=self.training)
-        return y, (hy, cy)
+    def _forward_cudnn(self, x, states, lengths):
+        hx, cx = states + [None] * (2 - len(states))
+        out = _rnn.CudnnRNN.apply(x, hx, cx, *self.all_weights, rnn=self._descriptor(x.dtype),
+                                  lengths=lengths, batch_first=self.batch_first,
+                                  training=self.training)
+        return out[0], out[1:]
 
-    # ---- CPU: the recurrence, one LSTMCell op per step ----------------------------------------
-    def _forward_reference(self, x, h0, c0, lengths):
+    # ---- CPU: the recurrence, one cell op per step --------------------------------------------
+    def _forward_reference(self, x, states, lengths):
         if self.batch_first:
             x = F.transpose(x, 1, 0, 2)                  # (T, B, I)
         T, B = x.shape[0], x.shape[1]
@@ -243,11 +385,10 @@ class LSTM(Module):
             steps = np.arange(T)[:, None] < np.asarray(lengths)[None, :]      # (T, B)
             masks = [(Tensor(to_device(m[:, None].astype(x.dtype), x.device)),
                       Tensor(to_device(1 - m[:, None].astype(x.dtype), x.device))) for m in steps]
-        h0s = F.unstack(h0, 0) if h0 is not None else None
-        c0s = F.unstack(c0, 0) if c0 is not None else None
+        per_layer = [None if s is None else F.unstack(s, 0) for s in states]
         zero = _zeros(x, (B, self.hidden_size))
         layer_in = x
-        h_n, c_n = [], []
+        finals = [[] for _ in states]
         names = iter(self._flat_names)
         for layer in range(self.num_layers):
             xs = F.unstack(layer_in, 0)
@@ -256,31 +397,66 @@ class LSTM(Module):
                 w = [getattr(self, next(names)) for _ in range(4 if self.bias else 2)]
                 w += [None] * (4 - len(w))
                 k = layer * D + d
-                h = h0s[k] if h0s is not None else zero
-                c = c0s[k] if c0s is not None else zero
+                now = [zero if s is None else s[k] for s in per_layer]
                 ys = [None] * T
                 for t in (range(T - 1, -1, -1) if d else range(T)):
-                    h_new, c_new = lstm_cell(xs[t], h, c, *w)
+                    new = _step(self.mode, xs[t], now, w)
                     if masks is None:
-                        h, c, ys[t] = h_new, c_new, h_new
+                        now, ys[t] = new, new[0]
                     else:           # past a sequence's end: keep its state, output zero
                         m, keep = masks[t]
-                        h, c, ys[t] = h_new * m + h * keep, c_new * m + c * keep, h_new * m
+                        now = [a * m + b * keep for a, b in zip(new, now)]
+                        ys[t] = new[0] * m
                 outs.append(F.stack(ys, 0))
-                h_n.append(h)
-                c_n.append(c)
+                for f, s in zip(finals, now):
+                    f.append(s)
             layer_in = outs[0] if D == 1 else F.concat(outs, axis=2)
             if self.training and self.dropout > 0 and layer < self.num_layers - 1:
                 layer_in = F.dropout(layer_in, self.dropout)
         y = F.transpose(layer_in, 1, 0, 2) if self.batch_first else layer_in
-        return y, (F.stack(h_n, 0), F.stack(c_n, 0))
+        return y, tuple(F.stack(f, 0) for f in finals)
 
     def extra_repr(self):
         s = f"{self.input_size}, {self.hidden_size}"
         if self.num_layers != 1:
             s += f", num_layers={self.num_layers}"
-        if self.batch_first:
-            s += ", batch_first=True"
-        if self.bidirectional:
-            s += ", bidirectional=True"
+        if self.bias is not True:
+            s += f", bias={self.bias}"
+        if self.batch_first is not False:
+            s += f", batch_first={self.batch_first}"
+        if self.dropout != 0:
+            s += f", dropout={self.dropout}"
+        if self.bidirectional is not False:
+            s += f", bidirectional={self.bidirectional}"
         return s
+
+
+class LSTM(RNNBase):
+    """torch.nn.LSTM (no proj_size): forward(x, (h0, c0) or None, lengths=None) ->
+    (y, (h_n, c_n)); see RNNBase."""
+
+    def __init__(self, input_size, hidden_size, num_layers=1, bias=True, batch_first=False,
+                 dropout=0.0, bidirectional=False):
+        super().__init__("LSTM", input_size, hidden_size, num_layers, bias, batch_first, dropout,
+                         bidirectional)
+
+
+class GRU(RNNBase):
+    """torch.nn.GRU: forward(x, h0 or None, lengths=None) -> (y, h_n); see RNNBase."""
+
+    def __init__(self, input_size, hidden_size, num_layers=1, bias=True, batch_first=False,
+                 dropout=0.0, bidirectional=False):
+        super().__init__("GRU", input_size, hidden_size, num_layers, bias, batch_first, dropout,
+                         bidirectional)
+
+
+class RNN(RNNBase):
+    """torch.nn.RNN, the Elman RNN: h' = tanh or relu of x W_ih^T + b_ih + h W_hh^T + b_hh.
+    forward(x, h0 or None, lengths=None) -> (y, h_n); see RNNBase. nonlinearity is the fourth
+    positional argument, as torch's."""
+
+    def __init__(self, input_size, hidden_size, num_layers=1, nonlinearity="tanh", bias=True,
+                 batch_first=False, dropout=0.0, bidirectional=False):
+        super().__init__(_nonlinearity_mode("RNN", nonlinearity), input_size, hidden_size,
+                         num_layers, bias, batch_first, dropout, bidirectional)
+        self.nonlinearity = nonlinearity

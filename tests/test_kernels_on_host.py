@@ -687,6 +687,40 @@ def test_lstm_cell_kernels_follow_torch(on_host, dtype):
     _close(dc, tc.grad, dtype, scale=8)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64", "bfloat16"])
+@pytest.mark.parametrize("bias", [True, False])
+def test_gru_cell_kernels_follow_torch(on_host, dtype, bias):
+    B, I, H = 3, 4, 5
+    rng = np.random.default_rng(14)
+    ref = torch.nn.GRUCell(I, H, bias=bias).double()
+    exact = lambda a: a.astype(_dt(dtype)).astype(np.float64)     # noqa: E731 (in the dtype)
+    with torch.no_grad():
+        for p in ref.parameters():
+            p.copy_(torch.tensor(exact(p.numpy())))
+    x, h, gh = (exact(rng.standard_normal(s)) for s in ((B, I), (B, H), (B, H)))
+    tx, th = (torch.tensor(a, requires_grad=True) for a in (x, h))
+    h1 = ref(tx, th)
+    (h1 * torch.tensor(gh)).sum().backward()
+
+    params = [ref.weight_ih, ref.weight_hh, ref.bias_ih, ref.bias_hh]
+    W = [None if p is None else p.detach().numpy() for p in params]
+    cell = ops_rnn.GRUCell()
+    cell.gpu = True
+    hn = cell.forward(*(host(a.astype(_dt(dtype))) for a in (x, h)),
+                      *(None if w is None else host(w.astype(_dt(dtype))) for w in W))
+    _close(hn, h1.detach(), dtype, scale=4)
+    cell.needs_input_grad = (True, True, True, True, bias, bias)
+    grads = cell.backward(host(gh.astype(_dt(dtype))))
+    _close(grads[0], tx.grad, dtype, scale=8)
+    _close(grads[1], th.grad, dtype, scale=8)
+    for g, p in zip(grads[2:], params):     # the Deferred weight / bias gradients: a.T @ b or
+        assert (g is None) == (p is None)   # a's column sums, summed here in float64
+        if p is not None:
+            a = np.asarray(g.a, np.float64)
+            _close(a.sum(0) if g.b is None else a.T @ np.asarray(g.b, np.float64), p.grad, dtype,
+                   scale=8)
+
+
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 def test_ops_gpu_branches_softmax_and_leaky_relu_through_autograd(on_host, dtype):
     """The functional ops dispatch to their GPU branch for these arrays (kernels on the host)."""

@@ -1,5 +1,5 @@
-"""LSTM / LSTMCell against torch.nn.LSTM / LSTMCell (packed variable lengths included), gradient
-checks of the cell op, and the RNN descriptors (which need no GPU)."""
+"""LSTM, GRU, RNN and their cells against torch.nn's (packed variable lengths included), gradient
+checks of the cell ops, and the RNN descriptors (which need no GPU)."""
 import numpy as np
 import pytest
 import torch
@@ -20,27 +20,44 @@ CONFIGS = [  # (bidirectional, num_layers, batch_first, lengths or None, with in
 ]
 
 
-def torch_lstm_run(t, x, lengths, hx, batch_first):
-    """torch's LSTM on a padded batch, through pack_padded_sequence when lengths are given."""
+KINDS = {  # kind -> torch's module, ours, their extra arguments
+    "LSTM": (torch.nn.LSTM, L.nn.LSTM, {}), "GRU": (torch.nn.GRU, L.nn.GRU, {}),
+    "RNN_TANH": (torch.nn.RNN, L.nn.RNN, {"nonlinearity": "tanh"}),
+    "RNN_RELU": (torch.nn.RNN, L.nn.RNN, {"nonlinearity": "relu"})}
+
+
+def torch_rnn_run(t, x, lengths, hx, batch_first):
+    """torch's RNN on a padded batch, through pack_padded_sequence when lengths are given."""
     if lengths is None:
         return t(x, hx)
     T = x.shape[1] if batch_first else x.shape[0]
     packed = torch.nn.utils.rnn.pack_padded_sequence(x, torch.tensor(lengths),
                                                      batch_first=batch_first, enforce_sorted=False)
-    out, (h, c) = t(packed, hx)
+    out, finals = t(packed, hx)
     out, _ = torch.nn.utils.rnn.pad_packed_sequence(out, batch_first=batch_first, total_length=T)
-    return out, (h, c)
+    return out, finals
 
 
-def make_pair(bi, layers, batch_first, I=6, H=7, device="cpu"):
+def make_pair(bi, layers, batch_first, I=6, H=7, device="cpu", kind="LSTM"):
+    theirs, ours, kw = KINDS[kind]
     torch.manual_seed(0)
-    t = torch.nn.LSTM(I, H, layers, batch_first=batch_first, bidirectional=bi)
-    m = L.nn.LSTM(I, H, layers, batch_first=batch_first, bidirectional=bi)
-    assert list(m.state_dict()) == list(t.state_dict())
+    t = theirs(I, H, layers, batch_first=batch_first, bidirectional=bi, **kw)
+    m = ours(I, H, layers, batch_first=batch_first, bidirectional=bi, **kw)
+    assert list(m.state_dict()) == list(t.state_dict()) and repr(m) == repr(t)
     m.load_state_dict({k: v.detach().numpy() for k, v in t.state_dict().items()})
     if device != "cpu":
         t.to(f"cuda:{device}"), m.to(device)
     return m, t
+
+
+def _states(m, values, device, make):
+    """hx as the module takes it: (h0, c0) for an LSTM, h0 otherwise."""
+    states = tuple(make(v) for v in values[:2 if m.mode == "LSTM" else 1])
+    return states if m.mode == "LSTM" else states[0]
+
+
+def _finals(m, finals):
+    return list(finals) if m.mode == "LSTM" else [finals]
 
 
 def run_pair(m, t, bi, layers, batch_first, lengths, with_state, device="cpu", T=5, B=3, I=6,
@@ -53,49 +70,62 @@ def run_pair(m, t, bi, layers, batch_first, lengths, with_state, device="cpu", T
     c0 = rng.standard_normal((layers * D, B, H)).astype(np.float32)
     tdev = "cpu" if device == "cpu" else f"cuda:{device}"
     xt = torch.tensor(x, device=tdev, requires_grad=True)
-    tstate = (torch.tensor(h0, device=tdev, requires_grad=True),
-              torch.tensor(c0, device=tdev, requires_grad=True)) if with_state else None
-    out, (h, c) = torch_lstm_run(t, xt, lengths, tstate, batch_first)
+    tstate = _states(m, (h0, c0), device, lambda v: torch.tensor(v, device=tdev,
+                                                                 requires_grad=True))
+    out, finals = torch_rnn_run(t, xt, lengths, tstate if with_state else None, batch_first)
     xs = L.tensor(x, device=device, requires_grad=True)
-    state = (L.tensor(h0, device=device, requires_grad=True),
-             L.tensor(c0, device=device, requires_grad=True)) if with_state else None
-    y, (hn, cn) = m(xs, state, lengths=lengths)
-    w = [rng.standard_normal(a.shape).astype(np.float32) for a in (y, hn, cn)]
-    sum(((a * torch.tensor(b, device=tdev)).sum() for a, b in zip((out, h, c), w))).backward()
+    state = _states(m, (h0, c0), device, lambda v: L.tensor(v, device=device,
+                                                            requires_grad=True))
+    y, ours = m(xs, state if with_state else None, lengths=lengths)
+    theirs, ours = [out] + _finals(m, finals), [y] + _finals(m, ours)
+    w = [rng.standard_normal(a.shape).astype(np.float32) for a in ours]
+    sum(((a * torch.tensor(b, device=tdev)).sum() for a, b in zip(theirs, w))).backward()
     loss = None
-    for a, b in zip((y, hn, cn), w):
+    for a, b in zip(ours, w):
         term = (a * L.tensor(b, device=device)).sum()
         loss = term if loss is None else loss + term
     loss.backward()
-    checks = [(y, out), (hn, h), (cn, c), (xs.grad, xt.grad)]
+    checks = list(zip(ours, theirs)) + [(xs.grad, xt.grad)]
     if with_state:
-        checks += [(state[0].grad, tstate[0].grad), (state[1].grad, tstate[1].grad)]
+        checks += [(a.grad, b.grad) for a, b in zip(_finals(m, state), _finals(m, tstate))]
     checks += [(p.grad, q.grad) for p, q in zip(m.parameters(), t.parameters())]
     return [(a.numpy(), b.detach().cpu().numpy()) for a, b in checks]
 
 
+@pytest.mark.parametrize("kind", list(KINDS))
 @pytest.mark.parametrize("bi,layers,batch_first,lengths,with_state", CONFIGS)
-def test_lstm_matches_torch_on_cpu(bi, layers, batch_first, lengths, with_state):
-    m, t = make_pair(bi, layers, batch_first)
-    for ours, theirs in run_pair(m, t, bi, layers, batch_first, lengths, with_state):
-        assert rel_err(ours, theirs) < TOL
+def test_rnn_matches_torch_on_cpu(kind, bi, layers, batch_first, lengths, with_state):
+    m, t = make_pair(bi, layers, batch_first, kind=kind)
+    for i, (ours, theirs) in enumerate(run_pair(m, t, bi, layers, batch_first, lengths,
+                                                with_state)):
+        assert rel_err(ours, theirs) < TOL, i
 
 
-def test_lstm_cell_matches_torch():
+CELLS = {"LSTMCell": {}, "GRUCell": {}, "RNNCell": {"nonlinearity": "tanh"},
+         "RNNCell-relu": {"nonlinearity": "relu"}, "GRUCell-nobias": {"bias": False}}
+
+
+@pytest.mark.parametrize("name", list(CELLS))
+def test_cells_match_torch(name):
+    cls, kw = name.split("-")[0], CELLS[name]
+    lstm = cls == "LSTMCell"
     torch.manual_seed(0)
-    t, m = torch.nn.LSTMCell(5, 4), L.nn.LSTMCell(5, 4)
+    t, m = getattr(torch.nn, cls)(5, 4, **kw), getattr(L.nn, cls)(5, 4, **kw)
+    assert list(m.state_dict()) == list(t.state_dict()) and repr(m) == repr(t)
     m.load_state_dict({k: v.detach().numpy() for k, v in t.state_dict().items()})
     rng = np.random.default_rng(0)
     x, h, c = (rng.standard_normal(s).astype(np.float32) for s in ((3, 5), (3, 4), (3, 4)))
-    tx, th, tc = (torch.tensor(a, requires_grad=True) for a in (x, h, c))
-    ox, oh, oc = (L.Tensor(a, requires_grad=True) for a in (x, h, c))
-    h1, c1 = t(tx, (th, tc))
-    g1, d1 = m(ox, (oh, oc))
-    (h1.sum() * 2 + (c1 * c1).sum()).backward()
-    (g1.sum() * 2 + (d1 * d1).sum()).backward()
-    for a, b in [(g1, h1), (d1, c1), (ox.grad, tx.grad), (oh.grad, th.grad), (oc.grad, tc.grad)] \
-            + [(p.grad, q.grad) for p, q in zip(m.parameters(), t.parameters())]:
-        assert rel_err(a.numpy(), b.detach().numpy()) < TOL
+    theirs = [torch.tensor(a, requires_grad=True) for a in ((x, h, c) if lstm else (x, h))]
+    ours = [L.Tensor(a, requires_grad=True) for a in ((x, h, c) if lstm else (x, h))]
+    results = []
+    for mod, ins in ((t, theirs), (m, ours)):
+        out = mod(ins[0], tuple(ins[1:])) if lstm else (mod(ins[0], ins[1]),)
+        (out[0].sum() * 2 + (out[-1] * out[-1]).sum()).backward()
+        zero_state = mod(ins[0])                         # no state: zeros
+        results.append([*out, zero_state[0] if lstm else zero_state]
+                       + [a.grad for a in ins] + [p.grad for p in mod.parameters()])
+    for i, (a, b) in enumerate(zip(*results)):
+        assert rel_err(b.numpy(), a.detach().numpy()) < TOL, i
 
 
 def test_lstm_cell_backward_central_differences():
@@ -104,6 +134,14 @@ def test_lstm_cell_backward_central_differences():
     arrays = [rng.standard_normal(s) for s in ((B, I), (B, H), (B, H), (4 * H, I), (4 * H, H),
                                                 (4 * H,), (4 * H,))]
     check_backward(lambda *a: L.rnn.lstm_cell(*a), *arrays)
+
+
+def test_gru_cell_backward_central_differences():
+    rng = np.random.default_rng(2)
+    B, I, H = 3, 4, 5
+    arrays = [rng.standard_normal(s) for s in ((B, I), (B, H), (3 * H, I), (3 * H, H),
+                                                (3 * H,), (3 * H,))]
+    check_backward(lambda *a: L.rnn.gru_cell(*a), *arrays)
 
 
 def test_lstm_backward_central_differences_variable_lengths():
@@ -127,6 +165,46 @@ def test_lstm_misuse():
     with pytest.raises(ValueError, match=r"h0 has shape \(2, 2, 4\), expected \(1, 2, 4\)"):
         z = L.Tensor(np.zeros((2, 2, 4), np.float32))
         m(L.Tensor(np.zeros((4, 2, 3), np.float32)), (z, z))
+
+
+def test_gru_and_rnn_misuse():
+    x = L.Tensor(np.zeros((4, 2, 3), np.float32))
+    h0 = L.Tensor(np.zeros((1, 2, 5), np.float32))
+    for m in (L.nn.GRU(3, 5), L.nn.RNN(3, 5)):
+        with pytest.raises(TypeError, match=r"hx must be a Tensor h0 \(only an LSTM"):
+            m(x, (h0, h0))
+        with pytest.raises(ValueError, match=r"h0 has shape \(2, 2, 5\), expected \(1, 2, 5\)"):
+            m(x, L.Tensor(np.zeros((2, 2, 5), np.float32)))
+    with pytest.raises(TypeError, match=r"LSTM: hx must be a tuple \(h0, c0\)"):
+        L.nn.LSTM(3, 5)(x, h0)
+    with pytest.raises(ValueError, match="RNN: unknown nonlinearity 'sigmoid'"):
+        L.nn.RNN(3, 5, 1, "sigmoid")
+    with pytest.raises(ValueError, match="RNNCell: unknown nonlinearity 'gelu'"):
+        L.nn.RNNCell(3, 5, nonlinearity="gelu")
+    assert L.nn.RNN(3, 5, 2, "relu").mode == "RNN_RELU"       # torch's fourth positional
+    with pytest.raises(ValueError, match=r"GRU: dropout should be a number in range \[0, 1\]"):
+        L.nn.GRU(3, 5, 2, dropout=1.5)
+    with pytest.warns(UserWarning, match="non-zero dropout expects num_layers greater than 1"):
+        L.nn.GRU(3, 5, dropout=0.5)
+    with pytest.raises(ValueError, match="num_layers must be greater than zero, got 0"):
+        L.nn.LSTM(3, 5, 0)
+    with pytest.raises(TypeError, match="hidden_size should be of type int, got: float"):
+        L.nn.GRU(3, 5.0)
+    with pytest.raises(ValueError, match=r"GRUCell: hx has shape \(2, 4\), expected \(2, 5\)"):
+        L.nn.GRUCell(3, 5)(L.Tensor(np.zeros((2, 3), np.float32)),
+                           L.Tensor(np.zeros((2, 4), np.float32)))
+    with pytest.raises(TypeError, match=r"LSTMCell: hx must be a tuple \(h, c\)"):
+        L.nn.LSTMCell(3, 5)(L.Tensor(np.zeros((2, 3), np.float32)),
+                            L.Tensor(np.zeros((2, 5), np.float32)))
+
+
+def test_cudnn_refuses_a_cell_state_for_a_gru():
+    """Only an LSTM has a cell state: cuDNN would ignore one given to a GRU (checked before any
+    GPU call, so no GPU needed)."""
+    d = crnn.RNNDescriptor(cl.RNNMode.GRU, 3, 5)
+    x, h = np.zeros((4, 2, 3), np.float32), np.zeros((1, 2, 5), np.float32)
+    with pytest.raises(cl.BadParam, match="cx: only an LSTM has a cell state, this RNN is GRU"):
+        crnn.forward(d, x, np.zeros(10, np.float32), h, h)
 
 
 # ---- descriptors (no GPU needed) ------------------------------------------------------------
@@ -160,10 +238,10 @@ def test_rnn_bad_setups_name_the_function():
 
 
 def run_device_lengths(bi, layers, batch_first, lengths, with_state, device="cpu", dtype=np.float32,
-                       T=5, B=3, I=6, H=7):
+                       T=5, B=3, I=6, H=7, kind="LSTM"):
     """y and every gradient of a loss on y, with lengths as a Tensor (nothing read back), against
     torch's packed sequence."""
-    m, t = make_pair(bi, layers, batch_first, I, H)
+    m, t = make_pair(bi, layers, batch_first, I, H, kind=kind)
     if device != "cpu":
         t.to(f"cuda:{device}"), m.to(device)
     tdtype = torch.float64 if dtype == np.float64 else torch.float32
@@ -176,18 +254,18 @@ def run_device_lengths(bi, layers, batch_first, lengths, with_state, device="cpu
     w = rng.standard_normal((B, T, D * H) if batch_first else (T, B, D * H)).astype(dtype)
     tdev = "cpu" if device == "cpu" else f"cuda:{device}"
     xt = torch.tensor(x, device=tdev, requires_grad=True)
-    ts = tuple(torch.tensor(s, device=tdev, requires_grad=True) for s in (h0, c0))
-    out, _ = torch_lstm_run(t, xt, lengths, ts if with_state else None, batch_first)
+    ts = _states(m, (h0, c0), device, lambda v: torch.tensor(v, device=tdev, requires_grad=True))
+    out, _ = torch_rnn_run(t, xt, lengths, ts if with_state else None, batch_first)
     (out * torch.tensor(w, device=tdev)).sum().backward()
     xs = L.tensor(x, device=device, requires_grad=True)
-    ss = tuple(L.tensor(s, device=device, requires_grad=True) for s in (h0, c0))
+    ss = _states(m, (h0, c0), device, lambda v: L.tensor(v, device=device, requires_grad=True))
     y, states = m(xs, ss if with_state else None,
                   lengths=L.tensor(np.array(lengths, np.int64), device=device))
     assert states is None
     (y * L.tensor(w, device=device)).sum().backward()
     checks = [(y, out), (xs.grad, xt.grad)]
     if with_state:
-        checks += [(a.grad, b.grad) for a, b in zip(ss, ts)]
+        checks += [(a.grad, b.grad) for a, b in zip(_finals(m, ss), _finals(m, ts))]
     checks += [(p.grad, q.grad) for p, q in zip(m.parameters(), t.parameters())]
     return [(a.numpy(), b.detach().cpu().numpy()) for a, b in checks]
 
@@ -196,21 +274,25 @@ DEVICE_LENGTH_CONFIGS = [(True, 1, True, [5, 2, 4], False), (True, 2, False, [3,
                          (False, 2, True, [1, 5, 5], True)]
 
 
+@pytest.mark.parametrize("kind", list(KINDS))
 @pytest.mark.parametrize("bi,layers,batch_first,lengths,with_state", DEVICE_LENGTH_CONFIGS)
-def test_tensor_lengths_give_the_packed_sequence_output_and_gradients(bi, layers, batch_first,
-                                                                      lengths, with_state):
+def test_tensor_lengths_give_the_packed_sequence_output_and_gradients(kind, bi, layers,
+                                                                      batch_first, lengths,
+                                                                      with_state):
     for i, (ours, theirs) in enumerate(run_device_lengths(bi, layers, batch_first, lengths,
-                                                          with_state, dtype=np.float64)):
+                                                          with_state, dtype=np.float64,
+                                                          kind=kind)):
         assert rel_err(ours, theirs) < 1e-12, i
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("kind", list(KINDS))
 @pytest.mark.parametrize("bi,layers,batch_first,lengths,with_state", DEVICE_LENGTH_CONFIGS)
-def test_tensor_lengths_on_the_gpu_give_the_packed_sequence(bi, layers, batch_first, lengths,
-                                                           with_state):
+def test_tensor_lengths_on_the_gpu_give_the_packed_sequence(kind, bi, layers, batch_first,
+                                                           lengths, with_state):
     for i, (ours, theirs) in enumerate(run_device_lengths(bi, layers, batch_first, lengths,
                                                           with_state, device=0,
-                                                          dtype=np.float64)):
+                                                          dtype=np.float64, kind=kind)):
         assert rel_err(ours, theirs) < 1e-10, i
 
 

@@ -1,5 +1,6 @@
-"""The cuDNN LSTM against the NumPy path and against torch CUDA; the fused LSTMCell kernels;
-where cuDNN's weight space puts each parameter, against PyTorch's own flattened weights."""
+"""The cuDNN LSTM, GRU and RNN against the NumPy path and against torch CUDA; the fused LSTMCell
+and GRUCell kernels; where cuDNN's weight space puts each parameter, against PyTorch's own
+flattened weights."""
 import numpy as np
 import pytest
 import torch
@@ -9,7 +10,7 @@ import layers as L
 from cudnnlite import conv
 from cudnnlite import rnn as crnn
 from reference import rel_err
-from test_lstm import CONFIGS, make_pair, run_pair
+from test_lstm import CONFIGS, KINDS, make_pair, run_pair
 
 pytestmark = pytest.mark.gpu
 TOL = 1e-5
@@ -23,50 +24,59 @@ def _fp32():
     torch.backends.cudnn.allow_tf32 = True
 
 
+@pytest.mark.parametrize("kind", list(KINDS))
 @pytest.mark.parametrize("bi,layers,batch_first,lengths,with_state", CONFIGS)
-def test_cudnn_lstm_matches_torch_cuda(bi, layers, batch_first, lengths, with_state):
-    m, t = make_pair(bi, layers, batch_first, device=0)
-    for ours, theirs in run_pair(m, t, bi, layers, batch_first, lengths, with_state, device=0):
-        assert rel_err(ours, theirs) < TOL
+def test_cudnn_rnn_matches_torch_cuda(kind, bi, layers, batch_first, lengths, with_state):
+    m, t = make_pair(bi, layers, batch_first, device=0, kind=kind)
+    for i, (ours, theirs) in enumerate(run_pair(m, t, bi, layers, batch_first, lengths,
+                                                with_state, device=0)):
+        assert rel_err(ours, theirs) < TOL, i
 
 
+@pytest.mark.parametrize("kind", list(KINDS))
 @pytest.mark.parametrize("bi,layers,batch_first,lengths,with_state", CONFIGS)
-def test_cudnn_lstm_matches_numpy_path(bi, layers, batch_first, lengths, with_state):
-    m_cpu, t = make_pair(bi, layers, batch_first)
-    m_gpu, t_gpu = make_pair(bi, layers, batch_first, device=0)
+def test_cudnn_rnn_matches_numpy_path(kind, bi, layers, batch_first, lengths, with_state):
+    m_cpu, t = make_pair(bi, layers, batch_first, kind=kind)
+    m_gpu, t_gpu = make_pair(bi, layers, batch_first, device=0, kind=kind)
     cpu = run_pair(m_cpu, t, bi, layers, batch_first, lengths, with_state)
     gpu = run_pair(m_gpu, t_gpu, bi, layers, batch_first, lengths, with_state, device=0)
-    for (a, _), (b, _) in zip(gpu, cpu):
-        assert rel_err(a, b) < TOL
+    for i, ((a, _), (b, _)) in enumerate(zip(gpu, cpu)):
+        assert rel_err(a, b) < TOL, i
 
 
-def test_lstm_cell_gpu_matches_numpy():
+@pytest.mark.parametrize("make", [lambda: L.nn.LSTMCell(6, 5), lambda: L.nn.GRUCell(6, 5),
+                                  lambda: L.nn.RNNCell(6, 5, nonlinearity="relu")])
+def test_cells_gpu_match_numpy(make):
     L.manual_seed(0)
-    cell = L.nn.LSTMCell(6, 5)
+    cell = make()
+    lstm = isinstance(cell, L.nn.LSTMCell)
     rng = np.random.default_rng(0)
     x, h, c = (rng.standard_normal(s).astype(np.float32) for s in ((4, 6), (4, 5), (4, 5)))
     results = []
     for device in ("cpu", 0):
         cell.to(device).zero_grad()
-        ts = [L.tensor(a, device=device, requires_grad=True) for a in (x, h, c)]
-        h1, c1 = cell(ts[0], (ts[1], ts[2]))
-        (h1 * 3.0 + c1 * c1).sum().backward()
-        results.append([h1.numpy(), c1.numpy()] + [t.grad.numpy() for t in ts]
+        ts = [L.tensor(a, device=device, requires_grad=True) for a in ((x, h, c) if lstm
+                                                                        else (x, h))]
+        outs = cell(ts[0], tuple(ts[1:])) if lstm else (cell(ts[0], ts[1]),)
+        (outs[0] * 3.0 + outs[-1] * outs[-1]).sum().backward()
+        results.append([o.numpy() for o in outs] + [t.grad.numpy() for t in ts]
                        + [p.grad.numpy() for p in cell.parameters()])
     for a, b in zip(*results):
         assert rel_err(b, a) < TOL
 
 
-def test_weight_space_layout_is_where_pytorch_puts_its_parameters():
+@pytest.mark.parametrize("kind", list(KINDS))
+def test_weight_space_layout_is_where_pytorch_puts_its_parameters(kind):
+    theirs_cls, _, kw = KINDS[kind]
     for bi, layers in ((False, 1), (True, 2)):
-        t = torch.nn.LSTM(6, 8, layers, bidirectional=bi).to("cuda:0")
+        t = theirs_cls(6, 8, layers, bidirectional=bi, **kw).to("cuda:0")
         t.flatten_parameters()
         base = t._flat_weights[0].data_ptr()
         theirs = {name: (p.data_ptr() - base) // 4 for name, p in
                   zip(t._flat_weights_names, t._flat_weights)}
-        desc = crnn.RNNDescriptor(cl.RNNMode.LSTM, 6, 8, layers, bidirectional=bi)
+        desc = crnn.RNNDescriptor(cl.RNNMode[kind], 6, 8, layers, bidirectional=bi)
         ours = {}
-        for p, entries in enumerate(crnn.lstm_weight_layout(desc)):
+        for p, entries in enumerate(crnn.weight_layout(desc)):
             sfx = f"_l{p // (2 if bi else 1)}" + ("_reverse" if bi and p % 2 else "")
             for name, (start, shape) in entries.items():
                 ours[name + sfx] = start

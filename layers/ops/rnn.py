@@ -1,10 +1,17 @@
-"""LSTM ops. `LSTMCell`: one step, gates = x W_ih^T + b_ih + h W_hh^T + b_hh (two cuBLASLt /
-NumPy products, the biases folded into them) and one fused elementwise kernel each way on the
-GPU. `CudnnLSTM`: a whole (multi-layer, bidirectional, variable-length) LSTM as cuDNN's RNN
-forward / backward.
+"""Recurrent ops. `LSTMCell` and `GRUCell`: one step, two cuBLASLt / NumPy products (the biases
+folded into them) and one fused elementwise kernel each way on the GPU. `CudnnRNN`: a whole
+(multi-layer, bidirectional, variable-length) LSTM, GRU or Elman RNN as cuDNN's RNN forward /
+backward. (The Elman cell, tanh / relu of two Linear products, is composed of other ops in
+layers.rnn.)
 
-Gate order in the 4H rows: i, f, g, o (PyTorch's and cuDNN's).
+LSTM, gate order in the 4H rows: i, f, g, o (PyTorch's and cuDNN's).
+    gates = x W_ih^T + b_ih + h W_hh^T + b_hh
     c' = f * c + i * g,   h' = o * tanh(c')
+GRU, gate order in the 3H rows: r, z, n (PyTorch's and cuDNN's). The input's and the state's
+products stay apart, as r multiplies the state's part of n, its bias included:
+    a = x W_ih^T + b_ih,   s = h W_hh^T + b_hh
+    r = sigmoid(a_r + s_r),  z = sigmoid(a_z + s_z),  n = tanh(a_n + r * s_n)
+    h' = (h - n) * z + n     (= (1 - z) * n + z * h)
 """
 import numpy as np
 
@@ -40,6 +47,29 @@ _CELL_BWD = r"""
     dA[row + 2 * H + j] = (T)(dct * gi * (1 - gg * gg));
     dA[row + 3 * H + j] = (T)(h_ * t * go * (1 - go));
     dc_prev = (T)(dct * gf);
+"""
+
+# GRU: G (B, 4H) keeps r, z, n and s_n (the state's part of n, bias included) for backward
+_GRU_FWD = r"""
+    const long long b = i / H, j = i % H, row = b * 3 * H, g = b * 4 * H;
+    F sn = (F)S[row + 2 * H + j];
+    F r = 1 / (1 + exp(-((F)S[row + j] + (F)A[row + j])));
+    F z = 1 / (1 + exp(-((F)S[row + H + j] + (F)A[row + H + j])));
+    F n = tanh((F)A[row + 2 * H + j] + sn * r);
+    h_new = (T)(((F)h - n) * z + n);
+    G[g + j] = (T)r; G[g + H + j] = (T)z; G[g + 2 * H + j] = (T)n; G[g + 3 * H + j] = (T)sn;
+"""
+
+_GRU_BWD = r"""
+    const long long b = i / H, j = i % H, row = b * 3 * H, g = b * 4 * H;
+    F r = (F)G[g + j], z = (F)G[g + H + j], n = (F)G[g + 2 * H + j], sn = (F)G[g + 3 * H + j],
+      d = (F)dh;
+    F dn = d * (1 - z) * (1 - n * n);
+    F dr = dn * sn * (1 - r) * r;
+    F dz = d * ((F)h - n) * (1 - z) * z;
+    dA[row + j] = (T)dr; dA[row + H + j] = (T)dz; dA[row + 2 * H + j] = (T)dn;
+    dS[row + j] = (T)dr; dS[row + H + j] = (T)dz; dS[row + 2 * H + j] = (T)(dn * r);
+    dh_prev = (T)(d * z);
 """
 
 
@@ -113,16 +143,63 @@ class LSTMCell(Function):
                 Deferred(dA) if need[6] else None)
 
 
-class CudnnLSTM(Function):
-    """The whole LSTM in cuDNN. Params: rnn (cudnnlite.rnn.RNNDescriptor), lengths (host ints or
-    None), batch_first, training. Inputs: x, hx, cx (None: zeros), then for every pseudo-layer
-    (layer * D + direction) its weight_ih, weight_hh[, bias_ih, bias_hh]. Outputs: y, hy, cy."""
-    n_outputs = 3
+class GRUCell(Function):
+    """inputs x (B, I), h (B, H), W_ih (3H, I), W_hh (3H, H), b_ih, b_hh (3H,) or None; output h'.
+    Formulas and the order of the products' sums as torch's GRU cell (the module docstring)."""
+
+    def forward(self, x, h, W_ih, W_hh, b_ih=None, b_hh=None):
+        A, S = mm(x, W_ih.T, b_ih), mm(h, W_hh.T, b_hh)
+        H = h.shape[1]
+        if self.gpu:
+            cp = cupy()
+            G = cp.empty((h.shape[0], 4 * H), dtype=A.dtype)
+            h_new, _ = _kernel("gru_cell_fwd", "raw T A, raw T S, T h, int64 H",
+                               "T h_new, raw T G", _GRU_FWD, A.dtype)(
+                A, S, h, np.int64(H), cp.empty_like(h), G)
+        else:
+            r = _sigmoid(S[:, :H] + A[:, :H])
+            z = _sigmoid(S[:, H:2 * H] + A[:, H:2 * H])
+            sn = S[:, 2 * H:]
+            n = np.tanh(A[:, 2 * H:] + sn * r)
+            h_new = (h - n) * z + n
+            G = np.concatenate([r, z, n, sn], axis=1)
+        self.saved = x, h, W_ih, W_hh, G
+        return h_new
+
+    def backward(self, dh):
+        x, h, W_ih, W_hh, G = self.saved
+        H = h.shape[1]
+        if self.gpu:
+            xp = self.xp
+            dA, dS = xp.empty((h.shape[0], 3 * H), G.dtype), xp.empty((h.shape[0], 3 * H), G.dtype)
+            _, _, dh_prev = _kernel("gru_cell_bwd", "raw T G, T h, T dh, int64 H",
+                                    "raw T dA, raw T dS, T dh_prev", _GRU_BWD, G.dtype)(
+                G, h, dh, np.int64(H), dA, dS, xp.empty_like(h))
+        else:
+            r, z, n, sn = (G[:, k * H:(k + 1) * H] for k in range(4))
+            dn = dh * (1 - z) * (1 - n * n)
+            dr = dn * sn * (1 - r) * r
+            dz = dh * (h - n) * (1 - z) * z
+            dA = np.concatenate([dr, dz, dn], axis=1)
+            dS = np.concatenate([dr, dz, dn * r], axis=1)
+            dh_prev = dh * z
+        need = self.needs_input_grad              # always 6 inputs; absent biases are None
+        return (mm(dA, W_ih) if need[0] else None,
+                mm(dS, W_hh, out=dh_prev) if need[1] else None,
+                Deferred(dA, x) if need[2] else None, Deferred(dS, h) if need[3] else None,
+                Deferred(dA) if need[4] else None, Deferred(dS) if need[5] else None)
+
+
+class CudnnRNN(Function):
+    """A whole LSTM, GRU or Elman RNN in cuDNN. Params: rnn (cudnnlite.rnn.RNNDescriptor, whose
+    mode says which), lengths (host ints or None), batch_first, training. Inputs: x, hx, cx
+    (None: zeros; cx None for all but an LSTM), then for every pseudo-layer (layer * D +
+    direction) its weight_ih, weight_hh[, bias_ih, bias_hh]. Outputs: y, hy, and cy for an LSTM."""
 
     def forward_gpu(self, x, hx, cx, *weights):
         from cudnnlite import rnn as crnn
         cp = cupy()
-        layout = crnn.lstm_weight_layout(self.rnn)
+        layout = crnn.weight_layout(self.rnn)
         names = ("weight_ih", "weight_hh", "bias_ih", "bias_hh")[:len(weights) // len(layout)]
         space = cp.empty(crnn.weight_space_size(self.rnn) // x.itemsize, dtype=x.dtype)
         self.slots = []
@@ -138,9 +215,9 @@ class CudnnLSTM(Function):
         y, hy, cy, self.saved = crnn.forward(self.rnn, x, space, hx, cx, self.lengths,
                                              training=self.training or needs_grad,
                                              batch_first=self.batch_first)
-        return y, hy, cy
+        return (y, hy) if cy is None else (y, hy, cy)
 
-    def backward(self, gy, ghy, gcy):
+    def backward(self, gy, ghy, gcy=None):
         from cudnnlite import rnn as crnn
         # backward reads the very arrays the forward handed to cuDNN (packed copies of strided
         # inputs included): cudnnlite keeps them in its `saved` record
