@@ -7,6 +7,7 @@ from .functional import pair as _pair
 from . import init
 from .module import (Module, ModuleDict, ModuleList, Parameter,  # noqa: F401
                      ParameterDict, ParameterList, Sequential)
+from . import rnn_utils
 from .rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNCell  # noqa: F401  (re-exported)
 from .tensor import Tensor
 
@@ -714,7 +715,9 @@ __all__ = ["Module", "Parameter", "Sequential", "ModuleList", "ModuleDict", "Par
 
 class _Utils:
     """torch.nn.utils' spelling of what layers.optim has: nn.utils.clip_grad_norm_ and
-    clip_grad_value_."""
+    clip_grad_value_; nn.utils.rnn (layers.rnn_utils: packing padded sequences)."""
+
+    rnn = rnn_utils
 
     @staticmethod
     def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=False,

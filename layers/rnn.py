@@ -19,6 +19,7 @@ from . import init
 from .backend import cupy, is_gpu, to_device, xp_of
 from .module import Module, Parameter
 from .ops import rnn as _rnn
+from .rnn_utils import PackedSequence
 from .tensor import Tensor
 
 NONLINEARITIES = ("tanh", "relu")
@@ -169,7 +170,8 @@ class RNNBase(Module):
     """The stacked recurrent layers (torch.nn.RNNBase, no proj_size):
     forward(x, hx=None, lengths=None) -> (y, h_n), an LSTM's (y, (h_n, c_n)).
     x (T, B, I), or (B, T, I) with batch_first; lengths: one int per batch item (a packed
-    sequence's lengths), y zero past them. States (num_layers * D, B, H).
+    sequence's lengths), y zero past them; or x a PackedSequence (nn.utils.rnn), y then one
+    too. States (num_layers * D, B, H).
 
     lengths as host ints (a list, a NumPy array) run cuDNN's variable-length RNN, which takes
     them on the host. lengths as a Tensor stay where they are, nothing is read back (so a
@@ -234,6 +236,14 @@ class RNNBase(Module):
 
     def forward(self, x, hx=None, lengths=None):
         kind = type(self).__name__
+        if isinstance(x, PackedSequence):        # (nn.utils.rnn.pack_padded_sequence's)
+            if lengths is not None:
+                raise TypeError(f"{kind}: a PackedSequence carries its own lengths; got "
+                                f"lengths= as well")
+            padded = x.padded if x.batch_first == self.batch_first else \
+                F.transpose(x.padded, 1, 0, *range(2, x.padded.ndim))
+            y, finals = self.forward(padded, hx, x.lengths)
+            return PackedSequence.of(y, x.lengths, self.batch_first, x.sorted_indices), finals
         T_axis, B_axis = (1, 0) if self.batch_first else (0, 1)
         if x.ndim != 3 or x.shape[2] != self.input_size:
             raise ValueError(f"{kind}: expected input (T, B, {self.input_size}) "
