@@ -39,13 +39,17 @@ class LRScheduler:
                                f"{last_epoch}), as torch requires")
         self.base_lrs = [group["initial_lr"] for group in optimizer.param_groups]
         self.last_epoch = last_epoch
+        self._initial_step()
+        self._made_after = getattr(optimizer, "loads", None)     # (not state: see load)
+
+    def _initial_step(self):
+        """The constructor's step (SequentialLR's too, for the schedule it starts with)."""
         self._step_count = 0
         self._is_initial = True           # the constructor's step keeps the groups' lrs
         try:
             self.step()
         finally:
             self._is_initial = False
-        self._made_after = getattr(optimizer, "loads", None)     # (not state: see load)
 
     def get_lr(self):
         """Each group's lr for step `last_epoch`, from the groups' current lrs."""
@@ -58,12 +62,17 @@ class LRScheduler:
         """One step on; `step(epoch)` (deprecated in torch, as here) jumps to `epoch` by the
         closed form where the schedule has one."""
         self._step_count += 1
+        if epoch is not None:
+            warnings.warn(f"{type(self).__name__}.step(epoch) is deprecated, as in torch: call "
+                          f"step() once an epoch", UserWarning, stacklevel=2)
+        self._update_lr(epoch)
+
+    def _update_lr(self, epoch=None):
+        """The groups' lrs one step on, or at `epoch` (SequentialLR restarts a schedule at 0)."""
         if epoch is None:
             self.last_epoch += 1
             values = self.get_lr()
         else:
-            warnings.warn(f"{type(self).__name__}.step(epoch) is deprecated, as in torch: call "
-                          f"step() once an epoch", UserWarning, stacklevel=2)
             self.last_epoch = epoch
             closed = getattr(self, "_get_closed_form_lr", None)
             values = closed() if closed is not None else self.get_lr()
@@ -212,6 +221,30 @@ class CosineAnnealingLR(LRScheduler):
     def _get_closed_form_lr(self):
         return [self.eta_min + (base - self.eta_min) *
                 (1 + math.cos(math.pi * self.last_epoch / self.T_max)) / 2
+                for base in self.base_lrs]
+
+
+class ConstantLR(LRScheduler):
+    """lr = base_lr * factor for the first total_iters steps, base_lr after (a warm-up),
+    stepped as torch's recursive form."""
+    moved = ("lr",)
+
+    def __init__(self, optimizer, factor=1.0 / 3, total_iters=5, last_epoch=-1):
+        if factor > 1.0 or factor < 0:
+            raise ValueError(f"ConstantLR: Constant multiplicative factor expected to be between "
+                             f"0 and 1, got {factor} (as torch)")
+        self.factor, self.total_iters = factor, total_iters
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self):
+        if self.last_epoch == 0:
+            return [lr * self.factor for lr in self._lrs()]
+        if self.last_epoch != self.total_iters:
+            return self._lrs()
+        return [lr * (1.0 / self.factor) for lr in self._lrs()]
+
+    def _get_closed_form_lr(self):
+        return [base * (self.factor + (self.last_epoch >= self.total_iters) * (1 - self.factor))
                 for base in self.base_lrs]
 
 
@@ -413,3 +446,97 @@ class ReduceLROnPlateau:
 
 __all__ = ["LRScheduler", "LambdaLR", "StepLR", "MultiStepLR", "ExponentialLR",
            "CosineAnnealingLR", "LinearLR", "OneCycleLR", "ReduceLROnPlateau"]
+
+
+class _Schedules(LRScheduler):
+    """What SequentialLR and ChainedScheduler share: schedulers of one optimizer, whose states
+    their state_dict holds as '_schedulers' (torch's layout)."""
+
+    def _take(self, schedulers, optimizer):
+        kind = type(self).__name__
+        schedulers = list(schedulers)
+        if not schedulers:
+            raise ValueError(f"{kind} expects at least one scheduler, but got no scheduler.")
+        for i, s in enumerate(schedulers):
+            if isinstance(s, ReduceLROnPlateau):
+                raise ValueError(f"{kind} does not support `ReduceLROnPlateau` scheduler as it "
+                                 f"requires additional kwargs to be specified when calling "
+                                 f"`step`, but got one at index {i} in the given schedulers "
+                                 f"sequence.")
+            if not hasattr(s, "optimizer"):
+                raise TypeError(f"{kind} at index {i} should have `optimizer` as its attribute.")
+            if s.optimizer is not optimizer:
+                raise ValueError(f"{kind} expects all schedulers to belong to the same "
+                                 f"optimizer, but got scheduler {type(s).__name__} at index {i} "
+                                 f"with another one")
+        self._schedulers, self.optimizer = schedulers, optimizer
+        self._made_after = getattr(optimizer, "loads", None)
+
+    def state_dict(self):
+        state = {k: v for k, v in super().state_dict().items() if k != "_schedulers"}
+        state["_schedulers"] = [s.state_dict() for s in self._schedulers]
+        return state
+
+    def load_state_dict(self, state_dict):
+        """The schedulers' states loaded into them, each as it loads alone; then this one's."""
+        state = dict(state_dict)
+        for s, saved in zip(self._schedulers, state.pop("_schedulers")):
+            s.load_state_dict(saved)
+        super().load_state_dict(state)
+
+
+class SequentialLR(_Schedules):
+    """One schedule after another: schedulers[i] runs from milestones[i - 1] (restarted there at
+    its epoch 0, by its closed form where it has one) to milestones[i], as torch's."""
+    moved = ("lr",)           # (its constructor puts the lrs back to 'initial_lr' and steps)
+
+    def __init__(self, optimizer, schedulers, milestones, last_epoch=-1):
+        self._take(schedulers, optimizer)
+        milestones = list(milestones)
+        if len(milestones) != len(self._schedulers) - 1:
+            raise ValueError(f"Sequential Schedulers expects number of schedulers provided to be "
+                             f"one more than the number of milestone points, but got number of "
+                             f"schedulers {len(self._schedulers)} and the number of milestones "
+                             f"to be equal to {len(milestones)}")
+        self._milestones = milestones
+        self.last_epoch = last_epoch + 1
+        for group in optimizer.param_groups:
+            group["lr"] = group["initial_lr"]
+        self._undo(self)                   # the schedulers' own constructor steps, undone
+        first = self._schedulers[bisect.bisect_right(milestones, 0)]
+        first._initial_step()
+        self._last_lr = first.get_last_lr()
+
+    @staticmethod
+    def _undo(scheduler):
+        for s in scheduler._schedulers:
+            if hasattr(s, "_schedulers"):
+                SequentialLR._undo(s)
+            else:
+                s.last_epoch -= 1
+
+    def step(self):
+        self.last_epoch += 1
+        i = bisect.bisect_right(self._milestones, self.last_epoch)
+        scheduler = self._schedulers[i]
+        if i > 0 and self._milestones[i - 1] == self.last_epoch:
+            scheduler._update_lr(0)
+        else:
+            scheduler.step()
+        self._last_lr = scheduler.get_last_lr()
+
+
+class ChainedScheduler(_Schedules):
+    """Every scheduler's step at each step, in order (their factors multiply), as torch's."""
+
+    def __init__(self, schedulers, optimizer=None):
+        schedulers = list(schedulers)
+        if optimizer is None and schedulers:
+            optimizer = schedulers[0].optimizer
+        self._take(schedulers, optimizer)
+        self._last_lr = self._lrs()
+
+    def step(self):
+        for s in self._schedulers:
+            s.step()
+        self._last_lr = self._lrs()

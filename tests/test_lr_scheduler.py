@@ -18,6 +18,19 @@ SCHEDULES = {
     "LambdaLR": lambda m, o: m.LambdaLR(o, [lambda e: 1 / (1 + e), lambda e: 0.95 ** e]),
     "LinearLR": lambda m, o: m.LinearLR(o, start_factor=0.25, end_factor=0.9, total_iters=7),
     "OneCycleLR": lambda m, o: m.OneCycleLR(o, max_lr=[0.5, 0.05], total_steps=40),
+    "ConstantLR": lambda m, o: m.ConstantLR(o, factor=0.2, total_iters=6),
+    "SequentialLR": lambda m, o: m.SequentialLR(          # warm-up, then cosine from step 5
+        o, [m.LinearLR(o, start_factor=0.25, total_iters=5),
+            m.CosineAnnealingLR(o, T_max=15, eta_min=1e-3)], milestones=[5]),
+    "SequentialLR, three": lambda m, o: m.SequentialLR(   # (the resume at step 11 is in the 2nd)
+        o, [m.ConstantLR(o, factor=0.1, total_iters=20), m.ExponentialLR(o, gamma=0.9),
+            m.StepLR(o, step_size=2, gamma=0.5)], milestones=[4, 14]),
+    "SequentialLR, milestone 0": lambda m, o: m.SequentialLR(   # (the 2nd schedule from 0)
+        o, [m.ExponentialLR(o, gamma=0.5), m.LinearLR(o, start_factor=0.5, total_iters=3)],
+        milestones=[0]),
+    "ChainedScheduler": lambda m, o: m.ChainedScheduler(
+        [m.ExponentialLR(o, gamma=0.9), m.StepLR(o, step_size=3, gamma=0.5),
+         m.LinearLR(o, start_factor=0.5, total_iters=4)]),
 }
 
 
@@ -51,7 +64,10 @@ def test_a_schedule_sets_torchs_lrs_and_resumes(name, order):
                 opt.load_state_dict(saved_opt)
                 sched = SCHEDULES[name](L.optim.lr_scheduler, opt)
             sched.load_state_dict(saved)
-    assert sched.last_epoch == tsched.last_epoch == 25
+    if hasattr(tsched, "last_epoch"):            # (torch's ChainedScheduler has none: its own)
+        assert sched.last_epoch == tsched.last_epoch == 25
+    for ours, theirs in zip(getattr(sched, "_schedulers", ()), getattr(tsched, "_schedulers", ())):
+        assert ours.last_epoch == theirs.last_epoch
     state = sched.state_dict()                # numbers and lists only (LambdaLR's functions not)
     assert not any(callable(x) for v in state.values() for x in (v if isinstance(v, list) else
                                                                    [v])), state
@@ -189,6 +205,23 @@ def test_what_torch_refuses_of_the_new_schedules():
             make()
 
 
+def test_what_torch_refuses_of_sequences_of_schedules():
+    opt = L.optim.SGD([L.Tensor(np.zeros(2), requires_grad=True)], lr=0.1)
+    other = L.optim.SGD([L.Tensor(np.zeros(2), requires_grad=True)], lr=0.1)
+    m = L.optim.lr_scheduler
+    with pytest.raises(ValueError, match="does not support `ReduceLROnPlateau`"):
+        m.SequentialLR(opt, [m.ExponentialLR(opt, 0.9), m.ReduceLROnPlateau(opt)], [2])
+    with pytest.raises(ValueError, match="expects all schedulers to belong to the same optimizer"):
+        m.ChainedScheduler([m.ExponentialLR(opt, 0.9), m.ExponentialLR(other, 0.9)])
+    with pytest.raises(ValueError, match="number of schedulers 2 and the number of milestones to "
+                                         "be equal to 2"):
+        m.SequentialLR(opt, [m.ExponentialLR(opt, 0.9), m.StepLR(opt, 2)], [2, 4])
+    with pytest.raises(ValueError, match="expects at least one scheduler"):
+        m.ChainedScheduler([], optimizer=opt)
+    with pytest.raises(ValueError, match="factor expected to be between 0 and 1"):
+        m.ConstantLR(opt, factor=1.5)
+
+
 @pytest.mark.parametrize("order", ["scheduler made first", "optimizer loaded first"])
 def test_a_chain_with_a_schedule_that_moves_the_lr_at_construction_resumes_as_torchs(order):
     """LinearLR's constructor step multiplies the lr by start_factor: a load undoes that where
@@ -226,6 +259,15 @@ RESUMES = {   # (the schedulers, the epoch saved after (-1: before any step), wh
     "LambdaLR + LinearLR": (
         lambda m, o: [m.LambdaLR(o, lambda e: 0.5 ** e),
                       m.LinearLR(o, start_factor=0.25, total_iters=3)], 2, "both"),
+    "SequentialLR of schedules that do not move the lr, saved before its first step": (
+        lambda m, o: [m.SequentialLR(o, [m.ExponentialLR(o, 0.5), m.StepLR(o, 2, 0.1)], [3])],
+        -1, "both"),
+    "SequentialLR saved after its milestone, the scheduler alone": (
+        lambda m, o: [m.SequentialLR(o, [m.ConstantLR(o, 0.5, 2), m.ExponentialLR(o, 0.7)],
+                                     [2])], 3, "scheduler"),
+    "ChainedScheduler with a LinearLR": (
+        lambda m, o: [m.ChainedScheduler([m.LinearLR(o, 0.2, total_iters=5),
+                                          m.ExponentialLR(o, 0.8)])], 1, "both"),
     "LinearLR, the scheduler alone": (
         lambda m, o: [m.LinearLR(o, start_factor=0.5, total_iters=4)], 1, "scheduler"),
 }
