@@ -72,6 +72,27 @@ def xavier_normal_(t, gain=1.0):
     return normal_(t, 0.0, gain * math.sqrt(2.0 / (fan_in + fan_out)))
 
 
+def orthogonal_(t, gain=1.0):
+    """torch's: the rows (or, for a wide tensor, the columns) of t flattened to 2-d orthonormal,
+    times gain -- the Q of a normal matrix's QR, its signs fixed by R's diagonal (so Q is drawn
+    uniformly, as torch's)."""
+    if t.ndim < 2:
+        raise ValueError(f"orthogonal_: only tensors with 2 or more dimensions are supported, "
+                         f"got shape {tuple(t.shape)}")
+    if t.size == 0:
+        return t
+    rows = t.shape[0]
+    cols = t.size // rows
+    a = host_generator().standard_normal((rows, cols))
+    if rows < cols:
+        a = a.T
+    q, r = np.linalg.qr(a)
+    q = q * np.sign(np.diag(r))
+    if rows < cols:
+        q = q.T
+    return _fill(t, gain * q.reshape(t.shape), "init.orthogonal_")
+
+
 def _kaiming_std(shape, a, mode, nonlinearity):
     fan_in, fan_out = calculate_fan_in_and_fan_out(shape)
     if mode not in ("fan_in", "fan_out"):

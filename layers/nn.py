@@ -1,4 +1,8 @@
-"""Layers with PyTorch's constructor arguments, parameter names, weight layouts and defaults."""
+"""Layers with PyTorch's constructor arguments, parameter names, weight layouts and defaults.
+`layers.nn.functional`, `layers.nn.utils` and `layers.nn.utils.rnn` import as torch's do
+(`import layers.nn.functional as F`, `from layers.nn.utils.rnn import pad_sequence`)."""
+import sys
+
 import numpy as np
 
 from . import functional as F
@@ -732,3 +736,8 @@ class _Utils:
 
 
 utils = _Utils()
+functional = F
+# torch's import paths (this module is not a package: the submodules are registered by name)
+sys.modules[__name__ + ".functional"] = F
+sys.modules[__name__ + ".utils"] = utils
+sys.modules[__name__ + ".utils.rnn"] = rnn_utils

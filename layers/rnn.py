@@ -246,8 +246,8 @@ class RNNBase(Module):
             return PackedSequence.of(y, x.lengths, self.batch_first, x.sorted_indices), finals
         T_axis, B_axis = (1, 0) if self.batch_first else (0, 1)
         if x.ndim != 3 or x.shape[2] != self.input_size:
-            raise ValueError(f"{kind}: expected input (T, B, {self.input_size}) "
-                             f"{'(batch_first: B, T, I)' if self.batch_first else ''}, "
+            raise ValueError(f"{kind}: expected input (T, B, {self.input_size})"
+                             f"{' (batch_first: B, T, I)' if self.batch_first else ''}, "
                              f"got {x.shape}")
         T, B = x.shape[T_axis], x.shape[B_axis]
         on_device = isinstance(lengths, Tensor)

@@ -1,5 +1,5 @@
 """torch.nn.utils.rnn, as `L.nn.utils.rnn`: pad_sequence, pack_padded_sequence,
-pad_packed_sequence, pack_sequence and PackedSequence, so torch code that packs its batches
+pad_packed_sequence, pack_sequence, unpad_sequence, unpack_sequence and PackedSequence, so torch code that packs its batches
 runs unchanged.
 
 cuDNN's RNN takes padded sequences with one length each (padded I/O), so a PackedSequence here
@@ -182,3 +182,19 @@ def pack_sequence(sequences, enforce_sorted=True):
     sequences = list(sequences)
     return pack_padded_sequence(pad_sequence(sequences), [s.shape[0] for s in sequences],
                                 enforce_sorted=enforce_sorted)
+
+
+def unpad_sequence(padded_sequences, lengths, batch_first=False):
+    """torch's: the list of each sequence's first lengths[b] steps of a padded batch."""
+    lengths = _host_lengths("unpad_sequence", lengths)
+    x = padded_sequences if batch_first else F.transpose(
+        padded_sequences, 1, 0, *range(2, padded_sequences.ndim))
+    if x.shape[0] != len(lengths):
+        raise ValueError(f"unpad_sequence: {len(lengths)} lengths for a batch of {x.shape[0]}")
+    return [x[b, :n] for b, n in enumerate(lengths)]
+
+
+def unpack_sequence(packed_sequences):
+    """torch's: the list of the sequences of a PackedSequence, in the batch's own order."""
+    padded, lengths = pad_packed_sequence(packed_sequences, batch_first=True)
+    return unpad_sequence(padded, lengths, batch_first=True)

@@ -126,6 +126,38 @@ def test_recurrent_layers_on_packed_input_are_torchs(kind, batch_first, bi, devi
         assert rel_err(ours.numpy(), theirs) < TOL, i
 
 
+def test_unpad_and_unpack_sequence_are_torchs():
+    x, tx = _pair((6, 3, 2))
+    lengths = [4, 6, 1]
+    ours = U.unpad_sequence(x, lengths)
+    theirs = TU.unpad_sequence(tx.detach(), torch.tensor(lengths))   # (torch's: not a leaf)
+    assert len(ours) == len(theirs) == 3
+    for a, b in zip(ours, theirs):
+        _same(a, b)
+    seqs = [_pair((n, 2), seed=n) for n in (2, 5, 3)]
+    ours = U.unpack_sequence(U.pack_sequence([q[0] for q in seqs], enforce_sorted=False))
+    theirs = TU.unpack_sequence(TU.pack_sequence([q[1] for q in seqs], enforce_sorted=False))
+    w = [np.random.default_rng(k).standard_normal(b.shape).astype(np.float32)
+         for k, b in enumerate(theirs)]
+    sum((a * L.tensor(c)).sum() for a, c in zip(ours, w)).backward()
+    sum((b * torch.tensor(c)).sum() for b, c in zip(theirs, w)).backward()
+    for a, b in zip(ours, theirs):
+        _same(a, b)
+    for a, b in seqs:
+        _same(a.grad, b.grad)
+
+
+def test_torchs_import_paths_work_in_a_fresh_interpreter():
+    import subprocess
+    import sys
+    code = ("import layers.nn.functional as F; from layers.nn.utils.rnn import pad_sequence; "
+            "from layers.nn.utils import clip_grad_norm_; import layers as L; "
+            "assert F is L.F and pad_sequence is L.nn.utils.rnn.pad_sequence "
+            "and L.nn.functional is L.F; print('ok')")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.stdout.strip() == "ok", out.stderr
+
+
 def test_packing_misuse_is_refused_as_torch():
     x = L.tensor(np.zeros((5, 3, 2), np.float32))
     with pytest.raises(RuntimeError, match="must be sorted in decreasing order"):

@@ -532,6 +532,28 @@ def test_kaiming_refuses_a_mode_it_does_not_know_as_torch(init):
         getattr(L.init, init)(nn.Parameter(np.zeros((3, 3), np.float32)), mode="fan-in")
 
 
+@pytest.mark.parametrize("shape,gain", [((7, 3), 1.0), ((3, 7), 2.0), ((4, 2, 3, 3), 0.5)])
+def test_orthogonal_init_is_the_sign_fixed_q_of_a_normal_draw(shape, gain):
+    """torch's rule: the flattened rows (columns, when wider than tall) orthonormal times gain,
+    Q of the QR of a normal draw with R's diagonal made positive: so Q^T A is upper triangular
+    with a positive diagonal, A the draw (made again from the same seed)."""
+    w = nn.Parameter(np.zeros(shape, np.float32))
+    L.manual_seed(5)
+    L.init.orthogonal_(w, gain=gain)
+    L.manual_seed(5)
+    rows, cols = shape[0], int(np.prod(shape[1:]))
+    a = L.random.host_generator().standard_normal((rows, cols))
+    q = w.numpy().reshape(rows, cols).astype(np.float64) / gain
+    if rows < cols:
+        a, q = a.T, q.T
+    np.testing.assert_allclose(q.T @ q, np.eye(q.shape[1]), atol=1e-6)
+    r = q.T @ a
+    np.testing.assert_allclose(np.tril(r, -1), 0, atol=1e-5)
+    assert (np.diag(r) > 0).all()
+    with pytest.raises(ValueError, match="only tensors with 2 or more dimensions"):
+        L.init.orthogonal_(nn.Parameter(np.zeros(3, np.float32)))
+
+
 def test_load_state_dict_takes_tensors_and_a_refused_one_changes_nothing():
     src, dst = nn.Linear(3, 2), nn.Linear(3, 2)
     dst.load_state_dict(dict(src.named_parameters()))           # this engine's Tensors
