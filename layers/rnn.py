@@ -393,8 +393,10 @@ class RNNBase(Module):
         masks = None
         if lengths is not None and min(lengths) < T:
             steps = np.arange(T)[:, None] < np.asarray(lengths)[None, :]      # (T, B)
-            masks = [(Tensor(to_device(m[:, None].astype(x.dtype), x.device)),
-                      Tensor(to_device(1 - m[:, None].astype(x.dtype), x.device))) for m in steps]
+            masks = [Tensor(to_device(m[:, None], x.device)) for m in steps]
+            # the steps past each length zeroed (not multiplied: NaN there must reach nothing,
+            # gradients of the weights included), as cuDNN's padded I/O never reads them
+            x = F.where(Tensor(to_device(steps[:, :, None], x.device)), x, _zeros(x, x.shape))
         per_layer = [None if s is None else F.unstack(s, 0) for s in states]
         zero = _zeros(x, (B, self.hidden_size))
         layer_in = x
@@ -414,9 +416,9 @@ class RNNBase(Module):
                     if masks is None:
                         now, ys[t] = new, new[0]
                     else:           # past a sequence's end: keep its state, output zero
-                        m, keep = masks[t]
-                        now = [a * m + b * keep for a, b in zip(new, now)]
-                        ys[t] = new[0] * m
+                        m = masks[t]    # (chosen, not multiplied: NaN in the padding stays out)
+                        now = [F.where(m, a, b) for a, b in zip(new, now)]
+                        ys[t] = F.where(m, new[0], _zeros(x, new[0].shape))
                 outs.append(F.stack(ys, 0))
                 for f, s in zip(finals, now):
                     f.append(s)

@@ -11,6 +11,7 @@ import operator
 import numpy as np
 
 from . import functional as F
+from .creation import full_like, zeros_like
 from .tensor import Tensor
 
 
@@ -73,6 +74,21 @@ class PackedSequence:
     def __iter__(self):           # torch's is a namedtuple of these four
         return iter((self.data, self.batch_sizes, self.sorted_indices, self.unsorted_indices))
 
+    def __getitem__(self, i):
+        return tuple(self)[i]
+
+    def __len__(self):
+        return 4
+
+    def cpu(self):
+        return self.to("cpu")
+
+    def float(self):
+        return self.to(np.float32)
+
+    def double(self):
+        return self.to(np.float64)
+
     def to(self, *args, **kwargs):
         """The same sequence with its padded batch moved / cast by Tensor.to."""
         return PackedSequence.of(self.padded.to(*args, **kwargs), self.lengths,
@@ -124,7 +140,8 @@ def pack_padded_sequence(input, lengths, batch_first=False, enforce_sorted=True)
         sorted_indices = Tensor(np.argsort(-np.asarray(lengths), kind="stable").astype(np.int64))
     padded = input
     if min(lengths) < T:
-        padded = F.where(_valid(lengths, T, batch_first, input, input.ndim - 2), input, 0.0)
+        padded = F.where(_valid(lengths, T, batch_first, input, input.ndim - 2), input,
+                         zeros_like(input))                           # (input's dtype kept)
     return PackedSequence.of(padded, lengths, batch_first, sorted_indices)
 
 
@@ -151,7 +168,8 @@ def pad_packed_sequence(sequence, batch_first=False, padding_value=0.0, total_le
         widths = [0, 0] * (x.ndim - T_axis - 1) + [0, T - have]
         x = F.pad(x, widths)
     if padding_value != 0:       # (past each length: zeros already, packing put them there)
-        x = F.where(_valid(lengths, T, batch_first, x, x.ndim - 2), x, float(padding_value))
+        x = F.where(_valid(lengths, T, batch_first, x, x.ndim - 2), x,
+                    full_like(x, padding_value))          # (in x's dtype, as torch's fill_)
     return x, Tensor(np.array(lengths, np.int64))
 
 

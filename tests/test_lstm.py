@@ -136,6 +136,48 @@ def test_lstm_cell_backward_central_differences():
     check_backward(lambda *a: L.rnn.lstm_cell(*a), *arrays)
 
 
+@pytest.mark.parametrize("device", ["cpu", pytest.param(0, marks=pytest.mark.gpu), "host"])
+def test_a_gru_cell_takes_a_state_of_any_layout_as_torch(device, where):
+    """A transposed (F-ordered) h0: two steps and backward, against torch (the GPU path's outputs
+    are C-ordered whatever h's layout: its backward adds a product into dh with out=)."""
+    torch.manual_seed(0)
+    t, m = torch.nn.GRUCell(4, 5), L.nn.GRUCell(4, 5)
+    m.load_state_dict({k: v.detach().numpy() for k, v in t.state_dict().items()})
+    m.to(where)
+    rng = np.random.default_rng(6)
+    x, h0 = rng.standard_normal((3, 4)).astype(np.float32), rng.standard_normal((5, 3))
+    h0 = h0.astype(np.float32)
+    tx, th = torch.tensor(x, requires_grad=True), torch.tensor(h0, requires_grad=True)
+    ox, oh = L.tensor(x, device=where, requires_grad=True), L.tensor(h0, device=where,
+                                                                     requires_grad=True)
+    results = []
+    for cell, a, h in ((t, tx, th), (m, ox, oh)):
+        y = cell(a, cell(a, h.T))
+        (y * y).sum().backward()
+        results.append([y, a.grad, h.grad] + [p.grad for p in cell.parameters()])
+    for i, (theirs, ours) in enumerate(zip(*results)):
+        assert rel_err(ours.numpy(), theirs.detach().numpy()) < TOL, i
+
+
+def test_nan_in_the_padding_past_the_lengths_reaches_nothing():
+    """As cuDNN's padded I/O, the reference recurrence does not read past a sequence's length:
+    NaN there changes no output, final state or gradient."""
+    m = L.nn.GRU(3, 4, 2, bidirectional=True)
+    a = np.random.default_rng(7).standard_normal((5, 2, 3)).astype(np.float32)
+    results = []
+    for fill in (0.0, np.nan):
+        b = a.copy()
+        b[3:, 1] = fill
+        x = L.tensor(b, requires_grad=True)
+        y, h = m(x, lengths=[5, 3])
+        m.zero_grad()
+        ((y * y).sum() + (h * h).sum()).backward()
+        results.append([y.numpy(), h.numpy(), x.grad.numpy()[:, 0], x.grad.numpy()[:3, 1]]
+                       + [p.grad.numpy() for p in m.parameters()])
+    for zero, nan in zip(*results):
+        np.testing.assert_array_equal(nan, zero)
+
+
 def test_gru_cell_backward_central_differences():
     rng = np.random.default_rng(2)
     B, I, H = 3, 4, 5

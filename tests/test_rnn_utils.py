@@ -126,6 +126,21 @@ def test_recurrent_layers_on_packed_input_are_torchs(kind, batch_first, bi, devi
         assert rel_err(ours.numpy(), theirs) < TOL, i
 
 
+def test_packing_keeps_the_dtype_and_is_a_four_tuple_as_torchs():
+    """The captioning idiom: pack integer targets, take [0] (the packed rows), as class indices."""
+    caps = np.array([[3, 1, 4, 1], [5, 9, 2, 0]], np.int64)
+    for dtype in (np.int64, np.int32, bool):
+        p = U.pack_padded_sequence(L.tensor(caps.astype(dtype)), [4, 3], batch_first=True)
+        tp = TU.pack_padded_sequence(torch.tensor(caps.astype(dtype)), [4, 3], batch_first=True)
+        assert p[0].dtype == dtype and len(p) == len(tp) == 4
+        np.testing.assert_array_equal(p[0].numpy(), tp[0].numpy())
+        y, _ = U.pad_packed_sequence(p, batch_first=True, padding_value=-1)
+        ty, _ = TU.pad_packed_sequence(tp, batch_first=True, padding_value=-1)
+        assert y.dtype == dtype
+        np.testing.assert_array_equal(y.numpy(), ty.numpy())
+    assert p.double().padded.dtype == np.float64 and p.cpu().padded.device == "cpu"
+
+
 def test_unpad_and_unpack_sequence_are_torchs():
     x, tx = _pair((6, 3, 2))
     lengths = [4, 6, 1]

@@ -153,9 +153,11 @@ class GRUCell(Function):
         if self.gpu:
             cp = cupy()
             G = cp.empty((h.shape[0], 4 * H), dtype=A.dtype)
+            # (outputs C-ordered whatever h's layout: dh_prev takes a product with out=, which
+            # cuBLASLt writes C-ordered, and h_new is the next step's h)
             h_new, _ = _kernel("gru_cell_fwd", "raw T A, raw T S, T h, int64 H",
                                "T h_new, raw T G", _GRU_FWD, A.dtype)(
-                A, S, h, np.int64(H), cp.empty_like(h), G)
+                A, S, h, np.int64(H), cp.empty(h.shape, h.dtype), G)
         else:
             r = _sigmoid(S[:, :H] + A[:, :H])
             z = _sigmoid(S[:, H:2 * H] + A[:, H:2 * H])
@@ -174,7 +176,7 @@ class GRUCell(Function):
             dA, dS = xp.empty((h.shape[0], 3 * H), G.dtype), xp.empty((h.shape[0], 3 * H), G.dtype)
             _, _, dh_prev = _kernel("gru_cell_bwd", "raw T G, T h, T dh, int64 H",
                                     "raw T dA, raw T dS, T dh_prev", _GRU_BWD, G.dtype)(
-                G, h, dh, np.int64(H), dA, dS, xp.empty_like(h))
+                G, h, dh, np.int64(H), dA, dS, xp.empty(h.shape, h.dtype))
         else:
             r, z, n, sn = (G[:, k * H:(k + 1) * H] for k in range(4))
             dn = dh * (1 - z) * (1 - n * n)
