@@ -28,11 +28,13 @@ GATES = {"LSTM": 4, "GRU": 3, "RNN_TANH": 1, "RNN_RELU": 1}
 
 def lstm_cell(x, h, c, weight_ih, weight_hh, bias_ih=None, bias_hh=None):
     """One LSTM step: (h', c')."""
+    F._check_float("lstm_cell", x, h, c, weight_ih, weight_hh, bias_ih, bias_hh)
     return _rnn.LSTMCell.apply(x, h, c, weight_ih, weight_hh, bias_ih, bias_hh)
 
 
 def gru_cell(x, h, weight_ih, weight_hh, bias_ih=None, bias_hh=None):
     """One GRU step: h'."""
+    F._check_float("gru_cell", x, h, weight_ih, weight_hh, bias_ih, bias_hh)
     return _rnn.GRUCell.apply(x, h, weight_ih, weight_hh, bias_ih, bias_hh)
 
 
@@ -121,6 +123,22 @@ class RNNCellBase(Module):
         return s
 
 
+def _cell_unbatched(cell, x, hx):
+    """A cell's forward of one input x (I,) and state(s) (H,) or None: the same for a batch of
+    one, squeezed back, as torch's cells take unbatched input."""
+    kind = type(cell).__name__
+    states = (hx,) if isinstance(hx, Tensor) else tuple(hx or ())
+    for s in states:
+        if s is not None and s.ndim != 1:
+            raise ValueError(f"{kind}: for 1-D input, hx should also be 1-D but got "
+                             f"{s.ndim}-D tensor")
+    batched = [None if s is None else F.unsqueeze(s, 0) for s in states]
+    if hx is not None:
+        hx = batched[0] if isinstance(hx, Tensor) else tuple(batched)
+    out = cell(F.unsqueeze(x, 0), hx)
+    return tuple(F.squeeze(o, 0) for o in out) if isinstance(out, tuple) else F.squeeze(out, 0)
+
+
 class LSTMCell(RNNCellBase):
     """torch.nn.LSTMCell: forward(x (B, I), (h, c) or None) -> (h', c'). On the GPU: two cuBLAS
     matmuls and one fused elementwise kernel each way (faster than cuDNN's RNN with T = 1:
@@ -130,6 +148,8 @@ class LSTMCell(RNNCellBase):
         super().__init__("LSTM", input_size, hidden_size, bias)
 
     def forward(self, x, hx=None):
+        if x.ndim == 1:
+            return _cell_unbatched(self, x, hx)
         if hx is not None and (not isinstance(hx, (tuple, list)) or len(hx) != 2):
             raise TypeError(f"LSTMCell: hx must be a tuple (h, c), got {type(hx).__name__}")
         h, c = self._checked(x, zip(("h", "c"), (None, None) if hx is None else hx))
@@ -144,6 +164,8 @@ class GRUCell(RNNCellBase):
         super().__init__("GRU", input_size, hidden_size, bias)
 
     def forward(self, x, hx=None):
+        if x.ndim == 1:
+            return _cell_unbatched(self, x, hx)
         (h,) = self._checked(x, [("hx", hx)])
         return gru_cell(x, h, *self._weights())
 
@@ -157,6 +179,8 @@ class RNNCell(RNNCellBase):
         self._mode, self.nonlinearity = mode, nonlinearity
 
     def forward(self, x, hx=None):
+        if x.ndim == 1:
+            return _cell_unbatched(self, x, hx)
         (h,) = self._checked(x, [("hx", hx)])
         return _CELLS[self._mode](x, h, *self._weights())
 
@@ -244,6 +268,8 @@ class RNNBase(Module):
                 F.transpose(x.padded, 1, 0, *range(2, x.padded.ndim))
             y, finals = self.forward(padded, hx, x.lengths)
             return PackedSequence.of(y, x.lengths, self.batch_first, x.sorted_indices), finals
+        if x.ndim == 2:                          # unbatched (T, I), as torch's: a batch of one
+            return self._unbatched(kind, x, hx, lengths)
         T_axis, B_axis = (1, 0) if self.batch_first else (0, 1)
         if x.ndim != 3 or x.shape[2] != self.input_size:
             raise ValueError(f"{kind}: expected input (T, B, {self.input_size})"
@@ -271,6 +297,7 @@ class RNNBase(Module):
                 raise ValueError(f"{kind}: lengths {lengths} must hold one value in 1..{T} for "
                                  f"each of the {B} sequences")
         states = self._initial_states(kind, hx, B)
+        F._check_float(kind, x, *states, *self.all_weights)     # (as cuDNN's RNN: one dtype)
         if on_device:
             return self._forward_lengths_on_device(x, states, lengths), None
         if x.device != "cpu":
@@ -278,6 +305,29 @@ class RNNBase(Module):
         else:
             y, finals = self._forward_reference(x, states, lengths)
         return y, (finals if self.mode == "LSTM" else finals[0])
+
+    def _unbatched(self, kind, x, hx, lengths):
+        """forward of one sequence x (T, I) and states (L * D, H): y (T, D * H), states
+        (L * D, H), as torch's (batch_first does not apply)."""
+        if lengths is not None:
+            raise ValueError(f"{kind}: lengths= needs batched input, got unbatched {x.shape}")
+        if hx is not None and self.mode != "LSTM" and not isinstance(hx, Tensor):
+            raise TypeError(f"{kind}: hx must be a Tensor h0 (only an LSTM takes a tuple "
+                            f"(h0, c0)), got {type(hx).__name__}")
+        states = [hx] if isinstance(hx, Tensor) else list(hx or ())
+        for name, s in zip(self._state_names(), states):
+            if s is not None and s.ndim != 2:
+                raise ValueError(f"{kind}: For unbatched 2-D input, {name} should also be 2-D "
+                                 f"but got {s.ndim}-D tensor")
+        B_axis = 0 if self.batch_first else 1
+        batched = [None if s is None else F.unsqueeze(s, 1) for s in states]
+        if hx is not None:
+            hx = tuple(batched) if self.mode == "LSTM" else batched[0]
+        y, finals = self.forward(F.unsqueeze(x, B_axis), hx)
+        y = F.squeeze(y, B_axis)
+        if self.mode == "LSTM":
+            return y, tuple(F.squeeze(f, 1) for f in finals)
+        return y, F.squeeze(finals, 1)
 
     def _initial_states(self, kind, hx, B):
         """hx as a list of one state (h0) or two (an LSTM's h0, c0), None for zeros, shapes

@@ -198,8 +198,8 @@ def test_lstm_backward_central_differences_variable_lengths():
 
 def test_lstm_misuse():
     m = L.nn.LSTM(3, 4)
-    with pytest.raises(ValueError, match=r"expected input \(T, B, 3\).*\(2, 5\)"):
-        m(L.Tensor(np.zeros((2, 5), np.float32)))
+    with pytest.raises(ValueError, match=r"expected input \(T, B, 3\).*\(2, 2, 5\)"):
+        m(L.Tensor(np.zeros((2, 2, 5), np.float32)))
     with pytest.raises(ValueError, match=r"lengths \[3, 9\].*1..4"):
         m(L.Tensor(np.zeros((4, 2, 3), np.float32)), lengths=[3, 9])
     with pytest.raises(TypeError, match=r"lengths must be integers, got \[2.9, 1.5\]"):
@@ -238,6 +238,72 @@ def test_gru_and_rnn_misuse():
     with pytest.raises(TypeError, match=r"LSTMCell: hx must be a tuple \(h, c\)"):
         L.nn.LSTMCell(3, 5)(L.Tensor(np.zeros((2, 3), np.float32)),
                             L.Tensor(np.zeros((2, 5), np.float32)))
+
+
+@pytest.mark.parametrize("kind", list(KINDS))
+@pytest.mark.parametrize("with_state,batch_first", [(False, False), (True, True)])
+def test_unbatched_input_is_a_batch_of_one_as_torchs(kind, with_state, batch_first):
+    m, t = make_pair(True, 2, batch_first, kind=kind)
+    rng = np.random.default_rng(8)
+    x, h0, c0 = (rng.standard_normal(s).astype(np.float32) for s in ((5, 6), (4, 7), (4, 7)))
+    results = []
+    for mod, make in ((t, lambda v: torch.tensor(v, requires_grad=True)),
+                      (m, lambda v: L.tensor(v, requires_grad=True))):
+        xs, hs = make(x), [make(h0), make(c0)][:2 if kind == "LSTM" else 1]
+        hx = None if not with_state else tuple(hs) if kind == "LSTM" else hs[0]
+        y, finals = mod(xs, hx)
+        finals = list(finals) if kind == "LSTM" else [finals]
+        ((y * y).sum() + sum((f * f).sum() for f in finals)).backward()
+        results.append([y] + finals + [xs.grad] + ([h.grad for h in hs] if with_state else []))
+    for i, (theirs, ours) in enumerate(zip(*results)):
+        assert ours.shape == tuple(theirs.shape), i
+        assert rel_err(ours.numpy(), theirs.detach().numpy()) < TOL, i
+
+
+@pytest.mark.parametrize("name", list(CELLS))
+def test_cells_take_unbatched_input_as_torchs(name):
+    cls, kw = name.split("-")[0], CELLS[name]
+    torch.manual_seed(0)
+    t, m = getattr(torch.nn, cls)(5, 4, **kw), getattr(L.nn, cls)(5, 4, **kw)
+    m.load_state_dict({k: v.detach().numpy() for k, v in t.state_dict().items()})
+    rng = np.random.default_rng(9)
+    x, h, c = (rng.standard_normal(n).astype(np.float32) for n in (5, 4, 4))
+    for hx in ("none", "given"):
+        outs = []
+        for mod, make in ((t, torch.tensor), (m, L.tensor)):
+            state = None if hx == "none" else (make(h), make(c)) if cls == "LSTMCell" \
+                else make(h)
+            out = mod(make(x), state)
+            outs.append(list(out) if cls == "LSTMCell" else [out])
+        for theirs, ours in zip(*outs):
+            assert ours.shape == tuple(theirs.shape) == (4,)
+            assert rel_err(ours.numpy(), theirs.detach().numpy()) < TOL
+
+
+def test_unbatched_misuse():
+    x = L.tensor(np.zeros((4, 3), np.float32))
+    with pytest.raises(ValueError, match="For unbatched 2-D input, h0 should also be 2-D but got "
+                                         "3-D"):
+        L.nn.GRU(3, 5)(x, L.tensor(np.zeros((1, 1, 5), np.float32)))
+    with pytest.raises(ValueError, match="lengths= needs batched input"):
+        L.nn.LSTM(3, 5)(x, lengths=[4])
+    with pytest.raises(ValueError, match="for 1-D input, hx should also be 1-D but got 2-D"):
+        L.nn.GRUCell(3, 5)(L.tensor(np.zeros(3, np.float32)),
+                           L.tensor(np.zeros((1, 5), np.float32)))
+
+
+def test_mixed_dtypes_are_refused_on_every_path_as_cudnn_and_torch_do():
+    x64 = L.tensor(np.zeros((4, 2, 3)))
+    for m in (L.nn.GRU(3, 5), L.nn.LSTM(3, 5), L.nn.RNN(3, 5)):
+        with pytest.raises(TypeError, match="inputs must share one floating dtype, got float64"):
+            m(x64)
+    h64 = L.tensor(np.zeros((1, 2, 5)))
+    with pytest.raises(TypeError, match="GRU: inputs must share one floating dtype"):
+        L.nn.GRU(3, 5)(L.tensor(np.zeros((4, 2, 3), np.float32)), h64)
+    for cell, name in ((L.nn.GRUCell(3, 5), "gru_cell"), (L.nn.LSTMCell(3, 5), "lstm_cell"),
+                       (L.nn.RNNCell(3, 5), "linear")):
+        with pytest.raises(TypeError, match=f"{name}: inputs must share one floating dtype"):
+            cell(L.tensor(np.zeros((2, 3))))
 
 
 def test_cudnn_refuses_a_cell_state_for_a_gru():
