@@ -23,6 +23,7 @@ from .functional import (add, amax, amin, argmax, argmin, argsort, cat, chunk, c
                          repeat_interleave, nonzero, allclose, cosine_similarity,
                          pairwise_distance)
 from .functional import round  # noqa: A001
+from .einsum import einsum
 from .random import manual_seed
 from .tensor import Tensor as _Tensor
 from .backend import bfloat16
