@@ -635,6 +635,16 @@ def cumsum(x, dim, *, dtype=None):
     return _red.Cumsum.apply(x, axis=dim_index(dim, x.ndim, "cumsum"), keep=dtype is not None)
 
 
+def cumprod(x, dim, *, dtype=None):
+    """torch.cumprod: the running product along `dim`; bool and integer data give int64 (as
+    torch), `dtype` casts first. Its gradient is exact where a factor is 0."""
+    x = x.astype(dtype) if dtype is not None else x
+    if x.ndim == 0:
+        dim_index(dim, 1, "cumprod")
+        return reshape(_red.Cumprod.apply(reshape(x, 1), axis=0, keep=dtype is not None), ())
+    return _red.Cumprod.apply(x, axis=dim_index(dim, x.ndim, "cumprod"), keep=dtype is not None)
+
+
 def prod(x, dim=None, keepdim=False, *, dtype=None):
     """torch.prod: of every element, or along one `dim`; bool and integer data give int64 (as
     torch), `dtype` casts first. Its gradient is exact where a factor is 0."""
@@ -2435,6 +2445,7 @@ def _install_tensor_methods():
         "log1p": lambda self: log1p(self),
         "logsumexp": lambda self, dim, keepdim=False: logsumexp(self, dim, keepdim),
         "cumsum": lambda self, dim, dtype=None: cumsum(self, dim, dtype=dtype),
+        "cumprod": lambda self, dim, dtype=None: cumprod(self, dim, dtype=dtype),
         "prod": lambda self, dim=None, keepdim=False, dtype=None: prod(self, dim, keepdim,
                                                                        dtype=dtype),
         "norm": lambda self, p="fro", dim=None, keepdim=False, dtype=None: norm(

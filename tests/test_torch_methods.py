@@ -52,6 +52,10 @@ CASES = {
     "logsumexp_function": lambda v: _lib(v).logsumexp(v * 300, dim=0),   # (exp overflows)
     "cumsum": lambda v: v.cumsum(1),
     "cumsum_first_axis": lambda v: _lib(v).cumsum(v, dim=-2),
+    "cumprod": lambda v: v.cumprod(1),                    # (a 0 in rows 0 and 1: exact)
+    "cumprod_first_axis": lambda v: _lib(v).cumprod(v, dim=-2),
+    "cumprod_two_zeros": lambda v: v[:2, ::3].reshape(-1).cumprod(0),
+    "cumprod_zero_first": lambda v: v[:2, ::3].flip(0).cumprod(0),
     "prod": lambda v: v.prod(),
     "prod_dim_zeros": lambda v: v.prod(1),                # (a 0 in rows 0 and 1: exact)
     "prod_dim_keepdim": lambda v: v.prod(0, keepdim=True),

@@ -167,6 +167,48 @@ class Cumsum(Function):
         return g.astype(gy.dtype, copy=False)
 
 
+class Cumprod(Function):
+    """The running product along `axis` (torch.cumprod), dtypes as Cumsum's. Its gradient is
+    exact where a factor is 0, as torch's: before a row's first zero, the reverse running sum of
+    gy * y divided by x; at the first zero, the product before it times the reverse-summed gy
+    weighted by the running products after it; past it, 0 (each later product holds the zero)."""
+    keep = False
+
+    def forward(self, x):
+        whole = x.dtype if self.keep and not is_floating(x.dtype) else \
+            _integer_sum_dtype(x.dtype)
+        if whole is not None:
+            return self.xp.cumprod(x, axis=self.axis, dtype=whole)
+        acc = accumulation_dtype(x.dtype)
+        y = self.xp.cumprod(x, axis=self.axis, dtype=acc)
+        self.saved = x, y
+        return y.astype(x.dtype, copy=False)
+
+    def backward(self, gy):
+        x, y = self.saved
+        xp, ax = self.xp, self.axis
+        acc = y.dtype
+        a, g = xp.moveaxis(x.astype(acc, copy=False), ax, -1), \
+            xp.moveaxis(gy.astype(acc, copy=False), ax, -1)
+        y = xp.moveaxis(y, ax, -1)
+        n = a.shape[-1]
+        idx = xp.arange(n)
+        zero = a == 0
+        first = xp.where(zero.any(-1), zero.argmax(-1), n)[..., None]     # (n: no zero)
+        before = idx < first
+
+        def rev_cumsum(b):
+            return xp.flip(xp.cumsum(xp.flip(b, -1), axis=-1), -1)
+        grad = xp.where(before, rev_cumsum(g * y) / xp.where(before, a, 1), 0)
+        # at the first zero: prod(x before it) * sum_{i >= z} g_i prod_{z < k <= i} x_k
+        after = xp.cumprod(xp.where(idx > first, a, 1), axis=-1)
+        at_zero = xp.where(idx >= first, g * after, 0).sum(-1, keepdims=True)
+        prev = xp.take_along_axis(y, xp.clip(first - 1, 0, None), -1)
+        prev = xp.where(first > 0, prev, 1)
+        grad = xp.where(idx == first, prev * at_zero, grad)
+        return xp.moveaxis(grad, -1, ax).astype(gy.dtype, copy=False)
+
+
 class Prod(Function):
     """The product over `axis` (one axis, or None: every element), as torch.prod: bool and
     integer data in int64. The gradient of each factor is the product of the others, taken as
