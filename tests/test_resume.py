@@ -12,6 +12,12 @@ from test_cli import SMALL, run
 from test_dcgan import write_idx
 
 
+def summaries(stdout):
+    """The epoch summary lines ("[1/2] Loss_D ... D(G(z)) a/b"), without their img/s."""
+    return {line.split("]")[0]: line.rsplit(" ", 2)[0] for line in stdout.splitlines()
+            if line.startswith("[") and "Loss_D" in line}
+
+
 def losses(folder):
     """losses.csv without the timing column."""
     with open(folder / "losses.csv") as f:
@@ -34,6 +40,7 @@ def test_stop_and_resume_equals_the_straight_run(tmp_path, stop, precision):
     r = run("train.dcgan", *common, "--epochs", "2", "--outf", str(straight),
             "--precision", precision, *layout)
     assert r.returncode == 0, r.stderr
+    straight_summaries = summaries(r.stdout)
     # read back 2 steps at a time: windows straddle the stop; every step is still logged
     r = run("train.dcgan", *common, "--epochs", "2", *stop, "--outf", str(first),
             "--log-every", "2", "--precision", precision, *layout)
@@ -43,11 +50,16 @@ def test_stop_and_resume_equals_the_straight_run(tmp_path, stop, precision):
         line = next(x for x in r.stdout.splitlines() if x.startswith("stopped after step 2"))
         command = shlex.split(line.split("; ", 1)[1].removesuffix(" continues the run"))
         assert command[:3] == ["python", "-m", "train.dcgan"] and "--max-steps" not in command
-        r = run("train.dcgan", *command[3:])
+        i = command.index("--epochs")              # (without it: the checkpoint's 2 epochs)
+        r = run("train.dcgan", *command[3:i], *command[i + 2:])
     else:                                  # only --resume: the folder, data, seed and widths
         r = run("train.dcgan", "--device", "cpu", "--epochs", "2", "--resume",   # are the
                 str(first / "checkpoint.npz"))                                   # checkpoint's
     assert r.returncode == 0, r.stderr
+    # the resumed run's epoch summaries: the straight run's, the epoch it resumed in included
+    resumed = summaries(r.stdout)
+    assert resumed == {k: straight_summaries[k] for k in resumed}
+    assert len(resumed) == (1 if stop[0] == "--epochs" else 2)
 
     a, b = L.load(straight / "checkpoint.npz"), L.load(first / "checkpoint.npz")
     assert list(a) == list(b)

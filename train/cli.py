@@ -97,6 +97,14 @@ def saved_setting(flag, what, key, given, default, resume_meta=None, resume=None
     return given if given is not None else saved if saved is not None else default
 
 
+def epochs(given, default, resume_meta=None):
+    """--epochs: as given (a resumed run extended, or ended sooner), else the checkpoint's (the
+    run goes on to the epochs it was started for), else `default`."""
+    if given is not None:
+        return given
+    return (resume_meta or {}).get("epochs", default)
+
+
 def run_outf(outf, resume, default):
     """--outf as given; else a resumed run's own folder (the checkpoint's: its log, samples and
     checkpoint go on there), else `default`."""

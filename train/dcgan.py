@@ -231,7 +231,8 @@ def parse_args(argv=None):
                    help="size of the latent vector [100]")
     p.add_argument("--ngf", type=cli.positive_int, default=None, help="generator width [64]")
     p.add_argument("--ndf", type=cli.positive_int, default=None, help="discriminator width [64]")
-    p.add_argument("--epochs", type=cli.positive_int, default=25, help="[25]")
+    p.add_argument("--epochs", type=cli.positive_int, default=None,
+                   help="[25; a resumed run: its checkpoint's, unless given (to extend it)]")
     p.add_argument("--lr", type=cli.positive_float, default=None,
                    help="Adam's learning rate [2e-4; given with --resume, it replaces the "
                         "checkpoint's]")
@@ -318,6 +319,7 @@ def main(argv=None):
                                      resume_meta, args.resume)
     given_dataroot = args.dataroot
     args.dataroot = cli.saved_dataroot(args.dataroot, resume_meta)
+    args.epochs = cli.epochs(args.epochs, 25, resume_meta)
     args.seed = cli.saved_setting("--seed", "--seed", "seed", args.seed, 0, resume_meta,
                                   args.resume)      # (the fake dataset, the sample grid's noise)
     if args.dataroot and args.dataset not in ("mnist", "folder"):
@@ -370,6 +372,7 @@ def main(argv=None):
 
     modules, optimizers = {"netG": netG, "netD": netD}, {"optG": optG, "optD": optD}
     start_epoch, position, step = 0, 0, 0
+    carried = np.zeros(len(STATS)), 0      # the epoch's loss sums and rows before a resume
     if args.resume:
         meta, arrays = _load("--resume", args.resume,
                              lambda: load_checkpoint(args.resume, modules, optimizers, rng, device),
@@ -379,6 +382,8 @@ def main(argv=None):
             f"the checkpoint.npz of a train.dcgan run with {arch} on this dataset (--dataset "
             f"{args.dataset}{' --dataroot ' + args.dataroot if args.dataroot else ''})")
         cli.check_max_steps(args.max_steps, step, args.resume)
+        if position and "epoch_rows" in meta:    # (mid-epoch: its summary covers it all)
+            carried = np.array(meta["epoch_sums"], np.float64), meta["epoch_rows"]
         if start_epoch >= args.epochs:
             cli.fail(f"--epochs {args.epochs}: the checkpoint {args.resume} has finished "
                      f"{start_epoch} epochs; expected more epochs than that")
@@ -406,12 +411,16 @@ def main(argv=None):
     stats = DeviceStats(STATS, args.log_every, finite, start_step=step)
     ckpt = os.path.join(args.outf, "checkpoint.npz")
 
-    def checkpoint(epoch, position, order, step):
-        """(epoch, position) is where to go on: image `position` of that epoch's `order`. The
-        log's rows are on disk first: a resume keeps those up to the checkpoint's step."""
+    def checkpoint(epoch, position, order, step, sums, count):
+        """(epoch, position) is where to go on: image `position` of that epoch's `order`; sums
+        and count, the epoch's loss sums and logged rows so far (its summary line after a
+        resume covers the whole epoch). The log's rows are on disk first: a resume keeps those
+        up to the checkpoint's step."""
         log.flush()
         save_checkpoint(ckpt, modules, optimizers,
                         {"epoch": epoch, "position": position, "step": step,
+                         "epochs": args.epochs, "epoch_sums": [float(v) for v in sums],
+                         "epoch_rows": count,
                          "batch_size": args.batch_size, "precision": args.precision,
                          **{flag: getattr(args, flag) for flag in ARCH},
                          "memory_format": args.memory_format, "dataset": args.dataset,
@@ -423,7 +432,8 @@ def main(argv=None):
         # updated by hand, so it is still open for the last window's figures after the loop
         bar = Progress(len(batches), f"epoch {epoch + 1}/{args.epochs}",
                        initial=position // args.batch_size)
-        sums, count, seen, t0, stop = np.zeros(5), 0, 0, time.perf_counter(), False
+        sums, count = carried if position else (np.zeros(len(STATS)), 0)
+        seen, t0, stop = 0, time.perf_counter(), False
         stats.restart_clock()
 
         def record(rows):
@@ -472,7 +482,7 @@ def main(argv=None):
         if not finished:
             # before the samples below move batch norm's running statistics: an uninterrupted
             # run draws no samples here
-            checkpoint(epoch, position, order, step)
+            checkpoint(epoch, position, order, step, sums, count)
         with L.no_grad():
             fake = netG(fixed_noise)          # train mode, as pytorch/examples samples
         save_image_grid(fake.numpy().astype(np.float32),
@@ -482,7 +492,7 @@ def main(argv=None):
         L.save(netD.state_dict(), os.path.join(args.outf, f"netD_epoch_{epoch + 1:03d}.npz"))
         if finished:
             order, position = batches.order(), 0
-            checkpoint(epoch + 1, position, order, step)
+            checkpoint(epoch + 1, position, order, step, np.zeros(len(STATS)), 0)
         if stop:
             print(cli.stop_line("python -m train.dcgan", argv, ckpt, step,
                                 "--dry-run" if args.dry_run else "--max-steps",

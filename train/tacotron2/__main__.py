@@ -144,7 +144,8 @@ def train_parser():
                         "batch size: the seed's experiment")
     p.add_argument("--outf", default=None, help="folder for logs, PNGs, WAVs, checkpoints "
                    "[out/tacotron2; a resumed run: its checkpoint's folder]")
-    p.add_argument("--epochs", type=cli.positive_int, default=500, help="[500]")
+    p.add_argument("--epochs", type=cli.positive_int, default=None,
+                   help="[500; a resumed run: its checkpoint's, unless given (to extend it)]")
     p.add_argument("--batch-size", type=cli.positive_int, default=None,
                    help="[64; a resumed run keeps its checkpoint's]")
     p.add_argument("--lr", type=cli.positive_float, default=None,
@@ -417,6 +418,7 @@ def train(argv):
         hp = saved
     args.batch_size = cli.batch_size(args.batch_size, 64, resume_meta, args.resume)
     args.precision = cli.precision(args.precision, resume_meta, args.resume)
+    args.epochs = cli.epochs(args.epochs, 500, resume_meta)
     if resume_meta is not None and resume_meta.get("overfit") is not None and args.dataroot:
         cli.fail(f"--dataroot {args.dataroot}: the checkpoint {args.resume} is an --overfit "
                  f"{resume_meta['overfit']!r} run, which a resumed run continues")
@@ -502,7 +504,7 @@ def train(argv):
         log.flush(), vlog.flush()       # (on disk first: a resume keeps the rows up to its step)
         save_checkpoint(ckpt, modules, optimizers,
                         {"epoch": epoch_, "position": position_, "step": step,
-                         "batch_size": args.batch_size, "pad_multiple": list(args.pad_multiple),
+                         "epochs": args.epochs, "batch_size": args.batch_size, "pad_multiple": list(args.pad_multiple),
                          "precision": args.precision, "overfit": args.overfit,
                          "seed": args.seed, "val_ratio": args.val_ratio,
                          "dataroot": args.dataroot and os.path.abspath(args.dataroot),
