@@ -12,6 +12,7 @@ order of weight_ih / weight_hh -- LSTM (i, f, g, o), GRU (r, z, n), Elman RNN on
           linLayerID  4 5 6 7  -> recurrent ones R_i R_f R_g R_o  (H, H) each; biases b_hh
     GRU   linLayerID  0 1 2    -> input weights  W_r W_z W_n; 3 4 5 -> recurrent R_r R_z R_n
     RNN   linLayerID  0        -> input weights; 1 -> recurrent
+    LSTM with a projection (projSize P < H): linLayerID 8 -> weight_hr (P, H), no bias
 """
 import ctypes
 import operator
@@ -180,7 +181,7 @@ def weight_views(rnn, weight_space):
     """PyTorch's RNN parameters as views into cuDNN's weight space: for each pseudo-layer
     {'weight_ih': (gH, I), 'weight_hh': (gH, H), 'bias_ih': (gH,), 'bias_hh': (gH,)}, g the
     mode's gates (LSTM 4, GRU 3, RNN 1), when the gates of each lie back to back in the space
-    (they do: PyTorch relies on it too)."""
+    (they do: PyTorch relies on it too); an LSTM with a projection also 'weight_hr' (P, H)."""
     g = GATES[rnn.mode]
     out = []
     for p in range(rnn.num_layers * rnn.directions):
@@ -192,6 +193,8 @@ def weight_views(rnn, weight_space):
             biases = [b for _, b in gates]
             views[bias_name] = None if biases[0] is None else \
                 _concatenated_view(weight_space, biases, rnn, p, bias_name)
+        if rnn.mode == RNNMode.LSTM and rnn.proj_size != rnn.hidden_size:
+            views["weight_hr"] = weight_params(rnn, weight_space, p, 8)[0]
         out.append(views)
     return out
 

@@ -52,10 +52,12 @@ _CELLS = {"GRU": gru_cell, "RNN_TANH": rnn_tanh_cell, "RNN_RELU": rnn_relu_cell}
 
 
 def _step(mode, x, states, w):
-    """One step of a mode's cell: the new states, (h, c) for an LSTM, (h,) otherwise."""
+    """One step of a mode's cell: the new states, (h, c) for an LSTM, (h,) otherwise; w = W_ih,
+    W_hh, b_ih, b_hh, W_hr (None where absent; W_hr: an LSTM's projection, h = h W_hr^T)."""
     if mode == "LSTM":
-        return lstm_cell(x, *states, *w)
-    return (_CELLS[mode](x, states[0], *w),)
+        h, c = lstm_cell(x, *states, *w[:4])
+        return (h if w[4] is None else F.linear(h, w[4])), c
+    return (_CELLS[mode](x, states[0], *w[:4]),)
 
 
 def _sizes(kind, input_size, hidden_size):
@@ -208,10 +210,16 @@ class RNNBase(Module):
     are not checked (that would read them back): each must be in 1..T."""
 
     def __init__(self, mode, input_size, hidden_size, num_layers=1, bias=True, batch_first=False,
-                 dropout=0.0, bidirectional=False):
+                 dropout=0.0, bidirectional=False, proj_size=0):
         super().__init__()
         kind = type(self).__name__
         _sizes(kind, input_size, hidden_size)
+        if not isinstance(proj_size, numbers.Integral) or proj_size < 0:
+            raise ValueError(f"{kind}: proj_size should be a positive integer or zero to disable "
+                             f"projections, got {proj_size!r}")
+        if proj_size >= hidden_size:
+            raise ValueError(f"{kind}: proj_size has to be smaller than hidden_size, got "
+                             f"proj_size={proj_size}, hidden_size={hidden_size}")
         if not isinstance(num_layers, numbers.Integral) or num_layers <= 0:
             raise ValueError(f"{kind}: num_layers must be greater than zero, got {num_layers!r}")
         if not isinstance(dropout, numbers.Number) or isinstance(dropout, bool) or \
@@ -225,19 +233,22 @@ class RNNBase(Module):
         self.mode = mode
         self.input_size, self.hidden_size, self.num_layers = input_size, hidden_size, num_layers
         self.bias, self.batch_first, self.dropout = bias, batch_first, float(dropout)
-        self.bidirectional = bidirectional
+        self.bidirectional, self.proj_size = bidirectional, proj_size
+        out = proj_size or hidden_size         # the size of h, and of y per direction
         D = 2 if bidirectional else 1
         g = GATES[mode]
         stdv = 1 / math.sqrt(hidden_size)
         self._flat_names = []
         for layer in range(num_layers):
-            in_size = input_size if layer == 0 else hidden_size * D
+            in_size = input_size if layer == 0 else out * D
             for d in range(D):
                 sfx = f"_l{layer}" + ("_reverse" if d else "")
                 shapes = [("weight_ih", (g * hidden_size, in_size)),
-                          ("weight_hh", (g * hidden_size, hidden_size))]
+                          ("weight_hh", (g * hidden_size, out))]
                 if bias:
                     shapes += [("bias_ih", (g * hidden_size,)), ("bias_hh", (g * hidden_size,))]
+                if proj_size:
+                    shapes += [("weight_hr", (proj_size, hidden_size))]
                 for name, shape in shapes:
                     p = Parameter(np.empty(shape, np.float32))
                     init.uniform_(p, -stdv, stdv)
@@ -247,8 +258,24 @@ class RNNBase(Module):
 
     @property
     def all_weights(self):
-        """Parameters in cuDNN pseudo-layer order (layer, direction), each (W_ih, W_hh[, b, b])."""
+        """Parameters in cuDNN pseudo-layer order (layer, direction), each (W_ih, W_hh[, b_ih,
+        b_hh][, W_hr]), torch's order."""
         return [getattr(self, n) for n in self._flat_names]
+
+    def _names(self):
+        """The parameter names of one pseudo-layer, without their suffix."""
+        return ("weight_ih", "weight_hh") + (("bias_ih", "bias_hh") if self.bias else ()) + \
+            (("weight_hr",) if self.proj_size else ())
+
+    def _directions(self):
+        """For each pseudo-layer (layer, direction), its parameters as the cells take them: W_ih,
+        W_hh, b_ih, b_hh, W_hr, None where absent."""
+        params = iter(self.all_weights)
+        per = len(self._names())
+        for _ in range(self.num_layers * (2 if self.bidirectional else 1)):
+            w = dict(zip(self._names(), [next(params) for _ in range(per)]))
+            yield [w.get(n) for n in ("weight_ih", "weight_hh", "bias_ih", "bias_hh",
+                                      "weight_hr")]
 
     def flatten_parameters(self):
         """torch's: gathers the weights into cuDNN's one weight buffer. Here each forward on a
@@ -345,8 +372,9 @@ class RNNBase(Module):
                                 f"(h0, c0)), got {type(hx).__name__}")
             states = [hx]
         D = 2 if self.bidirectional else 1
-        state_shape = (self.num_layers * D, B, self.hidden_size)
-        for name, s in zip(names, states):
+        for name, s, size in zip(names, states, (self.proj_size or self.hidden_size,
+                                                 self.hidden_size)):
+            state_shape = (self.num_layers * D, B, size)
             if s is not None and tuple(s.shape) != state_shape:
                 raise ValueError(f"{kind}: {name} has shape {tuple(s.shape)}, expected "
                                  f"{state_shape}")
@@ -362,12 +390,12 @@ class RNNBase(Module):
         valid = Tensor((xp.arange(T)[:, None] < n[None, :]).astype(x.dtype)[:, :, None])
         D = 2 if self.bidirectional else 1
         per_layer = [None if s is None else F.unstack(s, 0) for s in states]
-        names = iter(self._flat_names)
+        directions = iter(self._directions())
         layer_in = x
         for layer in range(self.num_layers):
             outs = []
             for d in range(D):
-                w = [getattr(self, next(names)) for _ in range(4 if self.bias else 2)]
+                w = next(directions)
                 k = layer * D + d
                 start = [None if s is None else s[k] for s in per_layer]
                 inp = F.reverse_padded(layer_in, n) if d else layer_in
@@ -380,8 +408,8 @@ class RNNBase(Module):
 
     def _one_direction(self, x, states, w):
         """(T, B, H) outputs of one unidirectional layer over the whole of x (T, B, I), from
-        states (B, H) each or None (zeros); w = W_ih, W_hh[, b_ih, b_hh]. cuDNN's RNN on a
-        device, cell steps on the CPU."""
+        states (B, H) each or None (zeros); w = W_ih, W_hh, b_ih, b_hh, W_hr (None where absent).
+        cuDNN's RNN on a device, cell steps on the CPU."""
         if x.device != "cpu":
             return self._one_direction_cudnn(x, states, w)
         return self._one_direction_cells(x, states, w)
@@ -391,13 +419,14 @@ class RNNBase(Module):
         rnn = self._descriptor(x.dtype, input_size=x.shape[2], num_layers=1,
                                bidirectional=False)
         hx, cx = state + [None] * (2 - len(state))
-        return _rnn.CudnnRNN.apply(x, hx, cx, *w, rnn=rnn, lengths=None, batch_first=False,
+        return _rnn.CudnnRNN.apply(x, hx, cx, *(p for p in w if p is not None), rnn=rnn,
+                                   names=self._names(), lengths=None, batch_first=False,
                                    training=self.training)[0]
 
     def _one_direction_cells(self, x, states, w):
-        zero = _zeros(x, (x.shape[1], self.hidden_size))
-        states = [zero if s is None else s for s in states]
-        w = w + [None] * (4 - len(w))
+        states = [s if s is not None else _zeros(x, (x.shape[1], size))
+                  for s, size in zip(states, (self.proj_size or self.hidden_size,
+                                              self.hidden_size))]
         ys = []
         for xt in F.unstack(x, 0):
             states = _step(self.mode, xt, states, w)
@@ -424,14 +453,14 @@ class RNNBase(Module):
                 RNNMode[self.mode], input_size, self.hidden_size, num_layers,
                 bidirectional=bidirectional,
                 bias_mode=RNNBiasMode.DOUBLE_BIAS if self.bias else RNNBiasMode.NO_BIAS,
-                dtype=dtype, math_type=math, dropout=drop)
+                dtype=dtype, math_type=math, proj_size=self.proj_size or None, dropout=drop)
         return desc
 
     def _forward_cudnn(self, x, states, lengths):
         hx, cx = states + [None] * (2 - len(states))
         out = _rnn.CudnnRNN.apply(x, hx, cx, *self.all_weights, rnn=self._descriptor(x.dtype),
-                                  lengths=lengths, batch_first=self.batch_first,
-                                  training=self.training)
+                                  names=self._names(), lengths=lengths,
+                                  batch_first=self.batch_first, training=self.training)
         return out[0], out[1:]
 
     # ---- CPU: the recurrence, one cell op per step --------------------------------------------
@@ -448,18 +477,18 @@ class RNNBase(Module):
             # gradients of the weights included), as cuDNN's padded I/O never reads them
             x = F.where(Tensor(to_device(steps[:, :, None], x.device)), x, _zeros(x, x.shape))
         per_layer = [None if s is None else F.unstack(s, 0) for s in states]
-        zero = _zeros(x, (B, self.hidden_size))
+        zeros = [_zeros(x, (B, size)) for size in (self.proj_size or self.hidden_size,
+                                                   self.hidden_size)]
         layer_in = x
         finals = [[] for _ in states]
-        names = iter(self._flat_names)
+        directions = iter(self._directions())
         for layer in range(self.num_layers):
             xs = F.unstack(layer_in, 0)
             outs = []
             for d in range(D):
-                w = [getattr(self, next(names)) for _ in range(4 if self.bias else 2)]
-                w += [None] * (4 - len(w))
+                w = next(directions)
                 k = layer * D + d
-                now = [zero if s is None else s[k] for s in per_layer]
+                now = [zero if s is None else s[k] for s, zero in zip(per_layer, zeros)]
                 ys = [None] * T
                 for t in (range(T - 1, -1, -1) if d else range(T)):
                     new = _step(self.mode, xs[t], now, w)
@@ -480,6 +509,8 @@ class RNNBase(Module):
 
     def extra_repr(self):
         s = f"{self.input_size}, {self.hidden_size}"
+        if self.proj_size:
+            s += f", proj_size={self.proj_size}"
         if self.num_layers != 1:
             s += f", num_layers={self.num_layers}"
         if self.bias is not True:
@@ -494,13 +525,14 @@ class RNNBase(Module):
 
 
 class LSTM(RNNBase):
-    """torch.nn.LSTM (no proj_size): forward(x, (h0, c0) or None, lengths=None) ->
-    (y, (h_n, c_n)); see RNNBase."""
+    """torch.nn.LSTM: forward(x, (h0, c0) or None, lengths=None) -> (y, (h_n, c_n)); see
+    RNNBase. proj_size P > 0: h = h W_hr^T each step (weight_hr_l* (P, H)), so h0, h_n and y
+    per direction have P features, c0 and c_n H (cuDNN's LSTM projection on the GPU)."""
 
     def __init__(self, input_size, hidden_size, num_layers=1, bias=True, batch_first=False,
-                 dropout=0.0, bidirectional=False):
+                 dropout=0.0, bidirectional=False, proj_size=0):
         super().__init__("LSTM", input_size, hidden_size, num_layers, bias, batch_first, dropout,
-                         bidirectional)
+                         bidirectional, proj_size)
 
 
 class GRU(RNNBase):

@@ -23,7 +23,8 @@ CONFIGS = [  # (bidirectional, num_layers, batch_first, lengths or None, with in
 KINDS = {  # kind -> torch's module, ours, their extra arguments
     "LSTM": (torch.nn.LSTM, L.nn.LSTM, {}), "GRU": (torch.nn.GRU, L.nn.GRU, {}),
     "RNN_TANH": (torch.nn.RNN, L.nn.RNN, {"nonlinearity": "tanh"}),
-    "RNN_RELU": (torch.nn.RNN, L.nn.RNN, {"nonlinearity": "relu"})}
+    "RNN_RELU": (torch.nn.RNN, L.nn.RNN, {"nonlinearity": "relu"}),
+    "LSTM_PROJ": (torch.nn.LSTM, L.nn.LSTM, {"proj_size": 3})}   # (h: 3 features, c: H)
 
 
 def torch_rnn_run(t, x, lengths, hx, batch_first):
@@ -66,7 +67,7 @@ def run_pair(m, t, bi, layers, batch_first, lengths, with_state, device="cpu", T
     shape = (B, T, I) if batch_first else (T, B, I)
     x = rng.standard_normal(shape).astype(np.float32)
     D = 2 if bi else 1
-    h0 = rng.standard_normal((layers * D, B, H)).astype(np.float32)
+    h0 = rng.standard_normal((layers * D, B, m.proj_size or H)).astype(np.float32)
     c0 = rng.standard_normal((layers * D, B, H)).astype(np.float32)
     tdev = "cpu" if device == "cpu" else f"cuda:{device}"
     xt = torch.tensor(x, device=tdev, requires_grad=True)
@@ -228,6 +229,13 @@ def test_gru_and_rnn_misuse():
         L.nn.GRU(3, 5, 2, dropout=1.5)
     with pytest.warns(UserWarning, match="non-zero dropout expects num_layers greater than 1"):
         L.nn.GRU(3, 5, dropout=0.5)
+    with pytest.raises(ValueError, match="proj_size has to be smaller than hidden_size"):
+        L.nn.LSTM(3, 5, proj_size=5)
+    with pytest.raises(ValueError, match="proj_size should be a positive integer or zero"):
+        L.nn.LSTM(3, 5, proj_size=-1)
+    with pytest.raises(ValueError, match=r"LSTM: h0 has shape \(1, 2, 5\), expected \(1, 2, 2\)"):
+        L.nn.LSTM(3, 5, proj_size=2)(L.Tensor(np.zeros((4, 2, 3), np.float32)),
+                                     (h0, L.Tensor(np.zeros((1, 2, 5), np.float32))))
     with pytest.raises(ValueError, match="num_layers must be greater than zero, got 0"):
         L.nn.LSTM(3, 5, 0)
     with pytest.raises(TypeError, match="hidden_size should be of type int, got: float"):
@@ -245,14 +253,16 @@ def test_gru_and_rnn_misuse():
 def test_unbatched_input_is_a_batch_of_one_as_torchs(kind, with_state, batch_first):
     m, t = make_pair(True, 2, batch_first, kind=kind)
     rng = np.random.default_rng(8)
-    x, h0, c0 = (rng.standard_normal(s).astype(np.float32) for s in ((5, 6), (4, 7), (4, 7)))
+    x, h0, c0 = (rng.standard_normal(s).astype(np.float32)
+                 for s in ((5, 6), (4, m.proj_size or 7), (4, 7)))
     results = []
     for mod, make in ((t, lambda v: torch.tensor(v, requires_grad=True)),
                       (m, lambda v: L.tensor(v, requires_grad=True))):
-        xs, hs = make(x), [make(h0), make(c0)][:2 if kind == "LSTM" else 1]
-        hx = None if not with_state else tuple(hs) if kind == "LSTM" else hs[0]
+        lstm = m.mode == "LSTM"
+        xs, hs = make(x), [make(h0), make(c0)][:2 if lstm else 1]
+        hx = None if not with_state else tuple(hs) if lstm else hs[0]
         y, finals = mod(xs, hx)
-        finals = list(finals) if kind == "LSTM" else [finals]
+        finals = list(finals) if lstm else [finals]
         ((y * y).sum() + sum((f * f).sum() for f in finals)).backward()
         results.append([y] + finals + [xs.grad] + ([h.grad for h in hs] if with_state else []))
     for i, (theirs, ours) in enumerate(zip(*results)):
@@ -358,8 +368,9 @@ def run_device_lengths(bi, layers, batch_first, lengths, with_state, device="cpu
     rng = np.random.default_rng(2)
     x = rng.standard_normal((B, T, I) if batch_first else (T, B, I)).astype(dtype)
     D = 2 if bi else 1
-    h0, c0 = (rng.standard_normal((layers * D, B, H)).astype(dtype) for _ in range(2))
-    w = rng.standard_normal((B, T, D * H) if batch_first else (T, B, D * H)).astype(dtype)
+    P = m.proj_size or H
+    h0, c0 = (rng.standard_normal((layers * D, B, n)).astype(dtype) for n in (P, H))
+    w = rng.standard_normal((B, T, D * P) if batch_first else (T, B, D * P)).astype(dtype)
     tdev = "cpu" if device == "cpu" else f"cuda:{device}"
     xt = torch.tensor(x, device=tdev, requires_grad=True)
     ts = _states(m, (h0, c0), device, lambda v: torch.tensor(v, device=tdev, requires_grad=True))

@@ -74,7 +74,8 @@ def test_weight_space_layout_is_where_pytorch_puts_its_parameters(kind):
         base = t._flat_weights[0].data_ptr()
         theirs = {name: (p.data_ptr() - base) // 4 for name, p in
                   zip(t._flat_weights_names, t._flat_weights)}
-        desc = crnn.RNNDescriptor(cl.RNNMode[kind], 6, 8, layers, bidirectional=bi)
+        desc = crnn.RNNDescriptor(cl.RNNMode[kind.split("_PROJ")[0]], 6, 8, layers,
+                                  bidirectional=bi, proj_size=kw.get("proj_size"))
         ours = {}
         for p, entries in enumerate(crnn.weight_layout(desc)):
             sfx = f"_l{p // (2 if bi else 1)}" + ("_reverse" if bi and p % 2 else "")

@@ -93,13 +93,13 @@ def _sigmoid(a):
 
 
 class LSTMCell(Function):
-    """inputs x (B, I), h (B, H), c (B, H), W_ih (4H, I), W_hh (4H, H), b_ih, b_hh (4H,) or None;
-    outputs h', c'."""
+    """inputs x (B, I), h (B, P), c (B, H), W_ih (4H, I), W_hh (4H, P), b_ih, b_hh (4H,) or None
+    (P = H, or an LSTM's projection size); outputs h' (B, H), c' (B, H)."""
     n_outputs = 2
 
     def forward(self, x, h, c, W_ih, W_hh, b_ih=None, b_hh=None):
         A = mm(h, W_hh.T, b_hh, out=mm(x, W_ih.T, b_ih))      # two products, biases folded in
-        H = h.shape[1]
+        H = c.shape[1]          # (h may be narrower: an LSTM's projection)
         if self.gpu:
             cp = cupy()
             G = cp.empty_like(A)
@@ -122,7 +122,7 @@ class LSTMCell(Function):
         xp = self.xp
         dh = xp.zeros_like(tc) if dh is None else dh
         dc = xp.zeros_like(tc) if dc is None else dc
-        H = h.shape[1]
+        H = c.shape[1]          # (h may be narrower: an LSTM's projection)
         if self.gpu:
             dA = xp.empty_like(G)
             _, dc_prev = _kernel("lstm_cell_bwd", "raw T G, T tc, T c, T dh, T dc, int64 H",
@@ -194,22 +194,31 @@ class GRUCell(Function):
 
 class CudnnRNN(Function):
     """A whole LSTM, GRU or Elman RNN in cuDNN. Params: rnn (cudnnlite.rnn.RNNDescriptor, whose
-    mode says which), lengths (host ints or None), batch_first, training. Inputs: x, hx, cx
-    (None: zeros; cx None for all but an LSTM), then for every pseudo-layer (layer * D +
-    direction) its weight_ih, weight_hh[, bias_ih, bias_hh]. Outputs: y, hy, and cy for an LSTM."""
+    mode says which), names (one pseudo-layer's parameter names, in the order they come),
+    lengths (host ints or None), batch_first, training. Inputs: x, hx, cx (None: zeros; cx None
+    for all but an LSTM), then for every pseudo-layer (layer * D + direction) its parameters
+    (weight_ih, weight_hh[, bias_ih, bias_hh][, weight_hr]). Outputs: y, hy, and cy for an
+    LSTM."""
 
     def forward_gpu(self, x, hx, cx, *weights):
         from cudnnlite import rnn as crnn
         cp = cupy()
         layout = crnn.weight_layout(self.rnn)
-        names = ("weight_ih", "weight_hh", "bias_ih", "bias_hh")[:len(weights) // len(layout)]
+        names = self.names
+        if len(weights) != len(names) * len(layout):
+            raise ValueError(f"CudnnRNN: {len(weights)} parameters for {len(layout)} "
+                             f"pseudo-layers of {names}")
         space = cp.empty(crnn.weight_space_size(self.rnn) // x.itemsize, dtype=x.dtype)
         self.slots = []
         for p, entries in enumerate(layout):
             for k, name in enumerate(names):
                 start, shape = entries[name]
+                w = weights[p * len(names) + k]
+                if tuple(w.shape) != tuple(shape):     # (never copied in by element count)
+                    raise ValueError(f"CudnnRNN: pseudo-layer {p}'s {name} is {w.shape}; "
+                                     f"cuDNN's weight space holds it as {tuple(shape)}")
                 n = int(np.prod(shape))
-                space[start:start + n] = weights[p * len(names) + k].reshape(-1)
+                space[start:start + n] = w.reshape(-1)
                 self.slots.append((start, n, shape))
         # cuDNN's backward needs a training-mode forward (its reserve space): take one whenever
         # a gradient will be asked for, in eval mode too (dropout is off there anyway)
