@@ -18,7 +18,8 @@ import numpy as np
 from . import functional as F
 from .tensor import Tensor
 
-LETTERS = string.ascii_letters          # torch's labels, in its order for an implicit output
+LETTERS = string.ascii_uppercase + string.ascii_lowercase    # torch's labels, in the order of
+#                                                             an implicit output (A-Z, a-z)
 
 
 def _parse(equation, operands):

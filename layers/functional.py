@@ -628,6 +628,8 @@ def logsumexp(x, dim, keepdim=False):
 def cumsum(x, dim, *, dtype=None):
     """torch.cumsum: the running sum along `dim`; bool and integer data give int64 (as torch),
     `dtype` casts first."""
+    if dtype is not None and np.dtype(dtype) == np.bool_:
+        raise NotImplementedError("cumsum: not implemented for dtype bool (torch's neither)")
     x = x.astype(dtype) if dtype is not None else x      # (then summed in that dtype, as torch)
     if x.ndim == 0:
         dim_index(dim, 1, "cumsum")
@@ -638,6 +640,8 @@ def cumsum(x, dim, *, dtype=None):
 def cumprod(x, dim, *, dtype=None):
     """torch.cumprod: the running product along `dim`; bool and integer data give int64 (as
     torch), `dtype` casts first. Its gradient is exact where a factor is 0."""
+    if dtype is not None and np.dtype(dtype) == np.bool_:
+        raise NotImplementedError("cumprod: not implemented for dtype bool (torch's neither)")
     x = x.astype(dtype) if dtype is not None else x
     if x.ndim == 0:
         dim_index(dim, 1, "cumprod")
@@ -1222,6 +1226,10 @@ def pad(x, pad, mode="constant", value=None):
             raise RuntimeError(f"pad: circular padding {(b, a)} of axis {axis} wraps around "
                                f"its size {n} more than once (input shape {tuple(x.shape)}), "
                                f"as torch refuses")
+    if value is not None and x.dtype.kind in "iu" and \
+            not np.iinfo(x.dtype).min <= value <= np.iinfo(x.dtype).max:
+        raise RuntimeError(f"pad: value {value} cannot be converted to type {x.dtype} without "
+                           f"overflow (as torch; it wrapped round here)")
     return _sh.Pad.apply(x, pad_width=tuple(widths), mode=mode,
                          value=0.0 if value is None else value)
 

@@ -139,6 +139,9 @@ def test_packing_keeps_the_dtype_and_is_a_four_tuple_as_torchs():
         assert y.dtype == dtype
         np.testing.assert_array_equal(y.numpy(), ty.numpy())
     assert p.double().padded.dtype == np.float64 and p.cpu().padded.device == "cpu"
+    with pytest.raises(RuntimeError, match="value -1 cannot be converted to type uint8"):
+        U.pad_sequence([L.tensor(np.array([1, 2], np.uint8)), L.tensor(np.array([3], np.uint8))],
+                       padding_value=-1)                  # (it padded with 255)
 
 
 def test_unpad_and_unpack_sequence_are_torchs():

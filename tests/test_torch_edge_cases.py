@@ -290,6 +290,14 @@ def test_clip_grad_norm_refuses_a_non_finite_norm_when_asked_before_changing_any
     assert p.grad.numpy().tolist() == [np.inf, 1.0]
 
 
+def test_running_sums_and_products_refuse_dtype_bool_as_torch():
+    for name in ("cumsum", "cumprod"):
+        with pytest.raises(NotImplementedError):
+            getattr(torch, name)(torch.tensor([True, False]), 0, dtype=torch.bool)
+        with pytest.raises(NotImplementedError, match=f"{name}: not implemented for dtype bool"):
+            getattr(L, name)(L.tensor(np.array([True, False])), 0, dtype=bool)
+
+
 def test_cumsum_of_a_0d_tensor_keeps_dtype_and_clip_grad_norm_of_mixed_dtypes_is_torchs():
     assert L.cumsum(L.tensor(np.int32(5)), 0, dtype=np.int32).dtype == np.int32
     assert L.cumsum(L.tensor(True), 0, dtype=np.int16).dtype == np.int16

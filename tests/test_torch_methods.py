@@ -56,6 +56,9 @@ CASES = {
     "cumprod_first_axis": lambda v: _lib(v).cumprod(v, dim=-2),
     "cumprod_two_zeros": lambda v: v[:2, ::3].reshape(-1).cumprod(0),
     "cumprod_zero_first": lambda v: v[:2, ::3].flip(0).cumprod(0),
+    "cumprod_inf_past_zeros": lambda v: _lib(v).cat(                 # (1.5, 1.5, 0, 2, 0, inf:
+        [v[1, :2], v[0, :1], v[2, :1], v[1, 3:], 1 / v[1, 3:]]).cumprod(0),  # 0 * inf unseen)
+    "cumprod_empty_axis": lambda v: v[:, :0].cumprod(1),
     "prod": lambda v: v.prod(),
     "prod_dim_zeros": lambda v: v.prod(1),                # (a 0 in rows 0 and 1: exact)
     "prod_dim_keepdim": lambda v: v.prod(0, keepdim=True),

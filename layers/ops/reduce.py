@@ -170,8 +170,9 @@ class Cumsum(Function):
 class Cumprod(Function):
     """The running product along `axis` (torch.cumprod), dtypes as Cumsum's. Its gradient is
     exact where a factor is 0, as torch's: before a row's first zero, the reverse running sum of
-    gy * y divided by x; at the first zero, the product before it times the reverse-summed gy
-    weighted by the running products after it; past it, 0 (each later product holds the zero)."""
+    gy * y (up to that zero) divided by x; at the first zero, the product before it times gy
+    weighted by the running products after it, up to the second zero; past it, 0 (each later
+    product holds the zero: those terms are 0 even beside an inf or NaN, as torch's)."""
     keep = False
 
     def forward(self, x):
@@ -192,17 +193,24 @@ class Cumprod(Function):
             xp.moveaxis(gy.astype(acc, copy=False), ax, -1)
         y = xp.moveaxis(y, ax, -1)
         n = a.shape[-1]
+        if n == 0:
+            return gy
         idx = xp.arange(n)
-        zero = a == 0
-        first = xp.where(zero.any(-1), zero.argmax(-1), n)[..., None]     # (n: no zero)
+
+        def first_zero(mask):                     # per row, the first index where mask (n: none)
+            return xp.where(mask.any(-1), mask.argmax(-1), n)[..., None]
+        first = first_zero(a == 0)
+        second = first_zero((a == 0) & (idx > first))
         before = idx < first
 
         def rev_cumsum(b):
             return xp.flip(xp.cumsum(xp.flip(b, -1), axis=-1), -1)
-        grad = xp.where(before, rev_cumsum(g * y) / xp.where(before, a, 1), 0)
-        # at the first zero: prod(x before it) * sum_{i >= z} g_i prod_{z < k <= i} x_k
-        after = xp.cumprod(xp.where(idx > first, a, 1), axis=-1)
-        at_zero = xp.where(idx >= first, g * after, 0).sum(-1, keepdims=True)
+        # (each y_i past the first zero holds it: its terms are 0, not 0 * inf -- torch's rule)
+        grad = xp.where(before, rev_cumsum(xp.where(before, g * y, 0)) / xp.where(before, a, 1), 0)
+        # at the first zero z: prod(x before it) * sum_{z <= i < second zero} g_i prod_{z<k<=i} x_k
+        span = (idx >= first) & (idx < second)
+        after = xp.cumprod(xp.where(span & (idx > first), a, 1), axis=-1)
+        at_zero = xp.where(span, g * after, 0).sum(-1, keepdims=True)
         prev = xp.take_along_axis(y, xp.clip(first - 1, 0, None), -1)
         prev = xp.where(first > 0, prev, 1)
         grad = xp.where(idx == first, prev * at_zero, grad)
