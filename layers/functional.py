@@ -337,7 +337,9 @@ def masked_fill(x, mask, value):
     return where(mask, value, x)
 
 
-def dropout(x, p=0.5, training=True):
+def dropout(x, p=0.5, training=True, inplace=False):
+    """torch's (inplace accepted: the result is a new tensor, as for relu's; layers records
+    no in-place change of a tensor in a graph)."""
     if not 0 <= p <= 1:
         raise ValueError(f"dropout probability must be in [0, 1], got {p}")
     if not training or p == 0:
@@ -347,20 +349,52 @@ def dropout(x, p=0.5, training=True):
     return _ew.Dropout.apply(x, p=p)
 
 
-def dropout2d(x, p=0.5, training=True, inplace=False):
-    """torch's: whole channels dropped -- one draw per (item, channel) of (N, C, H, W) input, or
-    of (N, C, L) input (torch's reading of 3-d input, with its warning left out) -- the kept
-    ones scaled by 1 / (1 - p)."""
+def _feature_dropout(name, x, p, training, batched):
+    """Whole channels dropped: one draw per (item, channel) of batched (N, C, ...) input, per
+    channel of unbatched (C, ...) input, the kept ones scaled by 1 / (1 - p)."""
     if not 0 <= p <= 1:
         raise ValueError(f"dropout probability must be in [0, 1], got {p}")
-    if x.ndim not in (3, 4):
-        raise ValueError(f"dropout2d: expected 3-d (N, C, L) or 4-d (N, C, H, W) input, got "
-                         f"shape {tuple(x.shape)}")
+    lead = 2 if batched else 1
+    if x.ndim < lead + (0 if batched else 1):
+        raise RuntimeError(f"{name}: Feature dropout requires at least 2 dimensions in the "
+                           f"input, got shape {tuple(x.shape)}")
     if not training or p == 0:
         return x
     if p == 1:
         return x * 0.0
-    return _ew.Dropout.apply(x, p=p, mask_shape=tuple(x.shape[:2]) + (1,) * (x.ndim - 2))
+    return _ew.Dropout.apply(x, p=p, mask_shape=tuple(x.shape[:lead]) + (1,) * (x.ndim - lead))
+
+
+def _deprecated_rank(name, x, expected):
+    warnings.warn(f"{name}: Received a {x.ndim}-D input to {name}, which is deprecated and will "
+                  f"result in an error in a future release (as torch's). {name} expects "
+                  f"{expected}", UserWarning, stacklevel=3)
+
+
+def dropout1d(x, p=0.5, training=True, inplace=False):
+    """torch's: whole channels of (N, C, L) input, or of unbatched (C, L), dropped."""
+    if x.ndim not in (2, 3):
+        raise RuntimeError(f"dropout1d: Expected 2D or 3D input, but received a {x.ndim}D input "
+                           f"of shape {tuple(x.shape)}")
+    return _feature_dropout("dropout1d", x, p, training, batched=x.ndim == 3)
+
+
+def dropout2d(x, p=0.5, training=True, inplace=False):
+    """torch's: whole channels dropped -- one draw per (item, channel) of (N, C, H, W) input, or
+    of (N, C, L) input (torch's reading of 3-d input, with its warning left out) -- the kept
+    ones scaled by 1 / (1 - p). Other input of 2 or more dimensions is (N, C, ...), with
+    torch's deprecation warning."""
+    if x.ndim not in (3, 4):
+        _deprecated_rank("dropout2d", x, "3-d (N, C, L) or 4-d (N, C, H, W) input")
+    return _feature_dropout("dropout2d", x, p, training, batched=True)
+
+
+def dropout3d(x, p=0.5, training=True, inplace=False):
+    """torch's: whole channels of (N, C, D, H, W) input, or of unbatched (C, D, H, W), dropped;
+    other input is unbatched (C, ...), with torch's deprecation warning."""
+    if x.ndim not in (4, 5):
+        _deprecated_rank("dropout3d", x, "4-d (C, D, H, W) or 5-d (N, C, D, H, W) input")
+    return _feature_dropout("dropout3d", x, p, training, batched=x.ndim == 5)
 
 
 def additive_attention(query, location, processed_memory, v, memory, mask=None):

@@ -241,11 +241,25 @@ class Dropout(Module):
         return F.dropout(x, self.p, self.training)
 
 
+class Dropout1d(Dropout):
+    """torch's: whole channels of (N, C, L) / (C, L) input dropped (F.dropout1d)."""
+
+    def forward(self, x):
+        return F.dropout1d(x, self.p, self.training)
+
+
 class Dropout2d(Dropout):
     """torch's: whole channels dropped (F.dropout2d)."""
 
     def forward(self, x):
         return F.dropout2d(x, self.p, self.training)
+
+
+class Dropout3d(Dropout):
+    """torch's: whole channels of (N, C, D, H, W) / (C, D, H, W) input dropped (F.dropout3d)."""
+
+    def forward(self, x):
+        return F.dropout3d(x, self.p, self.training)
 
 
 class ReLU(Module):
@@ -709,7 +723,7 @@ __all__ = ["Module", "Parameter", "Sequential", "ModuleList", "ModuleDict", "Par
            "ParameterDict", "GroupNorm", "InstanceNorm1d", "InstanceNorm2d", "GELU", "SiLU",
            "Mish", "ELU", "Softplus", "Hardtanh", "ReLU6", "LogSigmoid", "Linear", "Conv1d",
            "Conv2d", "ConvTranspose2d", "BatchNorm1d", "BatchNorm2d", "Embedding", "Dropout",
-           "Dropout2d", "ReLU", "LeakyReLU", "Tanh", "Sigmoid", "Flatten", "Upsample",
+           "Dropout1d", "Dropout2d", "Dropout3d", "ReLU", "LeakyReLU", "Tanh", "Sigmoid", "Flatten", "Upsample",
            "UpsamplingNearest2d", "UpsamplingBilinear2d", "MaxPool2d", "AvgPool2d", "MaxPool1d",
            "AvgPool1d", "AdaptiveAvgPool2d", "AdaptiveMaxPool2d", "AdaptiveAvgPool1d", "Identity",
            "Softmax", "LogSoftmax", "LayerNorm", "NLLLoss", "BCELoss", "BCEWithLogitsLoss",

@@ -101,5 +101,34 @@ def test_dropout2d_drops_whole_channels(where, shape):
     layer = nn.Dropout2d(0.25)
     layer.eval()
     assert layer(x) is x
-    with pytest.raises(ValueError, match="3-d .* or 4-d"):
-        F.dropout2d(L.zeros(2, 3), 0.5)
+
+
+@pytest.mark.parametrize("fn,shape,mask,warns", [
+    ("dropout1d", (16, 32, 5), (16, 32), False), ("dropout1d", (64, 5), (64,), False),
+    ("dropout2d", (16, 32, 2, 2, 2), (16, 32), True), ("dropout2d", (32, 16), (32, 16), True),
+    ("dropout3d", (16, 32, 2, 2, 2), (16, 32), False), ("dropout3d", (64, 2, 2, 2), (64,), False),
+    ("dropout3d", (64, 2, 3), (64,), True)])
+@pytest.mark.parametrize("device", DEVICES)
+def test_channel_dropouts_draw_what_torchs_draw_and_warn_where_torch_warns(where, fn, shape, mask,
+                                                                          warns):
+    """The elements sharing one draw are torch's (its noise shape, batched or not), seen as a
+    mask constant over them; torch's deprecation warning for the ranks it still takes."""
+    import warnings
+    L.manual_seed(1)
+    x = L.tensor(np.ones(shape, np.float32), device=where)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        y = getattr(F, fn)(x, 0.5).numpy()
+        getattr(torch.nn.functional, fn)(torch.ones(shape), 0.5)
+    said = [str(w.message) for w in seen if f"{fn}: Received a" in str(w.message)]
+    ours = [m for m in said if "(as torch's)" in m]
+    theirs = [m for m in said if "(as torch's)" not in m]
+    assert bool(ours) == bool(theirs) == warns
+    groups = y.reshape(mask + (-1,))
+    assert (groups == groups[..., :1]).all()                  # one draw per group
+    assert 0.35 < (groups[..., 0] == 0).mean() < 0.65          # (p = 0.5, 64+ groups)
+    np.testing.assert_array_equal(np.unique(y), [0.0, 2.0])
+    layer = getattr(nn, fn.replace("dropout", "Dropout"))(0.5)
+    assert layer.eval()(x) is x
+    with pytest.raises(RuntimeError, match="dropout1d: Expected 2D or 3D input"):
+        F.dropout1d(L.zeros(2, 3, 4, 5), 0.5)
