@@ -108,6 +108,11 @@ def tan(x): return _ew.Tan.apply(_floating(x))
 def sinh(x): return _ew.Sinh.apply(_floating(x))
 def cosh(x): return _ew.Cosh.apply(_floating(x))
 def atan(x): return _ew.Arctan.apply(_floating(x))
+def asin(x): return _ew.Arcsin.apply(_floating(x))
+def acos(x): return _ew.Arccos.apply(_floating(x))
+def asinh(x): return _ew.Arcsinh.apply(_floating(x))
+def acosh(x): return _ew.Arccosh.apply(_floating(x))
+def atanh(x): return _ew.Arctanh.apply(_floating(x))
 def _rounding(name):
     def rounding(x):
         if not is_floating(x.dtype):          # (integers are whole already: torch keeps them,
@@ -2612,8 +2617,8 @@ def _install_tensor_methods():
                          ("le", "less_equal"), ("gt", "greater"), ("ge", "greater_equal")):
         for name in (f"__{short}__", short):          # (x == y and x.eq(y))
             spellings[name] = _comparison(ufunc)
-    for fn in (expm1, log2, log10, reciprocal, rsqrt, sin, cos, tan, sinh, cosh, atan, floor, ceil,
-               trunc, sign, logical_not):
+    for fn in (expm1, log2, log10, reciprocal, rsqrt, sin, cos, tan, sinh, cosh, atan, asin, acos,
+               asinh, acosh, atanh, floor, ceil, trunc, sign, logical_not):
         spellings[fn.__name__] = lambda self, fn=fn: fn(self)
     for fn in (fmod, logical_and, logical_or, logical_xor, outer, allclose):
         spellings[fn.__name__] = lambda self, other, fn=fn, **kw: fn(self, other, **kw)

@@ -47,6 +47,10 @@ CASES = {
        for name in ("sin", "cos", "tan", "sinh", "cosh", "atan", "expm1", "square")},
     **{name: (lambda v, name=name: getattr(v.abs() + 0.5, name)())
        for name in ("log1p", "log2", "log10", "reciprocal", "rsqrt")},
+    # the inverse functions, inside their domains
+    **{name: (lambda v, name=name: getattr(v / 4.5, name)()) for name in ("asin", "acos", "atanh")},
+    "asinh": lambda v: _lib(v).asinh(v),
+    "acosh": lambda v: (v.abs() + 1.25).acosh(),
     "logsumexp": lambda v: v.logsumexp(1),
     "logsumexp_dims_keepdim": lambda v: v.logsumexp((0, 1), keepdim=True),
     "logsumexp_function": lambda v: _lib(v).logsumexp(v * 300, dim=0),   # (exp overflows)

@@ -389,6 +389,31 @@ class Arctan(Unary):
     def derivative(self, xp, x, y): return 1 / (1 + x * x)
 
 
+class Arcsin(Unary):
+    ufunc = "arcsin"
+    def derivative(self, xp, x, y): return 1 / xp.sqrt(1 - x * x)
+
+
+class Arccos(Unary):
+    ufunc = "arccos"
+    def derivative(self, xp, x, y): return -1 / xp.sqrt(1 - x * x)
+
+
+class Arcsinh(Unary):
+    ufunc = "arcsinh"
+    def derivative(self, xp, x, y): return 1 / xp.sqrt(x * x + 1)
+
+
+class Arccosh(Unary):
+    ufunc = "arccosh"
+    def derivative(self, xp, x, y): return 1 / xp.sqrt(x * x - 1)
+
+
+class Arctanh(Unary):
+    ufunc = "arctanh"
+    def derivative(self, xp, x, y): return 1 / (1 - x * x)
+
+
 class Rounding(Unary):
     """floor / ceil / rint (round: half to even, as torch's; with `decimals`, NumPy's / CuPy's
     round, torch's formula) / trunc / sign of floating data: a step function, whose gradient is
