@@ -7,7 +7,7 @@ from . import autograd, functional, graph, init, kernels, keras, nn, optim
 from . import functional as F
 from .backend import parse_device
 from .creation import (arange, empty, empty_like, eye, full, full_like, linspace, ones, ones_like,
-                       rand, rand_like, randint, randint_like, randn, randn_like, zeros,
+                       rand, rand_like, randint, randint_like, randn, randn_like, randperm, zeros,
                        zeros_like)
 from .module import Module, ModuleDict, ModuleList, Parameter, Sequential
 from .functional import absolute as abs  # noqa: A001  (torch's top-level spellings)
@@ -21,7 +21,7 @@ from .functional import (add, amax, amin, argmax, argmin, argsort, cat, chunk, c
                          logsumexp, cumsum, cumprod, prod, norm, tril, triu, roll, bmm, floor, ceil, trunc, sign, fmod, remainder,
                          floor_divide, logical_and, logical_or, logical_xor, logical_not, outer,
                          repeat_interleave, nonzero, allclose, cosine_similarity,
-                         pairwise_distance)
+                         pairwise_distance, unique)
 from .functional import round  # noqa: A001
 from .einsum import einsum
 from .random import manual_seed

@@ -21,7 +21,7 @@ from .backend import DEFAULT_FLOAT, cupy, is_floating, number_dtype, parse_devic
 from .backend import empty_like as backend_empty_like
 from .tensor import Tensor
 
-__all__ = ["zeros", "ones", "full", "empty", "rand", "randn", "randint", "zeros_like",
+__all__ = ["zeros", "ones", "full", "empty", "rand", "randn", "randint", "randperm", "zeros_like",
            "ones_like", "full_like", "empty_like", "rand_like", "randn_like", "randint_like",
            "arange", "linspace", "eye"]
 
@@ -170,6 +170,21 @@ def randint(*args, size=None, dtype=None, device=None, requires_grad=False):
         raise ValueError(f"randint(): [{low}, {high}) does not fit in {dt.name} "
                          f"[{np.iinfo(dt).min}, {np.iinfo(dt).max}]")
     a = random.host_generator().integers(low, high, size, dtype=np.int64).astype(dt)
+    device = parse_device(device)
+    return _made(a if device == "cpu" else _on(device, lambda cp: cp.asarray(a)),
+                 requires_grad)
+
+
+def randperm(n, *, dtype=None, device=None, requires_grad=False):
+    """A random permutation of 0 .. n-1 (int64 unless `dtype`), as torch's; drawn by the host
+    generator and copied to a GPU (one transfer)."""
+    n = _index(n)
+    if n < 0:
+        raise RuntimeError(f"randperm(): n must be non-negative, got {n}")
+    dt = _dtype("randperm", dtype, np.int64)
+    if dt.kind in "iu" and n - 1 > np.iinfo(dt).max:
+        raise RuntimeError(f"randperm(): n = {n} is too large for dtype {dt.name}")
+    a = random.host_generator().permutation(n).astype(dt)
     device = parse_device(device)
     return _made(a if device == "cpu" else _on(device, lambda cp: cp.asarray(a)),
                  requires_grad)

@@ -2304,6 +2304,14 @@ def _copy_(x, src):
     return x
 
 
+def _draw_(x, name, draw):
+    """x filled in place by an initialiser (torch's x.normal_(), x.uniform_()): refused where an
+    in-place change is (a leaf that requires grad, outside no_grad)."""
+    _in_place_check(x, name)
+    from . import init
+    return draw(init)
+
+
 def _fill_(x, value, name="fill_()"):
     _in_place_check(x, name, value)
     if isinstance(value, Tensor):             # (a 0-d tensor, as torch's fill_ takes)
@@ -2313,6 +2321,36 @@ def _fill_(x, value, name="fill_()"):
     x.data[...] = value
     mark_changed(x, name)
     return x
+
+
+def _uniform_bounds(bounds, kw):
+    """x.uniform_(from=0, to=1)'s bounds ('from' is a Python keyword: positional, or **kw)."""
+    names = ("from", "to")
+    unknown = set(kw) - set(names)
+    if unknown or len(bounds) > 2:
+        raise TypeError(f"uniform_(): takes (from=0, to=1), got {bounds} {kw}")
+    given = dict(zip(names, bounds), **kw)
+    return float(given.get("from", 0.0)), float(given.get("to", 1.0))
+
+
+def unique(x, sorted=True, return_inverse=False, return_counts=False, dim=None):
+    """torch.unique: the distinct values (sorted), with the index of each element's value
+    (int64, x's shape; (x.size(dim),) with dim) and each value's count; no gradient, as
+    torch's. (sorted=False gives them sorted too.)"""
+    xp = xp_of(x.data)
+    if dim is not None:
+        dim = dim_index(dim, x.ndim, "unique")
+    out = xp.unique(x.data, return_inverse=True, return_counts=True, axis=dim)
+    values, inverse, counts = out
+    if dim is None:
+        inverse = inverse.reshape(x.shape)
+    result = [Tensor(values)]
+    if return_inverse:
+        result.append(Tensor(inverse.reshape(-1) if dim is not None else inverse).astype(
+            np.int64))
+    if return_counts:
+        result.append(Tensor(counts).astype(np.int64))
+    return result[0] if len(result) == 1 else tuple(result)
 
 
 def clone(x, memory_format=None):
@@ -2591,6 +2629,10 @@ def _install_tensor_methods():
         "__setitem__": _setitem,
         "copy_": _copy_,
         "fill_": _fill_,
+        "normal_": lambda self, mean=0.0, std=1.0: _draw_(
+            self, "normal_()", lambda init: init.normal_(self, mean, std)),
+        "uniform_": lambda self, *bounds, **kw: _draw_(
+            self, "uniform_()", lambda init: init.uniform_(self, *_uniform_bounds(bounds, kw))),
         "zero_": lambda self: _fill_(self, 0, "zero_()"),
         "T": property(lambda self: transpose(self)),
     }
@@ -2626,6 +2668,8 @@ def _install_tensor_methods():
     spellings["repeat_interleave"] = lambda self, repeats, dim=None: repeat_interleave(
         self, repeats, dim)
     spellings["nonzero"] = lambda self, as_tuple=False: nonzero(self, as_tuple)
+    spellings["unique"] = lambda self, sorted=True, return_inverse=False, return_counts=False, \
+        dim=None: unique(self, sorted, return_inverse, return_counts, dim)
     spellings["is_floating_point"] = lambda self: is_floating(self.dtype)
     for name, method in spellings.items():
         if not isinstance(method, property):

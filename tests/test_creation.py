@@ -172,6 +172,53 @@ def test_randint_draws_every_value_of_its_range_and_nothing_else(where):
     assert b.dtype == np.uint8 and b.shape == (2, 3) and b.numpy().max() < 5
 
 
+@pytest.mark.parametrize("device", DEVICES)
+def test_randperm_is_a_uniform_permutation(where):
+    L.manual_seed(4)
+    p = L.randperm(10, device=where)
+    assert p.dtype == np.int64 and p.device == L.tensor(np.zeros(1), device=where).device
+    np.testing.assert_array_equal(np.sort(p.numpy()), np.arange(10))
+    # uniform: where element 0 lands, over 5,000 draws of n = 5, each place ~1/5
+    lands = np.array([np.argmax(L.randperm(5).numpy() == 0) for _ in range(5000)])
+    assert np.all(np.abs(np.bincount(lands, minlength=5) - 1000) < 5 * np.sqrt(800))
+    assert L.randperm(0).shape == (0,) and L.randperm(3, dtype=np.int32).dtype == np.int32
+    with pytest.raises(RuntimeError, match="n must be non-negative"):
+        L.randperm(-1)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_normal_and_uniform_in_place_draw_their_distributions_where_torch_allows(where):
+    n = 100_000
+    w = L.tensor(np.zeros(n, np.float32), device=where, requires_grad=True)      # (a leaf)
+    with pytest.raises(RuntimeError, match="normal_\\(\\): a leaf tensor that requires grad"):
+        w.normal_()                                           # (torch's refusal too)
+    with L.no_grad():
+        assert w.normal_(1.5, 0.02) is w
+    a = w.numpy().astype(np.float64)
+    assert abs(a.mean() - 1.5) < 5 * 0.02 / np.sqrt(n) and abs(a.std() - 0.02) < 0.02 * 0.02
+    with L.no_grad():
+        w.uniform_(-3, -1)
+    u = w.numpy().astype(np.float64)
+    assert u.min() >= -3 and u.max() < -1 and abs(u.mean() + 2) < 5 * np.sqrt(4 / 12 / n)
+    with L.no_grad():
+        w.uniform_(**{"from": 2.0, "to": 2.5})             # (torch's keyword names)
+    assert 2.0 <= w.numpy().min() and w.numpy().max() < 2.5
+
+
+def test_unique_is_torchs():
+    a = np.array([[3, 1, 3], [2, 1, 0], [3, 1, 3]])
+    for kw in [{}, dict(return_inverse=True), dict(return_counts=True),
+               dict(return_inverse=True, return_counts=True), dict(dim=0, return_inverse=True,
+                                                                   return_counts=True),
+               dict(dim=1, return_inverse=True)]:
+        ours, theirs = L.tensor(a).unique(**kw), torch.unique(torch.tensor(a), **kw)
+        ours, theirs = (ours, theirs) if isinstance(ours, tuple) else ((ours,), (theirs,))
+        assert len(ours) == len(theirs)
+        for o, t in zip(ours, theirs):
+            assert o.dtype == t.numpy().dtype
+            np.testing.assert_array_equal(o.numpy(), t.numpy())
+
+
 def test_bad_arguments_are_refused_with_torchs_kind_of_error():
     for call, err, match in (
             (lambda: L.zeros(2, -1), ValueError, "negative dimension"),
