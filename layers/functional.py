@@ -16,9 +16,9 @@ from .ops import loss as _loss
 from .ops import norm as _norm
 from .ops import reduce as _red
 from .ops import shape as _sh
-from .backend import (cupy, device_of, dim_index, is_channels_last, is_floating, is_gpu, is_half,
-                      number_dtype, out_of_range, parse_device, promote_types, same_dtype,
-                      to_device, xp_of)
+from .backend import (accumulation_dtype, cupy, device_of, dim_index, is_channels_last,
+                      is_floating, is_gpu, is_half, number_dtype, out_of_range, parse_device,
+                      promote_types, same_dtype, to_device, xp_of)
 from .changes import mark_changed
 from .tensor import Tensor, is_grad_enabled, no_grad
 
@@ -1282,11 +1282,33 @@ def _on_device_of(x, a, name, what="the indices/target are"):
     return to_device(np.asarray(a) if isinstance(a, (list, tuple)) else a, x.device)
 
 
-def embedding(indices, weight, padding_idx=None):
+def embedding(indices, weight, padding_idx=None, max_norm=None, norm_type=2.0,
+              scale_grad_by_freq=False, sparse=False):
+    """torch's: the rows of weight the indices pick (no gradient into padding_idx's row). With
+    max_norm, each picked row whose norm_type-norm exceeds it is first scaled in place to
+    max_norm (torch's renorm: max_norm / (norm + 1e-7)), as torch does."""
+    if scale_grad_by_freq or sparse:
+        raise NotImplementedError("embedding: scale_grad_by_freq and sparse gradients are not "
+                                  "done here (docs/from_pytorch.md)")
     idx = _on_device_of(weight, indices, "embedding")
     if idx.dtype.kind not in "iu":
         raise TypeError(f"embedding: indices must be integers, got {idx.dtype}")
+    if max_norm is not None:
+        _renorm_rows(weight, idx, max_norm, norm_type)
     return _sh.Embedding.apply(weight, idx, padding_idx=padding_idx)
+
+
+def _renorm_rows(weight, idx, max_norm, norm_type):
+    """torch.embedding_renorm_: the rows idx picks, scaled in place to norm max_norm where
+    theirs is larger (outside the graph, as torch's)."""
+    xp = xp_of(weight.data)
+    rows = xp.unique(idx.reshape(-1))
+    w = weight.data[rows].astype(accumulation_dtype(weight.dtype))
+    p = float(norm_type)
+    norms = xp.abs(w).max(1) if p == math.inf else (xp.abs(w) ** p).sum(1) ** (1 / p)
+    scale = xp.where(norms > max_norm, max_norm / (norms + 1e-7), 1.0)
+    weight.data[rows] = (w * scale[:, None]).astype(weight.dtype)
+    mark_changed(weight, "embedding(max_norm=)")
 
 
 # ---- convolution and normalization ------------------------------------------------------------

@@ -348,9 +348,17 @@ class Module:
         return ""
 
     def __repr__(self):
-        lines = [f"({name}): " + repr(m).replace("\n", "\n  ") for name, m in self._modules.items()]
+        """torch's: extra_repr's lines, then each child's, indented; one extra line and no child
+        inline."""
+        extra = self.extra_repr()
+        extra_lines = extra.split("\n") if extra else []
+        child_lines = [f"({name}): " + repr(m).replace("\n", "\n  ")
+                       for name, m in self._modules.items()]
+        lines = extra_lines + child_lines
         if not lines:
-            return f"{type(self).__name__}({self.extra_repr()})"
+            return f"{type(self).__name__}()"
+        if len(extra_lines) == 1 and not child_lines:
+            return f"{type(self).__name__}({extra_lines[0]})"
         return f"{type(self).__name__}(\n  " + "\n  ".join(lines) + "\n)"
 
 
@@ -508,6 +516,16 @@ class _ParameterItems:
         if isinstance(value, Parameter):
             return value
         return Parameter(value.data if isinstance(value, Tensor) else value)   # (trainable)
+
+    def extra_repr(self):
+        """torch's lines, '  (name): Parameter containing: [dtype of size AxB (device)]' (the
+        dtype named as here, float32 where torch says torch.float32)."""
+        lines = []
+        for name, p in self._parameters.items():
+            device = "" if p.device == "cpu" else f" ({p.device})"
+            size = "x".join(str(n) for n in p.shape)
+            lines.append(f"  ({name}): Parameter containing: [{p.dtype} of size {size}{device}]")
+        return "\n".join(lines)
 
 
 class ParameterList(_ParameterItems, _ListOf):

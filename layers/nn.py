@@ -203,20 +203,46 @@ class BatchNorm2d(_BatchNorm):
 
 
 class Embedding(Module):
-    def __init__(self, num_embeddings, embedding_dim, padding_idx=None):
+    """torch.nn.Embedding: weight (num_embeddings, embedding_dim) drawn N(0, 1), padding_idx's
+    row zero and without gradient (a negative one counts from the end, kept as torch keeps it),
+    max_norm / norm_type renorming the rows used (F.embedding)."""
+
+    def __init__(self, num_embeddings, embedding_dim, padding_idx=None, max_norm=None,
+                 norm_type=2.0, scale_grad_by_freq=False, sparse=False):
         super().__init__()
+        if padding_idx is not None:
+            if not -num_embeddings <= padding_idx < num_embeddings:
+                raise ValueError(f"Embedding: padding_idx {padding_idx} must be within "
+                                 f"num_embeddings {num_embeddings} (as torch)")
+            padding_idx %= num_embeddings
+        if scale_grad_by_freq or sparse:
+            raise NotImplementedError("Embedding: scale_grad_by_freq and sparse gradients are "
+                                      "not done here (docs/from_pytorch.md)")
         self.num_embeddings, self.embedding_dim, self.padding_idx = \
             num_embeddings, embedding_dim, padding_idx
+        self.max_norm, self.norm_type = max_norm, norm_type
+        self.scale_grad_by_freq, self.sparse = scale_grad_by_freq, sparse
         self.weight = Parameter(_empty(num_embeddings, embedding_dim))
         init.normal_(self.weight)
         if padding_idx is not None:
             self.weight.data[padding_idx] = 0
 
     def forward(self, indices):
-        return F.embedding(indices, self.weight, self.padding_idx)
+        return F.embedding(indices, self.weight, self.padding_idx, self.max_norm, self.norm_type)
+
+    def extra_repr(self):
+        s = f"{self.num_embeddings}, {self.embedding_dim}"
+        if self.padding_idx is not None:
+            s += f", padding_idx={self.padding_idx}"
+        if self.max_norm is not None:
+            s += f", max_norm={self.max_norm}"
+        if self.norm_type != 2:
+            s += f", norm_type={self.norm_type}"
+        return s
 
     @classmethod
-    def from_pretrained(cls, embeddings, freeze=True, padding_idx=None):
+    def from_pretrained(cls, embeddings, freeze=True, padding_idx=None, max_norm=None,
+                        norm_type=2.0, scale_grad_by_freq=False, sparse=False):
         """torch's: an Embedding whose weight is `embeddings` (rows, dim) -- the same memory, as
         torch's -- trained unless freeze."""
         weight = Parameter(embeddings.data if isinstance(embeddings, Tensor) else embeddings,
@@ -224,7 +250,7 @@ class Embedding(Module):
         if weight.ndim != 2:
             raise ValueError(f"Embeddings parameter is expected to be 2-dimensional (as torch), "
                              f"got shape {weight.shape}")
-        m = cls(*weight.shape, padding_idx=padding_idx)
+        m = cls(*weight.shape, padding_idx=padding_idx, max_norm=max_norm, norm_type=norm_type)
         m.weight = weight
         return m
 

@@ -68,6 +68,63 @@ def test_containers_take_torchs_argument_names():
     assert list(params) == ["w", "v"]
 
 
+@pytest.mark.parametrize("kw", [dict(max_norm=1.0), dict(max_norm=0.5, norm_type=1.0),
+                                dict(padding_idx=-2, max_norm=2.0),
+                                dict(max_norm=0.7, norm_type=float("inf")), dict(padding_idx=0)])
+@pytest.mark.parametrize("device", DEVICES)
+def test_embedding_options_are_torchs(where, kw):
+    """max_norm renorms the rows used, in place, before the lookup (twice: the second call sees
+    the first's renormed rows); a negative padding_idx counts from the end; repr."""
+    torch.manual_seed(0)
+    t, e = torch.nn.Embedding(6, 4, **kw), nn.Embedding(6, 4, **kw)
+    assert repr(e) == repr(t) and e.padding_idx == t.padding_idx
+    e.load_state_dict({k: v.detach().numpy() for k, v in t.state_dict().items()})
+    e.to(where)
+    for i in (np.array([[1, 2, 1], [5, 4, 3]]), np.array([0, 4, 4])):
+        y, ty = e(L.tensor(i, device=where)), t(torch.tensor(i))
+        (y * y).sum().backward()
+        (ty * ty).sum().backward()
+        np.testing.assert_allclose(y.numpy(), ty.detach().numpy(), rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(e.weight.numpy(), t.weight.detach().numpy(), rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(e.weight.grad.numpy(), t.weight.grad.numpy(), rtol=1e-6,
+                               atol=1e-7)
+    if kw.get("max_norm"):           # float64: torch's renorm to its last term (its + 1e-7)
+        t64, e64 = torch.nn.Embedding(6, 4, **kw).double(), nn.Embedding(6, 4, **kw).double()
+        e64.load_state_dict({k: v.detach().numpy() for k, v in t64.state_dict().items()})
+        i = np.array([1, 2, 5])
+        np.testing.assert_allclose(e64(L.tensor(i)).numpy(), t64(torch.tensor(i)).detach(),
+                                   rtol=1e-14)
+    with pytest.raises(ValueError, match="padding_idx 6 must be within num_embeddings 6"):
+        nn.Embedding(6, 4, padding_idx=6)
+    with pytest.raises(NotImplementedError, match="scale_grad_by_freq and sparse"):
+        nn.Embedding(6, 4, sparse=True)
+
+
+def test_reprs_are_torchs():
+    """A module with an extra_repr and children prints both (it printed the children only);
+    a ParameterList / ParameterDict its parameters (dtypes named as here, not torch.float32)."""
+    def block(lib):
+        class Block(lib.Module):
+            def __init__(self):
+                super().__init__()
+                self.scale, self.lin = 3, lib.Linear(2, 2)
+
+            def extra_repr(self):
+                return f"scale={self.scale}"
+        return Block()
+    assert repr(block(nn)) == repr(block(torch.nn))
+    for cls, args in ((nn.ParameterList, ([np.zeros((2, 3), np.float32), np.zeros(4)],)),
+                      (nn.ParameterDict, ({"w": np.zeros((2, 3), np.float32)},))):
+        theirs_cls = getattr(torch.nn, cls.__name__)
+        targs = [{k: torch.nn.Parameter(torch.tensor(v)) for k, v in a.items()}
+                 if isinstance(a, dict) else [torch.nn.Parameter(torch.tensor(v)) for v in a]
+                 for a in args]
+        theirs = repr(theirs_cls(*targs)).replace("torch.", "")
+        if cls is nn.ParameterDict:                            # (torch.typename's FloatTensor)
+            theirs = theirs.replace("FloatTensor", "float32")
+        assert repr(cls(*args)) == theirs
+
+
 def test_embedding_from_pretrained_is_torchs():
     table = np.arange(12.0, dtype=np.float32).reshape(4, 3)
     for freeze in (True, False):
