@@ -75,7 +75,7 @@ class _ConvNd(Module):
         elif any(self.padding):
             s += f", padding={self.padding}"
         if self.padding_mode != "zeros":
-            s += f", padding_mode={self.padding_mode!r}"
+            s += f", padding_mode={self.padding_mode}"              # (torch's, unquoted)
         return s + ("" if self.bias is not None else ", bias=False")
 
     def _padded(self, x):
@@ -157,11 +157,11 @@ class _BatchNorm(Module):
     dims = ()
 
     def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=True,
-                 track_running_stats=True):
+                 track_running_stats=True, *, bias=True):
         super().__init__()
         self.num_features, self.eps, self.momentum = num_features, eps, momentum
         self.affine, self.track_running_stats = affine, track_running_stats
-        _affine_parameters(self, num_features, affine)
+        _affine_parameters(self, num_features, affine, bias)
         if track_running_stats:
             self.register_buffer("running_mean", np.zeros(num_features, np.float32))
             self.register_buffer("running_var", np.ones(num_features, np.float32))
@@ -191,7 +191,8 @@ class _BatchNorm(Module):
 
     def extra_repr(self):
         return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, "
-                f"affine={self.affine}, track_running_stats={self.track_running_stats}")
+                f"affine={self.affine}, bias={self.bias is not None}, "
+                f"track_running_stats={self.track_running_stats}")
 
 
 class BatchNorm1d(_BatchNorm):
@@ -261,10 +262,13 @@ class Dropout(Module):
         if not 0 <= p <= 1:
             raise ValueError(f"dropout probability has to be between 0 and 1, but got {p} (as "
                              f"torch)")
-        self.p = p
+        self.p, self.inplace = p, inplace
 
     def forward(self, x):
         return F.dropout(x, self.p, self.training)
+
+    def extra_repr(self):
+        return f"p={self.p}, inplace={self.inplace}"
 
 
 class Dropout1d(Dropout):
@@ -293,15 +297,20 @@ class ReLU(Module):
 
     def __init__(self, inplace=False):
         super().__init__()          # (inplace is accepted for torch compatibility)
+        self.inplace = inplace
 
     def forward(self, x):
         return F.relu(x)
+
+    def extra_repr(self):
+        return "inplace=True" if self.inplace else ""
 
 
 class LeakyReLU(Module):
     def __init__(self, negative_slope=0.01, inplace=False):
         super().__init__()
         self.negative_slope = negative_slope   # inplace is accepted for torch compatibility
+        self.inplace = inplace
 
     @property
     def finite_preserving(self):
@@ -310,6 +319,9 @@ class LeakyReLU(Module):
 
     def forward(self, x):
         return F.leaky_relu(x, self.negative_slope)
+
+    def extra_repr(self):
+        return f"negative_slope={self.negative_slope}" + (", inplace=True" if self.inplace else "")
 
 
 class GELU(Module):
@@ -439,8 +451,13 @@ class Upsample(Module):
                              self.recompute_scale_factor)
 
     def extra_repr(self):
-        what = f"size={self.size}" if self.size is not None else \
-            f"scale_factor={self.scale_factor}"
+        """torch's: the scale factor as floats (as it stores them), else the size."""
+        sf = self.scale_factor
+        if sf is not None:
+            sf = tuple(float(f) for f in sf) if isinstance(sf, tuple) else float(sf)
+            what = f"scale_factor={sf!r}"
+        else:
+            what = f"size={self.size!r}"
         return f"{what}, mode={self.mode!r}"
 
 
@@ -517,6 +534,11 @@ class AvgPool1d(AvgPool2d):
         return F.avg_pool1d(x, self.kernel_size, self.stride, self.padding, self.ceil_mode,
                             self.count_include_pad)
 
+    def extra_repr(self):               # (torch's: one-element tuples, as it stores them)
+        one = lambda v: v if isinstance(v, tuple) else (v,)          # noqa: E731
+        return (f"kernel_size={one(self.kernel_size)}, stride={one(self.stride)}, "
+                f"padding={one(self.padding)}")
+
 
 class _AdaptivePool(Module):
     function = None
@@ -568,6 +590,9 @@ class Softmax(Module):
     def _axis(self, x):
         return self.dim if self.dim is not None else F.implicit_softmax_dim(x.ndim)
 
+    def extra_repr(self):
+        return f"dim={self.dim}"
+
     def forward(self, x):
         return F.softmax(x, dim=self._axis(x))
 
@@ -593,26 +618,27 @@ class LayerNorm(Module):
 
     def extra_repr(self):
         return (f"{self.normalized_shape}, eps={self.eps}, "
-                f"elementwise_affine={self.elementwise_affine}")
+                f"elementwise_affine={self.elementwise_affine}, bias={self.bias is not None}")
 
 
 class GroupNorm(Module):
     """torch.nn.GroupNorm: weight (ones) and bias (zeros) of num_channels (F.group_norm)."""
 
-    def __init__(self, num_groups, num_channels, eps=1e-5, affine=True):
+    def __init__(self, num_groups, num_channels, eps=1e-5, affine=True, *, bias=True):
         super().__init__()
         if num_channels % num_groups:
             raise ValueError(f"GroupNorm: num_channels {num_channels} must be divisible by "
                              f"num_groups {num_groups} (as torch)")
         self.num_groups, self.num_channels, self.eps, self.affine = \
             num_groups, num_channels, eps, affine
-        _affine_parameters(self, num_channels, affine)
+        _affine_parameters(self, num_channels, affine, bias)
 
     def forward(self, x):
         return F.group_norm(x, self.num_groups, self.weight, self.bias, self.eps)
 
     def extra_repr(self):
-        return f"{self.num_groups}, {self.num_channels}, eps={self.eps}, affine={self.affine}"
+        return (f"{self.num_groups}, {self.num_channels}, eps={self.eps}, affine={self.affine}, "
+                f"bias={self.bias is not None}")
 
 
 class _InstanceNorm(Module):
@@ -621,14 +647,15 @@ class _InstanceNorm(Module):
     dims = ()
 
     def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=False,
-                 track_running_stats=False):
+                 track_running_stats=False, *, bias=True):
         super().__init__()
         if track_running_stats:
             raise NotImplementedError(f"{type(self).__name__}: track_running_stats is not done "
                                       f"here")
         self.num_features, self.eps, self.momentum, self.affine = \
             num_features, eps, momentum, affine
-        _affine_parameters(self, num_features, affine)
+        self.track_running_stats = track_running_stats
+        _affine_parameters(self, num_features, affine, bias)
 
     def forward(self, x):
         if x.ndim not in self.dims or x.shape[1] != self.num_features:
@@ -638,7 +665,9 @@ class _InstanceNorm(Module):
         return F.instance_norm(x, weight=self.weight, bias=self.bias, eps=self.eps)
 
     def extra_repr(self):
-        return f"{self.num_features}, eps={self.eps}, affine={self.affine}"
+        return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, "
+                f"affine={self.affine}, bias={self.bias is not None}, "
+                f"track_running_stats={self.track_running_stats}")
 
 
 class InstanceNorm1d(_InstanceNorm):

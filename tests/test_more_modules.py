@@ -100,6 +100,57 @@ def test_embedding_options_are_torchs(where, kw):
         nn.Embedding(6, 4, sparse=True)
 
 
+REPRS = [("ReLU", (), {"inplace": True}), ("ReLU", (), {}), ("LeakyReLU", (0.2,), {"inplace": True}),
+         ("LeakyReLU", (), {}), ("Dropout", (0.3,), {}), ("Dropout2d", (0.3,), {"inplace": True}),
+         ("Dropout1d", (), {}), ("Dropout3d", (), {}), ("Softmax", (1,), {}), ("Softmax", (), {}),
+         ("LogSoftmax", (1,), {}), ("Upsample", (), {"scale_factor": 2}),
+         ("Upsample", (), {"scale_factor": (2, 3)}), ("Upsample", (), {"size": (4, 4),
+                                                                    "mode": "bilinear"}),
+         ("Upsample", (), {"size": 4}), ("UpsamplingNearest2d", (), {"scale_factor": 2}),
+         ("UpsamplingBilinear2d", (), {"scale_factor": 2}), ("AvgPool1d", (2,), {}),
+         ("AvgPool1d", (3, 2, 1), {}), ("Conv1d", (3, 4, 3), {"padding_mode": "reflect",
+                                                            "padding": 1}),
+         ("Conv2d", (3, 4, 3), {"padding_mode": "circular", "padding": 1}),
+         ("BatchNorm2d", (4,), {}), ("BatchNorm2d", (4,), {"bias": False}),
+         ("BatchNorm1d", (4,), {"affine": False}), ("InstanceNorm2d", (4,), {}),
+         ("InstanceNorm1d", (4,), {"affine": True, "bias": False}),
+         ("LayerNorm", (4,), {"bias": False}), ("LayerNorm", ([3, 4],), {}),
+         ("GroupNorm", (2, 4), {}), ("GroupNorm", (2, 4), {"bias": False})]
+
+
+@pytest.mark.parametrize("name,args,kw", REPRS)
+def test_module_reprs_and_state_dict_names_are_torchs(name, args, kw):
+    ours, theirs = getattr(nn, name)(*args, **kw), getattr(torch.nn, name)(*args, **kw)
+    assert repr(ours) == repr(theirs)
+    assert list(ours.state_dict()) == list(theirs.state_dict())
+
+
+@pytest.mark.parametrize("name,args,shape", [("BatchNorm2d", (3,), (4, 3, 2, 2)),
+                                             ("GroupNorm", (1, 3), (4, 3, 2, 2)),
+                                             ("LayerNorm", (5,), (4, 5)),
+                                             ("InstanceNorm1d", (3,), (4, 3, 5))])
+@pytest.mark.parametrize("device", DEVICES)
+def test_norms_without_bias_are_torchs(where, name, args, shape):
+    kw = dict(bias=False, **({"affine": True} if name.startswith("Instance") else {}))
+    torch.manual_seed(0)
+    theirs, ours = getattr(torch.nn, name)(*args, **kw), getattr(nn, name)(*args, **kw)
+    with torch.no_grad():
+        theirs.weight.uniform_(0.5, 1.5)
+    ours.load_state_dict({k: v.detach().numpy() for k, v in theirs.state_dict().items()})
+    ours.to(where)
+    a = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
+    x, tx = L.tensor(a, device=where, requires_grad=True), torch.tensor(a, requires_grad=True)
+    w = np.random.default_rng(2).standard_normal(shape).astype(np.float32)
+    (ours(x) * L.tensor(w, device=where)).sum().backward()
+    ty = theirs(tx)
+    (ty * torch.tensor(w)).sum().backward()
+    np.testing.assert_allclose(ours(x).numpy(), ty.detach().numpy(), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(ours.weight.grad.numpy(), theirs.weight.grad.numpy(), rtol=1e-4,
+                               atol=1e-5)
+    assert ours.bias is None
+
+
 def test_reprs_are_torchs():
     """A module with an extra_repr and children prints both (it printed the children only);
     a ParameterList / ParameterDict its parameters (dtypes named as here, not torch.float32)."""
