@@ -402,6 +402,50 @@ def dropout3d(x, p=0.5, training=True, inplace=False):
     return _feature_dropout("dropout3d", x, p, training, batched=x.ndim == 5)
 
 
+def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0,
+                                 is_causal=False, scale=None, enable_gqa=False):
+    """torch's: softmax(q k^T * scale + mask) v over the last two axes (q (..., L, E), k (..., S,
+    E), v (..., S, Ev)); attn_mask bool (True: attend) or float (added), is_causal the lower
+    triangle of (L, S); a row with nothing to attend gives 0, its gradient 0 (torch's safe
+    softmax); dropout_p applied to the weights whenever given, as torch's. Composed of the
+    engine's ops (batched cuBLASLt products on a GPU)."""
+    return _attention("scaled_dot_product_attention", query, key, value, attn_mask, dropout_p,
+                      is_causal, scale, enable_gqa)[0]
+
+
+def _attention(name, query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa):
+    """(output, weights) of scaled_dot_product_attention (MultiheadAttention's weights too)."""
+    _check_float(name, query, key, value)
+    if key.shape[-1] != query.shape[-1] or key.shape[-2] != value.shape[-2]:
+        raise ValueError(f"{name}: query {query.shape}, key {key.shape} and value {value.shape} "
+                         f"must be (..., L, E), (..., S, E) and (..., S, Ev)")
+    if is_causal and attn_mask is not None:
+        raise RuntimeError(f"{name}: Explicit attn_mask should not be set when is_causal=True "
+                           f"(as torch)")
+    if enable_gqa and query.ndim >= 3 and key.shape[-3] != query.shape[-3]:
+        if query.shape[-3] % key.shape[-3]:
+            raise ValueError(f"{name}: {query.shape[-3]} query heads are not a multiple of "
+                             f"{key.shape[-3]} key / value heads")
+        n = query.shape[-3] // key.shape[-3]
+        key, value = repeat_interleave(key, n, dim=-3), repeat_interleave(value, n, dim=-3)
+    L_, S = query.shape[-2], key.shape[-2]
+    s = 1 / math.sqrt(query.shape[-1]) if scale is None else scale
+    scores = matmul(query, transpose(key, -2, -1)) * s
+    if is_causal:
+        attn_mask = Tensor(np.tril(np.ones((L_, S), np.bool_))).to(query.device)
+    if attn_mask is not None:
+        if attn_mask.dtype == np.bool_:
+            scores = where(_on_device_of(query, attn_mask, name), scores, -math.inf)
+        else:
+            scores = scores + attn_mask
+    # rows with nothing to attend: weights 0 (not NaN), no gradient (torch's _safe_softmax)
+    dead = (isinf(scores) & (scores < 0)).all(dim=-1, keepdim=True)
+    weights = where(dead, 0.0, softmax(where(dead, 0.0, scores), dim=-1))
+    if dropout_p > 0:
+        weights = dropout(weights, dropout_p)
+    return matmul(weights, value), weights
+
+
 def additive_attention(query, location, processed_memory, v, memory, mask=None):
     """Additive attention after its projections (layers.ops.attention): weights = softmax over
     t of v . tanh(query + location + processed_memory) (-inf where mask is True), context =

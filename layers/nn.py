@@ -9,6 +9,7 @@ from . import functional as F
 from .backend import is_half
 from .functional import pair as _pair
 from . import init
+from .creation import zeros_like
 from .module import (Module, ModuleDict, ModuleList, Parameter,  # noqa: F401
                      ParameterDict, ParameterList, Sequential)
 from . import rnn_utils
@@ -34,6 +35,143 @@ class Linear(Module):
     def extra_repr(self):
         return (f"in_features={self.in_features}, out_features={self.out_features}, "
                 f"bias={self.bias is not None}")
+
+
+class NonDynamicallyQuantizableLinear(Linear):
+    """torch's name for MultiheadAttention's out_proj (a Linear; the name keeps the repr)."""
+
+
+class MultiheadAttention(Module):
+    """torch.nn.MultiheadAttention: in_proj_weight (3E, E) (q_proj_weight, k_proj_weight,
+    v_proj_weight when kdim / vdim differ), in_proj_bias (3E,), out_proj (E -> E); torch's
+    init (xavier_uniform_, zero biases). forward(query, key, value, key_padding_mask=None,
+    need_weights=True, attn_mask=None, average_attn_weights=True, is_causal=False) ->
+    (output, weights or None); (L, N, E), or (N, L, E) with batch_first, or unbatched (L, E).
+    Masks as torch's: True in a bool attn_mask / key_padding_mask is *not* attended; a float
+    one is added. The attention is F.scaled_dot_product_attention's (a row with nothing to
+    attend gives 0, where torch's need_weights path gives NaN). add_bias_kv / add_zero_attn
+    are not done here."""
+
+    def __init__(self, embed_dim, num_heads, dropout=0.0, bias=True, add_bias_kv=False,
+                 add_zero_attn=False, kdim=None, vdim=None, batch_first=False):
+        super().__init__()
+        if embed_dim <= 0 or num_heads <= 0:
+            raise ValueError(f"MultiheadAttention: embed_dim and num_heads must be greater than "
+                             f"0, got embed_dim={embed_dim} and num_heads={num_heads} (as torch)")
+        if embed_dim % num_heads:
+            raise ValueError(f"MultiheadAttention: embed_dim {embed_dim} must be divisible by "
+                             f"num_heads {num_heads} (as torch)")
+        if add_bias_kv or add_zero_attn:
+            raise NotImplementedError("MultiheadAttention: add_bias_kv and add_zero_attn are not "
+                                      "done here")
+        self.embed_dim, self.num_heads, self.dropout = embed_dim, num_heads, dropout
+        self.batch_first, self.head_dim = batch_first, embed_dim // num_heads
+        self.kdim = embed_dim if kdim is None else kdim
+        self.vdim = embed_dim if vdim is None else vdim
+        self._qkv_same_embed_dim = self.kdim == embed_dim and self.vdim == embed_dim
+        if self._qkv_same_embed_dim:
+            self.in_proj_weight = Parameter(_empty(3 * embed_dim, embed_dim))
+            for name in ("q_proj_weight", "k_proj_weight", "v_proj_weight"):
+                self.register_parameter(name, None)
+        else:
+            self.q_proj_weight = Parameter(_empty(embed_dim, embed_dim))
+            self.k_proj_weight = Parameter(_empty(embed_dim, self.kdim))
+            self.v_proj_weight = Parameter(_empty(embed_dim, self.vdim))
+            self.register_parameter("in_proj_weight", None)
+        self.register_parameter("in_proj_bias",
+                                Parameter(np.zeros(3 * embed_dim, np.float32)) if bias else None)
+        self.out_proj = NonDynamicallyQuantizableLinear(embed_dim, embed_dim, bias=bias)
+        for w in (self.in_proj_weight, self.q_proj_weight, self.k_proj_weight,
+                  self.v_proj_weight):
+            if w is not None:
+                init.xavier_uniform_(w)
+        if bias:
+            init.zeros_(self.out_proj.bias)
+
+    def _projections(self):
+        """(W_q, W_k, W_v, b_q, b_k, b_v): slices of in_proj_weight / in_proj_bias (in the
+        graph), or the separate weights."""
+        E = self.embed_dim
+        if self._qkv_same_embed_dim:
+            w = self.in_proj_weight
+            ws = (w[:E], w[E:2 * E], w[2 * E:])
+        else:
+            ws = (self.q_proj_weight, self.k_proj_weight, self.v_proj_weight)
+        b = self.in_proj_bias
+        bs = (None, None, None) if b is None else (b[:E], b[E:2 * E], b[2 * E:])
+        return ws + bs
+
+    def forward(self, query, key, value, key_padding_mask=None, need_weights=True,
+                attn_mask=None, average_attn_weights=True, is_causal=False):
+        if is_causal and attn_mask is None:
+            raise RuntimeError("MultiheadAttention: Need attn_mask if specifying the is_causal "
+                               "hint (as torch)")
+        batched = query.ndim == 3
+        if query.ndim not in (2, 3) or key.ndim != query.ndim or value.ndim != query.ndim:
+            raise ValueError(f"MultiheadAttention: query, key and value must all be 3-d "
+                             f"(batched) or 2-d (unbatched), got {query.shape}, {key.shape}, "
+                             f"{value.shape}")
+        if not batched:          # one sequence: a batch of one (axis 1, or 0 with batch_first)
+            axis = 0 if self.batch_first else 1
+            query, key, value = (F.unsqueeze(t, axis) for t in (query, key, value))
+            if key_padding_mask is not None:
+                key_padding_mask = F.unsqueeze(key_padding_mask, 0)
+        if not self.batch_first:                                   # (N, L, E) inside
+            query, key, value = (F.transpose(t, 0, 1) for t in (query, key, value))
+        N, L_, E = query.shape
+        S, H, d = key.shape[1], self.num_heads, self.head_dim
+        wq, wk, wv, bq, bk, bv = self._projections()
+
+        def heads(x, w, b):                   # (N, T, E) -> (N, H, T, d)
+            y = F.linear(x, w, b)
+            return F.transpose(F.reshape(y, N, y.shape[1], H, d), (0, 2, 1, 3))
+        q, k, v = heads(query, wq, bq), heads(key, wk, bk), heads(value, wv, bv)
+        mask = self._merged_mask(attn_mask, key_padding_mask, N, L_, S, query)
+        out, weights = F._attention("MultiheadAttention", q, k, v, mask,
+                                    self.dropout if self.training else 0.0, False, None, False)
+        out = self.out_proj(F.reshape(F.transpose(out, (0, 2, 1, 3)), N, L_, E))
+        if not self.batch_first:
+            out = F.transpose(out, 0, 1)
+        if not batched:
+            out = F.squeeze(out, 0 if self.batch_first else 1)
+        if not need_weights:
+            return out, None
+        if average_attn_weights:
+            weights = F.mean(weights, dim=1)
+        return out, (weights if batched else F.squeeze(weights, 0))
+
+    def _merged_mask(self, attn_mask, key_padding_mask, N, L_, S, like):
+        """attn_mask ((L, S) or (N * H, L, S)) and key_padding_mask ((N, S)) as one float mask
+        to add, broadcasting to (N, H, L, S): -inf where a bool one is True."""
+        def as_float(m, name):
+            if m is None:
+                return None
+            m = m if isinstance(m, Tensor) else Tensor(np.asarray(m))
+            if m.dtype == np.bool_:
+                return F.where(m.to(like.device), -np.inf,
+                               zeros_like(m, dtype=like.dtype, device=like.device))
+            if m.dtype != like.dtype:
+                raise TypeError(f"MultiheadAttention: {name} of dtype {m.dtype} for "
+                                f"{like.dtype} data; expected bool or {like.dtype} (as torch)")
+            return m.to(like.device)
+        total = None
+        a = as_float(attn_mask, "attn_mask")
+        if a is not None:
+            if a.shape == (L_, S):
+                total = a
+            elif a.shape == (N * self.num_heads, L_, S):
+                total = F.reshape(a, N, self.num_heads, L_, S)
+            else:
+                raise ValueError(f"MultiheadAttention: attn_mask of shape {a.shape}; expected "
+                                 f"({L_}, {S}) or ({N * self.num_heads}, {L_}, {S})")
+        k = as_float(key_padding_mask, "key_padding_mask")
+        if k is not None:
+            if k.shape != (N, S):
+                raise ValueError(f"MultiheadAttention: key_padding_mask of shape {k.shape}; "
+                                 f"expected ({N}, {S})")
+            k = F.reshape(k, N, 1, 1, S)
+            total = k if total is None else total + k
+        return total
 
 
 PADDING_MODES = ("zeros", "reflect", "replicate", "circular")
@@ -778,12 +916,13 @@ __all__ = ["Module", "Parameter", "Sequential", "ModuleList", "ModuleDict", "Par
            "ParameterDict", "GroupNorm", "InstanceNorm1d", "InstanceNorm2d", "GELU", "SiLU",
            "Mish", "ELU", "Softplus", "Hardtanh", "ReLU6", "LogSigmoid", "Linear", "Conv1d",
            "Conv2d", "ConvTranspose2d", "BatchNorm1d", "BatchNorm2d", "Embedding", "Dropout",
-           "Dropout1d", "Dropout2d", "Dropout3d", "ReLU", "LeakyReLU", "Tanh", "Sigmoid", "Flatten", "Upsample",
-           "UpsamplingNearest2d", "UpsamplingBilinear2d", "MaxPool2d", "AvgPool2d", "MaxPool1d",
+           "Dropout1d", "Dropout2d", "Dropout3d", "ReLU", "LeakyReLU", "Tanh", "Sigmoid",
+           "Flatten", "Upsample", "UpsamplingNearest2d", "UpsamplingBilinear2d", "MaxPool2d", "AvgPool2d", "MaxPool1d",
            "AvgPool1d", "AdaptiveAvgPool2d", "AdaptiveMaxPool2d", "AdaptiveAvgPool1d", "Identity",
            "Softmax", "LogSoftmax", "LayerNorm", "NLLLoss", "BCELoss", "BCEWithLogitsLoss",
            "MSELoss", "L1Loss", "SmoothL1Loss", "HuberLoss", "KLDivLoss", "CrossEntropyLoss",
-           "LSTM", "LSTMCell", "GRU", "GRUCell", "RNN", "RNNCell", "utils"]
+           "LSTM", "LSTMCell", "GRU", "GRUCell", "RNN", "RNNCell", "MultiheadAttention",
+           "utils"]
 
 
 class _Utils:

@@ -1,0 +1,138 @@
+"""F.scaled_dot_product_attention and nn.MultiheadAttention against torch's: outputs, attention
+weights and every gradient (inputs and parameters), in float64 on the NumPy path, the GPU path
+run on the host and the GPU; masks of both kinds, causal, rows with nothing to attend, grouped
+query heads, kdim / vdim, batch_first, unbatched input; state_dict names, repr and refusals."""
+import numpy as np
+import pytest
+import torch
+
+import layers as L
+from layers import F, nn
+from reference import rel_err
+
+DEVICES = ["cpu", pytest.param(0, marks=pytest.mark.gpu), "host"]   # (conftest's `where`)
+TOL = 1e-12
+
+DEAD = np.ones((4, 5), bool)
+DEAD[1] = False                       # (row 1 attends nothing: 0, and no gradient)
+DEAD[2, 3:] = False
+FLOAT_MASK = np.zeros((4, 5))
+FLOAT_MASK[0] = -np.inf
+FLOAT_MASK[3, 1] = -2.5
+SDPA = {  # name -> (q, k, v shapes, keywords)
+    "plain": ((2, 3, 4, 8), (2, 3, 5, 8), (2, 3, 5, 6), {}),
+    "bool_mask_dead_row": ((2, 3, 4, 8), (2, 3, 5, 8), (2, 3, 5, 6), {"attn_mask": DEAD}),
+    "float_mask_dead_row": ((2, 3, 4, 8), (2, 3, 5, 8), (2, 3, 5, 6),
+                            {"attn_mask": FLOAT_MASK}),
+    "causal": ((2, 3, 4, 8), (2, 3, 5, 8), (2, 3, 5, 6), {"is_causal": True}),
+    "causal_2d_scale": ((4, 8), (5, 8), (5, 6), {"is_causal": True, "scale": 0.3}),
+    "grouped_query_heads": ((2, 4, 4, 8), (2, 2, 5, 8), (2, 2, 5, 6), {"enable_gqa": True}),
+}
+
+
+def _pair(a, where):
+    return L.tensor(a, device=where, requires_grad=True), torch.tensor(a, requires_grad=True)
+
+
+def _kw(kw, lib, where):
+    """Array keywords as the library's tensors."""
+    return {k: (torch.tensor(v) if lib is torch else L.tensor(v, device=where))
+            if isinstance(v, np.ndarray) else v for k, v in kw.items()}
+
+
+@pytest.mark.parametrize("case", list(SDPA))
+@pytest.mark.parametrize("device", DEVICES)
+def test_scaled_dot_product_attention_is_torchs(where, case):
+    *shapes, kw = SDPA[case]
+    rng = np.random.default_rng(len(case))
+    pairs = [_pair(rng.standard_normal(s), where) for s in shapes]
+    y = F.scaled_dot_product_attention(*(p[0] for p in pairs), **_kw(kw, L, where))
+    ty = torch.nn.functional.scaled_dot_product_attention(*(p[1] for p in pairs),
+                                                          **_kw(kw, torch, where))
+    w = rng.standard_normal(ty.shape)
+    (y * L.tensor(w, device=where)).sum().backward()
+    (ty * torch.tensor(w)).sum().backward()
+    assert rel_err(y.numpy(), ty.detach().numpy()) < TOL
+    for ours, theirs in pairs:
+        assert np.isfinite(ours.grad.numpy()).all()
+        assert rel_err(ours.grad.numpy(), theirs.grad.numpy()) < TOL
+
+
+MHA = {  # name -> (constructor keywords, q, k, v shapes, forward keywords)
+    "plain": ({}, (3, 2, 8), (5, 2, 8), (5, 2, 8), {}),
+    "masks_per_head_weights": ({}, (3, 2, 8), (5, 2, 8), (5, 2, 8), {
+        "key_padding_mask": np.array([[False, False, True, False, True], [False] * 5]),
+        "attn_mask": np.triu(np.ones((3, 5), bool), 1), "average_attn_weights": False}),
+    "batch_first_float_mask_per_head": ({"batch_first": True}, (2, 3, 8), (2, 5, 8), (2, 5, 8),
+                                        {"attn_mask": np.linspace(-1, 1, 60).reshape(4, 3, 5),
+                                         "need_weights": False}),
+    "kdim_vdim": ({"kdim": 4, "vdim": 6}, (3, 2, 8), (5, 2, 4), (5, 2, 6), {}),
+    "unbatched_no_bias": ({"bias": False}, (3, 8), (5, 8), (5, 8),
+                          {"key_padding_mask": np.array([False, True, False, False, False])}),
+    "causal_hint": ({}, (3, 2, 8), (3, 2, 8), (3, 2, 8),
+                    {"attn_mask": np.triu(np.ones((3, 3), bool), 1), "is_causal": True}),
+}
+
+
+@pytest.mark.parametrize("case", list(MHA))
+@pytest.mark.parametrize("device", DEVICES)
+def test_multihead_attention_is_torchs(where, case):
+    ctor, *shapes, kw = MHA[case]
+    torch.manual_seed(0)
+    theirs = torch.nn.MultiheadAttention(8, 2, **ctor).double()
+    ours = nn.MultiheadAttention(8, 2, **ctor).double()
+    assert list(ours.state_dict()) == list(theirs.state_dict()) and repr(ours) == repr(theirs)
+    ours.load_state_dict({k: v.detach().numpy() for k, v in theirs.state_dict().items()})
+    ours.to(where)
+    rng = np.random.default_rng(len(case))
+    pairs = [_pair(rng.standard_normal(s), where) for s in shapes]
+    out, weights = ours(*(p[0] for p in pairs), **_kw(kw, L, where))
+    tout, tweights = theirs(*(p[1] for p in pairs), **_kw(kw, torch, where))
+    assert (weights is None) == (tweights is None)
+    g = rng.standard_normal(tout.shape)
+    loss = (out * L.tensor(g, device=where)).sum()
+    tloss = (tout * torch.tensor(g)).sum()
+    if weights is not None:
+        assert rel_err(weights.numpy(), tweights.detach().numpy()) < TOL
+        loss, tloss = loss + (weights * weights).sum(), tloss + (tweights * tweights).sum()
+    loss.backward()
+    tloss.backward()
+    assert rel_err(out.numpy(), tout.detach().numpy()) < TOL
+    for a, b in pairs:
+        assert rel_err(a.grad.numpy(), b.grad.numpy()) < TOL
+    for (name, p), q in zip(ours.named_parameters(), theirs.parameters()):
+        assert rel_err(p.grad.numpy(), q.grad.numpy()) < TOL, name
+
+
+def test_multihead_attention_init_and_float32():
+    """torch's init: xavier-uniform in_proj_weight (bound sqrt(6 / (E + 3E))), zero biases; a
+    float32 module runs in float32."""
+    L.manual_seed(0)
+    m = nn.MultiheadAttention(64, 4)
+    w = m.in_proj_weight.numpy()
+    bound = np.sqrt(6 / (64 + 192))
+    assert np.abs(w).max() <= bound and np.abs(w).max() > 0.9 * bound
+    assert not m.in_proj_bias.numpy().any() and not m.out_proj.bias.numpy().any()
+    x = L.tensor(np.random.default_rng(0).standard_normal((5, 2, 64)).astype(np.float32))
+    out, weights = m(x, x, x)
+    assert out.dtype == weights.dtype == np.float32
+    np.testing.assert_allclose(weights.numpy().sum(-1), 1, rtol=1e-6)
+
+
+def test_attention_refusals_are_torchs():
+    q = L.tensor(np.zeros((2, 3, 4)))
+    with pytest.raises(RuntimeError, match="Explicit attn_mask should not be set"):
+        F.scaled_dot_product_attention(q, q, q, attn_mask=L.tensor(np.ones((3, 3), bool)),
+                                       is_causal=True)
+    with pytest.raises(ValueError, match="must be \\(..., L, E\\), \\(..., S, E\\)"):
+        F.scaled_dot_product_attention(q, L.tensor(np.zeros((2, 3, 5))), q)
+    with pytest.raises(ValueError, match="embed_dim 6 must be divisible by num_heads 4"):
+        nn.MultiheadAttention(6, 4)
+    with pytest.raises(NotImplementedError, match="add_bias_kv and add_zero_attn"):
+        nn.MultiheadAttention(8, 2, add_bias_kv=True)
+    m = nn.MultiheadAttention(4, 2).double()
+    with pytest.raises(RuntimeError, match="Need attn_mask if specifying the is_causal hint"):
+        m(q, q, q, is_causal=True)
+    with pytest.raises(ValueError, match="key_padding_mask of shape \\(3,\\); expected "
+                                         "\\(3, 2\\)"):        # (q: L 2, N 3, E 4)
+        m(q, q, q, key_padding_mask=L.tensor(np.zeros(3, bool)))
