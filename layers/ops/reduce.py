@@ -146,6 +146,19 @@ class LogSoftmax(Function):
         return g - self.xp.exp(y) * g.sum(axis=self.axis, keepdims=True)
 
 
+def _running(fn, x, name):
+    """x's running sum or product (`name`: 'cumsum', 'cumprod') along fn.axis, as torch's:
+    floating data in its accumulation dtype, returned in its own; bool and integer data in int64
+    (fn.keep: in x's own dtype, torch's dtype=). (result, the accumulation-dtype result of
+    floating data, else None)."""
+    whole = x.dtype if fn.keep and not is_floating(x.dtype) else _integer_sum_dtype(x.dtype)
+    op = getattr(fn.xp, name)
+    if whole is not None:
+        return op(x, axis=fn.axis, dtype=whole), None
+    y = op(x, axis=fn.axis, dtype=accumulation_dtype(x.dtype))
+    return y.astype(x.dtype, copy=False), y
+
+
 class Cumsum(Function):
     """The running sum along `axis` (torch.cumsum): floating data summed in its accumulation
     dtype and returned in its own, bool and integer data in int64 (as torch); the gradient is
@@ -153,12 +166,7 @@ class Cumsum(Function):
     keep = False
 
     def forward(self, x):
-        whole = x.dtype if self.keep and not is_floating(x.dtype) else \
-            _integer_sum_dtype(x.dtype)
-        if whole is not None:
-            return self.xp.cumsum(x, axis=self.axis, dtype=whole)
-        return self.xp.cumsum(x, axis=self.axis, dtype=accumulation_dtype(x.dtype)).astype(
-            x.dtype, copy=False)
+        return _running(self, x, "cumsum")[0]
 
     def backward(self, gy):
         xp, axis = self.xp, self.axis
@@ -176,14 +184,9 @@ class Cumprod(Function):
     keep = False
 
     def forward(self, x):
-        whole = x.dtype if self.keep and not is_floating(x.dtype) else \
-            _integer_sum_dtype(x.dtype)
-        if whole is not None:
-            return self.xp.cumprod(x, axis=self.axis, dtype=whole)
-        acc = accumulation_dtype(x.dtype)
-        y = self.xp.cumprod(x, axis=self.axis, dtype=acc)
-        self.saved = x, y
-        return y.astype(x.dtype, copy=False)
+        y, acc = _running(self, x, "cumprod")
+        self.saved = None if acc is None else (x, acc)     # (backward: floating data's x, y)
+        return y
 
     def backward(self, gy):
         x, y = self.saved
