@@ -206,15 +206,22 @@ class _ConvNd(Module):
         init.default_weight_and_bias_(self.weight, self.bias)
 
     def extra_repr(self):
+        """torch's, in its order (a string padding and padding_mode unquoted, as there)."""
         s = (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
              f"stride={self.stride}")
-        if isinstance(self.padding, str):
-            s += f", padding={self.padding!r}"
-        elif any(self.padding):
+        if isinstance(self.padding, str) or any(self.padding):
             s += f", padding={self.padding}"
+        if any(d != 1 for d in self.dilation):
+            s += f", dilation={self.dilation}"
+        if any(getattr(self, "output_padding", ())):
+            s += f", output_padding={self.output_padding}"
+        if self.groups != 1:
+            s += f", groups={self.groups}"
+        if self.bias is None:
+            s += ", bias=False"
         if self.padding_mode != "zeros":
-            s += f", padding_mode={self.padding_mode}"              # (torch's, unquoted)
-        return s + ("" if self.bias is not None else ", bias=False")
+            s += f", padding_mode={self.padding_mode}"
+        return s
 
     def _padded(self, x):
         """(x, the convolution's padding): x padded in padding_mode and 0 where that is not
