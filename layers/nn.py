@@ -803,10 +803,13 @@ class _InstanceNorm(Module):
         _affine_parameters(self, num_features, affine, bias)
 
     def forward(self, x):
-        if x.ndim not in self.dims or x.shape[1] != self.num_features:
+        batched = self.dims[-1]
+        if x.ndim == batched - 1:                 # unbatched (C, ...), as torch's: a batch of 1
+            return F.squeeze(self.forward(F.unsqueeze(x, 0)), 0)
+        if x.ndim != batched or x.shape[1] != self.num_features:
             raise ValueError(f"{type(self).__name__}({self.num_features}): expected "
-                             f"{self.dims[-1]}-d input with {self.num_features} channels, got "
-                             f"shape {x.shape} (unbatched input is not done here)")
+                             f"{batched}-d input (or {batched - 1}-d, unbatched) with "
+                             f"{self.num_features} channels, got shape {x.shape}")
         return F.instance_norm(x, weight=self.weight, bias=self.bias, eps=self.eps)
 
     def extra_repr(self):

@@ -882,7 +882,10 @@ def test_instance_norm_is_torchs(where, affine):
     a group): values and float64 gradients as torch's; running statistics refused."""
     rng = np.random.default_rng(7)
     for ours_cls, theirs_cls, shape in ((nn.InstanceNorm2d, torch.nn.InstanceNorm2d, (2, 3, 4, 5)),
-                                        (nn.InstanceNorm1d, torch.nn.InstanceNorm1d, (2, 3, 6))):
+                                        (nn.InstanceNorm1d, torch.nn.InstanceNorm1d, (2, 3, 6)),
+                                        (nn.InstanceNorm2d, torch.nn.InstanceNorm2d, (3, 4, 5)),
+                                        (nn.InstanceNorm1d, torch.nn.InstanceNorm1d, (3, 6))):
+        # (the last two unbatched: (C, ...), as torch's take it)
         _norm_is_torchs(ours_cls(3, affine=affine), theirs_cls(3, affine=affine),
                         rng.standard_normal(shape), where, rng)
     with pytest.raises(NotImplementedError, match="track_running_stats"):
