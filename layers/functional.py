@@ -434,6 +434,9 @@ def _attention(name, query, key, value, attn_mask, dropout_p, is_causal, scale, 
     if is_causal:
         attn_mask = Tensor(np.tril(np.ones((L_, S), np.bool_))).to(query.device)
     if attn_mask is not None:
+        if attn_mask.dtype != np.bool_ and not is_floating(attn_mask.dtype):
+            raise TypeError(f"{name}: Expected attn_mask dtype to be bool or float, got "
+                            f"{attn_mask.dtype} (as torch)")
         if attn_mask.dtype == np.bool_:
             scores = where(_on_device_of(query, attn_mask, name), scores, -math.inf)
         else:
@@ -1346,7 +1349,10 @@ def _renorm_rows(weight, idx, max_norm, norm_type):
     """torch.embedding_renorm_: the rows idx picks, scaled in place to norm max_norm where
     theirs is larger (outside the graph, as torch's)."""
     xp = xp_of(weight.data)
-    rows = xp.unique(idx.reshape(-1))
+    # indices checked before any row changes (the host raises; a device's bad ones are skipped,
+    # their outputs NaN in the lookup)
+    bad = out_of_range("embedding", idx, weight.shape[0], "index")
+    rows = xp.unique(idx[~bad] if bad is not None else idx)
     w = weight.data[rows].astype(accumulation_dtype(weight.dtype))
     p = float(norm_type)
     norms = xp.abs(w).max(1) if p == math.inf else (xp.abs(w) ** p).sum(1) ** (1 / p)
@@ -2374,6 +2380,9 @@ def _draw_(x, name, draw):
     """x filled in place by an initialiser (torch's x.normal_(), x.uniform_()): refused where an
     in-place change is (a leaf that requires grad, outside no_grad)."""
     _in_place_check(x, name)
+    if not is_floating(x.dtype):
+        raise NotImplementedError(f"{name}: draws floating values; not implemented for "
+                                  f"{x.dtype} (as torch)")
     from . import init
     return draw(init)
 
@@ -2406,7 +2415,8 @@ def unique(x, sorted=True, return_inverse=False, return_counts=False, dim=None):
     xp = xp_of(x.data)
     if dim is not None:
         dim = dim_index(dim, x.ndim, "unique")
-    out = xp.unique(x.data, return_inverse=True, return_counts=True, axis=dim)
+    out = xp.unique(x.data, return_inverse=True, return_counts=True, axis=dim,
+                    equal_nan=False)                        # (each NaN its own value, as torch)
     values, inverse, counts = out
     if dim is None:
         inverse = inverse.reshape(x.shape)

@@ -527,7 +527,10 @@ class SequentialLR(_Schedules):
 
 
 class ChainedScheduler(_Schedules):
-    """Every scheduler's step at each step, in order (their factors multiply), as torch's."""
+    """Every scheduler's step at each step, in order (their factors multiply), as torch's. A
+    load puts back the lrs the chain stopped at (a child that moves the lr at construction puts
+    back its own, before the later children's factors)."""
+    moved = ("lr",)
 
     def __init__(self, schedulers, optimizer=None):
         schedulers = list(schedulers)

@@ -303,6 +303,9 @@ class RNNBase(Module):
                              f"{' (batch_first: B, T, I)' if self.batch_first else ''}, "
                              f"got {x.shape}")
         T, B = x.shape[T_axis], x.shape[B_axis]
+        if T == 0:
+            raise ValueError(f"{kind}: Expected sequence length to be larger than 0 in RNN, "
+                             f"got input {x.shape} (as torch)")
         on_device = isinstance(lengths, Tensor)
         if on_device:
             if lengths.device != x.device or lengths.shape != (B,) or \

@@ -203,14 +203,25 @@ def test_normal_and_uniform_in_place_draw_their_distributions_where_torch_allows
     with L.no_grad():
         w.uniform_(**{"from": 2.0, "to": 2.5})             # (torch's keyword names)
     assert 2.0 <= w.numpy().min() and w.numpy().max() < 2.5
+    for name in ("normal_", "uniform_"):
+        with pytest.raises(NotImplementedError, match=f"{name}\\(\\): draws floating values"):
+            getattr(L.tensor(np.array([1, 2]), device=where), name)()
 
 
 def test_unique_is_torchs():
-    a = np.array([[3, 1, 3], [2, 1, 0], [3, 1, 3]])
+    for a in (np.array([[3, 1, 3], [2, 1, 0], [3, 1, 3]]),
+              np.array([[1, np.nan, 2], [np.nan, 1, 1]])):        # (each NaN its own value)
+        _unique_is_torchs(a)
+
+
+def _unique_is_torchs(a):
+    # (rows holding NaN, dim=: torch sorts them as if NaN were smallest; NumPy's order here)
     for kw in [{}, dict(return_inverse=True), dict(return_counts=True),
                dict(return_inverse=True, return_counts=True), dict(dim=0, return_inverse=True,
                                                                    return_counts=True),
                dict(dim=1, return_inverse=True)]:
+        if "dim" in kw and np.isnan(a).any():
+            continue
         ours, theirs = L.tensor(a).unique(**kw), torch.unique(torch.tensor(a), **kw)
         ours, theirs = (ours, theirs) if isinstance(ours, tuple) else ((ours,), (theirs,))
         assert len(ours) == len(theirs)

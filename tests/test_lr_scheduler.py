@@ -268,6 +268,9 @@ RESUMES = {   # (the schedulers, the epoch saved after (-1: before any step), wh
     "ChainedScheduler with a LinearLR": (
         lambda m, o: [m.ChainedScheduler([m.LinearLR(o, 0.2, total_iters=5),
                                           m.ExponentialLR(o, 0.8)])], 1, "both"),
+    "ChainedScheduler with a ConstantLR, the scheduler alone": (
+        lambda m, o: [m.ChainedScheduler([m.ConstantLR(o, 0.1, 3), m.ExponentialLR(o, 0.9)])],
+        4, "scheduler"),
     "LinearLR, the scheduler alone": (
         lambda m, o: [m.LinearLR(o, start_factor=0.5, total_iters=4)], 1, "scheduler"),
 }

@@ -236,6 +236,8 @@ def test_gru_and_rnn_misuse():
     with pytest.raises(ValueError, match=r"LSTM: h0 has shape \(1, 2, 5\), expected \(1, 2, 2\)"):
         L.nn.LSTM(3, 5, proj_size=2)(L.Tensor(np.zeros((4, 2, 3), np.float32)),
                                      (h0, L.Tensor(np.zeros((1, 2, 5), np.float32))))
+    with pytest.raises(ValueError, match="Expected sequence length to be larger than 0"):
+        L.nn.LSTM(3, 5)(L.Tensor(np.zeros((0, 2, 3), np.float32)))
     with pytest.raises(ValueError, match="num_layers must be greater than zero, got 0"):
         L.nn.LSTM(3, 5, 0)
     with pytest.raises(TypeError, match="hidden_size should be of type int, got: float"):

@@ -96,6 +96,12 @@ def test_embedding_options_are_torchs(where, kw):
                                    rtol=1e-14)
     with pytest.raises(ValueError, match="padding_idx 6 must be within num_embeddings 6"):
         nn.Embedding(6, 4, padding_idx=6)
+    if kw.get("max_norm") and where == "cpu":      # a bad index is refused before any renorm
+        before = e.weight.numpy().copy()
+        for bad in (-1, 6):
+            with pytest.raises(IndexError, match=f"index {bad} is out of range for 6"):
+                e(L.tensor(np.array([0, bad])))
+        np.testing.assert_array_equal(e.weight.numpy(), before)
     with pytest.raises(NotImplementedError, match="scale_grad_by_freq and sparse"):
         nn.Embedding(6, 4, sparse=True)
 

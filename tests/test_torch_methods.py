@@ -63,6 +63,7 @@ CASES = {
     "cumprod_inf_past_zeros": lambda v: _lib(v).cat(                 # (1.5, 1.5, 0, 2, 0, inf:
         [v[1, :2], v[0, :1], v[2, :1], v[1, 3:], 1 / v[1, 3:]]).cumprod(0),  # 0 * inf unseen)
     "cumprod_empty_axis": lambda v: v[:, :0].cumprod(1),
+    "cumprod_one_inf": lambda v: (1 / v[1, 3:]).cumprod(0),          # (length 1: gy, as torch)
     "prod": lambda v: v.prod(),
     "prod_dim_zeros": lambda v: v.prod(1),                # (a 0 in rows 0 and 1: exact)
     "prod_dim_keepdim": lambda v: v.prod(0, keepdim=True),

@@ -124,6 +124,8 @@ def test_attention_refusals_are_torchs():
     with pytest.raises(RuntimeError, match="Explicit attn_mask should not be set"):
         F.scaled_dot_product_attention(q, q, q, attn_mask=L.tensor(np.ones((3, 3), bool)),
                                        is_causal=True)
+    with pytest.raises(TypeError, match="Expected attn_mask dtype to be bool or float"):
+        F.scaled_dot_product_attention(q, q, q, attn_mask=L.tensor(np.zeros((3, 3), np.int64)))
     with pytest.raises(ValueError, match="must be \\(..., L, E\\), \\(..., S, E\\)"):
         F.scaled_dot_product_attention(q, L.tensor(np.zeros((2, 3, 5))), q)
     with pytest.raises(ValueError, match="embed_dim 6 must be divisible by num_heads 4"):

@@ -196,7 +196,7 @@ class Cumprod(Function):
             xp.moveaxis(gy.astype(acc, copy=False), ax, -1)
         y = xp.moveaxis(y, ax, -1)
         n = a.shape[-1]
-        if n == 0:
+        if n <= 1:                 # (y = x: gy itself, as torch's, even for an inf or NaN x)
             return gy
         idx = xp.arange(n)
 
