@@ -18,8 +18,9 @@ from .functional import (add, amax, amin, argmax, argmin, argsort, cat, chunk, c
                          unsqueeze, var, where, maximum, minimum, isnan, isinf, isfinite,
                          narrow, flip, log1p, expm1, log2, log10, reciprocal, rsqrt, sin,
                          cos, tan, sinh, cosh, atan, asin, acos, asinh, acosh, atanh, square,
-                         logsumexp, cumsum, cumprod, prod, norm, tril, triu, roll, bmm, floor, ceil, trunc, sign, fmod, remainder,
-                         floor_divide, logical_and, logical_or, logical_xor, logical_not, outer,
+                         logsumexp, cumsum, cumprod, prod, norm, tril, triu, roll, bmm, floor,
+                         ceil, trunc, sign, fmod, remainder, floor_divide, logical_and,
+                         logical_or, logical_xor, logical_not, outer,
                          repeat_interleave, nonzero, allclose, cosine_similarity,
                          pairwise_distance, unique)
 from .functional import round  # noqa: A001
@@ -87,7 +88,8 @@ __all__ = ["autograd", "Tensor", "Function", "tensor", "as_tensor", "no_grad", "
            "tanh", "topk", "transpose", "unsqueeze", "var", "where", "maximum", "minimum",
            "isnan", "isinf", "isfinite", "narrow", "flip", "log1p", "from_numpy", "is_tensor",
            "expm1", "log2", "log10", "reciprocal", "rsqrt", "sin", "cos", "tan", "sinh", "cosh",
-           "atan", "asin", "acos", "asinh", "acosh", "atanh", "square", "logsumexp", "cumsum", "cumprod", "prod", "norm", "tril", "triu", "roll", "bmm",
+           "atan", "asin", "acos", "asinh", "acosh", "atanh", "square", "logsumexp", "cumsum",
+           "cumprod", "prod", "norm", "tril", "triu", "roll", "bmm",
            "floor", "ceil", "trunc", "sign", "round", "fmod", "remainder", "floor_divide",
            "logical_and", "logical_or", "logical_xor", "logical_not", "outer",
            "repeat_interleave", "nonzero", "allclose", "cosine_similarity", "cuda",

@@ -1,6 +1,6 @@
 """torch.nn.utils.rnn, as `L.nn.utils.rnn`: pad_sequence, pack_padded_sequence,
-pad_packed_sequence, pack_sequence, unpad_sequence, unpack_sequence and PackedSequence, so torch code that packs its batches
-runs unchanged.
+pad_packed_sequence, pack_sequence, unpad_sequence, unpack_sequence and PackedSequence, so torch
+code that packs its batches runs unchanged.
 
 cuDNN's RNN takes padded sequences with one length each (padded I/O), so a PackedSequence here
 keeps the padded batch and its lengths, and the recurrent layers run on those; torch's packed

@@ -106,8 +106,9 @@ def test_embedding_options_are_torchs(where, kw):
         nn.Embedding(6, 4, sparse=True)
 
 
-REPRS = [("ReLU", (), {"inplace": True}), ("ReLU", (), {}), ("LeakyReLU", (0.2,), {"inplace": True}),
-         ("LeakyReLU", (), {}), ("Dropout", (0.3,), {}), ("Dropout2d", (0.3,), {"inplace": True}),
+REPRS = [("ReLU", (), {"inplace": True}), ("ReLU", (), {}),
+         ("LeakyReLU", (0.2,), {"inplace": True}), ("LeakyReLU", (), {}), ("Dropout", (0.3,), {}),
+         ("Dropout2d", (0.3,), {"inplace": True}),
          ("Dropout1d", (), {}), ("Dropout3d", (), {}), ("Softmax", (1,), {}), ("Softmax", (), {}),
          ("LogSoftmax", (1,), {}), ("Upsample", (), {"scale_factor": 2}),
          ("Upsample", (), {"scale_factor": (2, 3)}), ("Upsample", (), {"size": (4, 4),

@@ -504,7 +504,8 @@ def train(argv):
         log.flush(), vlog.flush()       # (on disk first: a resume keeps the rows up to its step)
         save_checkpoint(ckpt, modules, optimizers,
                         {"epoch": epoch_, "position": position_, "step": step,
-                         "epochs": args.epochs, "batch_size": args.batch_size, "pad_multiple": list(args.pad_multiple),
+                         "epochs": args.epochs, "batch_size": args.batch_size,
+                         "pad_multiple": list(args.pad_multiple),
                          "precision": args.precision, "overfit": args.overfit,
                          "seed": args.seed, "val_ratio": args.val_ratio,
                          "dataroot": args.dataroot and os.path.abspath(args.dataroot),
