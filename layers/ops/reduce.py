@@ -57,7 +57,7 @@ class Mean(Function):
     def forward(self, x):
         if not is_floating(x.dtype):
             raise TypeError(f"mean: input must be floating (float16, bfloat16, float32, "
-                            f"float64), got {x.dtype}; cast it first (x.astype(np.float32))")
+                            f"float64), got {x.dtype}; cast it first (x.float(), as torch)")
         self.shape, self.axes = x.shape, _axes(self.axis, x.ndim)
         self.count = 1
         for a in self.axes:
