@@ -174,6 +174,69 @@ class MultiheadAttention(Module):
         return total
 
 
+class TransformerEncoderLayer(Module):
+    """torch.nn.TransformerEncoderLayer: self-attention then a feed-forward block (linear1,
+    activation, dropout, linear2), each added to its input with dropout and LayerNorm'd after
+    (or before, norm_first); torch's submodule names, so state dicts move both ways. activation
+    'relu', 'gelu' or a callable. Composed of MultiheadAttention, Linear, LayerNorm, Dropout."""
+
+    def __init__(self, d_model, nhead, dim_feedforward=2048, dropout=0.1, activation="relu",
+                 layer_norm_eps=1e-5, batch_first=False, norm_first=False, bias=True):
+        super().__init__()
+        self.self_attn = MultiheadAttention(d_model, nhead, dropout=dropout, bias=bias,
+                                            batch_first=batch_first)
+        self.linear1 = Linear(d_model, dim_feedforward, bias=bias)
+        self.dropout = Dropout(dropout)
+        self.linear2 = Linear(dim_feedforward, d_model, bias=bias)
+        self.norm_first = norm_first
+        self.norm1 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias)
+        self.norm2 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias)
+        self.dropout1, self.dropout2 = Dropout(dropout), Dropout(dropout)
+        if isinstance(activation, str):
+            if activation not in ("relu", "gelu"):
+                raise RuntimeError(f"TransformerEncoderLayer: activation should be relu/gelu, "
+                                   f"not {activation} (as torch)")
+            activation = F.relu if activation == "relu" else F.gelu
+        self.activation = activation
+
+    def forward(self, src, src_mask=None, src_key_padding_mask=None, is_causal=False):
+        x = src
+        if self.norm_first:
+            x = x + self._sa_block(self.norm1(x), src_mask, src_key_padding_mask, is_causal)
+            return x + self._ff_block(self.norm2(x))
+        x = self.norm1(x + self._sa_block(x, src_mask, src_key_padding_mask, is_causal))
+        return self.norm2(x + self._ff_block(x))
+
+    def _sa_block(self, x, mask, key_padding_mask, is_causal):
+        return self.dropout1(self.self_attn(x, x, x, attn_mask=mask,
+                                            key_padding_mask=key_padding_mask,
+                                            need_weights=False, is_causal=is_causal)[0])
+
+    def _ff_block(self, x):
+        return self.dropout2(self.linear2(self.dropout(self.activation(self.linear1(x)))))
+
+
+class TransformerEncoder(Module):
+    """torch.nn.TransformerEncoder: num_layers copies of encoder_layer (layers.0, layers.1, ...)
+    and an optional final norm. forward(src, mask=None, src_key_padding_mask=None,
+    is_causal=None). (torch's nested-tensor fast path in eval mode zeroes the outputs at padded
+    positions; here they are computed, as torch's training path does.)"""
+
+    def __init__(self, encoder_layer, num_layers, norm=None, enable_nested_tensor=True,
+                 mask_check=True):
+        super().__init__()
+        import copy
+        self.layers = ModuleList([copy.deepcopy(encoder_layer) for _ in range(num_layers)])
+        self.num_layers, self.norm = num_layers, norm
+
+    def forward(self, src, mask=None, src_key_padding_mask=None, is_causal=None):
+        out = src
+        for layer in self.layers:
+            out = layer(out, src_mask=mask, src_key_padding_mask=src_key_padding_mask,
+                        is_causal=bool(is_causal))
+        return out if self.norm is None else self.norm(out)
+
+
 PADDING_MODES = ("zeros", "reflect", "replicate", "circular")
 
 
@@ -933,7 +996,7 @@ __all__ = ["Module", "Parameter", "Sequential", "ModuleList", "ModuleDict", "Par
            "Softmax", "LogSoftmax", "LayerNorm", "NLLLoss", "BCELoss", "BCEWithLogitsLoss",
            "MSELoss", "L1Loss", "SmoothL1Loss", "HuberLoss", "KLDivLoss", "CrossEntropyLoss",
            "LSTM", "LSTMCell", "GRU", "GRUCell", "RNN", "RNNCell", "MultiheadAttention",
-           "utils"]
+           "TransformerEncoderLayer", "TransformerEncoder", "utils"]
 
 
 class _Utils:

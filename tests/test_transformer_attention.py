@@ -138,3 +138,44 @@ def test_attention_refusals_are_torchs():
     with pytest.raises(ValueError, match="key_padding_mask of shape \\(3,\\); expected "
                                          "\\(3, 2\\)"):        # (q: L 2, N 3, E 4)
         m(q, q, q, key_padding_mask=L.tensor(np.zeros(3, bool)))
+
+
+ENCODERS = {  # name -> (layer keywords, input shape, forward keywords)
+    "post_norm_relu_padding": ({}, (5, 2, 8), {
+        "src_key_padding_mask": np.array([[False] * 5, [False, False, False, True, True]])}),
+    "pre_norm_gelu_batch_first_causal": ({"norm_first": True, "activation": "gelu",
+                                          "batch_first": True}, (2, 5, 8),
+                                         {"mask": np.triu(np.full((5, 5), -np.inf), 1),
+                                          "is_causal": True}),
+    "no_bias_callable_activation": ({"bias": False, "activation": "tanh"}, (4, 3, 8), {}),
+}
+
+
+@pytest.mark.parametrize("case", list(ENCODERS))
+@pytest.mark.parametrize("device", DEVICES)
+def test_transformer_encoder_is_torchs(where, case):
+    """Two layers and a final norm, dropout 0.1 in eval mode (torch's own training path: grads
+    are on); outputs and every gradient, state_dict names."""
+    kw, shape, fwd = ENCODERS[case]
+    torch.manual_seed(0)
+
+    def make(lib, act):
+        layer_kw = dict(kw, activation=act) if "activation" in kw else kw
+        layer = lib.TransformerEncoderLayer(8, 2, dim_feedforward=16, **layer_kw)
+        return lib.TransformerEncoder(layer, 2, norm=lib.LayerNorm(8), enable_nested_tensor=False)
+    act = kw.get("activation")
+    theirs = make(torch.nn, torch.tanh if act == "tanh" else act or "relu").double().eval()
+    ours = make(nn, L.tanh if act == "tanh" else act or "relu").double().eval()
+    assert list(ours.state_dict()) == list(theirs.state_dict())
+    ours.load_state_dict({k: v.detach().numpy() for k, v in theirs.state_dict().items()})
+    ours.to(where)
+    x, tx = _pair(np.random.default_rng(3).standard_normal(shape), where)
+    y = ours(x, **_kw(fwd, L, where))
+    ty = theirs(tx, **_kw(fwd, torch, where))
+    g = np.random.default_rng(4).standard_normal(shape)
+    (y * L.tensor(g, device=where)).sum().backward()
+    (ty * torch.tensor(g)).sum().backward()
+    assert rel_err(y.numpy(), ty.detach().numpy()) < TOL
+    assert rel_err(x.grad.numpy(), tx.grad.numpy()) < TOL
+    for (name, p), q in zip(ours.named_parameters(), theirs.parameters()):
+        assert rel_err(p.grad.numpy(), q.grad.numpy()) < TOL, name
