@@ -174,67 +174,185 @@ class MultiheadAttention(Module):
         return total
 
 
-class TransformerEncoderLayer(Module):
-    """torch.nn.TransformerEncoderLayer: self-attention then a feed-forward block (linear1,
-    activation, dropout, linear2), each added to its input with dropout and LayerNorm'd after
-    (or before, norm_first); torch's submodule names, so state dicts move both ways. activation
-    'relu', 'gelu' or a callable. Composed of MultiheadAttention, Linear, LayerNorm, Dropout."""
+def _activation(kind, activation):
+    """torch's transformer activation: 'relu', 'gelu' or a callable."""
+    if not isinstance(activation, str):
+        return activation
+    if activation not in ("relu", "gelu"):
+        raise RuntimeError(f"{kind}: activation should be relu/gelu, not {activation} (as torch)")
+    return F.relu if activation == "relu" else F.gelu
+
+
+class _TransformerLayer(Module):
+    """What torch's encoder and decoder layers share: the feed-forward block (linear1,
+    activation, dropout, linear2), LayerNorms norm1..norm{n}, dropouts dropout1..dropout{n},
+    attention blocks made by the subclass (torch's submodule names and registration order, so
+    state dicts move both ways)."""
+
+    def _feed_forward(self, d_model, dim_feedforward, dropout, activation, bias):
+        self.linear1 = Linear(d_model, dim_feedforward, bias=bias)
+        self.dropout = Dropout(dropout)
+        self.linear2 = Linear(dim_feedforward, d_model, bias=bias)
+
+    def _norms_and_dropouts(self, n, d_model, eps, bias, dropout):
+        for k in range(1, n + 1):
+            setattr(self, f"norm{k}", LayerNorm(d_model, eps=eps, bias=bias))
+        for k in range(1, n + 1):
+            setattr(self, f"dropout{k}", Dropout(dropout))
+
+    def _attend(self, attn, drop, x, mem, mask, key_padding_mask, is_causal):
+        return drop(attn(x, mem, mem, attn_mask=mask, key_padding_mask=key_padding_mask,
+                         need_weights=False, is_causal=is_causal)[0])
+
+    def _ff_block(self, x, drop):
+        return drop(self.linear2(self.dropout(self.activation(self.linear1(x)))))
+
+    def _sublayers(self, x, blocks):
+        """x through each (norm, block) with a residual: post-norm (norm(x + block(x))), or
+        pre-norm with norm_first (x + block(norm(x))), as torch's."""
+        for norm, block in blocks:
+            x = x + block(norm(x)) if self.norm_first else norm(x + block(x))
+        return x
+
+
+class TransformerEncoderLayer(_TransformerLayer):
+    """torch.nn.TransformerEncoderLayer: self-attention, then the feed-forward block, each with
+    dropout and a residual, LayerNorm'd after (or before, norm_first)."""
 
     def __init__(self, d_model, nhead, dim_feedforward=2048, dropout=0.1, activation="relu",
                  layer_norm_eps=1e-5, batch_first=False, norm_first=False, bias=True):
         super().__init__()
         self.self_attn = MultiheadAttention(d_model, nhead, dropout=dropout, bias=bias,
                                             batch_first=batch_first)
-        self.linear1 = Linear(d_model, dim_feedforward, bias=bias)
-        self.dropout = Dropout(dropout)
-        self.linear2 = Linear(dim_feedforward, d_model, bias=bias)
+        self._feed_forward(d_model, dim_feedforward, dropout, activation, bias)
         self.norm_first = norm_first
-        self.norm1 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias)
-        self.norm2 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias)
-        self.dropout1, self.dropout2 = Dropout(dropout), Dropout(dropout)
-        if isinstance(activation, str):
-            if activation not in ("relu", "gelu"):
-                raise RuntimeError(f"TransformerEncoderLayer: activation should be relu/gelu, "
-                                   f"not {activation} (as torch)")
-            activation = F.relu if activation == "relu" else F.gelu
-        self.activation = activation
+        self._norms_and_dropouts(2, d_model, layer_norm_eps, bias, dropout)
+        self.activation = _activation("TransformerEncoderLayer", activation)
 
     def forward(self, src, src_mask=None, src_key_padding_mask=None, is_causal=False):
-        x = src
-        if self.norm_first:
-            x = x + self._sa_block(self.norm1(x), src_mask, src_key_padding_mask, is_causal)
-            return x + self._ff_block(self.norm2(x))
-        x = self.norm1(x + self._sa_block(x, src_mask, src_key_padding_mask, is_causal))
-        return self.norm2(x + self._ff_block(x))
-
-    def _sa_block(self, x, mask, key_padding_mask, is_causal):
-        return self.dropout1(self.self_attn(x, x, x, attn_mask=mask,
-                                            key_padding_mask=key_padding_mask,
-                                            need_weights=False, is_causal=is_causal)[0])
-
-    def _ff_block(self, x):
-        return self.dropout2(self.linear2(self.dropout(self.activation(self.linear1(x)))))
+        return self._sublayers(src, [
+            (self.norm1, lambda x: self._attend(self.self_attn, self.dropout1, x, x, src_mask,
+                                                src_key_padding_mask, is_causal)),
+            (self.norm2, lambda x: self._ff_block(x, self.dropout2))])
 
 
-class TransformerEncoder(Module):
-    """torch.nn.TransformerEncoder: num_layers copies of encoder_layer (layers.0, layers.1, ...)
-    and an optional final norm. forward(src, mask=None, src_key_padding_mask=None,
-    is_causal=None). (torch's nested-tensor fast path in eval mode zeroes the outputs at padded
-    positions; here they are computed, as torch's training path does.)"""
+class TransformerDecoderLayer(_TransformerLayer):
+    """torch.nn.TransformerDecoderLayer: self-attention, attention over the memory
+    (multihead_attn), then the feed-forward block, each with dropout and a residual."""
+
+    def __init__(self, d_model, nhead, dim_feedforward=2048, dropout=0.1, activation="relu",
+                 layer_norm_eps=1e-5, batch_first=False, norm_first=False, bias=True):
+        super().__init__()
+        self.self_attn = MultiheadAttention(d_model, nhead, dropout=dropout, bias=bias,
+                                            batch_first=batch_first)
+        self.multihead_attn = MultiheadAttention(d_model, nhead, dropout=dropout, bias=bias,
+                                                 batch_first=batch_first)
+        self._feed_forward(d_model, dim_feedforward, dropout, activation, bias)
+        self.norm_first = norm_first
+        self._norms_and_dropouts(3, d_model, layer_norm_eps, bias, dropout)
+        self.activation = _activation("TransformerDecoderLayer", activation)
+
+    def forward(self, tgt, memory, tgt_mask=None, memory_mask=None, tgt_key_padding_mask=None,
+                memory_key_padding_mask=None, tgt_is_causal=False, memory_is_causal=False):
+        return self._sublayers(tgt, [
+            (self.norm1, lambda x: self._attend(self.self_attn, self.dropout1, x, x, tgt_mask,
+                                                tgt_key_padding_mask, tgt_is_causal)),
+            (self.norm2, lambda x: self._attend(self.multihead_attn, self.dropout2, x, memory,
+                                                memory_mask, memory_key_padding_mask,
+                                                memory_is_causal)),
+            (self.norm3, lambda x: self._ff_block(x, self.dropout3))])
+
+
+class _Stack(Module):
+    """num_layers copies of a layer (layers.0, layers.1, ...) and an optional final norm."""
+
+    def __init__(self, layer, num_layers, norm):
+        super().__init__()
+        import copy
+        self.layers = ModuleList([copy.deepcopy(layer) for _ in range(num_layers)])
+        self.num_layers, self.norm = num_layers, norm
+
+    def _through(self, x, **kwargs):
+        for layer in self.layers:
+            x = layer(x, **kwargs)
+        return x if self.norm is None else self.norm(x)
+
+
+class TransformerEncoder(_Stack):
+    """torch.nn.TransformerEncoder. (torch's nested-tensor fast path in eval mode zeroes the
+    outputs at padded positions; here they are computed, as torch's training path does.)"""
 
     def __init__(self, encoder_layer, num_layers, norm=None, enable_nested_tensor=True,
                  mask_check=True):
-        super().__init__()
-        import copy
-        self.layers = ModuleList([copy.deepcopy(encoder_layer) for _ in range(num_layers)])
-        self.num_layers, self.norm = num_layers, norm
+        super().__init__(encoder_layer, num_layers, norm)
 
     def forward(self, src, mask=None, src_key_padding_mask=None, is_causal=None):
-        out = src
-        for layer in self.layers:
-            out = layer(out, src_mask=mask, src_key_padding_mask=src_key_padding_mask,
-                        is_causal=bool(is_causal))
-        return out if self.norm is None else self.norm(out)
+        return self._through(src, src_mask=mask, src_key_padding_mask=src_key_padding_mask,
+                             is_causal=bool(is_causal))
+
+
+class TransformerDecoder(_Stack):
+    """torch.nn.TransformerDecoder."""
+
+    def __init__(self, decoder_layer, num_layers, norm=None):
+        super().__init__(decoder_layer, num_layers, norm)
+
+    def forward(self, tgt, memory, tgt_mask=None, memory_mask=None, tgt_key_padding_mask=None,
+                memory_key_padding_mask=None, tgt_is_causal=None, memory_is_causal=False):
+        return self._through(tgt, memory=memory, tgt_mask=tgt_mask, memory_mask=memory_mask,
+                             tgt_key_padding_mask=tgt_key_padding_mask,
+                             memory_key_padding_mask=memory_key_padding_mask,
+                             tgt_is_causal=bool(tgt_is_causal),
+                             memory_is_causal=memory_is_causal)
+
+
+class Transformer(Module):
+    """torch.nn.Transformer: an encoder and a decoder, each ending in a LayerNorm; every weight of
+    two or more dimensions xavier-uniform, as torch's init."""
+
+    def __init__(self, d_model=512, nhead=8, num_encoder_layers=6, num_decoder_layers=6,
+                 dim_feedforward=2048, dropout=0.1, activation="relu", custom_encoder=None,
+                 custom_decoder=None, layer_norm_eps=1e-5, batch_first=False, norm_first=False,
+                 bias=True):
+        super().__init__()
+        args = (d_model, nhead, dim_feedforward, dropout, activation, layer_norm_eps,
+                batch_first, norm_first, bias)
+        self.encoder = custom_encoder if custom_encoder is not None else TransformerEncoder(
+            TransformerEncoderLayer(*args), num_encoder_layers,
+            LayerNorm(d_model, eps=layer_norm_eps, bias=bias))
+        self.decoder = custom_decoder if custom_decoder is not None else TransformerDecoder(
+            TransformerDecoderLayer(*args), num_decoder_layers,
+            LayerNorm(d_model, eps=layer_norm_eps, bias=bias))
+        for p in self.parameters():
+            if p.ndim > 1:
+                init.xavier_uniform_(p)
+        self.d_model, self.nhead, self.batch_first = d_model, nhead, batch_first
+
+    def forward(self, src, tgt, src_mask=None, tgt_mask=None, memory_mask=None,
+                src_key_padding_mask=None, tgt_key_padding_mask=None,
+                memory_key_padding_mask=None, src_is_causal=None, tgt_is_causal=None,
+                memory_is_causal=False):
+        batch = 0 if self.batch_first else 1
+        if src.ndim == 3 and src.shape[batch] != tgt.shape[batch]:
+            raise RuntimeError(f"Transformer: the batch number of src and tgt must be equal, got "
+                               f"{src.shape} and {tgt.shape}")
+        if src.shape[-1] != self.d_model or tgt.shape[-1] != self.d_model:
+            raise RuntimeError(f"Transformer: the feature number of src and tgt must be equal to "
+                               f"d_model {self.d_model}, got {src.shape} and {tgt.shape}")
+        memory = self.encoder(src, mask=src_mask, src_key_padding_mask=src_key_padding_mask,
+                              is_causal=src_is_causal)
+        return self.decoder(tgt, memory, tgt_mask=tgt_mask, memory_mask=memory_mask,
+                            tgt_key_padding_mask=tgt_key_padding_mask,
+                            memory_key_padding_mask=memory_key_padding_mask,
+                            tgt_is_causal=tgt_is_causal, memory_is_causal=memory_is_causal)
+
+    @staticmethod
+    def generate_square_subsequent_mask(sz, device=None, dtype=None):
+        """torch's: a float (sz, sz) mask, -inf above the diagonal (the future), 0 elsewhere."""
+        dt = np.float32 if dtype is None else dtype
+        m = np.triu(np.full((sz, sz), -np.inf, dtype=dt), 1)
+        t = Tensor(m)
+        return t if device is None else t.to(device)
 
 
 PADDING_MODES = ("zeros", "reflect", "replicate", "circular")
@@ -996,7 +1114,8 @@ __all__ = ["Module", "Parameter", "Sequential", "ModuleList", "ModuleDict", "Par
            "Softmax", "LogSoftmax", "LayerNorm", "NLLLoss", "BCELoss", "BCEWithLogitsLoss",
            "MSELoss", "L1Loss", "SmoothL1Loss", "HuberLoss", "KLDivLoss", "CrossEntropyLoss",
            "LSTM", "LSTMCell", "GRU", "GRUCell", "RNN", "RNNCell", "MultiheadAttention",
-           "TransformerEncoderLayer", "TransformerEncoder", "utils"]
+           "TransformerEncoderLayer", "TransformerEncoder", "TransformerDecoderLayer",
+           "TransformerDecoder", "Transformer", "utils"]
 
 
 class _Utils:

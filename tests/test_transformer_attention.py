@@ -179,3 +179,54 @@ def test_transformer_encoder_is_torchs(where, case):
     assert rel_err(x.grad.numpy(), tx.grad.numpy()) < TOL
     for (name, p), q in zip(ours.named_parameters(), theirs.parameters()):
         assert rel_err(p.grad.numpy(), q.grad.numpy()) < TOL, name
+
+
+@pytest.mark.parametrize("norm_first,batch_first", [(False, False), (True, True)])
+@pytest.mark.parametrize("device", DEVICES)
+def test_transformer_is_torchs(where, norm_first, batch_first):
+    """nn.Transformer (encoder, decoder, their final norms, torch's xavier init shapes): a causal
+    target mask from generate_square_subsequent_mask and padding masks; outputs and every
+    gradient against torch (eval mode, float64)."""
+    torch.manual_seed(0)
+    kw = dict(d_model=8, nhead=2, num_encoder_layers=2, num_decoder_layers=2,
+              dim_feedforward=16, norm_first=norm_first, batch_first=batch_first)
+    theirs = torch.nn.Transformer(**kw).double().eval()
+    ours = nn.Transformer(**kw).double().eval()
+    assert list(ours.state_dict()) == list(theirs.state_dict())
+    ours.load_state_dict({k: v.detach().numpy() for k, v in theirs.state_dict().items()})
+    ours.to(where)
+    S, T, N = 5, 4, 2
+    rng = np.random.default_rng(5)
+    src, tsrc = _pair(rng.standard_normal((N, S, 8) if batch_first else (S, N, 8)), where)
+    tgt, ttgt = _pair(rng.standard_normal((N, T, 8) if batch_first else (T, N, 8)), where)
+    mask = nn.Transformer.generate_square_subsequent_mask(T, dtype=np.float64)
+    tmask = torch.nn.Transformer.generate_square_subsequent_mask(T, dtype=torch.float64)
+    np.testing.assert_array_equal(mask.numpy(), tmask.numpy())
+    pad = np.array([[False] * S, [False, False, False, True, True]])
+    y = ours(src, tgt, tgt_mask=mask.to(where), src_key_padding_mask=L.tensor(pad, device=where),
+             memory_key_padding_mask=L.tensor(pad, device=where), tgt_is_causal=True)
+    ty = theirs(tsrc, ttgt, tgt_mask=tmask, src_key_padding_mask=torch.tensor(pad),
+                memory_key_padding_mask=torch.tensor(pad), tgt_is_causal=True)
+    g = rng.standard_normal(ty.shape)
+    (y * L.tensor(g, device=where)).sum().backward()
+    (ty * torch.tensor(g)).sum().backward()
+    assert rel_err(y.numpy(), ty.detach().numpy()) < TOL
+    for a, b in ((src, tsrc), (tgt, ttgt)):
+        assert rel_err(a.grad.numpy(), b.grad.numpy()) < TOL
+    for (name, p), q in zip(ours.named_parameters(), theirs.parameters()):
+        assert rel_err(p.grad.numpy(), q.grad.numpy()) < TOL, name
+    with pytest.raises(RuntimeError, match="the batch number of src and tgt must be equal"):
+        ours(src, tgt[:1] if batch_first else tgt[:, :1])
+
+
+def test_transformer_init_is_xavier_for_every_matrix():
+    L.manual_seed(0)
+    m = nn.Transformer(d_model=16, nhead=2, num_encoder_layers=1, num_decoder_layers=1,
+                       dim_feedforward=32)
+    for name, p in m.named_parameters():
+        if p.ndim > 1:
+            fan_out, fan_in = p.shape
+            bound = np.sqrt(6 / (fan_in + fan_out))
+            assert np.abs(p.numpy()).max() <= bound and np.abs(p.numpy()).max() > 0.8 * bound, name
+    with pytest.raises(RuntimeError, match="activation should be relu/gelu, not swish"):
+        nn.TransformerEncoderLayer(16, 2, activation="swish")
