@@ -184,21 +184,28 @@ def _activation(kind, activation):
 
 
 class _TransformerLayer(Module):
-    """What torch's encoder and decoder layers share: the feed-forward block (linear1,
-    activation, dropout, linear2), LayerNorms norm1..norm{n}, dropouts dropout1..dropout{n},
-    attention blocks made by the subclass (torch's submodule names and registration order, so
-    state dicts move both ways)."""
+    """What torch's encoder and decoder layers share, built in torch's registration order (so
+    state dicts move both ways): the attention modules `attentions` names, the feed-forward
+    block (linear1, activation, dropout, linear2), then LayerNorms norm1..norm{n} and dropouts
+    dropout1..dropout{n}, one per sublayer."""
+    attentions = ()
 
-    def _feed_forward(self, d_model, dim_feedforward, dropout, activation, bias):
+    def __init__(self, d_model, nhead, dim_feedforward, dropout, activation, layer_norm_eps,
+                 batch_first, norm_first, bias):
+        super().__init__()
+        for name in self.attentions:
+            setattr(self, name, MultiheadAttention(d_model, nhead, dropout=dropout, bias=bias,
+                                                   batch_first=batch_first))
         self.linear1 = Linear(d_model, dim_feedforward, bias=bias)
         self.dropout = Dropout(dropout)
         self.linear2 = Linear(dim_feedforward, d_model, bias=bias)
-
-    def _norms_and_dropouts(self, n, d_model, eps, bias, dropout):
+        self.norm_first = norm_first
+        n = len(self.attentions) + 1
         for k in range(1, n + 1):
-            setattr(self, f"norm{k}", LayerNorm(d_model, eps=eps, bias=bias))
+            setattr(self, f"norm{k}", LayerNorm(d_model, eps=layer_norm_eps, bias=bias))
         for k in range(1, n + 1):
             setattr(self, f"dropout{k}", Dropout(dropout))
+        self.activation = _activation(type(self).__name__, activation)
 
     def _attend(self, attn, drop, x, mem, mask, key_padding_mask, is_causal):
         return drop(attn(x, mem, mem, attn_mask=mask, key_padding_mask=key_padding_mask,
@@ -218,16 +225,12 @@ class _TransformerLayer(Module):
 class TransformerEncoderLayer(_TransformerLayer):
     """torch.nn.TransformerEncoderLayer: self-attention, then the feed-forward block, each with
     dropout and a residual, LayerNorm'd after (or before, norm_first)."""
+    attentions = ("self_attn",)
 
     def __init__(self, d_model, nhead, dim_feedforward=2048, dropout=0.1, activation="relu",
                  layer_norm_eps=1e-5, batch_first=False, norm_first=False, bias=True):
-        super().__init__()
-        self.self_attn = MultiheadAttention(d_model, nhead, dropout=dropout, bias=bias,
-                                            batch_first=batch_first)
-        self._feed_forward(d_model, dim_feedforward, dropout, activation, bias)
-        self.norm_first = norm_first
-        self._norms_and_dropouts(2, d_model, layer_norm_eps, bias, dropout)
-        self.activation = _activation("TransformerEncoderLayer", activation)
+        super().__init__(d_model, nhead, dim_feedforward, dropout, activation, layer_norm_eps,
+                         batch_first, norm_first, bias)
 
     def forward(self, src, src_mask=None, src_key_padding_mask=None, is_causal=False):
         return self._sublayers(src, [
@@ -239,18 +242,12 @@ class TransformerEncoderLayer(_TransformerLayer):
 class TransformerDecoderLayer(_TransformerLayer):
     """torch.nn.TransformerDecoderLayer: self-attention, attention over the memory
     (multihead_attn), then the feed-forward block, each with dropout and a residual."""
+    attentions = ("self_attn", "multihead_attn")
 
     def __init__(self, d_model, nhead, dim_feedforward=2048, dropout=0.1, activation="relu",
                  layer_norm_eps=1e-5, batch_first=False, norm_first=False, bias=True):
-        super().__init__()
-        self.self_attn = MultiheadAttention(d_model, nhead, dropout=dropout, bias=bias,
-                                            batch_first=batch_first)
-        self.multihead_attn = MultiheadAttention(d_model, nhead, dropout=dropout, bias=bias,
-                                                 batch_first=batch_first)
-        self._feed_forward(d_model, dim_feedforward, dropout, activation, bias)
-        self.norm_first = norm_first
-        self._norms_and_dropouts(3, d_model, layer_norm_eps, bias, dropout)
-        self.activation = _activation("TransformerDecoderLayer", activation)
+        super().__init__(d_model, nhead, dim_feedforward, dropout, activation, layer_norm_eps,
+                         batch_first, norm_first, bias)
 
     def forward(self, tgt, memory, tgt_mask=None, memory_mask=None, tgt_key_padding_mask=None,
                 memory_key_padding_mask=None, tgt_is_causal=False, memory_is_causal=False):
