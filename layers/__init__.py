@@ -22,7 +22,7 @@ from .functional import (add, amax, amin, argmax, argmin, argsort, cat, chunk, c
                          ceil, trunc, sign, fmod, remainder, floor_divide, logical_and,
                          logical_or, logical_xor, logical_not, outer,
                          repeat_interleave, nonzero, allclose, cosine_similarity,
-                         pairwise_distance, unique)
+                         pairwise_distance, unique, atan2, bincount)
 from .functional import round  # noqa: A001
 from .einsum import einsum
 from .random import manual_seed
@@ -79,7 +79,7 @@ __all__ = ["autograd", "Tensor", "Function", "tensor", "as_tensor", "no_grad", "
            "Sequential", "ModuleList", "ModuleDict", "functional", "F", "nn", "init", "optim", "keras", "manual_seed", "save",
            "load", "parse_device", "zeros", "ones", "full", "empty", "rand", "randn", "randint",
            "zeros_like", "ones_like", "full_like", "empty_like", "rand_like", "randn_like",
-           "randint_like", "arange", "linspace", "eye",
+           "randint_like", "randperm", "arange", "linspace", "eye", "einsum", "unique",
            # torch's top-level functions (layers.functional's)
            "abs", "add", "amax", "amin", "argmax", "argmin", "argsort", "cat", "chunk", "clamp",
            "clone", "div", "exp", "flatten", "gather", "index_select", "log", "log_softmax",
@@ -89,7 +89,7 @@ __all__ = ["autograd", "Tensor", "Function", "tensor", "as_tensor", "no_grad", "
            "isnan", "isinf", "isfinite", "narrow", "flip", "log1p", "from_numpy", "is_tensor",
            "expm1", "log2", "log10", "reciprocal", "rsqrt", "sin", "cos", "tan", "sinh", "cosh",
            "atan", "asin", "acos", "asinh", "acosh", "atanh", "square", "logsumexp", "cumsum",
-           "cumprod", "prod", "norm", "tril", "triu", "roll", "bmm",
+           "cumprod", "prod", "norm", "tril", "triu", "roll", "bmm", "atan2", "bincount",
            "floor", "ceil", "trunc", "sign", "round", "fmod", "remainder", "floor_divide",
            "logical_and", "logical_or", "logical_xor", "logical_not", "outer",
            "repeat_interleave", "nonzero", "allclose", "cosine_similarity", "cuda",

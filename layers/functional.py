@@ -82,6 +82,30 @@ def div(a, b): return _ew.Div.apply(*_operands(a, b))
 def remainder(a, b): return _ew.Remainder.apply(*_operands(a, b))
 def floor_divide(a, b): return _ew.FloorDivide.apply(*_operands(a, b))
 def fmod(a, b): return _ew.Fmod.apply(*_operands(a, b))
+def atan2(a, b):
+    """torch.atan2: integer operands as float32, as torch's."""
+    return _ew.Atan2.apply(*_operands(*(_floating(t) if isinstance(t, Tensor) else t
+                                        for t in (a, b))))
+
+
+def bincount(x, weights=None, minlength=0):
+    """torch.bincount: how often each value 0..max of a 1-d non-negative integer tensor occurs
+    (int64), or the sum of its weights (their dtype); at least minlength bins. No gradient, as
+    torch's: weights that require one are refused."""
+    if x.ndim != 1 or x.dtype.kind not in "iu" or (x.size and int(x.data.min()) < 0):
+        raise RuntimeError(f"bincount only supports 1-d non-negative integral inputs, got "
+                           f"{x.dtype} {x.shape} (as torch)")
+    w = None
+    if weights is not None:
+        if weights.requires_grad and is_grad_enabled():
+            raise RuntimeError("bincount: no gradient for weights (torch's has none); detach "
+                               "them")
+        if weights.shape != x.shape:
+            raise ValueError(f"bincount: weights {weights.shape} must match input {x.shape}")
+        w = _on_device_of(x, weights, "bincount", "the weights are")
+    xp = xp_of(x.data)
+    counts = xp.bincount(x.data, weights=w, minlength=minlength)
+    return Tensor(counts.astype(np.int64 if w is None else w.dtype, copy=False))
 def neg(x): return _ew.Neg.apply(_no_bool(x, "neg"))
 def pow(x, exponent):
     """x ** exponent: a constant exponent (a number), or a Tensor one (then x may be a number:
@@ -360,7 +384,7 @@ def _feature_dropout(name, x, p, training, batched):
     if not 0 <= p <= 1:
         raise ValueError(f"dropout probability must be in [0, 1], got {p}")
     lead = 2 if batched else 1
-    if x.ndim < lead + (0 if batched else 1):
+    if x.ndim < lead:
         raise RuntimeError(f"{name}: Feature dropout requires at least 2 dimensions in the "
                            f"input, got shape {tuple(x.shape)}")
     if not training or p == 0:
@@ -386,11 +410,16 @@ def dropout1d(x, p=0.5, training=True, inplace=False):
 
 def dropout2d(x, p=0.5, training=True, inplace=False):
     """torch's: whole channels dropped -- one draw per (item, channel) of (N, C, H, W) input, or
-    of (N, C, L) input (torch's reading of 3-d input, with its warning left out) -- the kept
+    of (N, C, L) input (torch's reading of 3-d input, with its warning) -- the kept
     ones scaled by 1 / (1 - p). Other input of 2 or more dimensions is (N, C, ...), with
     torch's deprecation warning."""
     if x.ndim not in (3, 4):
         _deprecated_rank("dropout2d", x, "3-d (N, C, L) or 4-d (N, C, H, W) input")
+    elif x.ndim == 3:
+        warnings.warn("dropout2d: Received a 3D input to dropout2d and assuming that channel-wise "
+                      "1D dropout behavior is desired - input is interpreted as shape (N, C, L), "
+                      "where C is the channel dim (as torch's); F.dropout1d says so",
+                      UserWarning, stacklevel=2)
     return _feature_dropout("dropout2d", x, p, training, batched=True)
 
 
@@ -2738,12 +2767,14 @@ def _install_tensor_methods():
     for fn in (expm1, log2, log10, reciprocal, rsqrt, sin, cos, tan, sinh, cosh, atan, asin, acos,
                asinh, acosh, atanh, floor, ceil, trunc, sign, logical_not):
         spellings[fn.__name__] = lambda self, fn=fn: fn(self)
-    for fn in (fmod, logical_and, logical_or, logical_xor, outer, allclose):
+    for fn in (fmod, atan2, logical_and, logical_or, logical_xor, outer, allclose):
         spellings[fn.__name__] = lambda self, other, fn=fn, **kw: fn(self, other, **kw)
     spellings["round"] = lambda self, decimals=0: round(self, decimals)
     spellings["repeat_interleave"] = lambda self, repeats, dim=None: repeat_interleave(
         self, repeats, dim)
     spellings["nonzero"] = lambda self, as_tuple=False: nonzero(self, as_tuple)
+    spellings["bincount"] = lambda self, weights=None, minlength=0: bincount(self, weights,
+                                                                             minlength)
     spellings["unique"] = lambda self, sorted=True, return_inverse=False, return_counts=False, \
         dim=None: unique(self, sorted, return_inverse, return_counts, dim)
     spellings["is_floating_point"] = lambda self: is_floating(self.dtype)

@@ -239,7 +239,8 @@ def test_dropout2d_drops_whole_channels(where, shape):
     ("dropout1d", (16, 32, 5), (16, 32), False), ("dropout1d", (64, 5), (64,), False),
     ("dropout2d", (16, 32, 2, 2, 2), (16, 32), True), ("dropout2d", (32, 16), (32, 16), True),
     ("dropout3d", (16, 32, 2, 2, 2), (16, 32), False), ("dropout3d", (64, 2, 2, 2), (64,), False),
-    ("dropout3d", (64, 2, 3), (64,), True)])
+    ("dropout3d", (64, 2, 3), (64,), True), ("dropout3d", (64,), (64,), True),
+    ("dropout2d", (16, 32, 5), (16, 32), True)])
 @pytest.mark.parametrize("device", DEVICES)
 def test_channel_dropouts_draw_what_torchs_draw_and_warn_where_torch_warns(where, fn, shape, mask,
                                                                           warns):

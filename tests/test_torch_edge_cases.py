@@ -313,3 +313,36 @@ def test_cumsum_of_a_0d_tensor_keeps_dtype_and_clip_grad_norm_of_mixed_dtypes_is
     assert total.dtype == np.float64 and total.item() == expected.item()   # (the widest)
     for p, t in zip(ours, theirs):
         np.testing.assert_allclose(p.grad.numpy(), t.grad.numpy(), rtol=1e-7)
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param(0, marks=pytest.mark.gpu), "host"])
+def test_atan2_and_bincount_are_torchs(where):
+    """atan2 of every quadrant, the axes and broadcasting, values and both gradients (integers
+    as float32); bincount with and without weights, minlength, and its refusals."""
+    import torch
+    a = np.array([[1.0, -1.0, 0.0, 2.5], [-3.0, 0.5, -0.0, 1e-3]])
+    b = np.array([0.7, -2.0, 1.5, -0.25])
+    x, y = L.tensor(a, device=where, requires_grad=True), L.tensor(b, device=where,
+                                                                 requires_grad=True)
+    tx, ty = torch.tensor(a, requires_grad=True), torch.tensor(b, requires_grad=True)
+    z, tz = L.atan2(x, y), torch.atan2(tx, ty)
+    np.testing.assert_allclose(z.numpy(), tz.detach().numpy(), rtol=1e-15, atol=0)
+    z.sum().backward()
+    tz.sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-14)
+    np.testing.assert_allclose(y.grad.numpy(), ty.grad.numpy(), rtol=1e-14)
+    ints = L.tensor(np.array([1, -2]), device=where).atan2(L.tensor(np.array([3, 4]),
+                                                                   device=where))
+    assert ints.dtype == np.float32
+    idx = np.array([1, 3, 1, 0, 3, 3])
+    w = np.array([0.5, 1.0, 2.0, -1.0, 0.25, 4.0])
+    for kw, tkw in (({}, {}), ({"minlength": 7}, {"minlength": 7}),
+                    ({"weights": L.tensor(w, device=where)}, {"weights": torch.tensor(w)})):
+        ours = L.tensor(idx, device=where).bincount(**kw)
+        theirs = torch.bincount(torch.tensor(idx), **tkw)
+        assert ours.dtype == theirs.numpy().dtype
+        np.testing.assert_allclose(ours.numpy(), theirs.numpy(), rtol=1e-15)
+    with pytest.raises(RuntimeError, match="bincount only supports 1-d non-negative integral"):
+        L.bincount(L.tensor(np.array([1, -1]), device=where))
+    with pytest.raises(RuntimeError, match="no gradient for weights"):
+        L.bincount(L.tensor(idx, device=where), L.tensor(w, device=where, requires_grad=True))

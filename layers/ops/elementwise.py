@@ -181,6 +181,23 @@ class Fmod(Remainder):
 
 
 
+class Atan2(Function):
+    """y = atan2(a, b), the angle of the point (b, a) (torch.atan2); with r = 1 / (a^2 + b^2),
+    ga = gy b r and gb = -gy a r (torch's formula)."""
+
+    def forward(self, a, b):
+        a, b = same_dtype(a, b)
+        self.shapes, self.saved = (shape_of(a), shape_of(b)), (a, b)
+        return self.xp.arctan2(a, b)
+
+    def backward(self, gy):
+        a, b = self.saved
+        r = 1 / (a * a + b * b)
+        need = self.needs_input_grad
+        return (unbroadcast(gy * b * r, self.shapes[0]) if need[0] else None,
+                unbroadcast(gy * -a * r, self.shapes[1]) if need[1] else None)
+
+
 class FloorDivide(Function):
     """y = floor(a / b) (Python's //, torch.floor_divide); no derivative, as torch's: a
     backward through it is refused, not silently zero."""
