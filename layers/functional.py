@@ -2405,15 +2405,16 @@ def _copy_(x, src):
     return x
 
 
-def _draw_(x, name, draw):
-    """x filled in place by an initialiser (torch's x.normal_(), x.uniform_()): refused where an
-    in-place change is (a leaf that requires grad, outside no_grad)."""
-    _in_place_check(x, name)
+def _draw_(x, name, *args):
+    """x filled in place by layers.init's initialiser `name` ('normal_', 'uniform_': torch's
+    x.normal_(), x.uniform_()): refused where an in-place change is (a leaf that requires grad,
+    outside no_grad), and for integer data."""
+    _in_place_check(x, f"{name}()")
     if not is_floating(x.dtype):
-        raise NotImplementedError(f"{name}: draws floating values; not implemented for "
+        raise NotImplementedError(f"{name}(): draws floating values; not implemented for "
                                   f"{x.dtype} (as torch)")
     from . import init
-    return draw(init)
+    return getattr(init, name)(x, *args)
 
 
 def _fill_(x, value, name="fill_()"):
@@ -2447,14 +2448,11 @@ def unique(x, sorted=True, return_inverse=False, return_counts=False, dim=None):
     out = xp.unique(x.data, return_inverse=True, return_counts=True, axis=dim,
                     equal_nan=False)                        # (each NaN its own value, as torch)
     values, inverse, counts = out
-    if dim is None:
-        inverse = inverse.reshape(x.shape)
     result = [Tensor(values)]
-    if return_inverse:
-        result.append(Tensor(inverse.reshape(-1) if dim is not None else inverse).astype(
-            np.int64))
+    if return_inverse:          # (x's shape; NumPy 2 / CuPy 14 give dim's a 1-d one already)
+        result.append(Tensor(inverse.reshape(x.shape if dim is None else -1).astype(np.int64)))
     if return_counts:
-        result.append(Tensor(counts).astype(np.int64))
+        result.append(Tensor(counts.astype(np.int64)))
     return result[0] if len(result) == 1 else tuple(result)
 
 
@@ -2734,10 +2732,9 @@ def _install_tensor_methods():
         "__setitem__": _setitem,
         "copy_": _copy_,
         "fill_": _fill_,
-        "normal_": lambda self, mean=0.0, std=1.0: _draw_(
-            self, "normal_()", lambda init: init.normal_(self, mean, std)),
-        "uniform_": lambda self, *bounds, **kw: _draw_(
-            self, "uniform_()", lambda init: init.uniform_(self, *_uniform_bounds(bounds, kw))),
+        "normal_": lambda self, mean=0.0, std=1.0: _draw_(self, "normal_", mean, std),
+        "uniform_": lambda self, *bounds, **kw: _draw_(self, "uniform_",
+                                                       *_uniform_bounds(bounds, kw)),
         "zero_": lambda self: _fill_(self, 0, "zero_()"),
         "T": property(lambda self: transpose(self)),
     }
