@@ -1,6 +1,7 @@
 """Layers with PyTorch's constructor arguments, parameter names, weight layouts and defaults.
 `layers.nn.functional`, `layers.nn.utils` and `layers.nn.utils.rnn` import as torch's do
 (`import layers.nn.functional as F`, `from layers.nn.utils.rnn import pad_sequence`)."""
+import copy
 import sys
 
 import numpy as np
@@ -265,7 +266,6 @@ class _Stack(Module):
 
     def __init__(self, layer, num_layers, norm):
         super().__init__()
-        import copy
         self.layers = ModuleList([copy.deepcopy(layer) for _ in range(num_layers)])
         self.num_layers, self.norm = num_layers, norm
 
