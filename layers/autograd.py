@@ -2,10 +2,17 @@
 than added into .grad. Same engine as Tensor.backward (layers.tensor.run_backward), run in its
 capture mode: no .grad changes (a retain_grad tensor's aside, as torch's), a non-leaf input's
 gradient is taken as it reaches the op that made it (before its own hooks), a leaf input's after
-its hooks -- torch's order. create_graph (a differentiable gradient, for double backward) is not
-done here."""
+its hooks -- torch's order.
+
+create_graph=True (here and in Tensor.backward) runs the second engine below, backward_graph:
+the same walk, consumers before producers, but every gradient is a Tensor that each op's
+backward_graph makes from differentiable ops, so the gradients have a graph of their own and
+can be differentiated again (a gradient penalty, a Hessian-vector product). It is written for
+the ops listed in docs/from_pytorch.md; any other op refuses it by name."""
+from . import changes as _record
 from .backend import xp_of
-from .tensor import Tensor, _hooked, run_backward
+from .tensor import (Tensor, _hooked, _leading_to, _links, _topological_order, enable_grad,
+                     run_backward)
 
 __all__ = ["grad"]
 
@@ -26,9 +33,6 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     `grad_outputs` (None: ones, for one-element outputs only). The graph is freed unless
     retain_graph. An input no output depends on is an error unless allow_unused (None
     returned for it, or zeros with materialize_grads), as torch's."""
-    if create_graph:
-        raise NotImplementedError("grad(create_graph=True): a differentiable gradient (double "
-                                  "backward) is not done here")
     if is_grads_batched:
         raise NotImplementedError("grad(is_grads_batched=True) is not done here")
     if allow_unused is None:
@@ -59,14 +63,20 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
                                    f"grad_outputs)")
             g = xp_of(out.data).ones_like(out.data)
         else:
+            given = g
             g = g.data if isinstance(g, Tensor) else g
             if tuple(g.shape) != tuple(out.shape):
                 raise RuntimeError(f"grad(): grad_outputs[{i}] has shape {tuple(g.shape)}, "
                                    f"output {i} has {out.shape}")
             if g.dtype != out.dtype:
                 g = g.astype(out.dtype)
-        roots.append((out, g))
+            elif create_graph and isinstance(given, Tensor):
+                g = given                    # (its own graph, if any, is followed too)
+        roots.append((out, Tensor(g) if create_graph and not isinstance(g, Tensor) else g))
     capture = {id(t): [t, None] for t in inputs}
+    if create_graph:
+        backward_graph(roots, retain_graph is not False, capture)
+        return _results(inputs, capture, allow_unused, materialize_grads, copy=False)
     for out, g in roots:
         if out._ctx is None:                # an output that is itself a leaf input
             entry = capture.get(id(out))
@@ -79,6 +89,13 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
         t, g = entry
         if g is not None and t._ctx is None:
             entry[1] = _hooked(t, g)
+    return _results(inputs, capture, allow_unused, materialize_grads, copy=True)
+
+
+def _results(inputs, capture, allow_unused, materialize_grads, copy):
+    """grad()'s tuple: each input's captured gradient (a copy of an array: the engine may hand
+    one array to several inputs, x + y, or pass a grad_output through as it is; create_graph's
+    Tensors as they are, their graph being the point), or None / zeros for an unused input."""
     result = []
     for i, t in enumerate(inputs):
         g = capture[id(t)][1]
@@ -89,8 +106,162 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
                                    f"meant")
             result.append(Tensor(xp_of(t.data).zeros_like(t.data)) if materialize_grads
                           else None)
-        else:
-            # a copy: the engine may hand one array to several inputs (x + y), or pass a
-            # grad_output through as it is
+        elif copy:
             result.append(Tensor(g.astype(t.dtype, copy=True)))
+        else:
+            result.append(g)
+    return tuple(result)
+
+
+# ---- create_graph: the differentiable engine ----------------------------------------------------
+
+def backward_graph(roots, retain_graph=True, capture=None, stop=False):
+    """The backward engine of create_graph=True. roots: [(Tensor, its gradient as a Tensor)].
+    As tensor.run_backward, each op runs once, consumers before producers -- its backward_graph,
+    under enable_grad, so what it computes is recorded -- and each input's gradient Tensor is
+    summed for the op that made it or handed to a leaf: added out of place into the leaf's
+    .grad (after the leaf's hooks), or, with `capture` (autograd.grad), into its entry there,
+    other leaves dropped. Output hooks and retain_grad see Tensors. The graph is freed as it
+    goes unless retain_graph. stop (a composite's engine, composite_grads): the captured
+    Tensors are where the walk ends, their makers not followed and no hook of theirs run (the
+    outer engine runs them); their gradient is the partial one, through the composite alone."""
+    order = _topological_order(*(t._ctx for t, _ in roots if t._ctx is not None),
+                               stop=capture if stop else None)
+    pending, leaves = {}, {}
+    for t, g in roots:
+        if t._ctx is None:                      # a root that is itself a leaf
+            _to_leaf(t, g, capture, leaves)
+            continue
+        slot = pending.setdefault(t._ctx, [None] * t._ctx.n_outputs)
+        slot[t._index] = g if slot[t._index] is None else slot[t._index] + g
+    captured_outputs = {}
+    needed = None
+    if capture is not None and not stop:
+        for entry in capture.values():
+            if entry[0]._ctx is not None:
+                captured_outputs.setdefault(entry[0]._ctx, []).append((entry[0]._index, entry))
+        needed = _leading_to(order, capture)
+    with enable_grad():
+        for fn in reversed(order):
+            grads = pending.pop(fn, None)
+            if grads is None:
+                continue
+            entries = captured_outputs.get(fn)
+            if needed is not None and fn not in needed:
+                if entries:
+                    if fn.hooked is not None:
+                        _output_hooks(fn, grads, only={index for index, _ in entries})
+                    _capture(grads, entries)
+                continue
+            if fn.inputs is None:
+                raise RuntimeError("backward through a graph a second time: its saved arrays "
+                                   "were freed; call backward(retain_graph=True) the first time")
+            if _record.clock != fn.stamp:      # something was changed in place since forward
+                _record.refuse_changed(fn)
+            if entries:
+                _capture(grads, entries)
+            if fn.hooked is not None:
+                _output_hooks(fn, grads)
+            gxs = fn.backward_graph(*grads)
+            if not isinstance(gxs, tuple):
+                gxs = (gxs,)
+            for t, gx in zip(fn.inputs, gxs):
+                if gx is None or not isinstance(t, Tensor) or not t.requires_grad:
+                    continue
+                if not isinstance(gx, Tensor):
+                    raise TypeError(f"{type(fn).__name__}.backward_graph returned a "
+                                    f"{type(gx).__name__}, not a Tensor")
+                if gx.shape != t.shape:
+                    raise RuntimeError(f"{type(fn).__name__}.backward_graph returned a gradient "
+                                       f"of shape {gx.shape} for an input of shape {t.shape}")
+                if gx.dtype != t.dtype:
+                    gx = gx.to(t.dtype)
+                if t._ctx is None or (stop and id(t) in capture):
+                    _to_leaf(t, gx, capture, leaves, hooks=not stop)
+                    continue
+                slot = pending.setdefault(t._ctx, [None] * t._ctx.n_outputs)
+                held = slot[t._index]
+                slot[t._index] = gx if held is None else held + gx
+            if not retain_graph:
+                fn.links, fn.inputs, fn.saved = _links(fn.inputs), None, None
+                for name in fn.kept:
+                    setattr(fn, name, None)
+        for t, g in leaves.values():           # leaves with hooks: on their summed gradient
+            g = _hooked_tensor(t._hooks, g, t.shape)
+            if capture is not None:
+                _add_into(capture[id(t)], g)
+            else:
+                t.grad = g if t.grad is None else t.grad + g
+
+
+def _to_leaf(t, g, capture, leaves, hooks=True):
+    """A leaf's gradient Tensor: into its capture entry, or .grad (out of place, as torch's
+    create_graph accumulates); kept in `leaves` for its hooks where it has some."""
+    if capture is not None and id(t) not in capture:
+        return                                 # (autograd.grad: a leaf not asked for)
+    if hooks and t._hooks:
+        held = leaves.get(id(t))
+        leaves[id(t)] = (t, g if held is None else held[1] + g)
+    elif capture is not None:
+        _add_into(capture[id(t)], g)
+    else:
+        t.grad = g if t.grad is None else t.grad + g
+
+
+def _add_into(entry, g):
+    entry[1] = g if entry[1] is None else entry[1] + g
+
+
+def _capture(grads, entries):
+    for index, entry in entries:
+        if grads[index] is not None:
+            _add_into(entry, grads[index])
+
+
+def _hooked_tensor(hooks, g, shape):
+    """g after each hook of `hooks` ([(handle, function)]), Tensors in and out."""
+    for _, hook in list(hooks):
+        out = hook(g)
+        if out is None:
+            continue
+        if not isinstance(out, Tensor) or out.shape != g.shape or out.dtype != g.dtype:
+            raise RuntimeError(f"a hook of a tensor of shape {shape} returned "
+                               f"{type(out).__name__} {getattr(out, 'shape', '')} "
+                               f"{getattr(out, 'dtype', '')}: expected a Tensor of shape "
+                               f"{g.shape} and dtype {g.dtype}")
+        g = out
+    return g
+
+
+def _output_hooks(fn, grads, only=None):
+    """The hooks and retain_grad of fn's outputs on their gradient Tensors (tensor's
+    _run_output_hooks, create_graph's way: a retained .grad is the Tensor itself)."""
+    for index, (ref, hooks) in fn.hooked.items():
+        g = grads[index]
+        if g is None or (only is not None and index not in only):
+            continue
+        t = ref()
+        g = grads[index] = _hooked_tensor(hooks, g, None if t is None else t.shape)
+        if t is not None and t._retains_grad:
+            t.grad = g if t.grad is None else t.grad + g
+
+
+def composite_grads(fn, grads):
+    """Function.backward_graph of an op that sets `composite`: its forward recomputed in other
+    differentiable ops from its own input Tensors, and that graph differentiated by
+    backward_graph, stopping at those inputs -- each input's gradient through this op alone,
+    with a graph back to the inputs (and to `grads`)."""
+    outs = fn.composite(*fn.inputs)
+    outs = outs if isinstance(outs, tuple) else (outs,)
+    roots = [(o, g) for o, g in zip(outs, grads) if g is not None and o.requires_grad]
+    wanted = [t for t, need in zip(fn.inputs, fn.needs_input_grad)
+              if need and isinstance(t, Tensor)]
+    capture = {id(t): [t, None] for t in wanted}
+    if roots:
+        backward_graph(roots, True, capture, stop=True)
+    result, given = [], set()
+    for t in fn.inputs:               # (a Tensor given twice, x * x: its whole gradient once)
+        entry = capture.get(id(t)) if isinstance(t, Tensor) and id(t) not in given else None
+        given.add(id(t))
+        result.append(None if entry is None else entry[1])
     return tuple(result)

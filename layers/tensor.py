@@ -216,6 +216,22 @@ class Function:
     def backward(self, *grads):
         raise NotImplementedError
 
+    composite = None       # (*input Tensors) -> output Tensor(s): the op spelled in other ops
+
+    def backward_graph(self, *grads):
+        """create_graph's backward (layers.autograd): the input gradients as Tensors made by
+        differentiable ops from `grads` (Tensors; None for an output no gradient reached) and
+        `self.inputs`, so that they can be differentiated again. An op either writes it, or
+        sets `composite`, its forward spelled in other differentiable ops, whose graph the
+        engine then differentiates (a recomputation, for ops whose second derivative would
+        be long to write: losses, normalisations). Any other op refuses double backward."""
+        if self.composite is None:
+            raise NotImplementedError(
+                f"{type(self).__name__}: no double backward (create_graph=True) is written for "
+                f"this op")
+        from .autograd import composite_grads
+        return composite_grads(self, grads)
+
     @classmethod
     def apply(cls, *inputs, **params):
         fn = cls(**params)
@@ -520,12 +536,16 @@ class Tensor:
             self._ctx.hooked[self._index] = (weakref.ref(self), self._hooks)
 
     # ---- backward -------------------------------------------------------------------------
-    def backward(self, grad=None, retain_graph=False):
-        """Accumulate d(self)/d(leaf) into every leaf's .grad that requires_grad."""
+    def backward(self, grad=None, retain_graph=None, create_graph=False):
+        """Accumulate d(self)/d(leaf) into every leaf's .grad that requires_grad. create_graph:
+        the gradients are Tensors with a graph of their own (each leaf's .grad then too, added
+        out of place), for a second differentiation; the graph is kept unless retain_graph is
+        False (as torch's)."""
         if not self.requires_grad:
             raise RuntimeError("backward() on a tensor that does not require grad "
                                "(no input of the graph has requires_grad=True)")
         xp = xp_of(self.data)
+        given = grad
         if grad is None:
             if self.size != 1:
                 raise RuntimeError(
@@ -539,10 +559,16 @@ class Tensor:
                                    f"tensor's shape {self.shape}")
             if grad.dtype != self.dtype:           # (as torch: a gradient has its tensor's dtype)
                 grad = grad.astype(self.dtype)
+        if create_graph:
+            from .autograd import backward_graph
+            backward_graph([(self, given if isinstance(given, Tensor) and
+                             given.dtype == self.dtype else Tensor(grad))],
+                           retain_graph is not False)
+            return
         if self._ctx is None:
             _accumulate(self, _hooked(self, grad))
             return
-        run_backward([(self, grad)], retain_graph)
+        run_backward([(self, grad)], bool(retain_graph))
 
 
 def run_backward(roots, retain_graph, capture=None):
@@ -931,10 +957,11 @@ def _inputs_iter(fn):
     return iter(fn.inputs) if fn.inputs is not None else (ctx for _, ctx in fn.links)
 
 
-def _topological_order(*roots):
+def _topological_order(*roots, stop=None):
     """Functions reachable from the roots, each after every function that feeds it (iterative
     DFS, one visit each: the graph of a long autoregressive decode is deeper than Python's
-    recursion limit)."""
+    recursion limit). stop: ids of Tensors whose makers are not followed (a composite's inputs,
+    layers.autograd)."""
     order, seen = [], set()
     for root in roots:
         if root in seen:
@@ -944,8 +971,8 @@ def _topological_order(*roots):
         while stack:
             fn, it = stack[-1]
             for t in it:             # (an input Tensor; of a freed op, the op that made it)
-                parent = t._ctx if isinstance(t, Tensor) else \
-                    t if isinstance(t, Function) else None
+                parent = t._ctx if isinstance(t, Tensor) and (stop is None or id(t) not in stop) \
+                    else t if isinstance(t, Function) else None
                 if parent is not None and parent not in seen:
                     seen.add(parent)
                     stack.append((parent, _inputs_iter(parent)))

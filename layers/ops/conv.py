@@ -366,6 +366,77 @@ class Conv2d(_AddsIntoGrad):
             gb = _sum_bias(gy, self.layout, self.gpu)
         return fresh(gx), fresh(gW), fresh(gb)      # each made here (see tensor.Fresh)
 
+    def backward_graph(self, gy):
+        """create_graph: gx the transposed convolution of gy (ConvTranspose2d, whose forward is
+        this backward-data), gW a ConvFilterGrad, gb gy's channel sums -- ops on Tensors."""
+        if self.activation is not None:
+            raise NotImplementedError(f"Conv2d: no double backward (create_graph=True) is "
+                                      f"written for a fused activation ({self.activation!r}); "
+                                      f"apply the activation as its own op")
+        x, W = self.inputs[:2]
+        need = self.needs_input_grad
+        gx = ConvTranspose2d.apply(gy, W, None, stride=self.stride, dilation=self.dilation,
+                                   groups=self.groups, begin=self.pad, size=_spatial(self, x),
+                                   layout=self.layout, nchw=self.nchw) if need[0] else None
+        gW = ConvFilterGrad.apply(x, gy, w_shape=_op_shape(self, W), stride=self.stride,
+                                  pad=self.pad, dilation=self.dilation, groups=self.groups,
+                                  layout=self.layout, nchw=self.nchw) if need[1] else None
+        return gx, gW, _bias_grad_graph(self, gy)
+
+
+def _spatial(fn, t):
+    """The (H, W) of a Tensor as an op of fn's layout takes it (nchw: an NCHW-shaped one)."""
+    return tuple(t.shape[1:3] if fn.layout == "NHWC" and not fn.nchw else t.shape[2:4])
+
+
+def _op_shape(fn, t):
+    """A 4-d Tensor's shape as the op sees it inside its NHWC views (ops.nchw_views)."""
+    n, c, h, w = t.shape
+    return (n, h, w, c) if fn.nchw else tuple(t.shape)
+
+
+def _bias_grad_graph(fn, gy):
+    """A bias's gradient as a Tensor (create_graph): gy summed over all but the channel axis."""
+    from .. import functional as F
+    if len(fn.needs_input_grad) < 3 or not fn.needs_input_grad[2]:
+        return None
+    channel = 3 if fn.layout == "NHWC" and not fn.nchw else 1
+    return F.sum(gy, tuple(a for a in range(4) if a != channel))
+
+
+@nchw_views
+class ConvFilterGrad(Function):
+    """A convolution's filter gradient as an op of its own (create_graph): y = gW, backward-filter
+    of x and gy for a filter of shape w_shape (as the op sees it: NHWC views inside), the other
+    parameters Conv2d's. Linear in each input, so its own gradients are the other two array
+    functions: gx = backward-data of g (a filter) and gy, ggy = the convolution of x with g."""
+
+    def forward(self, x, gy):
+        x, gy = _as_cudnn_reads(x, self.gpu, False), self.xp.ascontiguousarray(gy)
+        self.saved = x, gy
+        return conv_backward_filter(x, gy, self.w_shape, *self._args())
+
+    def _args(self):
+        return self.stride, self.pad, self.dilation, self.groups, self.layout
+
+    def backward(self, g):
+        x, gy = self.saved
+        g = self.xp.ascontiguousarray(g)
+        need = self.needs_input_grad
+        return (fresh(conv_backward_data(g, gy, x.shape, *self._args())) if need[0] else None,
+                fresh(conv_forward(x, g, *self._args())) if need[1] else None)
+
+    def backward_graph(self, g):
+        x, gy = self.inputs
+        need = self.needs_input_grad
+        gx = ConvTranspose2d.apply(gy, g, None, stride=self.stride, dilation=self.dilation,
+                                   groups=self.groups, begin=self.pad, size=_spatial(self, x),
+                                   layout=self.layout, nchw=self.nchw) if need[0] else None
+        ggy = Conv2d.apply(x, g, None, stride=self.stride, pad=self.pad, dilation=self.dilation,
+                           groups=self.groups, layout=self.layout, nchw=self.nchw) \
+            if need[1] else None
+        return gx, ggy
+
 
 def transposed_size(in_size, k, stride, padding, output_padding, dilation):
     return (in_size - 1) * stride - 2 * padding + dilation * (k - 1) + output_padding + 1
@@ -449,3 +520,21 @@ class ConvTranspose2d(_AddsIntoGrad):
         gW = conv_backward_filter(gy, x, W.shape, *args, into=self._into(1)) \
             if self.needs_input_grad[1] else None
         return fresh(gx), fresh(gW), fresh(gb)      # each made here (see tensor.Fresh)
+
+    def backward_graph(self, gy):
+        """create_graph: gx the convolution of gy (Conv2d), gW a ConvFilterGrad with the roles
+        of input (gy) and output gradient (x) swapped, gb gy's channel sums. Only the direct
+        window (PyTorch's padding and output_padding; not a cropped Keras 'same')."""
+        if not self.direct:
+            raise NotImplementedError("ConvTranspose2d: no double backward (create_graph=True) "
+                                      "is written for a cropped / zero-extended output window")
+        x, W = self.inputs[:2]
+        need = self.needs_input_grad
+        gx = Conv2d.apply(gy, W, None, stride=self.stride, pad=tuple(self.begin),
+                          dilation=self.dilation, groups=self.groups, layout=self.layout,
+                          nchw=self.nchw) if need[0] else None
+        gW = ConvFilterGrad.apply(gy, x, w_shape=_op_shape(self, W), stride=self.stride,
+                                  pad=tuple(self.begin), dilation=self.dilation,
+                                  groups=self.groups, layout=self.layout, nchw=self.nchw) \
+            if need[1] else None
+        return gx, gW, _bias_grad_graph(self, gy)

@@ -29,6 +29,31 @@ def unbroadcast(g, shape):
     return g.sum(axis=axes, keepdims=True, dtype=A).astype(g.dtype, copy=False).reshape(shape)
 
 
+def unbroadcast_graph(g, shape):
+    """unbroadcast of a gradient Tensor, in differentiable ops (create_graph's backward_graph)."""
+    from .. import functional as F
+    shape = tuple(shape)
+    if tuple(g.shape) == shape:
+        return g
+    lead = g.ndim - len(shape)
+    axes = tuple(range(lead)) + tuple(lead + i for i, n in enumerate(shape)
+                                     if n == 1 and g.shape[lead + i] != 1)
+    return F.reshape(F.sum(g, axes, keepdims=True), shape)
+
+
+def _grads_graph(fn, *terms):
+    """backward_graph's tuple: each term (a function of nothing, called only where that input
+    wants a gradient) unbroadcast to its input's shape, None for the others."""
+    return tuple(unbroadcast_graph(term(), shape_of(t)) if need else None
+                 for t, need, term in zip(fn.inputs, fn.needs_input_grad, terms))
+
+
+def _const(like, array):
+    """A constant Tensor (no graph) of `array` in the dtype of the Tensor `like`."""
+    from ..tensor import Tensor
+    return Tensor(array.astype(like.dtype, copy=False))
+
+
 class Add(Function):
     def forward(self, a, b):
         self.shapes = shape_of(a), shape_of(b)
@@ -38,6 +63,9 @@ class Add(Function):
     def backward(self, gy):
         return tuple(unbroadcast(gy, s) if need else None
                      for s, need in zip(self.shapes, self.needs_input_grad))
+
+    def backward_graph(self, gy):
+        return _grads_graph(self, lambda: gy, lambda: gy)
 
 
 class Sub(Function):
@@ -50,6 +78,9 @@ class Sub(Function):
         ga = unbroadcast(gy, self.shapes[0]) if self.needs_input_grad[0] else None
         gb = unbroadcast(-gy, self.shapes[1]) if self.needs_input_grad[1] else None
         return ga, gb
+
+    def backward_graph(self, gy):
+        return _grads_graph(self, lambda: gy, lambda: -gy)
 
 
 class Mul(Function):
@@ -65,6 +96,10 @@ class Mul(Function):
         ga = unbroadcast(gy * b, self.shapes[0]) if self.needs_input_grad[0] else None
         gb = unbroadcast(gy * a, self.shapes[1]) if self.needs_input_grad[1] else None
         return ga, gb
+
+    def backward_graph(self, gy):
+        a, b = self.inputs
+        return _grads_graph(self, lambda: gy * b, lambda: gy * a)
 
 
 def _division_operands(a, b):
@@ -101,6 +136,10 @@ class Div(Function):
         gb = unbroadcast(-gy * (a / b) / b, self.shapes[1]) if self.needs_input_grad[1] else None
         return ga, gb
 
+    def backward_graph(self, gy):
+        a, b = self.inputs
+        return _grads_graph(self, lambda: gy / b, lambda: -gy * (a / b) / b)
+
 
 class Extremum(Function):
     """y = max(a, b) (larger) or min(a, b) elementwise, NaN propagating, in the operands'
@@ -128,6 +167,15 @@ class Extremum(Function):
             g = xp.where(loses, gy.dtype.type(0), xp.where(equal, half, gy))
             grads.append(unbroadcast(g.astype(gy.dtype, copy=False), self.shapes[i]))
         return tuple(grads)
+
+    def backward_graph(self, gy):
+        from .. import functional as F
+        a, b = same_dtype(*(getattr(t, "data", t) for t in self.inputs))
+        equal = a == b
+        losers = ((a < b), (b < a)) if self.larger else ((a > b), (b > a))
+        return _grads_graph(self, *(
+            (lambda lose=lose: F.where(lose, 0.0, F.where(equal, gy * 0.5, gy)))
+            for lose in losers))
 
 
 def _integer_zero_divisor(name, a, b):
@@ -197,6 +245,11 @@ class Atan2(Function):
         return (unbroadcast(gy * b * r, self.shapes[0]) if need[0] else None,
                 unbroadcast(gy * -a * r, self.shapes[1]) if need[1] else None)
 
+    def backward_graph(self, gy):
+        a, b = self.inputs
+        return _grads_graph(self, lambda: gy * b / (a * a + b * b),
+                            lambda: gy * -a / (a * a + b * b))
+
 
 class FloorDivide(Function):
     """y = floor(a / b) (Python's //, torch.floor_divide); no derivative, as torch's: a
@@ -223,6 +276,10 @@ class Cast(Function):
     def backward(self, gy):
         return gy.astype(self.src)
 
+    def backward_graph(self, gy):
+        from .. import functional as F
+        return F.cast(gy, self.src)
+
 
 class Clone(Function):
     """y = a copy of x laid out as x is, or in `memory_format` ('contiguous': C order;
@@ -241,12 +298,18 @@ class Clone(Function):
     def backward(self, gy):
         return gy
 
+    def backward_graph(self, gy):
+        return gy
+
 
 class Neg(Function):
     def forward(self, x):
         return -x
 
     def backward(self, gy):
+        return -gy
+
+    def backward_graph(self, gy):
         return -gy
 
 
@@ -262,6 +325,12 @@ class Pow(Function):
         if self.exponent == 0:                # (0 * 0 ** -1 is NaN at x = 0; torch gives 0)
             return self.xp.zeros_like(gy)
         return gy * self.exponent * x ** (self.exponent - 1)
+
+    def backward_graph(self, gy):
+        if self.exponent == 0:
+            return gy * 0
+        (x,) = self.inputs
+        return gy * self.exponent * x ** (self.exponent - 1) if self.exponent != 1 else gy
 
 
 class PowTensor(Function):
@@ -296,6 +365,10 @@ class Exp(Function):
     def backward(self, gy):
         return gy * self.saved
 
+    def backward_graph(self, gy):
+        from .. import functional as F
+        return gy * F.exp(self.inputs[0])
+
 
 class Abs(Function):
     """y = |x|; gx = gy * sign(x) (0 at 0, as torch's)."""
@@ -307,6 +380,9 @@ class Abs(Function):
     def backward(self, gy):
         return (gy * self.xp.sign(self.saved)).astype(gy.dtype, copy=False)
 
+    def backward_graph(self, gy):
+        return gy * _const(gy, self.xp.sign(self.saved))
+
 
 class Log(Function):
     def forward(self, x):
@@ -315,6 +391,9 @@ class Log(Function):
 
     def backward(self, gy):
         return gy / self.saved
+
+    def backward_graph(self, gy):
+        return gy / self.inputs[0]
 
 
 class Log1p(Function):
@@ -326,6 +405,9 @@ class Log1p(Function):
 
     def backward(self, gy):
         return gy / (1 + self.saved)
+
+    def backward_graph(self, gy):
+        return gy / (1 + self.inputs[0])
 
 
 class Unary(Function):
@@ -343,6 +425,13 @@ class Unary(Function):
     def backward(self, gy):
         x, y = self.saved
         return (gy * self.derivative(self.xp, x, y)).astype(gy.dtype, copy=False)
+
+    def backward_graph(self, gy):
+        """The same derivative(), on Tensors: x, and y recomputed by this op's class (the
+        functions it names taken from layers.functional, which has each under NumPy's name)."""
+        from .. import functional as F
+        (x,) = self.inputs
+        return gy * self.derivative(F, x, type(self).apply(x))
 
 
 class Sin(Unary):
@@ -448,6 +537,9 @@ class Rounding(Unary):
     def derivative(self, xp, x, y):
         return xp.zeros_like(x)
 
+    def backward_graph(self, gy):
+        return gy * 0                           # (a step function: 0, no graph back to x)
+
 
 class _CudnnActivation(Function):
     """y = f(x) with cuDNN's activation forward/backward on the GPU. A channels-last x is run as
@@ -488,6 +580,9 @@ class _CudnnActivation(Function):
             return gx.transpose(0, 3, 1, 2) if self.nhwc else gx
         return self.grad_cpu(x, y, gy)
 
+    def backward_graph(self, gy):
+        return gy * self.derivative_graph(self.inputs[0])
+
 
 class ReLU(_CudnnActivation):
     mode = 1  # CUDNN_ACTIVATION_RELU
@@ -500,6 +595,9 @@ class ReLU(_CudnnActivation):
 
     def grad_cpu(self, x, y, gy):
         return gy * (x > 0)
+
+    def derivative_graph(self, x):
+        return _const(x, x.data > 0)
 
 
 class Sigmoid(_CudnnActivation):
@@ -519,6 +617,10 @@ class Sigmoid(_CudnnActivation):
             return gy * e / ((1 + e) * (1 + e))
         return gy * y * (1 - y)         # (float32 / float64: torch's formula, from y)
 
+    def derivative_graph(self, x):
+        y = Sigmoid.apply(x)
+        return y * (1 - y)
+
 
 class Tanh(_CudnnActivation):
     mode = 2  # CUDNN_ACTIVATION_TANH
@@ -534,6 +636,10 @@ class Tanh(_CudnnActivation):
             e = np.exp(-2 * np.abs(x))  # as 4 e / (1 + e)^2 (no overflow for large |x|)
             return gy * 4 * e / ((1 + e) * (1 + e))
         return gy * (1 - y * y)
+
+    def derivative_graph(self, x):
+        y = Tanh.apply(x)
+        return 1 - y * y
 
 
 class LeakyReLU(Function):
@@ -552,6 +658,10 @@ class LeakyReLU(Function):
         if self.gpu:
             return kernels.leaky_relu_grad(x, gy, self.slope)
         return np.where(x > 0, gy, gy * gy.dtype.type(self.slope))
+
+    def backward_graph(self, gy):
+        from .. import functional as F
+        return F.where(self.inputs[0].data > 0, gy, gy * self.slope)
 
 
 _erf = np.vectorize(math.erf, otypes=[np.float64])     # (NumPy has no erf: math's, exact)
@@ -612,6 +722,11 @@ class Where(Function):
             if self.needs_input_grad[1] else None
         return ga, gb
 
+    def backward_graph(self, gy):
+        from .. import functional as F
+        return _grads_graph(self, lambda: F.where(self.cond, gy, 0.0),
+                            lambda: F.where(self.cond, 0.0, gy))
+
 
 class Clamp(Function):
     """y = min(max(x, lo), hi); the gradient passes where lo <= x <= hi (as torch.clamp)."""
@@ -620,14 +735,22 @@ class Clamp(Function):
         self.saved = x
         return self.xp.clip(x, self.lo, self.hi)
 
-    def backward(self, gy):
+    def _kept(self):
+        """Where the gradient passes: lo <= x <= hi."""
         x = self.saved
         keep = self.xp.ones(x.shape, dtype=bool)
         if self.lo is not None:
             keep &= x >= self.lo
         if self.hi is not None:
             keep &= x <= self.hi
-        return gy * keep
+        return keep
+
+    def backward(self, gy):
+        return gy * self._kept()
+
+    def backward_graph(self, gy):
+        from .. import functional as F
+        return F.where(self._kept(), gy, 0.0)
 
 
 class Dropout(Function):
@@ -654,3 +777,6 @@ class Dropout(Function):
 
     def backward(self, gy):
         return gy * self.saved
+
+    def backward_graph(self, gy):
+        return gy * _const(gy, self.saved)

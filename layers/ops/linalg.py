@@ -84,6 +84,28 @@ class MatMul(Function):
             gb = unbroadcast(matmul(xp.swapaxes(a2, -1, -2), g2), b2_shape).reshape(b_shape)
         return ga, gb
 
+    def backward_graph(self, gy):
+        """backward's products, as MatMul ops on Tensors: 1-d operands made a row / a column
+        first, batch axes summed back to each operand's."""
+        from .. import functional as F
+        from .elementwise import unbroadcast_graph
+        a, b = self.inputs
+        a2 = F.reshape(a, (1,) + a.shape) if a.ndim == 1 else a
+        b2 = F.reshape(b, b.shape + (1,)) if b.ndim == 1 else b
+        g2 = gy
+        if a.ndim == 1 and b.ndim == 1:             # (a dot product: gy is 0-d)
+            g2 = F.reshape(gy, (1, 1))
+        elif a.ndim == 1:
+            g2 = F.unsqueeze(gy, -2)
+        elif b.ndim == 1:
+            g2 = F.unsqueeze(gy, -1)
+        need_a, need_b = self.needs_input_grad
+        ga = F.reshape(unbroadcast_graph(MatMul.apply(g2, F.swapaxes(b2, -1, -2)), a2.shape),
+                       a.shape) if need_a else None
+        gb = F.reshape(unbroadcast_graph(MatMul.apply(F.swapaxes(a2, -1, -2), g2), b2.shape),
+                       b.shape) if need_b else None
+        return ga, gb
+
 
 class Linear(Function):
     """y = x @ W.T + b, x (..., in), W (out, in) as torch.nn.Linear."""
@@ -103,4 +125,15 @@ class Linear(Function):
         gx = mm(g2, W).reshape(shape) if need_x else None
         gW = Deferred(g2, x2) if need_W else None
         gb = Deferred(g2) if len(self.needs_input_grad) > 2 and self.needs_input_grad[2] else None
+        return gx, gW, gb
+
+    def backward_graph(self, gy):
+        from .. import functional as F
+        x, W = self.inputs[:2]
+        need = self.needs_input_grad
+        g2 = F.reshape(gy, (math.prod(gy.shape[:-1]), gy.shape[-1]))
+        gx = F.reshape(MatMul.apply(g2, W), x.shape) if need[0] else None
+        gW = MatMul.apply(F.transpose(g2), F.reshape(x, (math.prod(x.shape[:-1]), x.shape[-1]))) \
+            if need[1] else None
+        gb = F.sum(g2, 0) if len(need) > 2 and need[2] else None
         return gx, gW, gb

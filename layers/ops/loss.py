@@ -30,6 +30,23 @@ def _scale(gy, n, reduction):
     return gy / gy.dtype.type(n) if reduction == "mean" else gy
 
 
+def _wide_graph(*tensors):
+    """_wide of Tensors (or constant arrays), a differentiable cast (create_graph's composites)."""
+    from .. import functional as F
+    return tuple(F.cast(t, accumulation_dtype(t.dtype)) if hasattr(t, "requires_grad") and
+                 accumulation_dtype(t.dtype) != t.dtype else t for t in tensors)
+
+
+def _reduce_graph(l, reduction, dtype):
+    """_reduce of a loss Tensor."""
+    from .. import functional as F
+    if reduction == "mean":
+        l = F.mean(l)
+    elif reduction == "sum":
+        l = F.sum(l)
+    return F.cast(l, dtype) if l.dtype != dtype else l
+
+
 def _no_target_grad(fn):
     if fn.needs_input_grad[1]:
         raise NotImplementedError(f"{type(fn).__name__}: gradient with respect to the target "
@@ -68,6 +85,14 @@ class BCELoss(Function):
         g = _scale(gy, p.size, self.reduction)
         return g * (p - t) / np.maximum((1 - p) * p, p.dtype.type(1e-12)), None
 
+    def composite(self, p, t):
+        from .. import functional as F
+        _no_target_grad(self)
+        dtype = p.dtype
+        p, t = _wide_graph(p, t)
+        l = -(t * F.clamp(F.log(p), min=-100) + (1 - t) * F.clamp(F.log1p(-p), min=-100))
+        return _reduce_graph(l, self.reduction, dtype)
+
 
 class BCEWithLogitsLoss(Function):
     """l = max(x, 0) - x t + log(1 + exp(-|x|)), the stable form of BCE(sigmoid(x), t)."""
@@ -86,6 +111,14 @@ class BCEWithLogitsLoss(Function):
         sig = 1 / (1 + xp.exp(-x))
         return _scale(gy, x.size, self.reduction) * (sig - t), None
 
+    def composite(self, x, t):
+        from .. import functional as F
+        _no_target_grad(self)
+        dtype = x.dtype
+        x, t = _wide_graph(x, t)
+        l = F.relu(x) - x * t + F.log1p(F.exp(-F.absolute(x)))
+        return _reduce_graph(l, self.reduction, dtype)
+
 
 class MSELoss(Function):
     def forward(self, a, b):
@@ -99,6 +132,12 @@ class MSELoss(Function):
         g = 2 * _scale(gy, d.size, self.reduction) * d
         return (g if self.needs_input_grad[0] else None,
                 -g if self.needs_input_grad[1] else None)
+
+    def composite(self, a, b):
+        dtype = a.dtype
+        a, b = _wide_graph(a, b)
+        d = a - b
+        return _reduce_graph(d * d, self.reduction, dtype)
 
 
 class MaskedMSELoss(Function):
@@ -120,6 +159,14 @@ class MaskedMSELoss(Function):
         return (g if self.needs_input_grad[0] else None,
                 -g if self.needs_input_grad[1] else None)
 
+    def composite(self, a, b):
+        from .. import functional as F
+        from ..tensor import Tensor
+        dtype = a.dtype
+        a, b = _wide_graph(a, b)
+        d = F.where(self.xp.broadcast_to(self.mask, a.shape), a - b, 0.0)
+        return F.cast(F.sum(d * d) / Tensor(self.count), dtype)
+
 
 class L1Loss(Function):
     def forward(self, a, b):
@@ -133,6 +180,12 @@ class L1Loss(Function):
         g = _scale(gy, d.size, self.reduction) * self.xp.sign(d)
         return (g if self.needs_input_grad[0] else None,
                 -g if self.needs_input_grad[1] else None)
+
+    def composite(self, a, b):
+        from .. import functional as F
+        dtype = a.dtype
+        a, b = _wide_graph(a, b)
+        return _reduce_graph(F.absolute(a - b), self.reduction, dtype)
 
 
 class CrossEntropyLoss(Function):
@@ -195,3 +248,26 @@ class CrossEntropyLoss(Function):
         elif self.reduction == "none":
             gy = xp.expand_dims(gy, 1)
         return g * gy, None
+
+    def composite(self, x, target):
+        """-sum_c K[n, c] logp[n, c], K the constant weights forward's rule gives each class of
+        each item (its target's (1 - e) w[t], e / C w[c] to every class, 0 for an ignored
+        item), from forward's saved arrays; reduced as forward."""
+        from .. import functional as F
+        from ..tensor import Tensor
+        _no_target_grad(self)
+        logp, safe, valid, wt, w = self.saved
+        xp, e = self.xp, self.label_smoothing
+        C = logp.shape[1]
+        K = xp.zeros_like(logp)
+        xp.put_along_axis(K, xp.expand_dims(safe, 1), 1, axis=1)
+        K = (1 - e) * K * xp.expand_dims(wt, 1)
+        if e:
+            wb = 1 if w is None else w.reshape((1, C) + (1,) * (logp.ndim - 2))
+            K = K + (e / C) * wb * xp.expand_dims(valid, 1)
+        dtype = x.dtype
+        (x,) = _wide_graph(x)
+        l = -F.sum(F.log_softmax(x, 1) * Tensor(K.astype(logp.dtype, copy=False)), 1)
+        if self.reduction == "mean":
+            return F.cast(F.sum(l) / Tensor(self.count), dtype)
+        return _reduce_graph(l, self.reduction, dtype)

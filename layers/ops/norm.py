@@ -33,6 +33,26 @@ class BatchNorm(Function):
     def _channels(self, x):
         return x.shape[-1 if self.layout == "NHWC" else 1]
 
+    def composite(self, x, gamma, beta):
+        """Batch norm in other ops, from the statistics forward used (create_graph; on the
+        Tensors as given, NCHW-shaped where nchw): training, the batch's mean and biased
+        variance; evaluation, the running statistics (as they are now: changed since forward,
+        they give another gradient)."""
+        from .. import functional as F
+        from ..tensor import Tensor
+        channel = x.ndim - 1 if self.layout == "NHWC" and not self.nchw else 1
+        axes = tuple(a for a in range(x.ndim) if a != channel)
+        shape = tuple(n if a == channel else 1 for a, n in enumerate(x.shape))
+        xf = F.cast(x, gamma.dtype) if x.dtype != gamma.dtype else x
+        if self.training:
+            d = xf - F.mean(xf, axes, keepdims=True)
+            var = F.mean(d * d, axes, keepdims=True)
+        else:
+            d = xf - Tensor(self.running_mean.reshape(shape))
+            var = Tensor(self.running_var.reshape(shape))
+        y = d * (var + self.eps) ** -0.5 * F.reshape(gamma, shape) + F.reshape(beta, shape)
+        return F.cast(y, x.dtype) if y.dtype != x.dtype else y
+
     def forward_cpu(self, x, gamma, beta):
         dtype = x.dtype
         x = x.astype(accumulation_dtype(dtype), copy=False)

@@ -25,6 +25,14 @@ def _expand(gy, shape, axes, keepdims, xp):
     return xp.broadcast_to(gy, shape).copy()
 
 
+def _expand_graph(gy, shape, axes, keepdims):
+    """_expand of a gradient Tensor, in differentiable ops (create_graph)."""
+    from .. import functional as F
+    if not keepdims:
+        gy = F.reshape(gy, [1 if i in axes else n for i, n in enumerate(shape)])
+    return F.broadcast_to(gy, shape)
+
+
 def _integer_sum_dtype(dtype):
     """The dtype a sum of bool or integer data is taken and returned in, as torch: int64 (uint64
     for uint64 data), so True + True is 2 and 300 uint8 ones are 300; None for floating data."""
@@ -49,6 +57,9 @@ class Sum(Function):
     def backward(self, gy):
         return _expand(gy, self.shape, self.axes, self.keepdims, self.xp)
 
+    def backward_graph(self, gy):
+        return _expand_graph(gy, self.shape, self.axes, self.keepdims)
+
 
 class Mean(Function):
     """Of floating data only: torch refuses to guess a mean's dtype for integer data (NumPy's
@@ -70,6 +81,9 @@ class Mean(Function):
         g = (gy.astype(acc, copy=False) / acc.type(self.count)).astype(gy.dtype, copy=False)
         return _expand(g, self.shape, self.axes, self.keepdims, self.xp)
 
+    def backward_graph(self, gy):
+        return _expand_graph(gy / self.count, self.shape, self.axes, self.keepdims)
+
 
 class Amax(Function):
     """The maximum over axes (torch.amax); the gradient goes to the maxima, shared evenly among
@@ -82,14 +96,22 @@ class Amax(Function):
         return y if self.keepdims else y.reshape([n for i, n in enumerate(y.shape)
                                                   if i not in self.axes])
 
-    def backward(self, gy):
+    def _share(self, dtype):
+        """Each element's share of the gradient: 1 / (the ties) at the maxima, else 0."""
         x, y = self.saved
         xp = self.xp
         hit = (x == y) | (xp.isnan(x) & xp.isnan(y)) if is_floating(x.dtype) else x == y
+        return hit.astype(dtype) / hit.sum(axis=self.axes, keepdims=True, dtype=dtype)
+
+    def backward(self, gy):
         acc = accumulation_dtype(gy.dtype)
-        share = hit.astype(acc) / hit.sum(axis=self.axes, keepdims=True, dtype=acc)
-        g = gy.astype(acc, copy=False).reshape(y.shape) * share
+        g = gy.astype(acc, copy=False).reshape(self.saved[1].shape) * self._share(acc)
         return g.astype(gy.dtype, copy=False)
+
+    def backward_graph(self, gy):
+        from .. import functional as F
+        from ..tensor import Tensor
+        return F.reshape(gy, self.saved[1].shape) * Tensor(self._share(gy.dtype))
 
 
 class MaxAlong(Function):
@@ -105,6 +127,10 @@ class MaxAlong(Function):
         g = self.xp.zeros(self.shape, gy.dtype)
         self.xp.put_along_axis(g, self.index, gy, axis=self.axis)
         return g
+
+    def backward_graph(self, gy):
+        from .shape import GatherGrad
+        return GatherGrad.apply(gy, index=self.index, axis=self.axis, shape=self.shape, bad=None)
 
 
 class Softmax(Function):
@@ -130,6 +156,11 @@ class Softmax(Function):
             return kernels.softmax_grad(y, g, self.axis)
         return y * (g - (g * y).sum(axis=self.axis, keepdims=True))
 
+    def backward_graph(self, gy):
+        from .. import functional as F
+        y = Softmax.apply(self.inputs[0], axis=self.axis)
+        return y * (gy - F.sum(gy * y, self.axis, keepdims=True))
+
 
 class LogSoftmax(Function):
     def forward(self, x):
@@ -144,6 +175,11 @@ class LogSoftmax(Function):
         acc = accumulation_dtype(gy.dtype)
         y, g = self.saved.astype(acc, copy=False), gy.astype(acc, copy=False)
         return g - self.xp.exp(y) * g.sum(axis=self.axis, keepdims=True)
+
+    def backward_graph(self, gy):
+        from .. import functional as F
+        p = Softmax.apply(self.inputs[0], axis=self.axis)
+        return gy - p * F.sum(gy, self.axis, keepdims=True)
 
 
 def _running(fn, x, name):
@@ -173,6 +209,11 @@ class Cumsum(Function):
         acc = accumulation_dtype(gy.dtype)
         g = xp.flip(xp.cumsum(xp.flip(gy, axis), axis=axis, dtype=acc), axis)
         return g.astype(gy.dtype, copy=False)
+
+    def backward_graph(self, gy):
+        """The running sum from the other end, as the whole sum less the running sum before."""
+        from .. import functional as F
+        return F.sum(gy, self.axis, keepdims=True) - Cumsum.apply(gy, axis=self.axis) + gy
 
 
 class Cumprod(Function):
@@ -317,3 +358,18 @@ class VectorNorm(Function):
             # one x of 0 makes it 0 and the others' terms are not
             gx = xp.where(y == 0, 0, gx)
         return gx.astype(x.dtype, copy=False)
+
+    def backward_graph(self, gy):
+        """p = 1: gy sign(x); p = 2: gy x / |x|, 0 where the norm is 0 (the norm recomputed,
+        differentiable; 1 in its place there, where every x is 0). Other p refuse."""
+        from .. import functional as F
+        from .elementwise import _const
+        (x,), y = self.inputs, self.saved[1]
+        g = F.reshape(gy, y.shape)
+        if self.ord == 1:
+            return g * _const(x, self.xp.sign(x.data))
+        if self.ord != 2:
+            raise NotImplementedError(f"VectorNorm: no double backward (create_graph=True) is "
+                                      f"written for p = {self.ord} (p = 1 and 2 are)")
+        norm = VectorNorm.apply(x, ord=2, axis=self.axis, keepdims=True)
+        return g * x / F.where(y == 0, 1.0, norm)

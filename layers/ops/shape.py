@@ -17,6 +17,9 @@ class Reshape(Function):
     def backward(self, gy):
         return gy.reshape(self.in_shape)
 
+    def backward_graph(self, gy):
+        return Reshape.apply(gy, shape=self.in_shape)
+
 
 class Transpose(Function):
     """Permute axes (reverse them when axes is None), as numpy.transpose."""
@@ -30,6 +33,9 @@ class Transpose(Function):
     def backward(self, gy):
         return gy.transpose(np.argsort(self.perm))
 
+    def backward_graph(self, gy):
+        return Transpose.apply(gy, axes=tuple(np.argsort(self.perm).tolist()))
+
 
 class BroadcastTo(Function):
     """A view of x repeated along its size-1 (and new leading) axes, stride 0 there (torch's
@@ -42,6 +48,10 @@ class BroadcastTo(Function):
     def backward(self, gy):
         from .elementwise import unbroadcast
         return unbroadcast(gy, self.in_shape)
+
+    def backward_graph(self, gy):
+        from .elementwise import unbroadcast_graph
+        return unbroadcast_graph(gy, self.in_shape)
 
 
 class Concat(Function):
@@ -57,6 +67,12 @@ class Concat(Function):
         parts = self.xp.split(gy, bounds, axis=self.axis)
         return tuple(p if need else None for p, need in zip(parts, self.needs_input_grad))
 
+    def backward_graph(self, gy):
+        axis, bounds = self.axis % gy.ndim, np.cumsum([0] + self.sizes).tolist()
+        return tuple(GetItem.apply(gy, index=(slice(None),) * axis + (slice(lo, hi),))
+                     if need else None
+                     for lo, hi, need in zip(bounds, bounds[1:], self.needs_input_grad))
+
 
 class Stack(Function):
     """The gradients of the stacked arrays are views of gy (no copy: Tacotron 2 stacks each
@@ -69,6 +85,11 @@ class Stack(Function):
     def backward(self, gy):
         axis = self.axis % gy.ndim
         return tuple(gy[(slice(None),) * axis + (i,)] if need else None
+                     for i, need in enumerate(self.needs_input_grad))
+
+    def backward_graph(self, gy):
+        axis = self.axis % gy.ndim
+        return tuple(GetItem.apply(gy, index=(slice(None),) * axis + (i,)) if need else None
                      for i, need in enumerate(self.needs_input_grad))
 
 
@@ -93,6 +114,12 @@ class Unstack(Function):
                 g = zeros
             parts.append(g)
         return stack(parts, axis=self.axis)
+
+    def backward_graph(self, *gys):
+        from ..tensor import Tensor
+        zeros = Tensor(self.xp.zeros(self.shape[:self.axis] + self.shape[self.axis + 1:],
+                                     dtype=self.dtype))
+        return Stack.apply(*(zeros if g is None else g for g in gys), axis=self.axis)
 
 
 def _index_array(index, gpu):
@@ -130,9 +157,32 @@ class GetItem(Function):
         return x[self.index]
 
     def backward(self, gy):
-        xp = self.xp
-        return _scatter_add(xp, xp.zeros(self.shape, dtype=accumulation_dtype(self.dtype)),
-                            self.index, gy)
+        return _scattered(self.xp, gy, self.index, self.shape, self.dtype)
+
+    def backward_graph(self, gy):
+        return GetItemGrad.apply(gy, index=self.index, shape=self.shape)
+
+
+def _scattered(xp, gy, index, shape, dtype):
+    """zeros(shape)[index] += gy (repeats added), in dtype's accumulation dtype."""
+    return _scatter_add(xp, xp.zeros(shape, dtype=accumulation_dtype(dtype)), index, gy)
+
+
+class GetItemGrad(Function):
+    """GetItem's gradient as an op of its own (create_graph): y = zeros(shape) with gy added at
+    `index`; linear in gy, so its gradient is the same indexing, gx = g[index]."""
+    kept = ("index",)
+    upcast_half = False
+
+    def forward(self, gy):
+        return _scattered(self.xp, gy, self.index, self.shape, gy.dtype).astype(gy.dtype,
+                                                                               copy=False)
+
+    def backward(self, g):
+        return g[self.index]
+
+    def backward_graph(self, g):
+        return GetItem.apply(g, index=self.index)
 
 
 class ReversePadded(Function):
@@ -178,6 +228,12 @@ class Pad(Function):
             y = self.xp.pad(xt, widths, mode=_PAD_MODES[self.mode])
         return y.transpose(np.argsort(order))
 
+    def backward_graph(self, gy):
+        if self.mode != "constant":
+            raise NotImplementedError(f"Pad: no double backward (create_graph=True) is written "
+                                      f"for mode {self.mode!r} ('constant' has one)")
+        return GetItem.apply(gy, index=self.crop)
+
     def backward(self, gy):
         if self.mode == "constant":
             return gy[self.crop]
@@ -207,20 +263,52 @@ class Gather(Function):
         if bad is not None:
             index = xp.where(bad, 0, index)
         self.index, self.bad, self.shape = index, bad, x.shape
-        part = x[tuple(slice(0, n) if d != axis else slice(None)
-                       for d, n in enumerate(index.shape))]
-        y = xp.take_along_axis(part, index, axis=axis)
+        y = _gathered(xp, x, index, axis)
         if bad is not None:
             y = xp.where(bad, xp.nan, y).astype(x.dtype)
         return y
 
     def backward(self, gy):
-        xp, index, axis = self.xp, self.index, self.axis
-        if self.bad is not None:
-            gy = xp.where(self.bad, 0, gy).astype(gy.dtype, copy=False)
-        gx = xp.zeros(self.shape, accumulation_dtype(gy.dtype))
-        xp.add.at(gx, _positions(xp, index, axis), gy.astype(gx.dtype, copy=False))
-        return gx.astype(gy.dtype, copy=False)
+        return _gather_grad(self.xp, gy, self.index, self.axis, self.shape, self.bad)
+
+    def backward_graph(self, gy):
+        return GatherGrad.apply(gy, index=self.index, axis=self.axis, shape=self.shape,
+                                bad=self.bad)
+
+
+def _gathered(xp, x, index, axis):
+    """x[..., index[..., j, ...], ...] along axis (x cut to index's extent off the axis)."""
+    part = x[tuple(slice(0, n) if d != axis else slice(None) for d, n in enumerate(index.shape))]
+    return xp.take_along_axis(part, index, axis=axis)
+
+
+def _gather_grad(xp, gy, index, axis, shape, bad):
+    """Gather's gradient: zeros of `shape` with gy added at the gathered positions (repeats
+    added; none where `bad`, an out-of-range index)."""
+    if bad is not None:
+        gy = xp.where(bad, 0, gy).astype(gy.dtype, copy=False)
+    gx = xp.zeros(shape, accumulation_dtype(gy.dtype))
+    xp.add.at(gx, _positions(xp, index, axis), gy.astype(gx.dtype, copy=False))
+    return gx.astype(gy.dtype, copy=False)
+
+
+class GatherGrad(Function):
+    """Gather's gradient as an op of its own (create_graph; torch.max(x, dim)'s values too):
+    y = _gather_grad(gy), linear in gy, so its gradient is the same gather, 0 where an index
+    was out of range."""
+    kept = ("index", "bad")
+
+    def forward(self, gy):
+        return _gather_grad(self.xp, gy, self.index, self.axis, self.shape, self.bad)
+
+    def backward(self, g):
+        y = _gathered(self.xp, g, self.index, self.axis)
+        return y if self.bad is None else self.xp.where(self.bad, 0, y).astype(g.dtype)
+
+    def backward_graph(self, g):
+        from .. import functional as F
+        y = Gather.apply(g, index=self.index, axis=self.axis)
+        return y if self.bad is None else F.where(self.bad, 0.0, y)
 
 
 def _positions(xp, index, axis):
@@ -335,3 +423,6 @@ class Triangle(Function):
 
     def backward(self, gy):
         return self._part(gy)
+
+    def backward_graph(self, gy):
+        return Triangle.apply(gy, upper=self.upper, diagonal=self.diagonal)

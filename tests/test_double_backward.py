@@ -1,0 +1,386 @@
+"""create_graph=True (double backward) against torch CPU in float64: for each op, the gradient
+g = d(sum w * f(x))/dx made with create_graph, the Hessian-vector product h = d(sum u * g)/dx
+(made with create_graph too) and the next derivative d(sum u * h)/dx -- each compared with
+torch's, on the NumPy path, the GPU path run on the host (tests/host_kernels.py) and a GPU.
+Then WGAN-GP's gradient penalty through DCGAN's discriminator (batch norm and channels-last
+included), the engine's semantics (Tensor.backward(create_graph=True), hooks, grad_outputs
+with a graph, freeing) and the ops that refuse it by name."""
+import numpy as np
+import pytest
+import torch
+
+import layers as L
+from layers import autograd
+from reference import rel_err
+
+F = L.functional
+TF = torch.nn.functional
+DEVICES = ["cpu", pytest.param(0, marks=pytest.mark.gpu), "host"]   # (conftest's `where`)
+
+
+class _Torch:
+    """torch's spelling of what a case calls: torch.nn.functional's, else torch's."""
+
+    def __getattr__(self, name):
+        return getattr(TF, name, None) or getattr(torch, name)
+
+
+T = _Torch()
+POS = "positive"            # inputs drawn in (0.5, 2)
+UNIT = "unit"               # inputs drawn in (-0.9, 0.9)
+
+# (name, input shapes, draw, f(m, *inputs) with m = layers.functional or torch's spelling)
+CASES = [
+    ("exp", [(3, 4)], None, lambda m, x: m.exp(x)),
+    ("log", [(3, 4)], POS, lambda m, x: m.log(x)),
+    ("log1p", [(3, 4)], POS, lambda m, x: m.log1p(x)),
+    ("sin cos", [(3, 4)], None, lambda m, x: m.sin(x) * m.cos(x)),
+    ("tan", [(3, 4)], UNIT, lambda m, x: m.tan(x)),
+    ("sinh cosh", [(3, 4)], None, lambda m, x: m.sinh(x) + m.cosh(x)),
+    ("atan asinh", [(3, 4)], None, lambda m, x: m.atan(x) * m.asinh(x)),
+    ("asin acos atanh", [(3, 4)], UNIT, lambda m, x: m.asin(x) * m.acos(x) + m.atanh(x)),
+    ("acosh", [(3, 4)], POS, lambda m, x: m.acosh(x + 1.5)),
+    ("reciprocal rsqrt", [(3, 4)], POS, lambda m, x: m.reciprocal(x) + m.rsqrt(x)),
+    ("expm1 log2 log10", [(3, 4)], POS, lambda m, x: m.expm1(x) * m.log2(x) + m.log10(x)),
+    ("sqrt", [(3, 4)], POS, lambda m, x: m.sqrt(x)),
+    ("pow", [(3, 4)], POS, lambda m, x: x ** 3 + x ** 0.5 + x ** 1 + x ** 0),
+    ("abs neg", [(3, 4)], None, lambda m, x: -m.absolute(x) * x),
+    ("sigmoid tanh", [(3, 4)], None, lambda m, x: m.sigmoid(x) * m.tanh(x)),
+    ("relu leaky_relu", [(3, 4)], None, lambda m, x: m.relu(x) * x + m.leaky_relu(x, 0.2) ** 2),
+    ("softplus elu", [(3, 4)], None, lambda m, x: m.softplus(x) * m.elu(x)),
+    ("clamp", [(3, 4)], None, lambda m, x: m.clamp(x, -0.5, 0.7) * x),
+    ("round", [(3, 4)], None, lambda m, x: m.round(x) * x),
+    ("add sub broadcast", [(3, 4), (4,)], None, lambda m, a, b: (a + b) * (a - b)),
+    ("mul div broadcast", [(3, 1), (1, 4)], POS, lambda m, a, b: a * b / (a + b)),
+    ("maximum minimum", [(3, 4), (3, 4)], None,
+     lambda m, a, b: m.maximum(a, b) * m.minimum(a, b) * a),
+    ("maximum minimum, ties", [(3, 4)], None,
+     lambda m, a: m.maximum(a, m.clamp(a, -0.3, 0.3)) * m.minimum(m.clamp(a, 0, 1), a) * a),
+    ("atan2", [(3, 4), (3, 4)], None, lambda m, a, b: m.atan2(a, b) * a),
+    ("where", [(3, 4), (4,)], None,
+     lambda m, a, b: m.where(_mask(m, (3, 4)), a * a, b * a)),
+    ("sum mean", [(2, 3, 4)], None,
+     lambda m, x: m.sum(x * x, dim=(0, 2), keepdim=True) * m.mean(x, 1, keepdim=True)),
+    ("amax", [(3, 5)], None, lambda m, x: m.amax(x * x, 1) * m.sum(x, 1)),
+    ("softmax log_softmax", [(3, 5)], None,
+     lambda m, x: m.softmax(x * x, dim=1) + m.log_softmax(x, dim=0)),
+    ("logsumexp", [(3, 5)], None, lambda m, x: m.logsumexp(x * x, 1)),
+    ("cumsum", [(3, 5)], None, lambda m, x: m.cumsum(x * x, 1)),
+    ("var std", [(3, 5)], None, lambda m, x: m.var(x, 1) * m.std(x, 0).sum()),
+    ("norm p=2, p=1", [(3, 5)], None,
+     lambda m, x: m.norm(x, 2, dim=1) * m.norm(x, 1, dim=1)),
+    ("reshape permute expand", [(2, 3, 4)], None,
+     lambda m, x: (x.reshape(6, 4).permute(1, 0) * x.sum(0).reshape(1, 12)[:, :6]).expand(
+         2, 4, 6)),
+    ("permute 3-d", [(2, 3, 4)], None, lambda m, x: (x * x).permute(2, 0, 1) * x[:1, :1, :1]),
+    ("cat stack unbind", [(2, 3), (4, 3)], None,
+     lambda m, a, b: m.stack([m.cat([a, b * b], 0), m.cat([b, a], 0)], 1).unbind(1)[0] * b[0]),
+    ("getitem, repeated index", [(5, 3)], None,
+     lambda m, x: x[[0, 2, 2, 4]] * x[1:3].sum() + x[[4, 4, 0, 1], 1:2] ** 2),
+    ("pad tril", [(3, 4)], None, lambda m, x: m.tril(m.pad(x * x, (1, 2, 0, 1)), 1)),
+    ("gather, smaller index", [(3, 5)], None,
+     lambda m, x: m.gather(x * x, 1, _index(m, [[0, 4], [2, 2]])) * x[:2, :2]),
+    ("max along dim, max_pool2d", [(2, 2, 4, 4)], None,
+     lambda m, x: m.max(x * x, 3)[0].sum() * m.max_pool2d(x, 2)),
+    ("interpolate nearest bilinear", [(1, 2, 3, 3)], None,
+     lambda m, x: m.interpolate(x * x, scale_factor=2) * m.interpolate(
+         x, scale_factor=2, mode="bilinear", align_corners=False)),
+    ("avg_pool2d instance_norm", [(2, 2, 4, 4)], None,
+     lambda m, x: m.avg_pool2d(m.instance_norm(x * x), 2) ** 2),
+    ("scaled_dot_product_attention", [(2, 3, 4), (2, 5, 4), (2, 5, 3)], None,
+     lambda m, q, k, v: m.scaled_dot_product_attention(q, k * k, v)),
+    ("matmul 1-d and batched", [(3,), (2, 3, 4), (4,)], None,
+     lambda m, a, b, c: m.matmul(m.matmul(a, b * b), c) * m.matmul(a, b).sum()),
+    ("matmul broadcast batch", [(2, 1, 3, 5), (5, 4)], None,
+     lambda m, a, b: m.matmul(m.tanh(a), b * b)),
+    ("linear", [(2, 3, 5), (4, 5), (4,)], None,
+     lambda m, x, w, b: m.linear(m.tanh(x), w, b) ** 2),
+    ("conv2d stride padding bias", [(2, 3, 7, 7), (4, 3, 3, 3), (4,)], None,
+     lambda m, x, w, b: m.tanh(m.conv2d(x, w, b, stride=2, padding=1))),
+    ("conv2d dilation groups", [(2, 4, 7, 6), (6, 2, 3, 2), (6,)], None,
+     lambda m, x, w, b: m.conv2d(x, w, b, stride=(2, 1), padding=2, dilation=2, groups=2) ** 2),
+    ("conv2d channels-last", [(2, 3, 8, 8), (4, 3, 4, 4)], None,
+     lambda m, x, w: m.leaky_relu(m.conv2d(_channels_last(m, x), _channels_last(m, w),
+                                           stride=2, padding=1), 0.2) ** 2),
+    ("conv_transpose2d", [(2, 3, 4, 4), (3, 5, 4, 4), (5,)], None,
+     lambda m, x, w, b: m.tanh(m.conv_transpose2d(x, w, b, stride=2, padding=1,
+                                                  output_padding=1))),
+    ("conv_transpose2d groups channels-last", [(2, 4, 3, 3), (4, 3, 3, 3)], None,
+     lambda m, x, w: m.conv_transpose2d(_channels_last(m, x), _channels_last(m, w), stride=2,
+                                        groups=2) ** 2),
+    ("conv1d", [(2, 3, 9), (4, 3, 3)], None,
+     lambda m, x, w: m.conv1d(x, w, stride=2, padding=1) ** 2),
+    ("batch_norm training", [(4, 3, 5, 5), (3,), (3,)], None,
+     lambda m, x, w, b: m.batch_norm(x * x, None, None, w, b, training=True) ** 2),
+    ("batch_norm training channels-last", [(4, 3, 5, 5), (3,), (3,)], None,
+     lambda m, x, w, b: m.batch_norm(_channels_last(m, x) ** 2, None, None, w, b,
+                                     training=True) ** 2),
+    ("batch_norm evaluation", [(4, 3, 5), (3,), (3,)], None,
+     lambda m, x, w, b: m.batch_norm(x, _stat(m, 0), _stat(m, 1), w, b, training=False) ** 2),
+    ("batch_norm, weight is bias", [(4, 3, 5), (3,)], None,
+     lambda m, x, w: m.batch_norm(x, None, None, w, w, training=True) ** 2),
+    ("layer_norm group_norm", [(2, 4, 3), (3,), (3,)], None,
+     lambda m, x, w, b: m.layer_norm(x, (3,), w, b) * m.group_norm(x, 2)),
+    ("mse_loss l1_loss", [(3, 4), (3, 4)], None,
+     lambda m, a, b: m.mse_loss(a * a, b) + m.l1_loss(a * b, b, reduction="sum")),
+    ("binary_cross_entropy", [(3, 4)], None,
+     lambda m, x: m.binary_cross_entropy(m.sigmoid(x), _target(m, (3, 4)), reduction="sum")),
+    ("binary_cross_entropy_with_logits", [(3, 4)], None,
+     lambda m, x: m.binary_cross_entropy_with_logits(x * x, _target(m, (3, 4)),
+                                                     pos_weight=_target(m, (4,)) + 0.5)),
+    ("nll_loss kl_div", [(5, 4)], None,
+     lambda m, x: m.nll_loss(m.log_softmax(x * x, 1), _classes(m)) * m.kl_div(
+         m.log_softmax(x, 1), m.softmax(x * x, 1), reduction="batchmean")),
+    ("cross_entropy", [(5, 4)], None,
+     lambda m, x: m.cross_entropy(x * x, _classes(m), weight=_target(m, (4,)) + 0.5,
+                                  ignore_index=1, label_smoothing=0.1)),
+]
+
+
+# Cases whose third derivative torch 2.13 does not give right, compared to the second only:
+# its native batch / layer / group / instance norm's third derivatives differ from those of
+# the same formulas spelled in elementary torch ops (by 15-45 %; ours equal the latter:
+# test_norms_third_derivative_is_their_formulas), and conv_transpose2d with output_padding
+# refuses a third derivative ("output_padding is not supported for non-transposed
+# convolutions").
+THIRD_NOT_TORCHS = {"avg_pool2d instance_norm", "conv_transpose2d", "batch_norm training",
+                    "batch_norm training channels-last", "batch_norm, weight is bias",
+                    "layer_norm group_norm"}
+
+
+def _mask(m, shape):
+    mask = np.random.default_rng(7).random(shape) > 0.5
+    return torch.tensor(mask) if m is T else mask
+
+
+def _target(m, shape):
+    t = np.random.default_rng(8).random(shape)
+    return torch.tensor(t) if m is T else L.tensor(t, device=_DEVICE[0])
+
+
+def _classes(m):
+    c = np.array([0, 1, 3, 2, 1])
+    return torch.tensor(c) if m is T else L.tensor(c, device=_DEVICE[0])
+
+
+def _index(m, rows):
+    return torch.tensor(rows) if m is T else L.tensor(np.array(rows), device=_DEVICE[0])
+
+
+def _stat(m, i):
+    s = np.array([[0.1, -0.2, 0.3], [0.5, 1.5, 2.0]])[i]
+    return torch.tensor(s) if m is T else L.tensor(s, device=_DEVICE[0])
+
+
+def _channels_last(m, x):
+    return x.contiguous(memory_format=torch.channels_last) if m is T else \
+        x.contiguous(memory_format="channels_last")
+
+
+_DEVICE = [None]           # the device a case's constants go to (set by the test)
+
+
+def _draw(rng, shape, draw):
+    if draw == POS:
+        return rng.uniform(0.5, 2.0, shape)
+    if draw == UNIT:
+        return rng.uniform(-0.9, 0.9, shape)
+    return rng.standard_normal(shape)
+
+
+def _derivatives(m, inputs, fn, w, u, third=True):
+    """g = d(sum w f)/dx, h = d(sum u g)/dx, k = d(sum u h)/dx of one library, each but the last
+    made with create_graph (h and k: None for an input they do not reach; k not taken unless
+    third)."""
+    y = fn(m, *inputs)
+    const = (lambda a: torch.tensor(a)) if m is T else (lambda a: L.tensor(a, device=_DEVICE[0]))
+    grad = torch.autograd.grad if m is T else autograd.grad
+    g = grad((y * const(w)).sum(), inputs, create_graph=True)
+    h = grad(sum((gi * const(ui)).sum() for gi, ui in zip(g, u)), inputs, allow_unused=True,
+             create_graph=True)
+    reached = [(hi, ui) for hi, ui in zip(h, u) if hi is not None and hi.requires_grad]
+    k = grad(sum((hi * const(ui)).sum() for hi, ui in reached), inputs, allow_unused=True) \
+        if reached and third else [None] * len(inputs)
+    return [[None if t is None else t.detach().numpy(force=True) if m is T else t.numpy()
+             for t in ts] for ts in (g, h, k)]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("name, shapes, draw, fn", CASES, ids=[c[0] for c in CASES])
+def test_double_backward_is_torchs(name, shapes, draw, fn, device, where):
+    rng = np.random.default_rng(len(name))
+    data = [_draw(rng, s, draw) for s in shapes]
+    _DEVICE[0] = where
+    ours = [L.tensor(a, device=where, requires_grad=True) for a in data]
+    theirs = [torch.tensor(a, requires_grad=True) for a in data]
+    ty = fn(T, *theirs)
+    w = rng.standard_normal(tuple(ty.shape))
+    u = [rng.standard_normal(s) for s in shapes]
+    third = name not in THIRD_NOT_TORCHS
+    g, h, k = _derivatives(F, ours, fn, w, u, third)
+    tg, th, tk = _derivatives(T, theirs, fn, w, u, third)
+    for a, b in zip(g, tg):
+        assert rel_err(a, b) < 1e-11, name
+    for order, ours_, theirs_ in (("second", h, th), ("third", k, tk)):
+        for a, b in zip(ours_, theirs_):
+            if b is None or not np.any(b):          # (none: ours None or zeros)
+                assert a is None or not np.any(a), (name, order)
+            else:
+                assert a is not None and rel_err(a, b) < 1e-10, (name, order)
+
+
+def _normalized(x, axes, eps=1e-5):
+    """(x - mean) / sqrt(var + eps) over `axes`, in elementary torch ops."""
+    d = x - x.mean(axes, keepdim=True)
+    return d * ((d * d).mean(axes, keepdim=True) + eps) ** -0.5
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("ours, formula", [
+    (lambda x: F.batch_norm(x, None, None, training=True), lambda x: _normalized(x, (0, 2, 3))),
+    (lambda x: F.batch_norm(x.contiguous(memory_format="channels_last"), None, None,
+                            training=True), lambda x: _normalized(x, (0, 2, 3))),
+    (lambda x: F.instance_norm(x), lambda x: _normalized(x, (2, 3))),
+    (lambda x: F.layer_norm(x, (3, 4)), lambda x: _normalized(x, (2, 3))),
+    (lambda x: F.group_norm(x, 2), lambda x: _normalized(x.reshape(4, 2, -1), (2,)).reshape(
+        4, 4, 3, 4)),
+], ids=["batch_norm", "batch_norm channels-last", "instance_norm", "layer_norm", "group_norm"])
+def test_norms_third_derivative_is_their_formulas(ours, formula, device, where):
+    """The norms' first three derivatives equal those of their formulas spelled in elementary
+    torch ops (torch's native norms agree to the second only: THIRD_NOT_TORCHS)."""
+    rng = np.random.default_rng(3)
+    data = rng.standard_normal((4, 4, 3, 4))
+    w, u = rng.standard_normal(data.shape), [rng.standard_normal(data.shape)]
+    _DEVICE[0] = where
+    mine = _derivatives(F, [L.tensor(data, device=where, requires_grad=True)],
+                        lambda m, x: ours(x), w, u)
+    theirs = _derivatives(T, [torch.tensor(data, requires_grad=True)],
+                          lambda m, x: formula(x), w, u)
+    for a, b in zip(mine, theirs):
+        assert rel_err(a[0], b[0]) < 1e-10
+
+
+def _discriminators(where, dtype, channels_last):
+    """DCGAN's netD here and pytorch/examples' (float64), with the same weights."""
+    from tools.dcgan_torch import Discriminator as TorchD
+    from train import dcgan
+    torch.manual_seed(0)
+    theirs = TorchD(ndf=4, nc=2).double()
+    ours = dcgan.Discriminator(ndf=4, nc=2)
+    if dtype == np.float64:
+        ours = ours.double()
+    ours.load_state_dict({k: v.detach().numpy() for k, v in theirs.state_dict().items()})
+    ours.to(where)
+    if channels_last:
+        ours.to(memory_format="channels_last")
+        theirs.to(memory_format=torch.channels_last)
+    return ours, theirs
+
+
+def _penalty(lib, D, x):
+    """WGAN-GP's gradient penalty, mean over the batch of (|dD(x)/dx| - 1)^2."""
+    grad = torch.autograd.grad if lib is torch else autograd.grad
+    (g,) = grad(D(x).sum(), x, create_graph=True)
+    n = g.reshape(g.shape[0], -1).norm(2, dim=1)
+    return ((n - 1) ** 2).mean()
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype, channels_last", [
+    (np.float64, False), (np.float64, True),
+    (np.float32, True)])
+def test_wgan_gp_penalty_through_dcgans_discriminator_is_torchs(device, where, dtype,
+                                                                 channels_last):
+    """The penalty and its gradient in every weight of netD (batch norm, leaky ReLU, sigmoid,
+    strided convolutions) equal torch's: float64 to rounding; float32 (the NumPy path and the
+    host GPU path, no TF32 there) to float32's rounding through two passes of five layers."""
+    if dtype == np.float32 and device == 0:
+        pytest.skip("float32 on a GPU takes TF32 convolutions (another tolerance)")
+    ours, theirs = _discriminators(where, dtype, channels_last)
+    rng = np.random.default_rng(0)
+    real, fake = rng.standard_normal((2, 3, 2, 64, 64))
+    a = rng.random((3, 1, 1, 1))
+    mix = a * real + (1 - a) * fake
+    x = L.tensor(mix.astype(dtype), device=where, requires_grad=True)
+    tx = torch.tensor(mix, requires_grad=True)
+    if channels_last:
+        x = x.contiguous(memory_format="channels_last")
+        tx = tx.contiguous(memory_format=torch.channels_last)
+    p, tp = _penalty(L, ours, x), _penalty(torch, theirs, tx)
+    p.backward()
+    tp.backward()
+    tol = 1e-12 if dtype == np.float64 else 2e-5
+    assert rel_err(p.numpy(), tp.detach().numpy()) < tol
+    for (name, w), tw in zip(ours.named_parameters(), theirs.parameters()):
+        assert rel_err(w.grad.numpy(), tw.grad.numpy()) < tol, name
+
+
+@pytest.mark.filterwarnings("ignore:Using backward\\(\\) with create_graph")  # (torch's)
+def test_backward_with_create_graph_leaves_grads_that_have_a_graph():
+    """Tensor.backward(create_graph=True): .grad is a Tensor with a graph (added out of place
+    on a second backward), differentiable again; as torch's."""
+    def run(lib, make):
+        x = make([0.5, -1.0, 2.0])
+        (x ** 3 + x * x.sin()).sum().backward(create_graph=True)   # (x reached three times)
+        (x ** 2).sum().backward(create_graph=True)                 # (added to the first)
+        first = x.grad.detach().numpy().copy()
+        assert x.grad.requires_grad
+        g = x.grad
+        (g * g).sum().backward()               # adds d(sum g^2)/dx into .grad
+        return first, x.grad.detach().numpy()
+    ours = run(L, lambda v: L.tensor(np.array(v), requires_grad=True))
+    theirs = run(torch, lambda v: torch.tensor(v, dtype=torch.float64, requires_grad=True))
+    for a, b in zip(ours, theirs):
+        np.testing.assert_allclose(a, b, rtol=1e-15)
+
+
+def test_create_graph_hooks_grad_outputs_and_non_leaf_inputs_are_torchs():
+    """A tensor hook's replacement is part of the graph; a grad_outputs Tensor that requires
+    grad is differentiated through; a non-leaf input's gradient is taken where it is made."""
+    def run(lib, make):
+        grad = torch.autograd.grad if lib is torch else autograd.grad
+        x, v = make([0.5, -1.0, 2.0]), make([1.0, 2.0, -3.0])
+        h = x * x
+        h.register_hook(lambda g: g * h)         # (a hook whose result depends on x)
+        y = h.sin()
+        gx, gh = grad(y, [x, h], grad_outputs=v, create_graph=True)
+        out = grad((gx * gx).sum() + gh.sum(), [x, v])
+        return [t.detach().numpy() for t in (gx, gh, *out)]
+    ours = run(L, lambda a: L.tensor(np.array(a), requires_grad=True))
+    theirs = run(torch, lambda a: torch.tensor(a, dtype=torch.float64, requires_grad=True))
+    for a, b in zip(ours, theirs):
+        np.testing.assert_allclose(a, b, rtol=1e-14)
+
+
+def test_create_graph_frees_the_graph_only_when_asked():
+    """As torch's: create_graph keeps the graph unless retain_graph=False; a gradient's graph
+    runs through the first graph's ops, so freeing those ends it too."""
+    x = L.tensor(np.array([1.0, 2.0]), requires_grad=True)
+    y = (x * x.exp()).sum()
+    (g,) = autograd.grad(y, x, create_graph=True)
+    (h,) = autograd.grad(g.sum(), x, retain_graph=True)
+    np.testing.assert_allclose(h.numpy(), (2 + x.data) * np.exp(x.data), rtol=1e-15)
+    (g2,) = autograd.grad(y, x, create_graph=True, retain_graph=False)
+    np.testing.assert_array_equal(g.numpy(), g2.numpy())
+    with pytest.raises(RuntimeError, match="a second time"):
+        autograd.grad(y, x, create_graph=True)
+    with pytest.raises(RuntimeError, match="a second time"):
+        autograd.grad(g2.sum(), x)
+
+
+@pytest.mark.parametrize("make, op", [
+    (lambda x: F.gelu(x), "GELU"),
+    (lambda x: F.pad(x.reshape(1, 4), (1, 1), mode="reflect"), "Pad"),
+    (lambda x: F.norm(x, 3, dim=0), "VectorNorm"),
+    (lambda x: 2.0 ** x, "PowTensor"),
+    (lambda x: F.conv2d(x.reshape(1, 1, 2, 2), x.reshape(1, 1, 2, 2) * 1, activation="relu"),
+     "Conv2d"),
+    (lambda x: F.cumprod(x, 0), "Cumprod"),
+])
+def test_ops_without_a_double_backward_refuse_it_by_name(make, op):
+    x = L.tensor(np.array([0.5, -1.0, 2.0, 1.5]), requires_grad=True)
+    y = make(x).sum()
+    with pytest.raises(NotImplementedError, match=f"{op}: no double backward"):
+        autograd.grad(y, x, create_graph=True)
+    (g,) = autograd.grad(make(x).sum(), x)            # the first derivative is there
+    assert g.shape == x.shape
