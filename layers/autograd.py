@@ -9,10 +9,9 @@ the same walk, consumers before producers, but every gradient is a Tensor that e
 backward_graph makes from differentiable ops, so the gradients have a graph of their own and
 can be differentiated again (a gradient penalty, a Hessian-vector product). It is written for
 the ops listed in docs/from_pytorch.md; any other op refuses it by name."""
-from . import changes as _record
 from .backend import xp_of
-from .tensor import (Tensor, _hooked, _leading_to, _links, _topological_order, enable_grad,
-                     run_backward)
+from .tensor import (Tensor, _capture_outputs, _check_runnable, _hooked, _leading_to, _links,
+                     _topological_order, enable_grad, run_backward)
 
 __all__ = ["grad"]
 
@@ -151,15 +150,11 @@ def backward_graph(roots, retain_graph=True, capture=None, stop=False):
                 if entries:
                     if fn.hooked is not None:
                         _output_hooks(fn, grads, only={index for index, _ in entries})
-                    _capture(grads, entries)
+                    _capture_outputs(grads, entries)
                 continue
-            if fn.inputs is None:
-                raise RuntimeError("backward through a graph a second time: its saved arrays "
-                                   "were freed; call backward(retain_graph=True) the first time")
-            if _record.clock != fn.stamp:      # something was changed in place since forward
-                _record.refuse_changed(fn)
+            _check_runnable(fn)
             if entries:
-                _capture(grads, entries)
+                _capture_outputs(grads, entries)
             if fn.hooked is not None:
                 _output_hooks(fn, grads)
             gxs = fn.backward_graph(*grads)
@@ -210,12 +205,6 @@ def _to_leaf(t, g, capture, leaves, hooks=True):
 
 def _add_into(entry, g):
     entry[1] = g if entry[1] is None else entry[1] + g
-
-
-def _capture(grads, entries):
-    for index, entry in entries:
-        if grads[index] is not None:
-            _add_into(entry, grads[index])
 
 
 def _hooked_tensor(hooks, g, shape):

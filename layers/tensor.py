@@ -613,11 +613,7 @@ def _run(roots, retain_graph, capture):
                     _run_output_hooks(fn, grads, only={index for index, _ in entries})
                 _capture_outputs(grads, entries)
             continue
-        if fn.inputs is None:
-            raise RuntimeError("backward through a graph a second time: its saved arrays were "
-                               "freed; call backward(retain_graph=True) the first time")
-        if _record.clock != fn.stamp:          # something was changed in place since forward
-            _record.refuse_changed(fn)
+        _check_runnable(fn)
         if captured_outputs and fn in captured_outputs:
             _capture_outputs(grads, captured_outputs[fn])
         if fn.hooked is not None:              # its outputs' hooks, retain_grad
@@ -657,6 +653,16 @@ def _run(roots, retain_graph, capture):
         for part in parts[1:]:
             g = g + part
         _accumulate(leaf, _hooked(leaf, g))
+
+
+def _check_runnable(fn):
+    """fn's backward can run: its graph was not freed, nothing it saved was changed in place
+    since its forward (both engines ask)."""
+    if fn.inputs is None:
+        raise RuntimeError("backward through a graph a second time: its saved arrays were "
+                           "freed; call backward(retain_graph=True) the first time")
+    if _record.clock != fn.stamp:          # something was changed in place since forward
+        _record.refuse_changed(fn)
 
 
 class _HookHandle:
