@@ -137,6 +137,7 @@ def acos(x): return _ew.Arccos.apply(_floating(x))
 def asinh(x): return _ew.Arcsinh.apply(_floating(x))
 def acosh(x): return _ew.Arccosh.apply(_floating(x))
 def atanh(x): return _ew.Arctanh.apply(_floating(x))
+def erf(x): return _ew.Erf.apply(_floating(x))
 def _rounding(name):
     def rounding(x):
         if not is_floating(x.dtype):          # (integers are whole already: torch keeps them,
@@ -2762,7 +2763,7 @@ def _install_tensor_methods():
         for name in (f"__{short}__", short):          # (x == y and x.eq(y))
             spellings[name] = _comparison(ufunc)
     for fn in (expm1, log2, log10, reciprocal, rsqrt, sin, cos, tan, sinh, cosh, atan, asin, acos,
-               asinh, acosh, atanh, floor, ceil, trunc, sign, logical_not):
+               asinh, acosh, atanh, erf, floor, ceil, trunc, sign, logical_not):
         spellings[fn.__name__] = lambda self, fn=fn: fn(self)
     for fn in (fmod, atan2, logical_and, logical_or, logical_xor, outer, allclose):
         spellings[fn.__name__] = lambda self, other, fn=fn, **kw: fn(self, other, **kw)

@@ -104,6 +104,14 @@ def gelu_grad(x, gy, approximate):
                      _GELU[approximate][1], preamble=f"typedef {a} A;")(x, gy, _like(x))
 
 
+def erf(x):
+    """The error function, in float for float32 and half data (double for float64), rounded
+    once."""
+    a = "double" if x.dtype == np.float64 else "float"
+    return pointwise(f"cudnnlite_erf_{a}", "T x", "T y", "y = (T)erf((A)x);",
+                     preamble=f"typedef {a} A;")(x, _like(x))
+
+
 def _scalar_type(x):
     """The dtype name of a kernel's scalar for x's data: float32 for half data, else x's."""
     return "float32" if x.dtype.itemsize == 2 else dtype_name(x.dtype)

@@ -198,8 +198,8 @@ def test_autograd_grad_hooks_retain_grad_and_refusals_are_torchs():
     L.autograd.grad(loss, x)
     with pytest.raises(RuntimeError, match="a second time"):
         L.autograd.grad(loss, x)                       # the graph was freed, as torch's
-    with pytest.raises(NotImplementedError, match=r"GELU: no double backward \(create_graph"):
-        L.autograd.grad(L.functional.gelu(x).sum(), x, create_graph=True)
+    with pytest.raises(NotImplementedError, match=r"Prod: no double backward \(create_graph"):
+        L.autograd.grad(x.prod(), x, create_graph=True)
     pair = L.tensor([1.0, 2.0], requires_grad=True)
     with pytest.raises(RuntimeError, match="give grad_outputs"):
         L.autograd.grad(pair * 2, pair)

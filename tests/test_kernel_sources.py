@@ -108,6 +108,7 @@ def _harvest(monkeypatch, dtype):
     for approximate in kernels._GELU:
         kernels.gelu(x, approximate)
         kernels.gelu_grad(x, x, approximate)
+    kernels.erf(x)
     kernels.adam(x, x, x, x, Stand("int64"), 1e-3, 0.9, 0.999, 1e-8, 0.0)
     kernels.adam_multi(Stand("int64"), 2, 16, x, 1e-3, 0.9, 0.999, 1e-8, 0.0)
     kernels.sync_master(Stand("float32"), x)
@@ -247,7 +248,7 @@ def test_every_kernel_compiles_for(dtype, monkeypatch, tmp_path):
                      "cudnnlite_join2", "cudnnlite_adam_master_multi", "cudnnlite_adam_steps",
                      "cudnnlite_sync_master", "cudnnlite_adam_master", "cudnnlite_dropout",
                      "cudnnlite_first_nonfinite_multi", "cudnnlite_first_nonfinite_words",
-                     "cudnnlite_normal", "lstm_cell_bwd"):
+                     "cudnnlite_normal", "lstm_cell_bwd", "cudnnlite_erf"):
         assert expected in names, (expected, sorted(names))
     for op in ("additive", "location"):   # (named by compute and memory types)
         for direction in ("fwd", "bwd"):

@@ -50,6 +50,8 @@ CASES = {
     # the inverse functions, inside their domains
     **{name: (lambda v, name=name: getattr(v / 4.5, name)()) for name in ("asin", "acos", "atanh")},
     "asinh": lambda v: _lib(v).asinh(v),
+    "erf": lambda v: v.erf(),
+    "erf_function": lambda v: _lib(v).erf(v * 3),
     "acosh": lambda v: (v.abs() + 1.25).acosh(),
     "logsumexp": lambda v: v.logsumexp(1),
     "logsumexp_dims_keepdim": lambda v: v.logsumexp((0, 1), keepdim=True),
