@@ -371,7 +371,7 @@ def test_create_graph_frees_the_graph_only_when_asked():
 
 
 @pytest.mark.parametrize("make, op", [
-    (lambda x: L.nn.GRUCell(4, 3).double()(x.reshape(1, 4)), "GRUCell"),
+    (lambda x: x.reshape(1, 4).cumsum(1).prod(), "Prod"),
     (lambda x: F.pad(x.reshape(1, 4), (1, 1), mode="reflect"), "Pad"),
     (lambda x: F.norm(x, 3, dim=0), "VectorNorm"),
     (lambda x: 2.0 ** x, "PowTensor"),
@@ -398,3 +398,60 @@ def test_create_graph_refuses_a_backward_whose_saved_input_changed_in_place():
         w += 1
     with pytest.raises(RuntimeError, match=r"Mul.backward: its input 1 .* changed in place"):
         autograd.grad(y, x, create_graph=True)
+
+
+def _recurrent(kind, where, **kw):
+    """torch's recurrent module and ours (float64), the same weights."""
+    torch.manual_seed(0)
+    theirs = getattr(torch.nn, kind)(3, 4, **kw).double()
+    ours = getattr(L.nn, kind)(3, 4, **kw).double()
+    ours.load_state_dict({k: v.detach().numpy() for k, v in theirs.state_dict().items()})
+    ours.to(where)
+    return ours, theirs
+
+
+def _input_gradient_penalty(lib, run, x, params):
+    """d(sum of squares of the outputs)/dx with create_graph, then the gradient of its squared
+    norm in the parameters: (penalty, x's gradient, each parameter's gradient)."""
+    grad = torch.autograd.grad if lib is torch else autograd.grad
+    (gx,) = grad(run(x), x, create_graph=True)
+    penalty = (gx * gx).sum()
+    return [t.detach().numpy() for t in (penalty, gx, *grad(penalty, params))]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("kind", ["LSTMCell", "GRUCell", "RNNCell"])
+def test_recurrent_cells_double_backward_is_torchs(kind, device, where):
+    """Two steps of a cell (its composite: the gates in other ops), on both paths."""
+    ours, theirs = _recurrent(kind, where)
+    data = np.random.default_rng(4).standard_normal((5, 3))
+
+    def run(lib, cell):
+        def steps(x):
+            state = None
+            for _ in range(2):
+                state = cell(x, state)
+            h = state[0] if isinstance(state, tuple) else state
+            return (h * h).sum()
+        return steps
+    x = L.tensor(data, device=where, requires_grad=True)
+    tx = torch.tensor(data, requires_grad=True)
+    mine = _input_gradient_penalty(L, run(L, ours), x, list(ours.parameters()))
+    reference = _input_gradient_penalty(torch, run(torch, theirs), tx, list(theirs.parameters()))
+    for a, b in zip(mine, reference):
+        assert rel_err(a, b) < 1e-12
+
+
+@pytest.mark.parametrize("kind", ["LSTM", "GRU"])
+def test_recurrent_layers_double_backward_on_the_cpu_is_torchs(kind):
+    """The layers run their cells on the CPU (two layers, bidirectional); on a GPU they are one
+    cuDNN call, which refuses double backward by name."""
+    ours, theirs = _recurrent(kind, "cpu", num_layers=2, bidirectional=True)
+    data = np.random.default_rng(5).standard_normal((6, 2, 3))
+    mine = _input_gradient_penalty(L, lambda x: (ours(x)[0] ** 2).sum(),
+                                   L.tensor(data, requires_grad=True), list(ours.parameters()))
+    reference = _input_gradient_penalty(torch, lambda x: (theirs(x)[0] ** 2).sum(),
+                                        torch.tensor(data, requires_grad=True),
+                                        list(theirs.parameters()))
+    for a, b in zip(mine, reference):
+        assert rel_err(a, b) < 1e-12

@@ -117,6 +117,14 @@ class LSTMCell(Function):
         self.saved = x, h, c, W_ih, W_hh, G, tc
         return h_new, c_new
 
+    def composite(self, x, h, c, W_ih, W_hh, b_ih=None, b_hh=None):
+        """The cell in other ops (create_graph), the module docstring's formulas."""
+        from .. import functional as F
+        A = F.linear(x, W_ih, b_ih) + F.linear(h, W_hh, b_hh)
+        i, f, g, o = (A[:, k * c.shape[1]:(k + 1) * c.shape[1]] for k in range(4))
+        c_new = F.sigmoid(f) * c + F.sigmoid(i) * F.tanh(g)
+        return F.sigmoid(o) * F.tanh(c_new), c_new
+
     def backward(self, dh, dc):
         x, h, c, W_ih, W_hh, G, tc = self.saved
         xp = self.xp
@@ -167,6 +175,16 @@ class GRUCell(Function):
             G = np.concatenate([r, z, n, sn], axis=1)
         self.saved = x, h, W_ih, W_hh, G
         return h_new
+
+    def composite(self, x, h, W_ih, W_hh, b_ih=None, b_hh=None):
+        """The cell in other ops (create_graph), the module docstring's formulas."""
+        from .. import functional as F
+        a, s = F.linear(x, W_ih, b_ih), F.linear(h, W_hh, b_hh)
+        H = h.shape[1]
+        r = F.sigmoid(a[:, :H] + s[:, :H])
+        z = F.sigmoid(a[:, H:2 * H] + s[:, H:2 * H])
+        n = F.tanh(a[:, 2 * H:] + r * s[:, 2 * H:])
+        return (h - n) * z + n
 
     def backward(self, dh):
         x, h, W_ih, W_hh, G = self.saved
@@ -227,6 +245,12 @@ class CudnnRNN(Function):
                                              training=self.training or needs_grad,
                                              batch_first=self.batch_first)
         return (y, hy) if cy is None else (y, hy, cy)
+
+    def backward_graph(self, *grads):
+        raise NotImplementedError(
+            "CudnnRNN: no double backward (create_graph=True) is written for cuDNN's RNN (the "
+            "GPU path of nn.LSTM / GRU / RNN); the cells (nn.LSTMCell, GRUCell, RNNCell) have "
+            "one on both paths, the layers on the CPU")
 
     def backward(self, gy, ghy, gcy=None):
         from cudnnlite import rnn as crnn
