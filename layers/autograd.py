@@ -9,11 +9,13 @@ the same walk, consumers before producers, but every gradient is a Tensor that e
 backward_graph makes from differentiable ops, so the gradients have a graph of their own and
 can be differentiated again (a gradient penalty, a Hessian-vector product). It is written for
 the ops listed in docs/from_pytorch.md; any other op refuses it by name."""
+import sys
+
 from .backend import xp_of
 from .tensor import (Tensor, _capture_outputs, _check_runnable, _hooked, _leading_to, _links,
                      _topological_order, enable_grad, run_backward)
 
-__all__ = ["grad"]
+__all__ = ["grad", "functional"]
 
 
 def _tensors(name, value):
@@ -254,3 +256,7 @@ def composite_grads(fn, grads):
         given.add(id(t))
         result.append(None if entry is None else entry[1])
     return tuple(result)
+
+
+from . import autograd_functional as functional  # noqa: E402  (torch.autograd.functional)
+sys.modules[__name__ + ".functional"] = functional
