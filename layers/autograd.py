@@ -12,7 +12,7 @@ the ops listed in docs/from_pytorch.md; any other op refuses it by name."""
 import sys
 
 from .backend import xp_of
-from .tensor import (Tensor, _capture_outputs, _check_runnable, _hooked, _leading_to, _links,
+from .tensor import (Tensor, _capture_outputs, _check_runnable, _free, _hooked, _leading_to,
                      _topological_order, enable_grad, run_backward)
 
 __all__ = ["grad", "functional"]
@@ -180,9 +180,7 @@ def backward_graph(roots, retain_graph=True, capture=None, stop=False):
                 held = slot[t._index]
                 slot[t._index] = gx if held is None else held + gx
             if not retain_graph:
-                fn.links, fn.inputs, fn.saved = _links(fn.inputs), None, None
-                for name in fn.kept:
-                    setattr(fn, name, None)
+                _free(fn)
         for t, g in leaves.values():           # leaves with hooks: on their summed gradient
             g = _hooked_tensor(t._hooks, g, t.shape)
             if capture is not None:

@@ -629,11 +629,7 @@ def _run(roots, retain_graph, capture):
             finally:
                 trace.close()
         if not retain_graph:
-            fn.links = _links(fn.inputs)       # (the graph's shape stays: autograd.grad reads it)
-            fn.inputs = None
-            fn.saved = None
-            for name in fn.kept:               # (what else it kept for backward: freed too)
-                setattr(fn, name, None)
+            _free(fn)
     if capture is not None:                    # (leaves' gradients went to capture, or nowhere:
         return                                 # autograd.grad runs their hooks)
     stacked = {}             # one row-stack per list of terms (a cell's W_ih, W_hh, b_ih and
@@ -663,6 +659,16 @@ def _check_runnable(fn):
                            "freed; call backward(retain_graph=True) the first time")
     if _record.clock != fn.stamp:          # something was changed in place since forward
         _record.refuse_changed(fn)
+
+
+def _free(fn):
+    """After fn's backward, without retain_graph: its inputs and saved arrays let go, the graph's
+    shape kept (links: autograd.grad reads it)."""
+    fn.links = _links(fn.inputs)
+    fn.inputs = None
+    fn.saved = None
+    for name in fn.kept:                   # (what else it kept for backward: freed too)
+        setattr(fn, name, None)
 
 
 class _HookHandle:
