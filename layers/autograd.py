@@ -69,10 +69,10 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
             if tuple(g.shape) != tuple(out.shape):
                 raise RuntimeError(f"grad(): grad_outputs[{i}] has shape {tuple(g.shape)}, "
                                    f"output {i} has {out.shape}")
-            if g.dtype != out.dtype:
+            if create_graph:
+                g = root_gradient(given, g, out.dtype)
+            elif g.dtype != out.dtype:
                 g = g.astype(out.dtype)
-            elif create_graph and isinstance(given, Tensor):
-                g = given                    # (its own graph, if any, is followed too)
         roots.append((out, Tensor(g) if create_graph and not isinstance(g, Tensor) else g))
     capture = {id(t): [t, None] for t in inputs}
     if create_graph:
@@ -93,10 +93,20 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     return _results(inputs, capture, allow_unused, materialize_grads, copy=True)
 
 
+def root_gradient(given, array, dtype):
+    """create_graph's gradient of an output: the Tensor given (its own graph followed too), cast
+    to the output's dtype by a differentiable cast; an array (or None: `array`, the ones made
+    for it) as a constant Tensor."""
+    if isinstance(given, Tensor):
+        return given if given.dtype == dtype else given.to(dtype)
+    return Tensor(array.astype(dtype, copy=False))
+
+
 def _results(inputs, capture, allow_unused, materialize_grads, copy):
     """grad()'s tuple: each input's captured gradient (a copy of an array: the engine may hand
     one array to several inputs, x + y, or pass a grad_output through as it is; create_graph's
-    Tensors as they are, their graph being the point), or None / zeros for an unused input."""
+    Tensors as they are, their graph being the point), or None / zeros for an unused input
+    (zeros that require grad with create_graph, as torch's)."""
     result = []
     for i, t in enumerate(inputs):
         g = capture[id(t)][1]
@@ -105,8 +115,8 @@ def _results(inputs, capture, allow_unused, materialize_grads, copy):
                 raise RuntimeError(f"grad(): input {i} (shape {t.shape}) was not used in the "
                                    f"graph of the outputs; pass allow_unused=True if that is "
                                    f"meant")
-            result.append(Tensor(xp_of(t.data).zeros_like(t.data)) if materialize_grads
-                          else None)
+            result.append(Tensor(xp_of(t.data).zeros_like(t.data), requires_grad=not copy)
+                          if materialize_grads else None)
         elif copy:
             result.append(Tensor(g.astype(t.dtype, copy=True)))
         else:
@@ -154,7 +164,7 @@ def backward_graph(roots, retain_graph=True, capture=None, stop=False):
                         _output_hooks(fn, grads, only={index for index, _ in entries})
                     _capture_outputs(grads, entries)
                 continue
-            _check_runnable(fn)
+            _check_runnable(fn, inputs=True)
             if entries:
                 _capture_outputs(grads, entries)
             if fn.hooked is not None:
@@ -186,7 +196,20 @@ def backward_graph(roots, retain_graph=True, capture=None, stop=False):
             if capture is not None:
                 _add_into(capture[id(t)], g)
             else:
-                t.grad = g if t.grad is None else t.grad + g
+                _add_to_grad(t, g)
+
+
+def _add_to_grad(t, g):
+    """g into t.grad as torch's create_graph accumulates: the first a copy laid out as t (a
+    gradient may be shared -- x + y hands one to both -- or a broadcast view), later ones
+    added out of place."""
+    from .backend import is_channels_last
+    from .functional import clone
+    if t.grad is not None:
+        t.grad = t.grad + g
+    else:
+        t.grad = clone(g, "channels_last" if t.ndim == 4 and is_channels_last(t.data) else
+                       "contiguous")
 
 
 def _to_leaf(t, g, capture, leaves, hooks=True):
@@ -200,7 +223,7 @@ def _to_leaf(t, g, capture, leaves, hooks=True):
     elif capture is not None:
         _add_into(capture[id(t)], g)
     else:
-        t.grad = g if t.grad is None else t.grad + g
+        _add_to_grad(t, g)
 
 
 def _add_into(entry, g):
@@ -232,7 +255,7 @@ def _output_hooks(fn, grads, only=None):
         t = ref()
         g = grads[index] = _hooked_tensor(hooks, g, None if t is None else t.shape)
         if t is not None and t._retains_grad:
-            t.grad = g if t.grad is None else t.grad + g
+            _add_to_grad(t, g)
 
 
 def composite_grads(fn, grads):

@@ -131,10 +131,15 @@ def _saved_arrays(saved, depth=3):
         yield from _saved_arrays(s, depth - 1)
 
 
-def refuse_changed(fn):
-    """Raise if memory fn's forward kept for its backward was changed in place since."""
+def refuse_changed(fn, inputs=False):
+    """Raise if memory fn's forward kept for its backward was changed in place since; with
+    `inputs` (create_graph's backward, which reads the op's input Tensors themselves), the
+    inputs' memory too."""
     kept = [(name, span) for name in ("saved",) + fn.kept
             for span in map(_span, _saved_arrays(getattr(fn, name, None))) if span is not None]
+    if inputs:
+        kept += [("inputs", span) for span in map(_span, _saved_arrays(fn.inputs, 2))
+                 if span is not None]
     if kept and fn.stamp < _forgotten:
         raise RuntimeError(
             f"{type(fn).__name__}.backward: more distinct arrays were changed in place since "

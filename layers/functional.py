@@ -295,8 +295,18 @@ def gelu(x, approximate="none"):
 
 
 def clamp(x, min=None, max=None):
+    """min(max(x, min), max), as torch.clamp. A Tensor bound broadcasts with x and takes the
+    gradient where it is the value taken (x's where min <= x <= max, ties going to x, as
+    torch's)."""
     # (NumPy scalar bounds as Python numbers: np.float64 would make a float32 graph float64)
-    min, max = (b if b is None else _operand(b) for b in (min, max))
+    min, max = (b if b is None else _operand(b, x) for b in (min, max))
+    if isinstance(min, Tensor) or isinstance(max, Tensor):
+        for name, bound, beyond in (("min", min, operator.lt), ("max", max, operator.gt)):
+            if isinstance(bound, Tensor):
+                x = where(beyond(x.data, _on_device_of(x, bound, "clamp")), bound, x)
+            elif bound is not None:
+                x = clamp(x, **{name: bound})
+        return x
     if any(isinstance(b, float) for b in (min, max)):
         x = _floating(x)                      # (integers clamped to a float bound: float32)
     return _ew.Clamp.apply(x, lo=min, hi=max)

@@ -560,9 +560,8 @@ class Tensor:
             if grad.dtype != self.dtype:           # (as torch: a gradient has its tensor's dtype)
                 grad = grad.astype(self.dtype)
         if create_graph:
-            from .autograd import backward_graph
-            backward_graph([(self, given if isinstance(given, Tensor) and
-                             given.dtype == self.dtype else Tensor(grad))],
+            from .autograd import backward_graph, root_gradient
+            backward_graph([(self, root_gradient(given, grad, self.dtype))],
                            retain_graph is not False)
             return
         if self._ctx is None:
@@ -651,14 +650,15 @@ def _run(roots, retain_graph, capture):
         _accumulate(leaf, _hooked(leaf, g))
 
 
-def _check_runnable(fn):
-    """fn's backward can run: its graph was not freed, nothing it saved was changed in place
-    since its forward (both engines ask)."""
+def _check_runnable(fn, inputs=False):
+    """fn's backward can run: its graph was not freed, nothing it saved -- with `inputs`, nor
+    its inputs (create_graph's backward_graph reads them) -- was changed in place since its
+    forward."""
     if fn.inputs is None:
         raise RuntimeError("backward through a graph a second time: its saved arrays were "
                            "freed; call backward(retain_graph=True) the first time")
     if _record.clock != fn.stamp:          # something was changed in place since forward
-        _record.refuse_changed(fn)
+        _record.refuse_changed(fn, inputs)
 
 
 def _free(fn):
@@ -733,6 +733,7 @@ def _run_output_hooks(fn, grads, only=None):
                 from .backend import copy_like
                 t.grad = Tensor(copy_like(g, t.data))
             else:
+                _graph_grad_changed(t)
                 t.grad.data += g
 
 
@@ -878,7 +879,8 @@ def _grads_of_leaves(inputs):
     """Function.grad_into: per input, the .grad array of a leaf that wants a gradient and has
     one, else None; None when no input has one."""
     into = [t.grad.data if isinstance(t, Tensor) and t._ctx is None and t.requires_grad and
-            t.grad is not None and not t._hooks else None for t in inputs]
+            t.grad is not None and not t._hooks and t.grad._ctx is None else None
+            for t in inputs]
     return tuple(into) if any(a is not None for a in into) else None
 
 
@@ -894,7 +896,16 @@ def _accumulate(leaf, g, own=False):
         from .backend import copy_like
         leaf.grad = Tensor(copy_like(g, leaf.data))
     else:
+        _graph_grad_changed(leaf)
         leaf.grad.data += g
+
+
+def _graph_grad_changed(leaf):
+    """A .grad that create_graph left with a graph of its own, about to be added into in place:
+    recorded as a change (torch's version counter), so a backward through a graph that read it
+    refuses rather than reading the sum."""
+    if leaf.grad._ctx is not None:
+        _record.mark_changed(leaf.grad, "backward() adding into a .grad made with create_graph")
 
 
 def _stack(arrays, stacked):
@@ -920,6 +931,8 @@ def _accumulate_deferred(leaf, parts, stacked):
     into an existing .grad by the GEMM (cuBLASLt's beta = 1)."""
     from .ops.linalg import mm
     a = _stack([p.a for p in parts], stacked)
+    if leaf.grad is not None:
+        _graph_grad_changed(leaf)
     grad = None if leaf.grad is None else leaf.grad.data
     if parts[0].b is None:
         g = _column_sums(a)

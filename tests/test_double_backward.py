@@ -27,6 +27,7 @@ class _Torch:
 
 T = _Torch()
 POS = "positive"            # inputs drawn in (0.5, 2)
+ZEROS = "zeros"             # standard normal with every third entry exactly 0 (the kinks)
 UNIT = "unit"               # inputs drawn in (-0.9, 0.9)
 
 # (name, input shapes, draw, f(m, *inputs) with m = layers.functional or torch's spelling)
@@ -82,6 +83,8 @@ CASES = [
     ("pad tril", [(3, 4)], None, lambda m, x: m.tril(m.pad(x * x, (1, 2, 0, 1)), 1)),
     ("gather, smaller index", [(3, 5)], None,
      lambda m, x: m.gather(x * x, 1, _index(m, [[0, 4], [2, 2]])) * x[:2, :2]),
+    ("max min along dim -1", [(3, 5)], None,
+     lambda m, x: m.max(x * x, -1)[0] * m.min(x, dim=-1)[0]),
     ("max along dim, max_pool2d", [(2, 2, 4, 4)], None,
      lambda m, x: m.max(x * x, 3)[0].sum() * m.max_pool2d(x, 2)),
     ("interpolate nearest bilinear", [(1, 2, 3, 3)], None,
@@ -133,6 +136,11 @@ CASES = [
     ("nll_loss kl_div", [(5, 4)], None,
      lambda m, x: m.nll_loss(m.log_softmax(x * x, 1), _classes(m)) * m.kl_div(
          m.log_softmax(x, 1), m.softmax(x * x, 1), reduction="batchmean")),
+    ("binary_cross_entropy_with_logits at 0", [(3, 4)], ZEROS,
+     lambda m, x: m.binary_cross_entropy_with_logits(x, _target(m, (3, 4)), reduction="none")
+     * x),
+    ("clamp, Tensor bounds", [(3, 4), (4,), (3, 1)], None,
+     lambda m, x, lo, hi: m.clamp(x * x, min=lo, max=hi + 1) * x),
     ("cross_entropy", [(5, 4)], None,
      lambda m, x: m.cross_entropy(x * x, _classes(m), weight=_target(m, (4,)) + 0.5,
                                   ignore_index=1, label_smoothing=0.1)),
@@ -187,7 +195,10 @@ def _draw(rng, shape, draw):
         return rng.uniform(0.5, 2.0, shape)
     if draw == UNIT:
         return rng.uniform(-0.9, 0.9, shape)
-    return rng.standard_normal(shape)
+    a = rng.standard_normal(shape)
+    if draw == ZEROS:
+        a.reshape(-1)[::3] = 0
+    return a
 
 
 def _derivatives(m, inputs, fn, w, u, third=True):
@@ -455,3 +466,115 @@ def test_recurrent_layers_double_backward_on_the_cpu_is_torchs(kind):
                                         list(theirs.parameters()))
     for a, b in zip(mine, reference):
         assert rel_err(a, b) < 1e-12
+
+
+def test_saturated_binary_cross_entropy_has_a_finite_double_backward():
+    """A float32 sigmoid of 20 is exactly 1: backward's max((1 - p) p, 1e-12) keeps 0 / 0 out
+    of the gradient and of its own gradient, as torch's."""
+    def run(lib, make, F_):
+        x = make([20.0, -2.0, 0.0])
+        t = make([1.0, 0.0, 1.0]).detach()
+        loss = F_.binary_cross_entropy(F_.sigmoid(x), t, reduction="sum")
+        grad = torch.autograd.grad if lib is torch else autograd.grad
+        (g,) = grad(loss, x, create_graph=True)
+        (h,) = grad((g * g).sum(), x)
+        return g.detach().numpy(), h.detach().numpy()
+    ours = run(L, lambda v: L.tensor(np.array(v, np.float32), requires_grad=True), F)
+    theirs = run(torch, lambda v: torch.tensor(v, requires_grad=True), TF)
+    for a, b in zip(ours, theirs):
+        assert np.all(np.isfinite(a))
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7)
+
+
+def test_cumsums_double_backward_sums_from_the_end_exactly():
+    """d(sum w cumsum(x))/dx is w's running sum from the end: 1e17 + 1 + 1 beside two 1s loses
+    nothing (a whole sum less a running one would)."""
+    x = L.tensor(np.zeros(3), requires_grad=True)
+    w = L.tensor(np.array([1e17, 1.0, 1.0]))
+    (g,) = autograd.grad((F.cumsum(x * x + x, 0) * w).sum(), x, create_graph=True)
+    assert g.numpy().tolist() == [1e17 + 2, 2.0, 1.0]
+
+
+@pytest.mark.parametrize("make, op", [
+    (lambda x: F.exp(x), "Exp"),
+    (lambda x: F.softmax(x, 0), "Softmax"),
+    (lambda x: F.mse_loss(x, x.detach() * 0), "MSELoss"),
+])
+def test_create_graph_refuses_when_an_input_it_reads_was_changed_in_place(make, op):
+    """backward_graph reads the op's inputs themselves (not only what forward saved): one
+    changed in place since is refused, not read."""
+    x = L.tensor(np.array([0.5, -1.0, 2.0]), requires_grad=True)
+    y = make(x)
+    with L.no_grad():
+        x.mul_(2)
+    with pytest.raises(RuntimeError, match=rf"{op}.backward: its input 0 .* changed in place"):
+        autograd.grad((y * L.tensor(np.array([1.0, 2.0, 3.0]))).sum() if y.ndim else y, x,
+                      create_graph=True)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_grads_made_with_create_graph_are_their_own_arrays(device, where):
+    """As torch's AccumulateGrad: a leaf's first .grad is a copy laid out as the leaf (never the
+    gradient handed to another leaf, nor the user's grad argument, nor a read-only broadcast
+    view), so a plain backward can add into it afterwards."""
+    x, y = (L.tensor(np.array(v), device=where, requires_grad=True) for v in ([1.0, 2.0],
+                                                                              [3.0, 4.0]))
+    ((x + y) * L.tensor(np.array([2.0, 5.0]), device=where)).sum().backward(create_graph=True)
+    assert not np.shares_memory(x.grad.numpy(), y.grad.numpy())
+    assert x.grad.data.data.ptr != y.grad.data.data.ptr if device != "cpu" else \
+        not np.shares_memory(x.grad.data, y.grad.data)
+    v = L.tensor(np.array([1.0, 1.0]), device=where)
+    z = L.tensor(np.array([1.0, 2.0]), device=where, requires_grad=True)
+    z.backward(v, create_graph=True)
+    assert z.grad.data is not v.data
+    s = L.tensor(np.array([1.0, 2.0]), device=where, requires_grad=True)
+    s.sum().backward(create_graph=True)                  # (a broadcast of one gradient)
+    (s * 2).sum().backward()
+    assert s.grad.numpy().tolist() == [3.0, 3.0]
+    w = L.tensor(np.ones((4, 3, 2, 2)), device=where, requires_grad=True)
+    w = L.Tensor(w.contiguous(memory_format="channels_last").data, requires_grad=True)
+    F.conv2d(L.tensor(np.ones((1, 3, 2, 2)), device=where).contiguous(
+        memory_format="channels_last"), w).sum().backward(create_graph=True)
+    assert w.grad.is_contiguous(memory_format="channels_last")
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_plain_backward_into_a_grad_with_a_graph_refuses_that_graph_later(device, where):
+    """torch's version counter: a plain backward adds into a .grad made with create_graph in
+    place (on the GPU path not through cuDNN's or cuBLAS's beta = 1, which would not say so); a
+    graph that read that .grad then refuses its backward."""
+    x = L.tensor(np.array([1.0, 2.0]), device=where, requires_grad=True)
+    w = L.tensor(np.ones((2, 1, 2, 2)), device=where, requires_grad=True)
+    image = L.tensor(np.arange(8.0).reshape(2, 1, 2, 2), device=where)     # (one GEMM on a GPU)
+    ((x ** 3).sum() + (F.conv2d(image, w) ** 2).sum()).backward(create_graph=True)
+    p, q = (x.grad * x.grad).sum(), (w.grad * w.grad).sum()
+    ((x * 10).sum() + F.conv2d(image, w).sum()).backward()
+    for penalty, leaf in ((p, x), (q, w)):
+        with pytest.raises(RuntimeError, match=r"changed in place by backward\(\) adding into"):
+            autograd.grad(penalty, leaf)
+
+
+def test_grad_outputs_of_another_dtype_stay_in_the_graph():
+    """A grad_outputs Tensor is cast to its output's dtype by a differentiable cast: the second
+    derivative reaches it, as torch's (in grad and in Tensor.backward)."""
+    def run(lib, make):
+        x = make([1.0, 2.0], "float64")
+        v = make([1.0, 3.0], "float32")
+        grad = torch.autograd.grad if lib is torch else autograd.grad
+        (g,) = grad(x * x, x, grad_outputs=v, create_graph=True)
+        (gv,) = grad(g.sum(), v)
+        (x * x).backward(v, create_graph=True)
+        (gv2,) = grad(x.grad.sum(), v)
+        return gv.numpy(), gv2.numpy()
+    ours = run(L, lambda a, d: L.tensor(np.array(a, d), requires_grad=True))
+    theirs = run(torch, lambda a, d: torch.tensor(a, dtype=getattr(torch, d), requires_grad=True))
+    for a, b in zip(ours, theirs):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_materialized_zeros_require_grad_with_create_graph():
+    x, w = (L.tensor(np.array([1.0, 2.0]), requires_grad=True) for _ in range(2))
+    _, gw = autograd.grad((x * x).sum(), [x, w], create_graph=True, materialize_grads=True)
+    assert gw.requires_grad and not np.any(gw.numpy())
+    _, gw = autograd.grad((x * x).sum(), [x, w], materialize_grads=True)
+    assert not gw.requires_grad

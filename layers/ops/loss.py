@@ -47,6 +47,12 @@ def _reduce_graph(l, reduction, dtype):
     return F.cast(l, dtype) if l.dtype != dtype else l
 
 
+def _scale_graph(gy, n, reduction):
+    """_scale of a gradient Tensor."""
+    (gy,) = _wide_graph(gy)
+    return gy / n if reduction == "mean" else gy
+
+
 def _no_target_grad(fn):
     if fn.needs_input_grad[1]:
         raise NotImplementedError(f"{type(fn).__name__}: gradient with respect to the target "
@@ -85,13 +91,15 @@ class BCELoss(Function):
         g = _scale(gy, p.size, self.reduction)
         return g * (p - t) / np.maximum((1 - p) * p, p.dtype.type(1e-12)), None
 
-    def composite(self, p, t):
+    def backward_graph(self, gy):
+        """backward's formula on Tensors (its max((1 - p) p, 1e-12) too: p of exactly 0 or 1, a
+        saturated sigmoid's, gives no 0 / 0)."""
         from .. import functional as F
         _no_target_grad(self)
-        dtype = p.dtype
-        p, t = _wide_graph(p, t)
-        l = -(t * F.clamp(F.log(p), min=-100) + (1 - t) * F.clamp(F.log1p(-p), min=-100))
-        return _reduce_graph(l, self.reduction, dtype)
+        p, t = self.inputs
+        wp, wt = _wide_graph(p, t)
+        g = _scale_graph(gy, p.size, self.reduction)
+        return F.cast(g * (wp - wt) / F.clamp((1 - wp) * wp, min=1e-12), p.dtype), None
 
 
 class BCEWithLogitsLoss(Function):
@@ -111,13 +119,15 @@ class BCEWithLogitsLoss(Function):
         sig = 1 / (1 + xp.exp(-x))
         return _scale(gy, x.size, self.reduction) * (sig - t), None
 
-    def composite(self, x, t):
+    def backward_graph(self, gy):
+        """backward's gy (sigmoid(x) - t) on Tensors (smooth at x = 0, where max(x, 0) and |x| of
+        the loss's stable form have their kinks)."""
         from .. import functional as F
         _no_target_grad(self)
-        dtype = x.dtype
-        x, t = _wide_graph(x, t)
-        l = F.relu(x) - x * t + F.log1p(F.exp(-F.absolute(x)))
-        return _reduce_graph(l, self.reduction, dtype)
+        x, t = self.inputs
+        wx, wt = _wide_graph(x, t)
+        g = _scale_graph(gy, x.size, self.reduction)
+        return F.cast(g * (F.sigmoid(wx) - wt), x.dtype), None
 
 
 class MSELoss(Function):

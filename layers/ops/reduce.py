@@ -211,9 +211,9 @@ class Cumsum(Function):
         return g.astype(gy.dtype, copy=False)
 
     def backward_graph(self, gy):
-        """The running sum from the other end, as the whole sum less the running sum before."""
+        """backward's running sum from the other end, in differentiable ops."""
         from .. import functional as F
-        return F.sum(gy, self.axis, keepdims=True) - Cumsum.apply(gy, axis=self.axis) + gy
+        return F.flip(Cumsum.apply(F.flip(gy, self.axis), axis=self.axis), self.axis)
 
 
 class Cumprod(Function):

@@ -278,6 +278,7 @@ class Gather(Function):
 
 def _gathered(xp, x, index, axis):
     """x[..., index[..., j, ...], ...] along axis (x cut to index's extent off the axis)."""
+    axis %= max(x.ndim, 1)
     part = x[tuple(slice(0, n) if d != axis else slice(None) for d, n in enumerate(index.shape))]
     return xp.take_along_axis(part, index, axis=axis)
 
@@ -315,6 +316,7 @@ def _positions(xp, index, axis):
     """Where each entry of `index` points: per axis of x, broadcastable index arrays (`index`
     itself along `axis`, each other axis its own positions: numpy.indices, sparse)."""
     nd = index.ndim
+    axis %= max(nd, 1)                     # (max(x, dim=-1)'s axis comes as given)
     return tuple(index if d == axis else
                  xp.arange(n).reshape((1,) * d + (n,) + (1,) * (nd - d - 1))
                  for d, n in enumerate(index.shape))
