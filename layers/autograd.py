@@ -136,6 +136,10 @@ def backward_graph(roots, retain_graph=True, capture=None, stop=False):
     goes unless retain_graph. stop (a composite's engine, composite_grads): the captured
     Tensors are where the walk ends, their makers not followed and no hook of theirs run (the
     outer engine runs them); their gradient is the partial one, through the composite alone."""
+    if not stop:
+        from .finite import active as finite_check
+        if finite_check.check is not None:     # (its queued output checks run first, as
+            finite_check.check.flush()         # tensor.run_backward's)
     order = _topological_order(*(t._ctx for t, _ in roots if t._ctx is not None),
                                stop=capture if stop else None)
     pending, leaves = {}, {}

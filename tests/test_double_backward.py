@@ -578,3 +578,23 @@ def test_materialized_zeros_require_grad_with_create_graph():
     assert gw.requires_grad and not np.any(gw.numpy())
     _, gw = autograd.grad((x * x).sum(), [x, w], materialize_grads=True)
     assert not gw.requires_grad
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_gradient_penalty_step_under_the_non_finite_check(device, where):
+    """layers.finite.FiniteCheck over a step whose backward runs with create_graph: its queued
+    checks run before the engine frees anything, and it names the first non-finite output."""
+    from layers.finite import FiniteCheck
+    L.manual_seed(0)
+    net = L.nn.Sequential(L.nn.Linear(3, 4), L.nn.Tanh(), L.nn.Linear(4, 1)).double().to(where)
+    check = FiniteCheck({"net": net})
+    for bad in (None, np.inf):
+        data = np.ones((2, 3))
+        if bad is not None:
+            with L.no_grad():
+                net[2].bias.fill_(bad)
+        x = L.tensor(data, device=where, requires_grad=True)
+        with check:
+            (g,) = autograd.grad(net(x).sum(), x, create_graph=True)
+            ((g * g).sum() + net(x).mean()).backward(retain_graph=False)
+        assert check.first() == (None if bad is None else "output of net.2 (Linear)")
