@@ -598,3 +598,49 @@ def test_a_gradient_penalty_step_under_the_non_finite_check(device, where):
             (g,) = autograd.grad(net(x).sum(), x, create_graph=True)
             ((g * g).sum() + net(x).mean()).backward(retain_graph=False)
         assert check.first() == (None if bad is None else "output of net.2 (Linear)")
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_relu_and_clamp_select_their_gradient_as_torch(device, where):
+    """Where relu / clamp pass nothing, a NaN or inf coming from above (sqrt's at 0) is not
+    multiplied by 0 but left out, in both engines, as torch's. (Not on the host harness, whose
+    stand-in for cuDNN's ReLU backward multiplies by the mask: whether cuDNN selects is this
+    test's question on a GPU.)"""
+    if device == "host":
+        pytest.skip("the host harness models cuDNN's ReLU backward; a GPU answers for cuDNN")
+    def run(lib, make, f, create_graph):
+        x = make([-1.0, 0.0, 2.0])
+        grad = torch.autograd.grad if lib is torch else autograd.grad
+        out = []
+        for y in (f.relu(x), lib.clamp(x, min=0), lib.clamp(x, max=-0.5)):
+            (g,) = grad(lib.sqrt(y - y.detach() + 1).sum() + lib.sqrt(y).sum(), x,
+                        create_graph=create_graph)
+            out.append(g.detach().numpy())
+        return out
+    for create_graph in (False, True):
+        ours = run(L, lambda v: L.tensor(np.array(v), device=where, requires_grad=True), F,
+                   create_graph)
+        theirs = run(torch, lambda v: torch.tensor(v, dtype=torch.float64, requires_grad=True),
+                     TF, create_graph)
+        for a, b in zip(ours, theirs):
+            np.testing.assert_array_equal(a, b)
+
+
+def test_conv_transpose2d_with_output_padding_past_the_stride_has_a_double_backward():
+    """output_padding may reach a stride where it stays under the dilation: the window is then
+    not backward-data's own; its double backward differentiates the full transposed convolution
+    cut to the window (its second derivatives are torch's)."""
+    rng = np.random.default_rng(9)
+    data = [rng.standard_normal(s) for s in ((2, 2, 3, 3), (2, 3, 2, 2), (3,))]
+    kw = dict(stride=2, dilation=3, output_padding=2, padding=1)
+
+    def run(lib, make, f):
+        x, w, b = (make(a) for a in data)
+        y = f.conv_transpose2d(x, w, b, **kw)
+        grad = torch.autograd.grad if lib is torch else autograd.grad
+        g = grad((y * y).sum(), [x, w, b], create_graph=True)
+        return [t.detach().numpy() for t in (*g, *grad(sum((t * t).sum() for t in g), [x, w]))]
+    ours = run(L, lambda a: L.tensor(a, requires_grad=True), F)
+    theirs = run(torch, lambda a: torch.tensor(a, requires_grad=True), TF)
+    for a, b in zip(ours, theirs):
+        assert rel_err(a, b) < 1e-13

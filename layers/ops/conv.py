@@ -475,6 +475,29 @@ class ConvTranspose2d(_AddsIntoGrad):
             y += b.reshape(_bias_shape(b.shape[0], y.ndim, self.layout))
         return y
 
+    def composite(self, x, W, b=None):
+        """The full transposed convolution (a direct one) cut / zero-extended to the window, in
+        differentiable ops: create_graph's backward where the window is not direct (an
+        output_padding of a stride or more, Keras' 'same')."""
+        from .shape import GetItem, Pad
+        axes = (1, 2) if self.layout == "NHWC" and not self.nchw else (2, 3)
+        y = ConvTranspose2d.apply(x, W, None, stride=self.stride, dilation=self.dilation,
+                                  groups=self.groups, begin=(0, 0), size=tuple(self.full),
+                                  layout=self.layout, nchw=self.nchw)
+        window, full = self._slices()
+        cut = [slice(None)] * 4
+        widths = [(0, 0)] * 4
+        for i, (a, op_axis) in enumerate(zip(axes, self.spatial)):
+            cut[a] = full[op_axis]
+            kept = window[op_axis].stop
+            widths[a] = (0, self.size[i] - kept)
+        y = Pad.apply(GetItem.apply(y, index=tuple(cut)), pad_width=tuple(widths),
+                      mode="constant", value=0)
+        if b is not None:
+            channel = 3 if self.layout == "NHWC" and not self.nchw else 1
+            y = y + b.reshape(tuple(-1 if d == channel else 1 for d in range(4)))
+        return y
+
     def _shape(self, N, C, spatial):
         return (N, *spatial, C) if self.layout == "NHWC" else (N, C, *spatial)
 
@@ -526,8 +549,8 @@ class ConvTranspose2d(_AddsIntoGrad):
         of input (gy) and output gradient (x) swapped, gb gy's channel sums. Only the direct
         window (PyTorch's padding and output_padding; not a cropped Keras 'same')."""
         if not self.direct:
-            raise NotImplementedError("ConvTranspose2d: no double backward (create_graph=True) "
-                                      "is written for a cropped / zero-extended output window")
+            from ..autograd import composite_grads
+            return composite_grads(self, (gy,))
         x, W = self.inputs[:2]
         need = self.needs_input_grad
         gx = Conv2d.apply(gy, W, None, stride=self.stride, pad=tuple(self.begin),

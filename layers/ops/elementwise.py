@@ -607,10 +607,12 @@ class ReLU(_CudnnActivation):
         return y
 
     def grad_cpu(self, x, y, gy):
-        return gy * (x > 0)
+        # selected, as torch's threshold_backward: a NaN gy stays out, a NaN x passes gy
+        return np.where(x <= 0, gy.dtype.type(0), gy)
 
-    def derivative_graph(self, x):
-        return _const(x, x.data > 0)
+    def backward_graph(self, gy):
+        from .. import functional as F
+        return F.where(self.inputs[0].data <= 0, 0.0, gy)
 
 
 class Sigmoid(_CudnnActivation):
@@ -771,7 +773,7 @@ class Clamp(Function):
         return keep
 
     def backward(self, gy):
-        return gy * self._kept()
+        return self.xp.where(self._kept(), gy, gy.dtype.type(0))   # (selected, as torch's)
 
     def backward_graph(self, gy):
         from .. import functional as F
