@@ -37,6 +37,9 @@ short = int16
 int32 = int = _np.dtype("int32")          # noqa: A001
 int64 = long = _np.dtype("int64")
 bool = _np.dtype("bool")                  # noqa: A001
+# torch's memory formats, as the names layers takes (torch.channels_last -> L.channels_last)
+channels_last, contiguous_format, preserve_format = ("channels_last", "contiguous_format",
+                                                     "preserve_format")
 
 
 class cuda:  # noqa: N801  (torch.cuda's spelling)
@@ -97,3 +100,4 @@ __all__ = ["autograd", "Tensor", "Function", "tensor", "as_tensor", "no_grad", "
            "pairwise_distance", "is_floating_point",
            "bfloat16", "float16", "half", "float32", "float", "float64", "double", "int8",
            "uint8", "int16", "short", "int32", "int", "int64", "long", "bool"]
+__all__ += ["channels_last", "contiguous_format", "preserve_format"]

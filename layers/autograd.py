@@ -15,7 +15,7 @@ from .backend import xp_of
 from .tensor import (Tensor, _capture_outputs, _check_runnable, _free, _hooked, _leading_to,
                      _topological_order, enable_grad, run_backward)
 
-__all__ = ["grad", "functional"]
+__all__ = ["grad", "backward", "functional"]
 
 
 def _tensors(name, value):
@@ -28,12 +28,35 @@ def _tensors(name, value):
     return value
 
 
+def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, inputs=None):
+    """torch.autograd.backward: each tensor's backward with its gradient (None: implied, for
+    one-element tensors), into the leaves' .grad -- one engine run per tensor (the graph kept
+    between them), so a tensor hook sees each run's part of its gradient, where torch's sees
+    their sum once."""
+    if inputs is not None:
+        raise NotImplementedError("autograd.backward(inputs=...) is not done here")
+    tensors = _tensors("tensors", tensors)
+    grads = [None] * len(tensors) if grad_tensors is None else \
+        [grad_tensors] if isinstance(grad_tensors, Tensor) else list(grad_tensors)
+    if len(grads) != len(tensors):
+        raise ValueError(f"autograd.backward: {len(grads)} grad_tensors for {len(tensors)} "
+                         f"tensors")
+    keep = create_graph if retain_graph is None else retain_graph
+    for i, (t, g) in enumerate(zip(tensors, grads)):
+        last = i == len(tensors) - 1
+        t.backward(g, retain_graph=keep or not last, create_graph=create_graph)
+
+
 def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False,
-         allow_unused=None, is_grads_batched=False, materialize_grads=False):
+         only_inputs=True, allow_unused=None, is_grads_batched=False, materialize_grads=False):
     """A tuple, one gradient per input: the sum over `outputs` of d(output)/d(input) weighted by
     `grad_outputs` (None: ones, for one-element outputs only). The graph is freed unless
     retain_graph. An input no output depends on is an error unless allow_unused (None
     returned for it, or zeros with materialize_grads), as torch's."""
+    if not only_inputs:            # (torch's deprecated argument: ignored, as torch ignores it)
+        import warnings
+        warnings.warn("only_inputs argument is deprecated and is ignored now (defaults to "
+                      "True), as torch's", stacklevel=2)
     if is_grads_batched:
         raise NotImplementedError("grad(is_grads_batched=True) is not done here")
     if allow_unused is None:

@@ -72,6 +72,15 @@ class Module:
             return
         self.__dict__.pop(name, None)
 
+    def __delattr__(self, name):
+        """del module.weight (a parameter, buffer or submodule): unregistered, as torch's (MAML
+        code then sets a plain Tensor there)."""
+        for registry in (self._parameters, self._buffers, self._modules):
+            if name in registry:
+                del registry[name]
+                return
+        object.__delattr__(self, name)
+
     def __getattr__(self, name):
         for table in ("_parameters", "_buffers", "_modules"):
             d = self.__dict__.get(table)

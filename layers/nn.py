@@ -1132,6 +1132,27 @@ class _Utils:
         from .optim import clip_grad_value_
         return clip_grad_value_(parameters, clip_value, foreach)
 
+    @staticmethod
+    def parameters_to_vector(parameters):
+        """The parameters flattened and joined into one vector (in the graph, as torch's)."""
+        return F.concat([F.reshape(p, (-1,)) for p in parameters], 0)
+
+    @staticmethod
+    def vector_to_parameters(vec, parameters):
+        """Each parameter's data replaced by its slice of vec, in order (as torch's; the slices
+        are copied in, recorded as in-place changes)."""
+        if vec.ndim != 1:
+            raise TypeError(f"vector_to_parameters: expected a 1-d vector, got shape {vec.shape}")
+        parameters = list(parameters)
+        if vec.shape[0] != sum(p.size for p in parameters):
+            raise ValueError(f"vector_to_parameters: a vector of {vec.shape[0]} values for "
+                             f"parameters of {sum(p.size for p in parameters)}")
+        start = 0
+        with F.no_grad():
+            for p in parameters:
+                p.copy_(F.reshape(vec[start:start + p.size], p.shape))
+                start += p.size
+
 
 utils = _Utils()
 functional = F

@@ -542,8 +542,9 @@ class Tensor:
         out of place), for a second differentiation; the graph is kept unless retain_graph is
         False (as torch's)."""
         if not self.requires_grad:
-            raise RuntimeError("backward() on a tensor that does not require grad "
-                               "(no input of the graph has requires_grad=True)")
+            raise RuntimeError("backward() on a tensor that does not require grad (no input of "
+                               "the graph has requires_grad=True; a gradient from "
+                               "autograd.grad has a graph only with create_graph=True)")
         xp = xp_of(self.data)
         given = grad
         if grad is None:

@@ -644,3 +644,34 @@ def test_conv_transpose2d_with_output_padding_past_the_stride_has_a_double_backw
     theirs = run(torch, lambda a: torch.tensor(a, requires_grad=True), TF)
     for a, b in zip(ours, theirs):
         assert rel_err(a, b) < 1e-13
+
+
+def test_what_second_order_code_spells_around_it():
+    """torch spellings second-order programs use (a new-user port found them missing): the
+    deprecated only_inputs=, autograd.backward, del module.weight, the parameters-as-a-vector
+    utilities, L.channels_last; and the error of a backward through a gradient taken without
+    create_graph says why."""
+    x = L.tensor(np.array([1.0, 2.0]), requires_grad=True)
+    (g,) = autograd.grad((x ** 3).sum(), x, only_inputs=True)
+    np.testing.assert_array_equal(g.numpy(), [3.0, 12.0])
+    with pytest.raises(RuntimeError, match="graph only with create_graph=True"):
+        (g * g).sum().backward()
+    y = L.tensor(np.array([3.0]), requires_grad=True)
+    autograd.backward([(x * x).sum(), (x * y).sum()], create_graph=True)
+    np.testing.assert_array_equal(x.grad.numpy(), [5.0, 7.0])
+    assert x.grad.requires_grad and y.grad.numpy().tolist() == [3.0]
+    net = L.nn.Linear(2, 3).double()
+    theirs = torch.nn.Linear(2, 3).double()
+    net.load_state_dict({k: v.detach().numpy() for k, v in theirs.state_dict().items()})
+    vec = L.nn.utils.parameters_to_vector(net.parameters())
+    np.testing.assert_array_equal(
+        vec.numpy(), torch.nn.utils.parameters_to_vector(theirs.parameters()).detach().numpy())
+    L.nn.utils.vector_to_parameters(vec * 2, net.parameters())
+    np.testing.assert_array_equal(net.weight.numpy(), 2 * theirs.weight.detach().numpy())
+    del net.weight
+    assert "weight" not in dict(net.named_parameters())
+    net.weight = L.tensor(np.ones((3, 2)))               # (MAML's fast weights: a plain Tensor)
+    np.testing.assert_array_equal(net(L.tensor(np.ones((1, 2)))).numpy(),
+                                  2 + net.bias.numpy()[None])
+    assert L.tensor(np.ones((1, 2, 3, 3))).contiguous(memory_format=L.channels_last) \
+        .is_contiguous(memory_format=L.channels_last)
