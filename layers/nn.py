@@ -12,7 +12,7 @@ from .functional import pair as _pair
 from . import init
 from .creation import zeros_like
 from .module import (Module, ModuleDict, ModuleList, Parameter,  # noqa: F401
-                     ParameterDict, ParameterList, Sequential)
+                     ParameterDict, ParameterList, Sequential, options_repr)
 from . import rnn_utils
 from .rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNCell  # noqa: F401  (re-exported)
 from .tensor import Tensor
@@ -385,21 +385,16 @@ class _ConvNd(Module):
 
     def extra_repr(self):
         """torch's, in its order (a string padding and padding_mode unquoted, as there)."""
-        s = (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
-             f"stride={self.stride}")
-        if isinstance(self.padding, str) or any(self.padding):
-            s += f", padding={self.padding}"
-        if any(d != 1 for d in self.dilation):
-            s += f", dilation={self.dilation}"
-        if any(getattr(self, "output_padding", ())):
-            s += f", output_padding={self.output_padding}"
-        if self.groups != 1:
-            s += f", groups={self.groups}"
-        if self.bias is None:
-            s += ", bias=False"
-        if self.padding_mode != "zeros":
-            s += f", padding_mode={self.padding_mode}"
-        return s
+        return options_repr(
+            f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
+            f"stride={self.stride}",
+            ("padding", self.padding, isinstance(self.padding, str) or any(self.padding)),
+            ("dilation", self.dilation, any(d != 1 for d in self.dilation)),
+            ("output_padding", getattr(self, "output_padding", None),
+             any(getattr(self, "output_padding", ()))),
+            ("groups", self.groups, self.groups != 1),
+            ("bias", False, self.bias is None),
+            ("padding_mode", self.padding_mode, self.padding_mode != "zeros"))
 
     def _padded(self, x):
         """(x, the convolution's padding): x padded in padding_mode and 0 where that is not
@@ -555,14 +550,10 @@ class Embedding(Module):
         return F.embedding(indices, self.weight, self.padding_idx, self.max_norm, self.norm_type)
 
     def extra_repr(self):
-        s = f"{self.num_embeddings}, {self.embedding_dim}"
-        if self.padding_idx is not None:
-            s += f", padding_idx={self.padding_idx}"
-        if self.max_norm is not None:
-            s += f", max_norm={self.max_norm}"
-        if self.norm_type != 2:
-            s += f", norm_type={self.norm_type}"
-        return s
+        return options_repr(f"{self.num_embeddings}, {self.embedding_dim}",
+                            ("padding_idx", self.padding_idx, self.padding_idx is not None),
+                            ("max_norm", self.max_norm, self.max_norm is not None),
+                            ("norm_type", self.norm_type, self.norm_type != 2))
 
     @classmethod
     def from_pretrained(cls, embeddings, freeze=True, padding_idx=None, max_norm=None,

@@ -17,7 +17,7 @@ import numpy as np
 from . import functional as F
 from . import init
 from .backend import cupy, is_gpu, to_device, xp_of
-from .module import Module, Parameter
+from .module import Module, Parameter, options_repr
 from .ops import rnn as _rnn
 from .rnn_utils import PackedSequence
 from .tensor import Tensor
@@ -511,20 +511,14 @@ class RNNBase(Module):
         return y, tuple(F.stack(f, 0) for f in finals)
 
     def extra_repr(self):
-        s = f"{self.input_size}, {self.hidden_size}"
-        if self.proj_size:
-            s += f", proj_size={self.proj_size}"
-        if self.num_layers != 1:
-            s += f", num_layers={self.num_layers}"
-        if self.bias is not True:
-            s += f", bias={self.bias}"
-        if self.batch_first is not False:
-            s += f", batch_first={self.batch_first}"
-        if self.dropout != 0:
-            s += f", dropout={self.dropout}"
-        if self.bidirectional is not False:
-            s += f", bidirectional={self.bidirectional}"
-        return s
+        return options_repr(f"{self.input_size}, {self.hidden_size}",
+                            ("proj_size", self.proj_size, bool(self.proj_size)),
+                            ("num_layers", self.num_layers, self.num_layers != 1),
+                            ("bias", self.bias, self.bias is not True),
+                            ("batch_first", self.batch_first, self.batch_first is not False),
+                            ("dropout", self.dropout, self.dropout != 0),
+                            ("bidirectional", self.bidirectional,
+                             self.bidirectional is not False))
 
 
 class LSTM(RNNBase):
