@@ -384,9 +384,15 @@ class Conv2d(_AddsIntoGrad):
         return gx, gW, _bias_grad_graph(self, gy)
 
 
+def _given_axes(fn):
+    """(channel axis, (H, W) axes) of the 4-d Tensors an op of fn's layout was given: NHWC ones
+    for layout 'NHWC', else NCHW-shaped (nchw: stored channels-last, viewed NHWC inside)."""
+    return (3, (1, 2)) if fn.layout == "NHWC" and not fn.nchw else (1, (2, 3))
+
+
 def _spatial(fn, t):
-    """The (H, W) of a Tensor as an op of fn's layout takes it (nchw: an NCHW-shaped one)."""
-    return tuple(t.shape[1:3] if fn.layout == "NHWC" and not fn.nchw else t.shape[2:4])
+    """The (H, W) of a Tensor as an op of fn's layout takes it."""
+    return tuple(t.shape[a] for a in _given_axes(fn)[1])
 
 
 def _op_shape(fn, t):
@@ -400,7 +406,7 @@ def _bias_grad_graph(fn, gy):
     from .. import functional as F
     if len(fn.needs_input_grad) < 3 or not fn.needs_input_grad[2]:
         return None
-    channel = 3 if fn.layout == "NHWC" and not fn.nchw else 1
+    channel = _given_axes(fn)[0]
     return F.sum(gy, tuple(a for a in range(4) if a != channel))
 
 
@@ -480,7 +486,7 @@ class ConvTranspose2d(_AddsIntoGrad):
         differentiable ops: create_graph's backward where the window is not direct (an
         output_padding of a stride or more, Keras' 'same')."""
         from .shape import GetItem, Pad
-        axes = (1, 2) if self.layout == "NHWC" and not self.nchw else (2, 3)
+        channel, axes = _given_axes(self)
         y = ConvTranspose2d.apply(x, W, None, stride=self.stride, dilation=self.dilation,
                                   groups=self.groups, begin=(0, 0), size=tuple(self.full),
                                   layout=self.layout, nchw=self.nchw)
@@ -494,7 +500,6 @@ class ConvTranspose2d(_AddsIntoGrad):
         y = Pad.apply(GetItem.apply(y, index=tuple(cut)), pad_width=tuple(widths),
                       mode="constant", value=0)
         if b is not None:
-            channel = 3 if self.layout == "NHWC" and not self.nchw else 1
             y = y + b.reshape(tuple(-1 if d == channel else 1 for d in range(4)))
         return y
 
