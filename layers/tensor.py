@@ -6,6 +6,8 @@ and returns one gradient (or None) per input. `backward()` is a topological sort
 """
 import functools
 import inspect
+import itertools
+import operator
 import threading
 import weakref
 
@@ -23,6 +25,7 @@ class _GradMode(threading.local):
 
 
 _grad_mode = _GradMode()
+_sequence = itertools.count(1)      # Function.seq: the order ops were recorded in
 
 
 class _GradModeSwitch:
@@ -185,6 +188,7 @@ class Function:
     kept = ()              # attributes besides `saved` holding arrays backward reads (GetItem's
                            # index): an in-place change to them refuses the backward too
     stamp = 0              # the in-place-change clock when its forward ran (layers.changes)
+    seq = 0                # recorded ops are numbered in the order they ran (backward's order)
     upcast_half = True     # False: the op handles half data itself (a cast)
     n_outputs = 1
     links = ()             # after backward freed `inputs`: (weak ref to each input Tensor, the
@@ -265,6 +269,7 @@ class Function:
         if needs:
             fn.needs_input_grad = tuple(isinstance(t, Tensor) and t.requires_grad for t in inputs)
             fn.stamp = _record.clock
+            fn.seq = next(_sequence)
         trace = _trace.trace
         if trace is None and fn.gpu:
             out = fn.forward(*arrays)
@@ -983,11 +988,14 @@ def _inputs_iter(fn):
     return iter(fn.inputs) if fn.inputs is not None else (ctx for _, ctx in fn.links)
 
 
+_recorded = operator.attrgetter("seq")
+
+
 def _topological_order(*roots, stop=None):
-    """Functions reachable from the roots, each after every function that feeds it (iterative
-    DFS, one visit each: the graph of a long autoregressive decode is deeper than Python's
-    recursion limit). stop: ids of Tensors whose makers are not followed (a composite's inputs,
-    layers.autograd)."""
+    """Functions reachable from the roots (iterative DFS, one visit each: the graph of a long
+    autoregressive decode is deeper than Python's recursion limit), in the order they were
+    recorded -- so each after every function that feeds it. stop: ids of Tensors whose makers are
+    not followed (a composite's inputs, layers.autograd)."""
     order, seen = [], set()
     for root in roots:
         if root in seen:
@@ -1006,7 +1014,8 @@ def _topological_order(*roots, stop=None):
             else:
                 stack.pop()
                 order.append(fn)
-    return order
+    order.sort(key=_recorded)        # torch's order: the op recorded last goes first, so gradients
+    return order                     # add up as torch's do (it matters in float16 / bfloat16)
 
 
 def _from_python(data, dtype):

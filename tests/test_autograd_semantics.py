@@ -143,3 +143,25 @@ def test_tensor_copies_and_as_tensor_shares_as_torchs(where):
     t[0] = 5.0
     assert from_torch.tolist() == [0.0, 0.0]
     assert L.as_tensor(shared) is shared
+
+
+@pytest.mark.parametrize("device", ["cpu"] + DEVICES)
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_gradients_add_up_in_torchs_order(where, dtype):
+    """A tensor read by three ops gets its gradient's parts in the order torch adds them: the op
+    recorded last first. In half precision the order shows: 1 + 1e-4 - 1 is 0 there and
+    1e-4 as (1 - 1) + 1e-4, so each of the six orders of recording gives torch's bits."""
+    import itertools
+    scales = {"one": 1.0, "small": 1e-4 if dtype == "float16" else 1e-3, "minus": -1.0}
+    seen = set()
+    for order in itertools.permutations(scales):
+        x = L.ones(3, dtype=getattr(L, dtype), device=where, requires_grad=True)
+        tx = torch.ones(3, dtype=getattr(torch, dtype), requires_grad=True)
+        ys = {name: x * scales[name] for name in order}
+        tys = {name: tx * scales[name] for name in order}
+        (ys["one"].sum() + ys["small"].sum() + ys["minus"].sum()).backward()
+        (tys["one"].sum() + tys["small"].sum() + tys["minus"].sum()).backward()
+        np.testing.assert_array_equal(x.grad.float().numpy(), tx.grad.float().numpy(),
+                                      err_msg=f"recorded in the order {order}")
+        seen.add(float(tx.grad[0]))
+    assert seen == {0.0, float(torch.tensor(scales["small"], dtype=getattr(torch, dtype)))}
