@@ -57,9 +57,13 @@ class BatchNorm(Function):
         dtype = x.dtype
         x = x.astype(accumulation_dtype(dtype), copy=False)
         axes, bshape = self._stats_axes(x), self._bshape(x)
+        n = x.size // self._channels(x)
         if self.training:
-            mean, var = x.mean(axis=axes), x.var(axis=axes)
-            n = x.size // self._channels(x)
+            # the statistics' sums in float64: NumPy adds up an axis that is not the fastest
+            # one element after another, so float32 sums over a channels-last batch lose digits
+            mean = (x.sum(axis=axes, dtype=np.float64) / n).astype(x.dtype)
+            d = x - mean.reshape(bshape)
+            var = np.square(d).sum(axis=axes, dtype=np.float64) / n      # (biased)
             if self.running_mean is not None:
                 m = self.momentum
                 self.running_mean *= 1 - m
@@ -68,8 +72,9 @@ class BatchNorm(Function):
                 self.running_var += m * var * (n / (n - 1))
         else:
             mean, var = self.running_mean, self.running_var
+            d = x - mean.reshape(bshape)
         invstd = (1 / np.sqrt(var + self.eps)).astype(x.dtype)
-        xhat = (x - mean.reshape(bshape)) * invstd.reshape(bshape)
+        xhat = d * invstd.reshape(bshape)
         self.saved = xhat, invstd, gamma
         return (xhat * gamma.reshape(bshape) + beta.reshape(bshape)).astype(dtype, copy=False)
 
@@ -107,8 +112,8 @@ class BatchNorm(Function):
         xhat, invstd, gamma = self.saved
         gy = gy.astype(xhat.dtype, copy=False)
         axes, bshape = self._stats_axes(xhat), self._bshape(xhat)
-        gbeta = gy.sum(axis=axes)
-        ggamma = (gy * xhat).sum(axis=axes)
+        gbeta = gy.sum(axis=axes, dtype=np.float64).astype(gy.dtype)     # (float64 sums, as
+        ggamma = (gy * xhat).sum(axis=axes, dtype=np.float64).astype(gy.dtype)      # forward's)
         scale = (gamma * invstd).reshape(bshape)
         if self.training:
             n = xhat.size // self._channels(xhat)
