@@ -3,7 +3,7 @@ machine) or on cuDNN / CuPy (where the data is on a GPU), with PyTorch-exact lay
 optimizers, and Keras-layout convolution entry points."""
 import numpy as _np
 
-from . import autograd, functional, graph, init, kernels, keras, nn, optim
+from . import autograd, func, functional, graph, init, kernels, keras, nn, optim
 from . import functional as F
 from .backend import parse_device
 from .creation import (arange, empty, empty_like, eye, full, full_like, linspace, ones, ones_like,

@@ -1106,11 +1106,24 @@ __all__ = ["Module", "Parameter", "Sequential", "ModuleList", "ModuleDict", "Par
            "TransformerDecoder", "Transformer", "utils"]
 
 
+class _Stateless:
+    """torch.nn.utils.stateless: functional_call (layers.func's)."""
+
+    @staticmethod
+    def functional_call(module, parameter_and_buffer_dicts, args=None, kwargs=None, *,
+                        tie_weights=True, strict=False):
+        from .func import functional_call
+        return functional_call(module, parameter_and_buffer_dicts, args, kwargs,
+                               tie_weights=tie_weights, strict=strict)
+
+
 class _Utils:
     """torch.nn.utils' spelling of what layers.optim has: nn.utils.clip_grad_norm_ and
-    clip_grad_value_; nn.utils.rnn (layers.rnn_utils: packing padded sequences)."""
+    clip_grad_value_; nn.utils.rnn (layers.rnn_utils: packing padded sequences);
+    nn.utils.stateless.functional_call (layers.func's)."""
 
     rnn = rnn_utils
+    stateless = _Stateless()
 
     @staticmethod
     def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=False,
@@ -1151,3 +1164,4 @@ functional = F
 sys.modules[__name__ + ".functional"] = F
 sys.modules[__name__ + ".utils"] = utils
 sys.modules[__name__ + ".utils.rnn"] = rnn_utils
+sys.modules[__name__ + ".utils.stateless"] = utils.stateless
