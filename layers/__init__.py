@@ -5,7 +5,7 @@ import numpy as _np
 
 from . import autograd, func, functional, graph, init, kernels, keras, nn, optim
 from . import functional as F
-from .backend import parse_device
+from .backend import get_default_dtype, parse_device, set_default_dtype
 from .creation import (arange, empty, empty_like, eye, full, full_like, linspace, ones, ones_like,
                        rand, rand_like, randint, randint_like, randn, randn_like, randperm, zeros,
                        zeros_like)
@@ -82,7 +82,8 @@ __all__ = ["autograd", "Tensor", "Function", "tensor", "as_tensor", "no_grad", "
            "Sequential", "ModuleList", "ModuleDict", "functional", "F", "nn", "init", "optim", "keras", "manual_seed", "save",
            "load", "parse_device", "zeros", "ones", "full", "empty", "rand", "randn", "randint",
            "zeros_like", "ones_like", "full_like", "empty_like", "rand_like", "randn_like",
-           "randint_like", "randperm", "arange", "linspace", "eye", "einsum", "unique",
+           "randint_like", "randperm", "arange", "linspace", "eye", "einsum", "unique", "func",
+           "set_default_dtype", "get_default_dtype",
            # torch's top-level functions (layers.functional's)
            "abs", "add", "amax", "amin", "argmax", "argmin", "argsort", "cat", "chunk", "clamp",
            "clone", "div", "exp", "flatten", "gather", "index_select", "log", "log_softmax",

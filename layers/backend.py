@@ -100,7 +100,41 @@ def promote_types(a, b):
     return np.result_type(a, b)
 
 
-DEFAULT_FLOAT = np.dtype(np.float32)     # torch's default dtype: a Python float meeting ints
+_default_float = [np.dtype(np.float32)]     # torch's default dtype (set_default_dtype)
+
+
+def default_float():
+    """torch's default dtype: what a Python float, a floating factory without dtype=, a new
+    module's parameters and a floating function of integers give; float32 unless
+    set_default_dtype said otherwise."""
+    return _default_float[0]
+
+
+def default_complex():
+    """The default complex dtype: complex128 with a float64 default, else complex64."""
+    return np.dtype(np.complex128 if _default_float[0] == np.float64 else np.complex64)
+
+
+def set_default_dtype(d):
+    """torch.set_default_dtype: float32 or float64 (torch's float16 default is not done here:
+    batch norm and the optimizers keep float32 parameters and state for half data)."""
+    try:
+        dtype = np.dtype(d)
+    except TypeError:
+        dtype = None
+    if dtype is None or not is_floating(dtype):
+        raise TypeError(f"set_default_dtype: only floating-point types are supported as the "
+                        f"default type, got {d!r}")
+    if dtype not in (np.float32, np.float64):
+        raise TypeError(f"set_default_dtype({dtype.name}): a half-precision default dtype is not "
+                        f"done here (float32 or float64); cast the model with .to({dtype.name}) "
+                        f"instead")
+    _default_float[0] = dtype
+
+
+def get_default_dtype():
+    """torch.get_default_dtype."""
+    return _default_float[0]
 
 
 def number_dtype(value):
@@ -112,8 +146,8 @@ def number_dtype(value):
     if isinstance(value, (int, np.integer)):
         return np.dtype(np.int64)
     if isinstance(value, (complex, np.complexfloating)):
-        return np.dtype(np.complex64)
-    return DEFAULT_FLOAT
+        return default_complex()
+    return default_float()
 
 
 def _combine(higher, lower):
@@ -140,7 +174,7 @@ def result_dtype(*operands):
         dtype = getattr(v, "dtype", None)
         if dtype is None:                       # a Python number (bool, int, float)
             dtype = np.dtype(np.bool_) if isinstance(v, (bool, np.bool_)) else \
-                np.dtype(np.int64) if isinstance(v, (int, np.integer)) else DEFAULT_FLOAT
+                np.dtype(np.int64) if isinstance(v, (int, np.integer)) else default_float()
             wrapped = dtype if wrapped is None else promote_types(wrapped, dtype)
         elif v.ndim == 0:
             zero = dtype if zero is None else promote_types(zero, dtype)

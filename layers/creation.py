@@ -5,9 +5,9 @@ its *_like, and arange, linspace, eye.
     L.zeros_like(x)                        # x's shape, dtype, device and memory format
     L.arange(5)                            # int64, as torch: [0, 1, 2, 3, 4]
 
-Sizes are ints, or one sequence of them. The dtype, where none is given, is torch's: float32
-(torch's default dtype), except full (its fill value's: int64, bool or float32), arange (int64
-when start, end and step are all ints) and randint (int64). The device is 'cpu' (the default),
+Sizes are ints, or one sequence of them. The dtype, where none is given, is torch's: the default
+dtype (float32 unless L.set_default_dtype), except full (its fill value's: int64, bool or the
+default), arange (int64 when start, end and step are all ints) and randint (int64). The device is 'cpu' (the default),
 an int, 'cuda' or 'cuda:N'. Random draws come from layers.random, seeded by L.manual_seed: the
 host generator on the CPU, the device's counter-based generator on a GPU (a captured CUDA graph
 draws new numbers on each replay). A seed gives the same numbers on its device every run; they
@@ -17,7 +17,7 @@ from operator import index as _index
 import numpy as np
 
 from . import random
-from .backend import DEFAULT_FLOAT, cupy, is_floating, number_dtype, parse_device, xp_of
+from .backend import cupy, default_float, is_floating, number_dtype, parse_device, xp_of
 from .backend import empty_like as backend_empty_like
 from .tensor import Tensor
 
@@ -40,9 +40,9 @@ def _size(fn, size):
     return out
 
 
-def _dtype(fn, dtype, default=DEFAULT_FLOAT):
+def _dtype(fn, dtype, default=None):
     if dtype is None:
-        return np.dtype(default)
+        return default_float() if default is None else np.dtype(default)
     try:
         return np.dtype(dtype)
     except TypeError:
@@ -260,8 +260,8 @@ def randint_like(t, low=0, high=None, dtype=None, device=None, requires_grad=Fal
 
 def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False):
     """[start, end) by step, as torch: arange(end) or arange(start, end, step); int64 when all
-    three are ints, else float32. Values are start + i * step computed in float64 (int64 for
-    ints), then rounded once to the dtype."""
+    three are ints, else the default dtype. Values are start + i * step computed in float64
+    (int64 for ints), then rounded once to the dtype."""
     if end is None:
         start, end = 0, start
     if step == 0:
@@ -271,7 +271,7 @@ def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False
                          f"inconsistent with the step's sign (as torch)")
     ints = all(isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
                for v in (start, end, step))
-    dt = _dtype("arange", dtype, np.int64 if ints else DEFAULT_FLOAT)
+    dt = _dtype("arange", dtype, np.int64 if ints else None)
     n = max(0, int(np.ceil((float(end) - float(start)) / float(step))))
     i = np.arange(n, dtype=np.int64)
     a = start + i * step if ints else float(start) + i * float(step)

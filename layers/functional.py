@@ -16,9 +16,9 @@ from .ops import loss as _loss
 from .ops import norm as _norm
 from .ops import reduce as _red
 from .ops import shape as _sh
-from .backend import (accumulation_dtype, cupy, device_of, dim_index, is_channels_last,
-                      is_floating, is_gpu, is_half, number_dtype, out_of_range, parse_device,
-                      promote_types, same_dtype, to_device, xp_of)
+from .backend import (accumulation_dtype, cupy, default_float, device_of, dim_index,
+                      is_channels_last, is_floating, is_gpu, is_half, number_dtype, out_of_range,
+                      parse_device, promote_types, same_dtype, to_device, xp_of)
 from .changes import mark_changed
 from .tensor import Tensor, is_grad_enabled, no_grad
 
@@ -83,7 +83,7 @@ def remainder(a, b): return _ew.Remainder.apply(*_operands(a, b))
 def floor_divide(a, b): return _ew.FloorDivide.apply(*_operands(a, b))
 def fmod(a, b): return _ew.Fmod.apply(*_operands(a, b))
 def atan2(a, b):
-    """torch.atan2: integer operands as float32, as torch's."""
+    """torch.atan2: integer operands in the default dtype, as torch's."""
     return _ew.Atan2.apply(*_operands(*(_floating(t) if isinstance(t, Tensor) else t
                                         for t in (a, b))))
 
@@ -220,11 +220,11 @@ def logsigmoid(x):
 
 
 def _floating(x):
-    """x, or for integer / bool data its float32 copy: as torch, a floating function of integers
-    (exp, log, sigmoid, tanh, a float power or bound) computes in the default float dtype; NumPy
-    would give float64, or integers (sigmoid's zeros)."""
+    """x, or for integer / bool data its copy in the default dtype: as torch, a floating function
+    of integers (exp, log, sigmoid, tanh, a float power or bound) computes in the default float
+    dtype; NumPy would give float64, or integers (sigmoid's zeros)."""
     if isinstance(x, Tensor) and not is_floating(x.dtype):
-        return Tensor(x.data.astype(np.float32))
+        return Tensor(x.data.astype(default_float()))
     return x
 
 

@@ -7,7 +7,7 @@ import sys
 import numpy as np
 
 from . import functional as F
-from .backend import is_half
+from .backend import default_float, is_half
 from .functional import pair as _pair
 from . import init
 from .creation import zeros_like
@@ -19,7 +19,7 @@ from .tensor import Tensor
 
 
 def _empty(*shape):
-    return np.empty(shape, dtype=np.float32)
+    return np.empty(shape, dtype=default_float())
 
 
 class Linear(Module):
@@ -79,8 +79,8 @@ class MultiheadAttention(Module):
             self.k_proj_weight = Parameter(_empty(embed_dim, self.kdim))
             self.v_proj_weight = Parameter(_empty(embed_dim, self.vdim))
             self.register_parameter("in_proj_weight", None)
-        self.register_parameter("in_proj_bias",
-                                Parameter(np.zeros(3 * embed_dim, np.float32)) if bias else None)
+        self.register_parameter("in_proj_bias", Parameter(np.zeros(3 * embed_dim, default_float()))
+                                if bias else None)
         self.out_proj = NonDynamicallyQuantizableLinear(embed_dim, embed_dim, bias=bias)
         for w in (self.in_proj_weight, self.q_proj_weight, self.k_proj_weight,
                   self.v_proj_weight):
@@ -346,7 +346,7 @@ class Transformer(Module):
     @staticmethod
     def generate_square_subsequent_mask(sz, device=None, dtype=None):
         """torch's: a float (sz, sz) mask, -inf above the diagonal (the future), 0 elsewhere."""
-        dt = np.float32 if dtype is None else dtype
+        dt = default_float() if dtype is None else dtype
         m = np.triu(np.full((sz, sz), -np.inf, dtype=dt), 1)
         t = Tensor(m)
         return t if device is None else t.to(device)
@@ -464,10 +464,12 @@ class ConvTranspose2d(_ConvNd):
 
 
 def _affine_parameters(module, shape, affine, bias=True):
-    """A normalization's weight (ones) and bias (zeros) of `shape`, float32, registered in that
-    order (torch's state_dict order), or None where not affine (no bias: bias None)."""
-    module.register_parameter("weight", Parameter(np.ones(shape, np.float32)) if affine else None)
-    module.register_parameter("bias", Parameter(np.zeros(shape, np.float32))
+    """A normalization's weight (ones) and bias (zeros) of `shape`, in the default dtype,
+    registered in that order (torch's state_dict order), or None where not affine (no bias:
+    bias None)."""
+    module.register_parameter("weight", Parameter(np.ones(shape, default_float()))
+                              if affine else None)
+    module.register_parameter("bias", Parameter(np.zeros(shape, default_float()))
                               if affine and bias else None)
 
 
@@ -481,8 +483,8 @@ class _BatchNorm(Module):
         self.affine, self.track_running_stats = affine, track_running_stats
         _affine_parameters(self, num_features, affine, bias)
         if track_running_stats:
-            self.register_buffer("running_mean", np.zeros(num_features, np.float32))
-            self.register_buffer("running_var", np.ones(num_features, np.float32))
+            self.register_buffer("running_mean", np.zeros(num_features, default_float()))
+            self.register_buffer("running_var", np.ones(num_features, default_float()))
             self.register_buffer("num_batches_tracked", np.zeros((), np.int64))
         else:
             self.register_buffer("running_mean", None)

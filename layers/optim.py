@@ -11,7 +11,7 @@ import math
 import numpy as np
 
 from . import kernels
-from .backend import (accumulation_dtype, device_table, from_foreign, is_dense,
+from .backend import (accumulation_dtype, default_float, device_table, from_foreign, is_dense,
                       is_floating, is_gpu, is_half, stack, to_device, xp_of)
 from .changes import mark_changed
 from .tensor import Tensor, no_grad
@@ -625,7 +625,7 @@ def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=Fals
                                    else [parameters]) if p.grad is not None]
     norm_type = float(norm_type)                # ('inf', a NumPy float: as torch takes them)
     if not grads:
-        return Tensor(np.zeros((), np.float32))
+        return Tensor(np.zeros((), default_float()))
     xp = xp_of(grads[0])
     # float16 squares overflow: summed in float32; gradients of several dtypes in the widest
     A = np.result_type(*{accumulation_dtype(g.dtype) for g in grads})

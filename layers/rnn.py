@@ -16,7 +16,7 @@ import numpy as np
 
 from . import functional as F
 from . import init
-from .backend import cupy, is_gpu, to_device, xp_of
+from .backend import cupy, default_float, is_gpu, to_device, xp_of
 from .module import Module, Parameter, options_repr
 from .ops import rnn as _rnn
 from .rnn_utils import PackedSequence
@@ -85,11 +85,11 @@ class RNNCellBase(Module):
         _sizes(type(self).__name__, input_size, hidden_size)
         self.input_size, self.hidden_size, self.bias = input_size, hidden_size, bias
         g = GATES[mode]
-        self.weight_ih = Parameter(np.empty((g * hidden_size, input_size), np.float32))
-        self.weight_hh = Parameter(np.empty((g * hidden_size, hidden_size), np.float32))
+        self.weight_ih = Parameter(np.empty((g * hidden_size, input_size), default_float()))
+        self.weight_hh = Parameter(np.empty((g * hidden_size, hidden_size), default_float()))
         if bias:
-            self.bias_ih = Parameter(np.empty(g * hidden_size, np.float32))
-            self.bias_hh = Parameter(np.empty(g * hidden_size, np.float32))
+            self.bias_ih = Parameter(np.empty(g * hidden_size, default_float()))
+            self.bias_hh = Parameter(np.empty(g * hidden_size, default_float()))
         else:
             self.register_parameter("bias_ih", None)
             self.register_parameter("bias_hh", None)
@@ -250,7 +250,7 @@ class RNNBase(Module):
                 if proj_size:
                     shapes += [("weight_hr", (proj_size, hidden_size))]
                 for name, shape in shapes:
-                    p = Parameter(np.empty(shape, np.float32))
+                    p = Parameter(np.empty(shape, default_float()))
                     init.uniform_(p, -stdv, stdv)
                     setattr(self, name + sfx, p)
                     self._flat_names.append(name + sfx)

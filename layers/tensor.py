@@ -13,9 +13,9 @@ import weakref
 
 import numpy as np
 
-from .backend import (DEFAULT_FLOAT, addable, bfloat16, concatenate, device_of,
-                      dtype_or_none, from_foreign, is_floating, is_gpu, is_half, parse_device,
-                      to_device, xp_of, xp_of_gpu)
+from .backend import (addable, bfloat16, concatenate, default_complex, default_float,
+                      device_of, dtype_or_none, from_foreign, is_floating, is_gpu, is_half,
+                      parse_device, to_device, xp_of, xp_of_gpu)
 from . import changes as _record
 from .trace import active as _trace
 
@@ -353,7 +353,7 @@ def _as_array(data, dtype):
         _ARRAY_TYPES.add(type(data))            # (a torch tensor is never `foreign is data`)
     data = foreign
     if not (isinstance(data, np.ndarray) or is_gpu(data)):
-        data = np.asarray(data, dtype=dtype or np.float32)
+        data = np.asarray(data, dtype=dtype or default_float())
     elif dtype is not None and data.dtype != dtype:
         data = data.astype(dtype)
     return data
@@ -1021,13 +1021,14 @@ def _topological_order(*roots, stop=None):
 def _from_python(data, dtype):
     """Python data (numbers, nested lists) or a NumPy scalar as an array of `dtype`, or, where
     none is given, of torch.tensor's: NumPy's reading of it, float64 / complex128 narrowed to
-    torch's defaults float32 / complex64 (a NumPy scalar keeps its own)."""
+    the default dtypes, float32 / complex64 unless set_default_dtype (a NumPy scalar keeps its
+    own)."""
     if dtype is not None:
         return np.asarray(data, dtype=dtype)
     a = np.asarray(data)
     if isinstance(data, np.generic):
         return a
-    narrow = {"f": DEFAULT_FLOAT, "c": np.complex64}.get(a.dtype.kind)
+    narrow = {"f": default_float(), "c": default_complex()}.get(a.dtype.kind)
     return a if narrow is None else a.astype(narrow)
 
 
@@ -1036,8 +1037,8 @@ def tensor(data, dtype=None, device=None, requires_grad=False):
     later change to the data is not the tensor's; as_tensor shares it), on `device` (default:
     where the data already is -- the CPU for lists and NumPy arrays, its GPU for a CuPy array).
     The dtype, where none is given, is torch.tensor's: Python ints give int64, bools bool, floats
-    float32 (torch's default dtype), complex numbers complex64; NumPy arrays and scalars keep
-    theirs."""
+    the default dtype (float32 unless set_default_dtype), complex numbers complex64 (complex128
+    with a float64 default); NumPy arrays and scalars keep theirs."""
     source = data.data if isinstance(data, Tensor) else from_foreign(data)
     t = as_tensor(source, dtype, device)
     if (isinstance(source, np.ndarray) or is_gpu(source)) and \

@@ -9,7 +9,7 @@ import math
 import numpy as np
 
 from .. import kernels
-from ..backend import (DEFAULT_FLOAT, accumulation_dtype, copy_like, is_channels_last,
+from ..backend import (accumulation_dtype, default_float, copy_like, is_channels_last,
                        is_floating, is_half, same_dtype, to_channels_last)
 from ..tensor import Function
 
@@ -107,7 +107,7 @@ def _division_operands(a, b):
     float dtype, as torch's true division (NumPy's would be float64)."""
     a, b = same_dtype(a, b)
     if not any(is_floating(v.dtype) for v in (a, b) if hasattr(v, "dtype")):
-        a, b = (v.astype(DEFAULT_FLOAT) if hasattr(v, "dtype") else v for v in (a, b))
+        a, b = (v.astype(default_float()) if hasattr(v, "dtype") else v for v in (a, b))
     return a, b
 
 
