@@ -12,8 +12,8 @@ the ops listed in docs/from_pytorch.md; any other op refuses it by name."""
 import sys
 
 from .backend import xp_of
-from .tensor import (Tensor, _capture_outputs, _check_runnable, _free, _hooked, _leading_to,
-                     _topological_order, enable_grad, run_backward)
+from .tensor import (Tensor, _accumulate, _capture_outputs, _check_runnable, _free, _hooked,
+                     _leading_to, _topological_order, enable_grad, run_backward)
 
 __all__ = ["grad", "backward", "functional"]
 
@@ -29,22 +29,58 @@ def _tensors(name, value):
 
 
 def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, inputs=None):
-    """torch.autograd.backward: each tensor's backward with its gradient (None: implied, for
-    one-element tensors), into the leaves' .grad -- one engine run per tensor (the graph kept
-    between them), so a tensor hook sees each run's part of its gradient, where torch's sees
-    their sum once."""
-    if inputs is not None:
-        raise NotImplementedError("autograd.backward(inputs=...) is not done here")
+    """torch.autograd.backward: the sum over `tensors` of d(tensor)/d(leaf), each weighted by its
+    gradient (None: implied, for one-element tensors), accumulated into the leaves' .grad in one
+    run of the engine (a tensor reached from two of them has its hooks run once, on the sum).
+    inputs: only those tensors' .grad are accumulated into -- a non-leaf's too, after its
+    hooks, as retain_grad keeps it -- and only the ops leading to them run; one of them no
+    tensor depends on keeps its .grad. retain_graph defaults to create_graph."""
     tensors = _tensors("tensors", tensors)
     grads = [None] * len(tensors) if grad_tensors is None else \
         [grad_tensors] if isinstance(grad_tensors, Tensor) else list(grad_tensors)
     if len(grads) != len(tensors):
         raise ValueError(f"autograd.backward: {len(grads)} grad_tensors for {len(tensors)} "
                          f"tensors")
+    if inputs is not None:
+        inputs = _tensors("inputs", inputs)
+        if not inputs:
+            raise RuntimeError("`inputs` argument to `backward()` cannot be empty.")
+        for i, t in enumerate(inputs):
+            if not t.requires_grad:
+                raise RuntimeError(f"backward(): inputs[{i}] (shape {t.shape}) does not require "
+                                   f"grad")
+    roots = [(t, t._root_gradient(g)) for t, g in zip(tensors, grads)]
     keep = create_graph if retain_graph is None else retain_graph
-    for i, (t, g) in enumerate(zip(tensors, grads)):
-        last = i == len(tensors) - 1
-        t.backward(g, retain_graph=keep or not last, create_graph=create_graph)
+    capture = None if inputs is None else {id(t): [t, None] for t in inputs}
+    # a non-leaf input keeps its gradient as retain_grad does, after its hooks, and retains
+    # it from then on (torch's)
+    retaining = [] if inputs is None else [t for t in inputs if t._ctx is not None]
+    for t in retaining:
+        t.retain_grad()
+    if create_graph:
+        backward_graph([(t, root_gradient(given, g, t.dtype)) for t, (g, given) in roots],
+                       bool(keep), capture)
+    else:
+        _backward_arrays([(t, g) for t, (g, _) in roots], bool(keep), capture)
+    if capture is None:
+        return
+    for t, g in capture.values():                # the leaves asked for, after their hooks
+        if g is not None and t._ctx is None:
+            if create_graph:
+                _add_to_grad(t, g)
+            else:
+                _accumulate(t, g)
+
+
+def _backward_arrays(roots, retain_graph, capture):
+    """The first-order engine from roots [(Tensor, gradient array)], leaves among them; with
+    `capture`, each captured leaf's hooks then run on its whole gradient (the engine leaves
+    them to autograd.grad, which runs them after the walk, as torch's)."""
+    run_backward(roots, retain_graph, capture)
+    if capture is not None:
+        for entry in capture.values():
+            if entry[1] is not None and entry[0]._ctx is None:
+                entry[1] = _hooked(entry[0], entry[1])
 
 
 def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False,
@@ -101,18 +137,7 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     if create_graph:
         backward_graph(roots, retain_graph is not False, capture)
         return _results(inputs, capture, allow_unused, materialize_grads, copy=False)
-    for out, g in roots:
-        if out._ctx is None:                # an output that is itself a leaf input
-            entry = capture.get(id(out))
-            if entry is not None:
-                entry[1] = g if entry[1] is None else entry[1] + g
-    graph_roots = [(out, g) for out, g in roots if out._ctx is not None]
-    if graph_roots:
-        run_backward(graph_roots, bool(retain_graph), capture)
-    for entry in capture.values():               # a leaf's hooks run on its whole gradient
-        t, g = entry
-        if g is not None and t._ctx is None:
-            entry[1] = _hooked(t, g)
+    _backward_arrays(roots, bool(retain_graph), capture)
     return _results(inputs, capture, allow_unused, materialize_grads, copy=True)
 
 

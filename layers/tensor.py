@@ -541,11 +541,31 @@ class Tensor:
             self._ctx.hooked[self._index] = (weakref.ref(self), self._hooks)
 
     # ---- backward -------------------------------------------------------------------------
-    def backward(self, grad=None, retain_graph=None, create_graph=False):
-        """Accumulate d(self)/d(leaf) into every leaf's .grad that requires_grad. create_graph:
-        the gradients are Tensors with a graph of their own (each leaf's .grad then too, added
-        out of place), for a second differentiation; the graph is kept unless retain_graph is
-        False (as torch's)."""
+    def backward(self, grad=None, retain_graph=None, create_graph=False, inputs=None):
+        """Accumulate d(self)/d(leaf) into every leaf's .grad that requires_grad (with `inputs`,
+        into those tensors' .grad only: layers.autograd.backward). create_graph: the gradients
+        are Tensors with a graph of their own (each leaf's .grad then too, added out of place),
+        for a second differentiation; the graph is kept unless retain_graph is False (as
+        torch's)."""
+        if inputs is not None:
+            from .autograd import backward
+            return backward([self], None if grad is None else [grad], retain_graph,
+                            create_graph, inputs)
+        grad = self._root_gradient(grad)
+        if create_graph:
+            from .autograd import backward_graph, root_gradient
+            backward_graph([(self, root_gradient(grad[1], grad[0], self.dtype))],
+                           retain_graph is not False)
+            return
+        grad = grad[0]
+        if self._ctx is None:
+            _accumulate(self, _hooked(self, grad))
+            return
+        run_backward([(self, grad)], bool(retain_graph))
+
+    def _root_gradient(self, grad):
+        """(the gradient array backward starts from at self -- `grad` checked against self, or
+        ones for a one-element self --, `grad` as given)."""
         if not self.requires_grad:
             raise RuntimeError("backward() on a tensor that does not require grad (no input of "
                                "the graph has requires_grad=True; a gradient from "
@@ -565,19 +585,24 @@ class Tensor:
                                    f"tensor's shape {self.shape}")
             if grad.dtype != self.dtype:           # (as torch: a gradient has its tensor's dtype)
                 grad = grad.astype(self.dtype)
-        if create_graph:
-            from .autograd import backward_graph, root_gradient
-            backward_graph([(self, root_gradient(given, grad, self.dtype))],
-                           retain_graph is not False)
-            return
-        if self._ctx is None:
-            _accumulate(self, _hooked(self, grad))
-            return
-        run_backward([(self, grad)], bool(retain_graph))
+        return grad, given
+
+
+def _to_leaf(t, g, own, hooked, capture):
+    """A leaf's gradient array: into its capture entry (autograd.grad; a leaf not asked for:
+    dropped), or kept in `hooked` for its hooks to see the sum, or into its .grad."""
+    if capture is not None:
+        entry = capture.get(id(t))
+        if entry is not None:
+            entry[1] = g if entry[1] is None else entry[1] + g
+    elif t._hooks:
+        hooked.setdefault(id(t), (t, []))[1].append(g)
+    else:
+        _accumulate(t, g, own)
 
 
 def run_backward(roots, retain_graph, capture=None):
-    """The backward engine: from each (non-leaf Tensor, its gradient array) of `roots`, every
+    """The backward engine: from each (Tensor, its gradient array) of `roots`, every
     op's backward once, consumers before producers, each gradient handed on to the op that made
     its input or into a leaf's .grad. With `capture` ({id(tensor): [tensor, None]}: autograd.grad)
     no .grad changes: the gradients of those tensors are summed into their entries instead (a
@@ -591,10 +616,13 @@ def run_backward(roots, retain_graph, capture=None):
 
 
 def _run(roots, retain_graph, capture):
-    order = _topological_order(*(t._ctx for t, _ in roots))
+    order = _topological_order(*(t._ctx for t, _ in roots if t._ctx is not None))
     deferred, hooked = {}, {}
     pending = {}
     for t, grad in roots:
+        if t._ctx is None:                     # a root that is a leaf itself
+            _to_leaf(t, grad, False, hooked, capture)
+            continue
         slot = pending.setdefault(t._ctx, [None] * t._ctx.n_outputs)
         slot[t._index] = grad if slot[t._index] is None else slot[t._index] + grad
     captured_outputs = {}                # {op: [(output index, capture entry)]} (non-leaves)
@@ -830,14 +858,7 @@ def _backward_one(fn, grads, pending, deferred, hooked, capture=None):
         if gx.dtype != t.dtype:     # a gradient has its tensor's dtype (as torch)
             gx, own = gx.astype(t.dtype), True
         if t._ctx is None:
-            if capture is not None:      # (autograd.grad: its entry, or dropped)
-                entry = capture.get(id(t))
-                if entry is not None:
-                    entry[1] = gx if entry[1] is None else entry[1] + gx
-            elif t._hooks:
-                hooked.setdefault(id(t), (t, []))[1].append(gx)
-            else:
-                _accumulate(t, gx, own)
+            _to_leaf(t, gx, own, hooked, capture)
         else:
             slot = pending.setdefault(t._ctx, [None] * t._ctx.n_outputs)
             held = slot[t._index]
