@@ -1524,6 +1524,22 @@ def conv1d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     return reshape(y, y.shape[0], y.shape[1], y.shape[3])
 
 
+def conv_transpose1d(x, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1,
+                     dilation=1):
+    """PyTorch's conv_transpose1d: x (N, Cin, L), weight (Cin, Cout/groups, k); conv_transpose2d
+    on (N, Cin, 1, L)."""
+    if x.ndim != 3 or weight.ndim != 3:
+        raise ValueError(f"conv_transpose1d: expected 3-d input and weight, got input {x.shape} "
+                         f"and weight {weight.shape}")
+    stride, padding, output_padding, dilation = (
+        single("conv_transpose1d", v) for v in (stride, padding, output_padding, dilation))
+    y = conv_transpose2d(reshape(x, x.shape[0], x.shape[1], 1, x.shape[2]),
+                         reshape(weight, weight.shape[0], weight.shape[1], 1, weight.shape[2]),
+                         bias, (1, stride), (0, padding), (0, output_padding), groups,
+                         (1, dilation))
+    return reshape(y, y.shape[0], y.shape[1], y.shape[3])
+
+
 def conv_transpose2d(x, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1,
                      dilation=1, layout="NCHW"):
     """PyTorch's conv_transpose2d: weight (Cin, Cout/groups, R, S)."""

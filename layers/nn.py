@@ -445,22 +445,72 @@ class Conv1d(_ConvNd):
                         self.dilation[0], self.groups)
 
 
-class ConvTranspose2d(_ConvNd):
+class _ConvTransposeNd(_ConvNd):
+    """weight (in_channels, out_channels/groups, *kernel_size), as torch; forward(x,
+    output_size=) picks the output_padding that gives that size, as torch's."""
+    dims = 2
+
+    def __init__(self, in_channels, out_channels, kernel_size, stride, padding, output_padding,
+                 groups, bias, dilation, padding_mode):
+        if padding_mode != "zeros":
+            raise ValueError(f"{type(self).__name__}: only the 'zeros' padding mode is supported "
+                             f"(as torch), got {padding_mode!r}")
+        super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation,
+                         groups, bias, (in_channels, out_channels // groups) + kernel_size)
+        self.output_padding = output_padding
+
+    def _output_padding(self, x, output_size):
+        """torch's: output_padding, or, for a requested output_size (its spatial sizes, or the
+        whole shape), the one that gives it -- each size within [the smallest transposed size,
+        that + stride - 1]."""
+        if output_size is None:
+            return self.output_padding
+        n = self.dims
+        size = [int(s) for s in output_size]
+        if len(size) == n + 2:
+            size = size[2:]
+        if len(size) != n:
+            raise ValueError(f"{type(self).__name__}: for {x.ndim}D input, output_size must have "
+                             f"{n} or {n + 2} elements (got {len(size)})")
+        smallest = [(x.shape[2 + d] - 1) * self.stride[d] - 2 * self.padding[d] +
+                    self.dilation[d] * (self.kernel_size[d] - 1) + 1 for d in range(n)]
+        largest = [s + t - 1 for s, t in zip(smallest, self.stride)]
+        if any(not lo <= s <= hi for s, lo, hi in zip(size, smallest, largest)):
+            raise ValueError(f"{type(self).__name__}: requested an output size of {size}, but "
+                             f"valid sizes range from {smallest} to {largest} (for an input of "
+                             f"{tuple(x.shape[2:])})")
+        return tuple(s - lo for s, lo in zip(size, smallest))
+
+
+class ConvTranspose1d(_ConvTransposeNd):
+    """weight (in_channels, out_channels/groups, k), as torch."""
+    dims = 1
+
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0,
+                 output_padding=0, groups=1, bias=True, dilation=1, padding_mode="zeros"):
+        one = lambda v: (F.single("ConvTranspose1d", v),)        # noqa: E731 (torch's (3,) too)
+        super().__init__(in_channels, out_channels, one(kernel_size), one(stride), one(padding),
+                         one(output_padding), groups, bias, one(dilation), padding_mode)
+
+    def forward(self, x, output_size=None):
+        return F.conv_transpose1d(x, self.weight, self.bias, self.stride, self.padding,
+                                  self._output_padding(x, output_size), self.groups,
+                                  self.dilation)
+
+
+class ConvTranspose2d(_ConvTransposeNd):
     """weight (in_channels, out_channels/groups, R, S), as torch."""
 
     def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0,
                  output_padding=0, groups=1, bias=True, dilation=1, padding_mode="zeros"):
-        if padding_mode != "zeros":
-            raise ValueError(f"ConvTranspose2d: only the 'zeros' padding mode is supported (as "
-                             f"torch), got {padding_mode!r}")
-        k = _pair(kernel_size)
-        super().__init__(in_channels, out_channels, k, _pair(stride), _pair(padding),
-                         _pair(dilation), groups, bias, (in_channels, out_channels // groups) + k)
-        self.output_padding = _pair(output_padding)
+        super().__init__(in_channels, out_channels, _pair(kernel_size), _pair(stride),
+                         _pair(padding), _pair(output_padding), groups, bias, _pair(dilation),
+                         padding_mode)
 
-    def forward(self, x):
+    def forward(self, x, output_size=None):
         return F.conv_transpose2d(x, self.weight, self.bias, self.stride, self.padding,
-                                  self.output_padding, self.groups, self.dilation)
+                                  self._output_padding(x, output_size), self.groups,
+                                  self.dilation)
 
 
 def _affine_parameters(module, shape, affine, bias=True):
@@ -1096,7 +1146,8 @@ class CrossEntropyLoss(Module):
 __all__ = ["Module", "Parameter", "Sequential", "ModuleList", "ModuleDict", "ParameterList",
            "ParameterDict", "GroupNorm", "InstanceNorm1d", "InstanceNorm2d", "GELU", "SiLU",
            "Mish", "ELU", "Softplus", "Hardtanh", "ReLU6", "LogSigmoid", "Linear", "Conv1d",
-           "Conv2d", "ConvTranspose2d", "BatchNorm1d", "BatchNorm2d", "Embedding", "Dropout",
+           "Conv2d", "ConvTranspose1d", "ConvTranspose2d", "BatchNorm1d", "BatchNorm2d",
+           "Embedding", "Dropout",
            "Dropout1d", "Dropout2d", "Dropout3d", "ReLU", "LeakyReLU", "Tanh", "Sigmoid",
            "Flatten", "Upsample", "UpsamplingNearest2d", "UpsamplingBilinear2d", "MaxPool2d",
            "AvgPool2d", "MaxPool1d",
