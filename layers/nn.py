@@ -13,7 +13,7 @@ from . import init
 from .creation import zeros_like
 from .module import (Module, ModuleDict, ModuleList, Parameter,  # noqa: F401
                      ParameterDict, ParameterList, Sequential, options_repr)
-from . import rnn_utils
+from . import rnn_utils, weight_norms
 from .rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNCell  # noqa: F401  (re-exported)
 from .tensor import Tensor
 
@@ -1173,10 +1173,15 @@ class _Stateless:
 class _Utils:
     """torch.nn.utils' spelling of what layers.optim has: nn.utils.clip_grad_norm_ and
     clip_grad_value_; nn.utils.rnn (layers.rnn_utils: packing padded sequences);
-    nn.utils.stateless.functional_call (layers.func's)."""
+    nn.utils.stateless.functional_call (layers.func's); weight_norm and spectral_norm
+    (layers.weight_norms)."""
 
     rnn = rnn_utils
     stateless = _Stateless()
+    weight_norm = staticmethod(weight_norms.weight_norm)
+    remove_weight_norm = staticmethod(weight_norms.remove_weight_norm)
+    spectral_norm = staticmethod(weight_norms.spectral_norm)
+    remove_spectral_norm = staticmethod(weight_norms.remove_spectral_norm)
 
     @staticmethod
     def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=False,
