@@ -1,9 +1,11 @@
 """layers: a define-by-run autograd engine whose ops run on NumPy (the readable reference, any
 machine) or on cuDNN / CuPy (where the data is on a GPU), with PyTorch-exact layers, losses and
 optimizers, and Keras-layout convolution entry points."""
+import sys as _sys
+
 import numpy as _np
 
-from . import autograd, func, functional, graph, init, kernels, keras, nn, optim
+from . import autograd, data, func, functional, graph, init, kernels, keras, nn, optim
 from . import functional as F
 from .backend import get_default_dtype, parse_device, set_default_dtype
 from .creation import (arange, empty, empty_like, eye, full, full_like, linspace, ones, ones_like,
@@ -83,7 +85,7 @@ __all__ = ["autograd", "Tensor", "Function", "tensor", "as_tensor", "no_grad", "
            "load", "parse_device", "zeros", "ones", "full", "empty", "rand", "randn", "randint",
            "zeros_like", "ones_like", "full_like", "empty_like", "rand_like", "randn_like",
            "randint_like", "randperm", "arange", "linspace", "eye", "einsum", "unique", "func",
-           "set_default_dtype", "get_default_dtype",
+           "set_default_dtype", "get_default_dtype", "utils",
            # torch's top-level functions (layers.functional's)
            "abs", "add", "amax", "amin", "argmax", "argmin", "argsort", "cat", "chunk", "clamp",
            "clone", "div", "exp", "flatten", "gather", "index_select", "log", "log_softmax",
@@ -102,3 +104,14 @@ __all__ = ["autograd", "Tensor", "Function", "tensor", "as_tensor", "no_grad", "
            "bfloat16", "float16", "half", "float32", "float", "float64", "double", "int8",
            "uint8", "int16", "short", "int32", "int", "int64", "long", "bool"]
 __all__ += ["channels_last", "contiguous_format", "preserve_format"]
+
+
+class _Utils:
+    """torch.utils' spelling: L.utils.data (layers.data: Dataset, DataLoader, ...); also
+    `from layers.utils.data import DataLoader`."""
+    data = data
+
+
+utils = _Utils()
+_sys.modules[__name__ + ".utils"] = utils
+_sys.modules[__name__ + ".utils.data"] = data

@@ -1,0 +1,210 @@
+"""layers.utils.data against torch.utils.data: the same indices give the same batches -- values,
+dtypes, shapes and container types (default_collate's rules) --, the samplers' lengths and
+orders where they are not random (and, where they are, each pass a permutation of one seeded
+order), random_split's sizes, ConcatDataset / Subset indexing, IterableDataset batching, and
+the option errors torch gives."""
+import collections
+import contextlib
+
+import numpy as np
+import pytest
+import torch
+import torch.utils.data as tud
+
+import layers as L
+import layers.utils.data as lud
+from layers.utils.data import DataLoader, TensorDataset
+
+Point = collections.namedtuple("Point", "x label")
+
+
+class Samples:
+    """A map-style dataset of each kind default_collate takes; `lib` picks its base class."""
+
+    def __init__(self, lib, kind, n=7):
+        self.lib, self.kind, self.n = lib, kind, n
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        rng = np.random.default_rng(i)
+        a = rng.standard_normal((2, 3)).astype(np.float32)
+        tensor = (torch.tensor if self.lib is torch else L.tensor)(a)
+        return {"tensor": tensor, "numpy": a, "float": float(a[0, 0]), "int": i, "bool": i % 2 == 0,
+                "numpy scalar": np.float32(a[1, 1]), "string": f"s{i}",
+                "tuple": (i, f"t{i}"), "list": [i, float(i) / 2],
+                "dict": {"k": tensor, "name": f"n{i}"}, "namedtuple": Point(a, i),
+                "ordered dict": collections.OrderedDict(b=i, a=tensor)}[self.kind]
+
+
+KINDS = ["tensor", "numpy", "float", "int", "bool", "numpy scalar", "string", "tuple", "list",
+         "dict", "namedtuple", "ordered dict"]
+
+
+def _same(ours, theirs, where=""):
+    if isinstance(theirs, torch.Tensor):
+        assert isinstance(ours, L.Tensor), where
+        assert str(ours.dtype) == str(theirs.dtype).replace("torch.", ""), where
+        np.testing.assert_array_equal(ours.numpy(), theirs.numpy(), err_msg=where)
+    elif isinstance(theirs, dict):
+        assert type(ours) is type(theirs) and list(ours) == list(theirs), where
+        for k in theirs:
+            _same(ours[k], theirs[k], f"{where}[{k!r}]")
+    elif isinstance(theirs, (list, tuple)):
+        assert type(ours) is type(theirs) and len(ours) == len(theirs), (where, ours, theirs)
+        for i, (a, b) in enumerate(zip(ours, theirs)):
+            _same(a, b, f"{where}[{i}]")
+    else:
+        assert ours == theirs, where
+
+
+@pytest.mark.parametrize("drop_last", [False, True])
+@pytest.mark.parametrize("kind", KINDS)
+def test_batches_of_each_kind_are_torchs(kind, drop_last):
+    order = [4, 0, 6, 2, 1, 5, 3]                    # (the same sampler for both)
+    ours = list(DataLoader(Samples(L, kind), batch_size=3, sampler=order, drop_last=drop_last))
+    theirs = list(tud.DataLoader(Samples(torch, kind), batch_size=3, sampler=order,
+                                 drop_last=drop_last))
+    assert len(ours) == len(theirs) == (2 if drop_last else 3)
+    _same(ours, theirs)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_unbatched_loading_converts_as_torchs(kind):
+    _same(list(DataLoader(Samples(L, kind), batch_size=None)),
+          list(tud.DataLoader(Samples(torch, kind), batch_size=None)))
+
+
+def test_tensor_dataset_and_lengths_are_torchs():
+    x, y = np.arange(20.0).reshape(10, 2), np.arange(10)
+    ds, tds = TensorDataset(L.tensor(x), L.tensor(y)), tud.TensorDataset(torch.tensor(x),
+                                                                          torch.tensor(y))
+    for kw in (dict(batch_size=4), dict(batch_size=4, drop_last=True), dict(batch_size=10),
+               dict(batch_size=1), dict(batch_size=3, shuffle=False)):
+        assert len(DataLoader(ds, **kw)) == len(tud.DataLoader(tds, **kw)), kw
+        _same(list(DataLoader(ds, **kw)), list(tud.DataLoader(tds, **kw)), str(kw))
+    with pytest.raises(ValueError, match="Size mismatch between tensors"):
+        TensorDataset(L.zeros(3), L.zeros(4))
+
+
+def test_shuffling_is_a_new_permutation_each_pass_and_seeded():
+    ds = TensorDataset(L.arange(50))
+    L.manual_seed(0)
+    loader = DataLoader(ds, batch_size=8, shuffle=True)
+    passes = [np.concatenate([b.numpy() for b, in loader]) for _ in range(3)]
+    for p in passes:
+        assert sorted(p.tolist()) == list(range(50))
+    assert not np.array_equal(passes[0], passes[1])
+    L.manual_seed(0)
+    np.testing.assert_array_equal(np.concatenate([b.numpy() for b, in loader]), passes[0])
+    rng = lambda: np.random.default_rng(5)                            # noqa: E731
+    a = [b.numpy() for b, in DataLoader(ds, batch_size=8, shuffle=True, generator=rng())]
+    b = [b.numpy() for b, in DataLoader(ds, batch_size=8, shuffle=True, generator=rng())]
+    np.testing.assert_array_equal(np.concatenate(a), np.concatenate(b))
+    with pytest.raises(TypeError, match="generator= takes a numpy.random.Generator here"):
+        list(DataLoader(ds, shuffle=True, generator=torch.Generator()))
+
+
+def test_random_sampler_with_replacement_and_num_samples():
+    ds = list(range(5))
+    for kw in (dict(replacement=True, num_samples=12), dict(num_samples=12), dict()):
+        ours, theirs = lud.RandomSampler(ds, **kw), tud.RandomSampler(ds, **kw)
+        drawn = list(ours)
+        assert len(drawn) == len(ours) == len(theirs) == len(list(theirs))
+        assert set(drawn) <= set(ds)
+        if not kw.get("replacement"):           # whole permutations, then part of one
+            for start in range(0, len(drawn) - len(ds) + 1, len(ds)):
+                assert sorted(drawn[start:start + len(ds)]) == ds
+    with pytest.raises(ValueError, match="num_samples should be a positive integer value, but "
+                                         "got num_samples=0"):
+        lud.RandomSampler(ds, num_samples=0)
+
+
+def test_batch_sampler_and_subset_random_sampler():
+    for n, bs, drop in ((10, 3, False), (10, 3, True), (9, 3, True), (2, 5, False)):
+        ours = list(lud.BatchSampler(range(n), bs, drop))
+        assert ours == list(tud.BatchSampler(range(n), bs, drop))
+        assert len(lud.BatchSampler(range(n), bs, drop)) == len(ours)
+    got = list(lud.SubsetRandomSampler([3, 7, 9, 11]))
+    assert sorted(got) == [3, 7, 9, 11]
+    with pytest.raises(ValueError, match="batch_size should be a positive integer value"):
+        lud.BatchSampler(range(3), 0, False)
+
+
+@pytest.mark.parametrize("lengths", [[3, 7], [0.3, 0.7], [0.5, 0.25, 0.25], [0.34, 0.33, 0.33],
+                                     [1.0, 0.0]])
+def test_random_split_sizes_are_torchs(lengths):
+    ds = list(range(10))
+    warns = (lambda: pytest.warns(UserWarning, match="Length of split at index 1 is 0")) \
+        if 0.0 in lengths else contextlib.nullcontext
+    with warns():
+        ours = lud.random_split(ds, lengths)
+    with warns():
+        theirs = tud.random_split(ds, lengths)
+    assert [len(s) for s in ours] == [len(s) for s in theirs]
+    flat = [ds_i for s in ours for ds_i in (s[i] for i in range(len(s)))]
+    assert sorted(flat) == ds
+    with pytest.raises(ValueError, match="Sum of input lengths does not equal the length"):
+        lud.random_split(ds, [3, 3])
+
+
+def test_concat_and_subset_index_as_torchs():
+    a, b = list(range(3)), list(range(10, 15))
+    ours = lud.ConcatDataset([_Listed(a), _Listed(b)])
+    theirs = tud.ConcatDataset([a, b])
+    assert len(ours) == len(theirs)
+    for i in list(range(len(theirs))) + [-1, -8]:
+        assert ours[i] == theirs[i], i
+    assert (_Listed(a) + _Listed(b))[4] == 11
+    sub = lud.Subset(_Listed(b), [4, 0, 2])
+    assert [sub[i] for i in range(3)] == [14, 10, 12] and len(sub) == 3
+
+
+class _Listed(lud.Dataset):
+    def __init__(self, items):
+        self.items = items
+
+    def __getitem__(self, i):
+        return self.items[i]
+
+    def __len__(self):
+        return len(self.items)
+
+
+@pytest.mark.parametrize("batch_size,drop_last", [(3, False), (3, True), (None, False)])
+def test_an_iterable_dataset_is_batched_as_it_streams_as_torchs(batch_size, drop_last):
+    def stream(lib):
+        base = lud.IterableDataset if lib is L else tud.IterableDataset
+
+        class Stream(base):
+            def __iter__(self):
+                return iter([{"i": i, "x": np.full(2, i, np.float32)} for i in range(8)])
+        return Stream()
+    _same(list(DataLoader(stream(L), batch_size=batch_size, drop_last=drop_last)),
+          list(tud.DataLoader(stream(torch), batch_size=batch_size, drop_last=drop_last)))
+    with pytest.raises(ValueError, match="expected unspecified shuffle option, but got "
+                                         "shuffle=True"):
+        DataLoader(stream(L), shuffle=True)
+
+
+def test_option_errors_are_torchs():
+    ds = list(range(4))
+    cases = [dict(sampler=[0, 1], shuffle=True), dict(batch_sampler=[[0]], batch_size=2),
+             dict(batch_sampler=[[0]], drop_last=True), dict(batch_size=None, drop_last=True),
+             dict(num_workers=-1)]
+    for kw in cases:
+        with pytest.raises(ValueError) as ours:
+            DataLoader(ds, **kw)
+        with pytest.raises(ValueError) as theirs:
+            tud.DataLoader(ds, **kw)
+        assert str(ours.value) == str(theirs.value), kw
+
+
+def test_workers_and_pinned_memory_are_taken_and_give_the_same_batches():
+    ds = TensorDataset(L.arange(6.0))
+    plain = [b.numpy() for b, in DataLoader(ds, batch_size=4)]
+    taken = [b.numpy() for b, in DataLoader(ds, batch_size=4, num_workers=2, pin_memory=True,
+                                            persistent_workers=True, prefetch_factor=2)]
+    for a, b in zip(plain, taken):
+        np.testing.assert_array_equal(a, b)
