@@ -9,8 +9,8 @@ from . import autograd, data, func, functional, graph, init, kernels, keras, nn,
 from . import functional as F
 from .backend import get_default_dtype, parse_device, set_default_dtype
 from .creation import (arange, empty, empty_like, eye, full, full_like, linspace, ones, ones_like,
-                       rand, rand_like, randint, randint_like, randn, randn_like, randperm, zeros,
-                       zeros_like)
+                       multinomial, rand, rand_like, randint, randint_like, randn, randn_like,
+                       randperm, zeros, zeros_like)
 from .module import Module, ModuleDict, ModuleList, Parameter, Sequential
 from .functional import absolute as abs  # noqa: A001  (torch's top-level spellings)
 from .functional import (add, amax, amin, argmax, argmin, argsort, cat, chunk, clamp, clone,
@@ -84,7 +84,7 @@ __all__ = ["autograd", "Tensor", "Function", "tensor", "as_tensor", "no_grad", "
            "Sequential", "ModuleList", "ModuleDict", "functional", "F", "nn", "init", "optim", "keras", "manual_seed", "save",
            "load", "parse_device", "zeros", "ones", "full", "empty", "rand", "randn", "randint",
            "zeros_like", "ones_like", "full_like", "empty_like", "rand_like", "randn_like",
-           "randint_like", "randperm", "arange", "linspace", "eye", "einsum", "unique", "func",
+           "randint_like", "randperm", "multinomial", "arange", "linspace", "eye", "einsum", "unique", "func",
            "set_default_dtype", "get_default_dtype", "utils",
            # torch's top-level functions (layers.functional's)
            "abs", "add", "amax", "amin", "argmax", "argmin", "argsort", "cat", "chunk", "clamp",

@@ -175,6 +175,61 @@ def randint(*args, size=None, dtype=None, device=None, requires_grad=False):
                  requires_grad)
 
 
+def multinomial(input, num_samples, replacement=False, *, generator=None):
+    """torch.multinomial: for each row of non-negative weights `input` (1-d, or 2-d: a row per
+    distribution), num_samples category indices (int64), drawn with or without replacement
+    with probabilities proportional to the weights, on input's device and from its generator
+    (manual_seed's), not torch's numbers. With replacement: the inverse of each row's
+    cumulative distribution at uniform draws (a category of weight 0 never drawn); without:
+    the categories in increasing order of exponential race times -log(1 - u) / w, which is
+    sequential draws without replacement (Efraimidis and Spirakis), categories of weight 0
+    last. The weights are checked as torch checks them (on a GPU: one read back)."""
+    if generator is not None:
+        raise TypeError("multinomial(): generator= objects are not done here; L.manual_seed "
+                        "seeds the draws")
+    if not isinstance(input, Tensor):
+        raise TypeError(f"multinomial(): input must be a Tensor, got {type(input).__name__}")
+    if not is_floating(input.dtype):
+        raise RuntimeError(f"multinomial only supports floating-point dtypes for input, got: "
+                           f"{input.dtype}")
+    if input.ndim not in (1, 2):
+        raise RuntimeError(f"prob_dist must be 1 or 2 dim, got shape {input.shape}")
+    num_samples = _index(num_samples)
+    n = input.shape[-1]
+    if num_samples <= 0:
+        raise RuntimeError("cannot sample n_sample <= 0 samples")
+    if not replacement and num_samples > n:
+        raise RuntimeError(f"cannot sample n_sample > prob_dist.size(-1) samples without "
+                           f"replacement (n_sample {num_samples}, {n} categories)")
+    if n == 0:
+        raise RuntimeError("multinomial(): input has no categories (its last size is 0)")
+    xp = xp_of(input.data)
+    w = input.data.reshape(-1, n).astype(np.float64)
+    bad_value = ~xp.isfinite(w).all() | (w < 0).any()
+    bad_sum = (w.sum(axis=1) <= 0).any()
+    if bool(bad_value):                               # (on a GPU: the read back)
+        raise RuntimeError("probability tensor contains either `inf`, `nan` or element < 0")
+    if bool(bad_sum):
+        raise RuntimeError("invalid multinomial distribution (sum of probabilities <= 0)")
+    rows = w.shape[0]
+    device = "cpu" if xp is np else input.data.device.id
+    u = _draw((rows, num_samples if replacement else n), np.dtype(np.float64), device,
+              "uniform")
+    if replacement:
+        cdf = xp.cumsum(w, axis=1)
+        cdf = cdf / cdf[:, -1:]          # (1.0 exactly from the last weight > 0 on: u < 1 stops
+        # there); each row moved 2 apart, so that one search serves them all
+        offset = 2 * xp.arange(rows, dtype=np.float64)[:, None]
+        at = xp.searchsorted((cdf + offset).ravel(), (u + offset).ravel(), side="right")
+        out = at.reshape(rows, num_samples) - n * xp.arange(rows)[:, None]
+    else:
+        with np.errstate(divide="ignore"):
+            keys = -xp.log1p(-u) / w             # (weight 0: inf, after every other)
+        out = xp.argsort(keys, axis=1, kind="stable")[:, :num_samples]
+    out = out.astype(np.int64)
+    return Tensor(out if input.ndim == 2 else out[0])
+
+
 def randperm(n, *, dtype=None, device=None, requires_grad=False):
     """A random permutation of 0 .. n-1 (int64 unless `dtype`), as torch's; drawn by the host
     generator and copied to a GPU (one transfer)."""

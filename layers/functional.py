@@ -1725,6 +1725,11 @@ def _new(x, kind, args, dtype, device):
     return getattr(creation, kind)(*args, **kw)
 
 
+def _multinomial(x, num_samples, replacement=False, *, generator=None):
+    from .creation import multinomial
+    return multinomial(x, num_samples, replacement, generator=generator)
+
+
 def _new_tensor(x, data, dtype, device):
     from .tensor import tensor
     return tensor(data, dtype=x.dtype if dtype is None else dtype,
@@ -2763,6 +2768,7 @@ def _install_tensor_methods():
         "uniform_": lambda self, *bounds, **kw: _draw_(self, "uniform_",
                                                        *_uniform_bounds(bounds, kw)),
         "zero_": lambda self: _fill_(self, 0, "zero_()"),
+        "multinomial": _multinomial,
         "T": property(lambda self: transpose(self)),
     }
     for name, symbol, op in (("floordiv", "//", floor_divide), ("mod", "%", remainder),
