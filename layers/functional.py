@@ -1419,9 +1419,15 @@ def _nhwc_conv(x, weight):
 
 def _check_conv(name, x, weight, ndim):
     if x.ndim != ndim or weight.ndim != ndim:
-        raise ValueError(f"{name}: expected {ndim}-d input and weight, got input {x.shape} and "
-                         f"weight {weight.shape}")
+        raise ValueError(f"{name}: expected {ndim}-d input and weight ({ndim - 1}-d input: one "
+                         f"unbatched item), got input {x.shape} and weight {weight.shape}")
     _check_float(name, x, weight)
+
+
+def _unbatched(x, weight, ndim, layout="NCHW"):
+    """True for one item without its batch axis (torch's unbatched input: (C, H, W) to conv2d),
+    which the convolutions run as a batch of one."""
+    return x.ndim == ndim - 1 and weight.ndim == ndim and layout == "NCHW"
 
 
 def _check_geometry(name, groups, bias, channels_out, stride, dilation, padding,
@@ -1453,6 +1459,9 @@ def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, layo
     activation None, 'relu', 'tanh' or 'sigmoid' is applied to conv + bias; on the GPU the three
     run as one fused cuDNN graph where an engine supports it (for float16 / bfloat16 data, tanh
     and the sigmoid run as their own op, which keeps its input for the gradient)."""
+    if _unbatched(x, weight, 4, layout):
+        return squeeze(conv2d(unsqueeze(x, 0), weight, bias, stride, padding, dilation, groups,
+                              layout, activation), 0)
     _check_conv("conv2d", x, weight, 4)
     if activation not in (None, "relu", "tanh", "sigmoid"):
         raise ValueError(f"conv2d: activation must be None, 'relu', 'tanh' or 'sigmoid', got "
@@ -1510,9 +1519,10 @@ def _string_padding(name, x, weight, padding, stride, dilation, layout):
 def conv1d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     """x (N, C, L), weight (K, C/groups, k): conv2d on (N, C, 1, L). padding: a number, or
     'valid' / 'same' (as torch)."""
-    if x.ndim != 3 or weight.ndim != 3:
-        raise ValueError(f"conv1d: expected 3-d input and weight, got input {x.shape} and "
-                         f"weight {weight.shape}")
+    if _unbatched(x, weight, 3):
+        return squeeze(conv1d(unsqueeze(x, 0), weight, bias, stride, padding, dilation, groups),
+                       0)
+    _check_conv("conv1d", x, weight, 3)
     stride, dilation = single("conv1d", stride), single("conv1d", dilation)
     padding = padding if isinstance(padding, str) else single("conv1d", padding)
     if padding == "same" and stride != 1:
@@ -1528,9 +1538,10 @@ def conv_transpose1d(x, weight, bias=None, stride=1, padding=0, output_padding=0
                      dilation=1):
     """PyTorch's conv_transpose1d: x (N, Cin, L), weight (Cin, Cout/groups, k); conv_transpose2d
     on (N, Cin, 1, L)."""
-    if x.ndim != 3 or weight.ndim != 3:
-        raise ValueError(f"conv_transpose1d: expected 3-d input and weight, got input {x.shape} "
-                         f"and weight {weight.shape}")
+    if _unbatched(x, weight, 3):
+        return squeeze(conv_transpose1d(unsqueeze(x, 0), weight, bias, stride, padding,
+                                        output_padding, groups, dilation), 0)
+    _check_conv("conv_transpose1d", x, weight, 3)
     stride, padding, output_padding, dilation = (
         single("conv_transpose1d", v) for v in (stride, padding, output_padding, dilation))
     y = conv_transpose2d(reshape(x, x.shape[0], x.shape[1], 1, x.shape[2]),
@@ -1543,6 +1554,9 @@ def conv_transpose1d(x, weight, bias=None, stride=1, padding=0, output_padding=0
 def conv_transpose2d(x, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1,
                      dilation=1, layout="NCHW"):
     """PyTorch's conv_transpose2d: weight (Cin, Cout/groups, R, S)."""
+    if _unbatched(x, weight, 4, layout):
+        return squeeze(conv_transpose2d(unsqueeze(x, 0), weight, bias, stride, padding,
+                                        output_padding, groups, dilation, layout), 0)
     _check_conv("conv_transpose2d", x, weight, 4)
     stride, padding, output_padding, dilation = (pair(v) for v in
                                                  (stride, padding, output_padding, dilation))

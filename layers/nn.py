@@ -467,18 +467,19 @@ class _ConvTransposeNd(_ConvNd):
             return self.output_padding
         n = self.dims
         size = [int(s) for s in output_size]
-        if len(size) == n + 2:
-            size = size[2:]
+        leading = x.ndim - n                     # (N, C; unbatched: C)
+        if len(size) == leading + n:
+            size = size[leading:]
         if len(size) != n:
             raise ValueError(f"{type(self).__name__}: for {x.ndim}D input, output_size must have "
-                             f"{n} or {n + 2} elements (got {len(size)})")
-        smallest = [(x.shape[2 + d] - 1) * self.stride[d] - 2 * self.padding[d] +
+                             f"{n} or {leading + n} elements (got {len(size)})")
+        smallest = [(x.shape[leading + d] - 1) * self.stride[d] - 2 * self.padding[d] +
                     self.dilation[d] * (self.kernel_size[d] - 1) + 1 for d in range(n)]
         largest = [s + t - 1 for s, t in zip(smallest, self.stride)]
         if any(not lo <= s <= hi for s, lo, hi in zip(size, smallest, largest)):
             raise ValueError(f"{type(self).__name__}: requested an output size of {size}, but "
                              f"valid sizes range from {smallest} to {largest} (for an input of "
-                             f"{tuple(x.shape[2:])})")
+                             f"{tuple(x.shape[leading:])})")
         return tuple(s - lo for s, lo in zip(size, smallest))
 
 

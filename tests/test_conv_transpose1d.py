@@ -1,8 +1,9 @@
 """ConvTranspose1d / F.conv_transpose1d (a transposed convolution over one axis: a vocoder's
-upsampling layer) and the transposed convolutions' forward(x, output_size=) as torch's: the same
-weights give torch's outputs and gradients (to second order), state_dict and repr; output_size
-picks torch's output_padding, and a size out of reach is refused with torch's ranges. float64,
-on the CPU, a GPU (cuDNN's backward-data) and the host GPU path."""
+upsampling layer), the transposed convolutions' forward(x, output_size=) and the convolutions'
+unbatched input (one item without its batch axis) as torch's: the same weights give torch's outputs
+and gradients (to second order), state_dict and repr; output_size picks torch's output_padding, and
+a size out of reach is refused with torch's ranges. float64, on the CPU, a GPU (cuDNN's
+backward-data) and the host GPU path."""
 import numpy as np
 import pytest
 import torch
@@ -101,3 +102,42 @@ def test_conv_transpose1d_refuses_what_torch_refuses():
         F.conv_transpose1d(L.ones(1, 2, 3, 3), L.ones(2, 2, 3))
     with pytest.raises(ValueError, match="output_padding"):
         F.conv_transpose1d(L.ones(1, 2, 3), L.ones(2, 2, 3), stride=2, output_padding=2)
+
+
+UNBATCHED = {
+    "Conv1d": (lambda lib: lib.nn.Conv1d(4, 6, 3, padding=1, groups=2), (4, 9)),
+    "Conv1d_reflect": (lambda lib: lib.nn.Conv1d(4, 2, 3, padding=1, padding_mode="reflect"),
+                       (4, 9)),
+    "Conv2d": (lambda lib: lib.nn.Conv2d(4, 3, 3, stride=2, padding="valid"), (4, 7, 6)),
+    "Conv2d_same": (lambda lib: lib.nn.Conv2d(4, 3, 4, padding="same"), (4, 7, 6)),
+    "ConvTranspose1d": (lambda lib: lib.nn.ConvTranspose1d(4, 2, 3, stride=2), (4, 5)),
+    "ConvTranspose2d": (lambda lib: lib.nn.ConvTranspose2d(4, 2, 3, stride=2, padding=1),
+                        (4, 5, 3)),
+}
+
+
+@pytest.mark.filterwarnings("ignore:Using padding='same' with even kernel lengths")  # (torch's)
+@pytest.mark.parametrize("name", sorted(UNBATCHED))
+@pytest.mark.parametrize("device", DEVICES)
+def test_unbatched_input_is_a_batch_of_one_as_torchs(name, where):
+    make, shape = UNBATCHED[name]
+    L.manual_seed(0)
+    m = make(L).double()
+    t = make(torch).double()
+    t.load_state_dict({k: torch.tensor(v) for k, v in m.state_dict().items()})
+    m.to(where)
+    x = np.random.default_rng(3).standard_normal(shape)
+    xs, tx = L.tensor(x, device=where, requires_grad=True), torch.tensor(x, requires_grad=True)
+    y, ty = m(xs), t(tx)
+    assert y.shape == tuple(ty.shape)
+    np.testing.assert_allclose(y.detach().numpy(), ty.detach().numpy(), rtol=1e-12, atol=1e-13)
+    (y * y).sum().backward()
+    (ty * ty).sum().backward()
+    np.testing.assert_allclose(xs.grad.numpy(), tx.grad.numpy(), rtol=1e-12, atol=1e-13)
+    if "Transpose" in name:                  # output_size of an unbatched input: (C, *sizes) too
+        size = [n + 1 for n in ty.shape[1:]]
+        for given in (size, [ty.shape[0]] + size):
+            got = m(L.tensor(x, device=where), output_size=given)
+            want = t(torch.tensor(x), output_size=given)
+            np.testing.assert_allclose(got.detach().numpy(), want.detach().numpy(), rtol=1e-12,
+                                       atol=1e-13)

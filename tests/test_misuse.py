@@ -13,7 +13,7 @@ def t(*shape, dtype=np.float32, grad=False):
 @pytest.mark.parametrize("call,error,pattern", [
     (lambda: F.conv2d(t(2, 3, 8, 8), t(4, 5, 3, 3)), ValueError,
      r"3 channels \(shape \(2, 3, 8, 8\)\).*\(4, 5, 3, 3\)"),
-    (lambda: F.conv2d(t(3, 8, 8), t(4, 3, 3, 3)), ValueError, r"4-d input.*\(3, 8, 8\)"),
+    (lambda: F.conv2d(t(8, 8), t(4, 3, 3, 3)), ValueError, r"4-d input.*unbatched.*\(8, 8\)"),
     (lambda: F.linear(t(2, 5), t(3, 4)), ValueError, r"5 features \(shape \(2, 5\)\).*\(3, 4\)"),
     (lambda: F.matmul(t(2, 3), t(4, 5)), ValueError, r"\(2, 3\) and \(4, 5\)"),
     (lambda: F.mse_loss(t(2, 3), t(3, 2)), ValueError, r"\(2, 3\).*\(3, 2\)"),
