@@ -1373,16 +1373,18 @@ def embedding(indices, weight, padding_idx=None, max_norm=None, norm_type=2.0,
               scale_grad_by_freq=False, sparse=False):
     """torch's: the rows of weight the indices pick (no gradient into padding_idx's row). With
     max_norm, each picked row whose norm_type-norm exceeds it is first scaled in place to
-    max_norm (torch's renorm: max_norm / (norm + 1e-7)), as torch does."""
-    if scale_grad_by_freq or sparse:
-        raise NotImplementedError("embedding: scale_grad_by_freq and sparse gradients are not "
-                                  "done here (docs/from_pytorch.md)")
+    max_norm (torch's renorm: max_norm / (norm + 1e-7)), as torch does. scale_grad_by_freq:
+    each pick's gradient divided by how often its row is picked in `indices`."""
+    if sparse:
+        raise NotImplementedError("embedding: sparse gradients are not done here "
+                                  "(docs/from_pytorch.md)")
     idx = _on_device_of(weight, indices, "embedding")
     if idx.dtype.kind not in "iu":
         raise TypeError(f"embedding: indices must be integers, got {idx.dtype}")
     if max_norm is not None:
         _renorm_rows(weight, idx, max_norm, norm_type)
-    return _sh.Embedding.apply(weight, idx, padding_idx=padding_idx)
+    return _sh.Embedding.apply(weight, idx, padding_idx=padding_idx,
+                               scale_grad_by_freq=bool(scale_grad_by_freq))
 
 
 def _renorm_rows(weight, idx, max_norm, norm_type):

@@ -577,7 +577,7 @@ class BatchNorm2d(_BatchNorm):
 class Embedding(Module):
     """torch.nn.Embedding: weight (num_embeddings, embedding_dim) drawn N(0, 1), padding_idx's
     row zero and without gradient (a negative one counts from the end, kept as torch keeps it),
-    max_norm / norm_type renorming the rows used (F.embedding)."""
+    max_norm / norm_type renorming the rows used, scale_grad_by_freq (F.embedding)."""
 
     def __init__(self, num_embeddings, embedding_dim, padding_idx=None, max_norm=None,
                  norm_type=2.0, scale_grad_by_freq=False, sparse=False):
@@ -587,9 +587,9 @@ class Embedding(Module):
                 raise ValueError(f"Embedding: padding_idx {padding_idx} must be within "
                                  f"num_embeddings {num_embeddings} (as torch)")
             padding_idx %= num_embeddings
-        if scale_grad_by_freq or sparse:
-            raise NotImplementedError("Embedding: scale_grad_by_freq and sparse gradients are "
-                                      "not done here (docs/from_pytorch.md)")
+        if sparse:
+            raise NotImplementedError("Embedding: sparse gradients are not done here "
+                                      "(docs/from_pytorch.md)")
         self.num_embeddings, self.embedding_dim, self.padding_idx = \
             num_embeddings, embedding_dim, padding_idx
         self.max_norm, self.norm_type = max_norm, norm_type
@@ -600,13 +600,15 @@ class Embedding(Module):
             self.weight.data[padding_idx] = 0
 
     def forward(self, indices):
-        return F.embedding(indices, self.weight, self.padding_idx, self.max_norm, self.norm_type)
+        return F.embedding(indices, self.weight, self.padding_idx, self.max_norm, self.norm_type,
+                           self.scale_grad_by_freq)
 
     def extra_repr(self):
         return options_repr(f"{self.num_embeddings}, {self.embedding_dim}",
                             ("padding_idx", self.padding_idx, self.padding_idx is not None),
                             ("max_norm", self.max_norm, self.max_norm is not None),
-                            ("norm_type", self.norm_type, self.norm_type != 2))
+                            ("norm_type", self.norm_type, self.norm_type != 2),
+                            ("scale_grad_by_freq", True, self.scale_grad_by_freq))
 
     @classmethod
     def from_pretrained(cls, embeddings, freeze=True, padding_idx=None, max_norm=None,
@@ -618,7 +620,8 @@ class Embedding(Module):
         if weight.ndim != 2:
             raise ValueError(f"Embeddings parameter is expected to be 2-dimensional (as torch), "
                              f"got shape {weight.shape}")
-        m = cls(*weight.shape, padding_idx=padding_idx, max_norm=max_norm, norm_type=norm_type)
+        m = cls(*weight.shape, padding_idx=padding_idx, max_norm=max_norm, norm_type=norm_type,
+                scale_grad_by_freq=scale_grad_by_freq, sparse=sparse)
         m.weight = weight
         return m
 

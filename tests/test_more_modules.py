@@ -70,7 +70,9 @@ def test_containers_take_torchs_argument_names():
 
 @pytest.mark.parametrize("kw", [dict(max_norm=1.0), dict(max_norm=0.5, norm_type=1.0),
                                 dict(padding_idx=-2, max_norm=2.0),
-                                dict(max_norm=0.7, norm_type=float("inf")), dict(padding_idx=0)])
+                                dict(max_norm=0.7, norm_type=float("inf")), dict(padding_idx=0),
+                                dict(scale_grad_by_freq=True),
+                                dict(scale_grad_by_freq=True, padding_idx=4, max_norm=1.5)])
 @pytest.mark.parametrize("device", DEVICES)
 def test_embedding_options_are_torchs(where, kw):
     """max_norm renorms the rows used, in place, before the lookup (twice: the second call sees
@@ -102,7 +104,7 @@ def test_embedding_options_are_torchs(where, kw):
             with pytest.raises(IndexError, match=f"index {bad} is out of range for 6"):
                 e(L.tensor(np.array([0, bad])))
         np.testing.assert_array_equal(e.weight.numpy(), before)
-    with pytest.raises(NotImplementedError, match="scale_grad_by_freq and sparse"):
+    with pytest.raises(NotImplementedError, match="sparse gradients are not done here"):
         nn.Embedding(6, 4, sparse=True)
 
 
@@ -209,6 +211,13 @@ def test_embedding_from_pretrained_is_torchs():
         assert ours.weight.requires_grad == theirs.weight.requires_grad == (not freeze)
         np.testing.assert_array_equal(ours(L.tensor([3, 1, 1])).numpy(),
                                       theirs(torch.tensor([3, 1, 1])).detach().numpy())
+    ours = nn.Embedding.from_pretrained(L.tensor(table), freeze=False, scale_grad_by_freq=True)
+    theirs = torch.nn.Embedding.from_pretrained(torch.tensor(table), freeze=False,
+                                                scale_grad_by_freq=True)
+    assert repr(ours) == repr(theirs)
+    ours(L.tensor([3, 3, 0])).sum().backward()
+    theirs(torch.tensor([3, 3, 0])).sum().backward()
+    np.testing.assert_array_equal(ours.weight.grad.numpy(), theirs.weight.grad.numpy())
     source, theirs_source = L.tensor(table), torch.tensor(table)
     ours = nn.Embedding.from_pretrained(source)
     theirs = torch.nn.Embedding.from_pretrained(theirs_source)

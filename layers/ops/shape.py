@@ -388,7 +388,9 @@ class ToDevice(Function):
 
 class Embedding(Function):
     """y[..., :] = W[idx[...], :]; rows at padding_idx get no gradient (as torch), nor do the
-    NaN rows of an index out of range on a device (out_of_range: no row of W is theirs)."""
+    NaN rows of an index out of range on a device (out_of_range: no row of W is theirs). With
+    scale_grad_by_freq each pick's gradient is divided by its row's count in idx (torch's)."""
+    scale_grad_by_freq = False
 
     def forward(self, W, idx):
         bad = out_of_range("embedding", idx, W.shape[0], "index")
@@ -406,6 +408,10 @@ class Embedding(Function):
         xp = self.xp
         if self.bad is not None:              # (their stand-in index 0 takes nothing)
             gy = xp.where(self.bad[..., None], 0, gy).astype(gy.dtype, copy=False)
+        if self.scale_grad_by_freq:
+            picked = idx if self.bad is None else idx[~self.bad]
+            counts = xp.bincount(picked.reshape(-1), minlength=self.w_shape[0])
+            gy = gy / xp.maximum(counts[idx], 1)[..., None].astype(accumulation_dtype(gy.dtype))
         gW = _scatter_add(xp, xp.zeros(self.w_shape, dtype=accumulation_dtype(gy.dtype)),
                           idx.reshape(-1), gy.reshape(-1, self.w_shape[1]))
         if self.padding_idx is not None:
