@@ -1890,15 +1890,46 @@ def group_norm(x, num_groups, weight=None, bias=None, eps=1e-5):
 
 def instance_norm(x, running_mean=None, running_var=None, weight=None, bias=None,
                   use_input_stats=True, momentum=0.1, eps=1e-5):
-    """torch.nn.functional.instance_norm with each sample's own statistics per channel: a
-    group_norm of one channel a group. Running statistics are not done here (refused)."""
-    if running_mean is not None or running_var is not None or not use_input_stats:
-        raise NotImplementedError("instance_norm: running statistics (track_running_stats) are "
-                                  "not done here; each sample's own statistics are used")
+    """torch.nn.functional.instance_norm: use_input_stats, each sample's own statistics per
+    channel (a group_norm of one channel a group), and the running statistics, where given,
+    moved toward the batch's average of them (the variances unbiased), as torch's; else the
+    running statistics (evaluation of a module that tracks them)."""
     if x.ndim < 3:
         raise ValueError(f"instance_norm: expected (N, C, L) or (N, C, H, W) input, got "
                          f"{x.shape}")
-    return group_norm(x, x.shape[1], weight, bias, eps)
+    C = x.shape[1]
+    if use_input_stats:
+        if math.prod(x.shape[2:]) <= 1:
+            raise ValueError(f"Expected more than 1 spatial element when training, got input "
+                             f"size {x.shape}")
+        if running_mean is not None or running_var is not None:
+            _track_instance_statistics(x, running_mean, running_var, momentum)
+        return group_norm(x, C, weight, bias, eps)
+    if running_mean is None or running_var is None:
+        raise ValueError("instance_norm: use_input_stats=False needs running_mean and "
+                         "running_var (as torch)")
+    shape = (1, C) + (1,) * (x.ndim - 2)
+    y = (x - reshape(running_mean, shape)) * rsqrt(reshape(running_var, shape) + eps)
+    if weight is not None:
+        y = y * reshape(weight, shape)
+    if bias is not None:
+        y = y + reshape(bias, shape)
+    return y
+
+
+def _track_instance_statistics(x, running_mean, running_var, momentum):
+    """running = (1 - momentum) running + momentum * (the batch's mean of each sample's
+    per-channel mean / unbiased variance), in place and outside the graph (torch's)."""
+    axes = tuple(range(2, x.ndim))
+    n = math.prod(x.shape[2:])
+    with no_grad():
+        mean_x = mean(x, axes, keepdims=True)
+        d = x - mean_x
+        var = sum(d * d, axes) / (n - 1)
+        for running, batch in ((running_mean, mean(reshape(mean_x, x.shape[:2]), 0)),
+                               (running_var, mean(var, 0))):
+            if running is not None:
+                running.copy_(running * (1 - momentum) + batch.to(running.dtype) * momentum)
 
 
 def masked_mse_loss(a, b, mask):

@@ -1013,19 +1013,23 @@ class GroupNorm(Module):
 
 class _InstanceNorm(Module):
     """torch's InstanceNorm1d / 2d: each sample's statistics per channel (F.instance_norm);
-    affine=True adds weight (ones) and bias (zeros). track_running_stats is not done here."""
+    affine=True adds weight (ones) and bias (zeros). track_running_stats=True keeps running
+    statistics (buffers running_mean, running_var and num_batches_tracked, which instance norm
+    never counts up, as torch's) moved toward each training batch's, and normalises with them in
+    evaluation; momentum None leaves them as they are (torch's)."""
     dims = ()
 
     def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=False,
                  track_running_stats=False, *, bias=True):
         super().__init__()
-        if track_running_stats:
-            raise NotImplementedError(f"{type(self).__name__}: track_running_stats is not done "
-                                      f"here")
         self.num_features, self.eps, self.momentum, self.affine = \
             num_features, eps, momentum, affine
         self.track_running_stats = track_running_stats
         _affine_parameters(self, num_features, affine, bias)
+        if track_running_stats:
+            self.register_buffer("running_mean", np.zeros(num_features, default_float()))
+            self.register_buffer("running_var", np.ones(num_features, default_float()))
+            self.register_buffer("num_batches_tracked", np.zeros((), np.int64))
 
     def forward(self, x):
         batched = self.dims[-1]
@@ -1035,7 +1039,11 @@ class _InstanceNorm(Module):
             raise ValueError(f"{type(self).__name__}({self.num_features}): expected "
                              f"{batched}-d input (or {batched - 1}-d, unbatched) with "
                              f"{self.num_features} channels, got shape {x.shape}")
-        return F.instance_norm(x, weight=self.weight, bias=self.bias, eps=self.eps)
+        if not self.track_running_stats:
+            return F.instance_norm(x, weight=self.weight, bias=self.bias, eps=self.eps)
+        return F.instance_norm(x, self.running_mean, self.running_var, self.weight, self.bias,
+                               self.training, 0.0 if self.momentum is None else self.momentum,
+                               self.eps)
 
     def extra_repr(self):
         return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, "

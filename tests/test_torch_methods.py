@@ -882,7 +882,7 @@ def test_group_norm_is_torchs(where, shape, groups):
 @pytest.mark.parametrize("device", DEVICES)
 def test_instance_norm_is_torchs(where, affine):
     """nn.InstanceNorm1d / 2d (each sample's statistics per channel: group_norm of one channel
-    a group): values and float64 gradients as torch's; running statistics refused."""
+    a group): values and float64 gradients as torch's."""
     rng = np.random.default_rng(7)
     for ours_cls, theirs_cls, shape in ((nn.InstanceNorm2d, torch.nn.InstanceNorm2d, (2, 3, 4, 5)),
                                         (nn.InstanceNorm1d, torch.nn.InstanceNorm1d, (2, 3, 6)),
@@ -891,8 +891,34 @@ def test_instance_norm_is_torchs(where, affine):
         # (the last two unbatched: (C, ...), as torch's take it)
         _norm_is_torchs(ours_cls(3, affine=affine), theirs_cls(3, affine=affine),
                         rng.standard_normal(shape), where, rng)
-    with pytest.raises(NotImplementedError, match="track_running_stats"):
-        nn.InstanceNorm2d(3, track_running_stats=True)
+
+
+@pytest.mark.parametrize("momentum", [0.1, 0.7, None])
+@pytest.mark.parametrize("device", DEVICES)
+def test_instance_norm_running_statistics_are_torchs(where, momentum):
+    """track_running_stats=True: two training batches move the running statistics as torch's
+    (the batch's average of each sample's mean and unbiased variance; momentum None: not at
+    all), evaluation normalises with them -- values and float64 gradients as torch's -- and
+    num_batches_tracked stays 0, as torch's; one spatial element is refused in training."""
+    rng = np.random.default_rng(8)
+    for ours_cls, theirs_cls, shape in ((nn.InstanceNorm2d, torch.nn.InstanceNorm2d, (2, 3, 4, 5)),
+                                        (nn.InstanceNorm1d, torch.nn.InstanceNorm1d, (3, 6))):
+        kw = dict(affine=True, track_running_stats=True, momentum=momentum)
+        m, tm = ours_cls(3, **kw), theirs_cls(3, **kw)
+        assert repr(m) == repr(tm) and list(m.state_dict()) == list(tm.state_dict())
+        for train in (True, True, False):
+            m.train(train)
+            tm.train(train)
+            x = rng.standard_normal(shape) * 3 + 2
+            _norm_is_torchs(m, tm, x, where, rng)
+            for k, v in tm.state_dict().items():
+                np.testing.assert_allclose(m.state_dict()[k], v.numpy(), rtol=1e-12, err_msg=k)
+        if momentum is None:
+            np.testing.assert_array_equal(m.running_var.numpy(), np.ones(3))
+        assert int(m.num_batches_tracked.numpy()) == 0
+    m.train()
+    with pytest.raises(ValueError, match="Expected more than 1 spatial element when training"):
+        m(L.ones(2, 3, 1, device=where))
 
 
 # ---- a port of five PyTorch programs: what it met ------------------------------------------------
