@@ -1190,6 +1190,14 @@ class _Utils:
 
     rnn = rnn_utils
     stateless = _Stateless()
+
+    def __getattr__(self, name):
+        if name in ("parametrizations", "parametrize"):
+            raise AttributeError(f"nn.utils.{name} (torch's newer, parametrization form of "
+                                 f"weight_norm / spectral_norm) is not done here; "
+                                 f"nn.utils.weight_norm and nn.utils.spectral_norm, torch's "
+                                 f"forward-hook form, are")
+        raise AttributeError(f"nn.utils has no attribute {name!r}")
     weight_norm = staticmethod(weight_norms.weight_norm)
     remove_weight_norm = staticmethod(weight_norms.remove_weight_norm)
     spectral_norm = staticmethod(weight_norms.spectral_norm)

@@ -20,10 +20,12 @@ __all__ = ["weight_norm", "remove_weight_norm", "spectral_norm", "remove_spectra
 
 
 def _norm_except_dim(v, dim):
-    """The 2-norm of v over every axis but `dim` (kept, size 1), or of all of v (dim -1)."""
+    """The 2-norm of v over every axis but `dim` (kept, size 1), or of all of v (dim -1); a 1-d
+    v has no other axis: its elements' magnitudes (torch's)."""
     if dim == -1:
         return F.norm(v)
-    return F.norm(v, 2, tuple(a for a in range(v.ndim) if a != dim), keepdim=True)
+    axes = tuple(a for a in range(v.ndim) if a != dim)
+    return F.norm(v, 2, axes, keepdim=True) if axes else F.absolute(v)
 
 
 class WeightNorm:

@@ -115,6 +115,23 @@ def test_two_forwards_then_one_backward_as_torchs(where):
         np.testing.assert_allclose(p.grad.numpy(), tp.grad.numpy(), rtol=1e-11, err_msg=k)
 
 
+@pytest.mark.parametrize("device", DEVICES)
+def test_weight_norm_of_a_vector_keeps_each_elements_length_as_torchs(where):
+    """A 1-d parameter (a bias) has no axis but dim 0: name_g is each element's magnitude."""
+    ours, theirs = _both(LAYERS["Linear"][0], "weight_norm", name="bias")
+    assert ours.state_dict()["bias_g"].shape == (3,)
+    ours.to(where)
+    x = np.random.default_rng(5).standard_normal(LAYERS["Linear"][1])
+    y, ty = ours(L.tensor(x, device=where)), theirs(torch.tensor(x))
+    np.testing.assert_allclose(y.detach().numpy(), ty.detach().numpy(), rtol=1e-13)
+    (y * y).sum().backward()
+    (ty * ty).sum().backward()
+    for (k, p), tp in zip(ours.named_parameters(), theirs.parameters()):
+        # (bias_v's true gradient is 0: g * v / |v| is g * sign(v))
+        np.testing.assert_allclose(p.grad.numpy(), tp.grad.numpy(), rtol=1e-12, atol=1e-12,
+                                   err_msg=k)
+
+
 def test_the_largest_singular_value_is_divided_out():
     """After enough power iterations the weight's matrix has spectral norm 1 (NumPy's SVD)."""
     L.manual_seed(3)
@@ -159,3 +176,6 @@ def test_errors_are_torchs():
     s = nn.utils.spectral_norm(nn.Linear(2, 2))
     with pytest.raises(RuntimeError, match="Cannot register two spectral_norm hooks"):
         nn.utils.spectral_norm(s)
+    with pytest.raises(AttributeError, match=r"nn.utils.parametrizations \(torch's newer, "
+                                             r"parametrization form.*is not done here"):
+        nn.utils.parametrizations.weight_norm(nn.Linear(2, 2))
