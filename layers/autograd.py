@@ -213,7 +213,7 @@ def backward_graph(roots, retain_graph=True, capture=None, stop=False):
             if needed is not None and fn not in needed:
                 if entries:
                     if fn.hooked is not None:
-                        _output_hooks(fn, grads, only={index for index, _ in entries})
+                        _output_hooks(fn, grads)         # (every output's, as torch's)
                     _capture_outputs(grads, entries)
                 continue
             _check_runnable(fn, inputs=True)
@@ -297,12 +297,12 @@ def _hooked_tensor(hooks, g, shape):
     return g
 
 
-def _output_hooks(fn, grads, only=None):
+def _output_hooks(fn, grads):
     """The hooks and retain_grad of fn's outputs on their gradient Tensors (tensor's
     _run_output_hooks, create_graph's way: a retained .grad is the Tensor itself)."""
     for index, (ref, hooks) in fn.hooked.items():
         g = grads[index]
-        if g is None or (only is not None and index not in only):
+        if g is None:
             continue
         t = ref()
         g = grads[index] = _hooked_tensor(hooks, g, None if t is None else t.shape)

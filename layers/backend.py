@@ -119,8 +119,8 @@ def set_default_dtype(d):
     """torch.set_default_dtype: float32 or float64 (torch's float16 default is not done here:
     batch norm and the optimizers keep float32 parameters and state for half data)."""
     try:
-        dtype = np.dtype(d)
-    except TypeError:
+        dtype = None if d is None or d is float else np.dtype(d)   # (NumPy reads both as
+    except TypeError:                                               # float64; torch refuses)
         dtype = None
     if dtype is None or not is_floating(dtype):
         raise TypeError(f"set_default_dtype: only floating-point types are supported as the "

@@ -13,6 +13,7 @@ own loader, with a pinned-memory prefetch on a side stream).
 import bisect
 import collections.abc
 import copy
+import functools
 import itertools
 import math
 import warnings
@@ -20,7 +21,8 @@ import warnings
 import numpy as np
 
 from . import random
-from .tensor import Tensor
+from .backend import promote_types
+from .tensor import Tensor, tensor
 
 __all__ = ["Dataset", "IterableDataset", "TensorDataset", "ConcatDataset", "Subset",
            "random_split", "Sampler", "SequentialSampler", "RandomSampler",
@@ -254,14 +256,13 @@ def default_collate(batch):
             not isinstance(elem, (np.str_, np.bytes_)):
         if elem.dtype.kind in "SaUO":
             raise TypeError(_COLLATE_ERROR.format(elem.dtype))
-        return Tensor(np.stack([np.asarray(b) for b in batch]) if isinstance(elem, np.ndarray)
-                      else np.asarray(batch))
-    if isinstance(elem, bool):
-        return Tensor(np.asarray(batch, dtype=np.bool_))
+        arrays = [np.asarray(b) for b in batch]
+        dtype = functools.reduce(promote_types, (a.dtype for a in arrays))  # (torch's rule)
+        return Tensor(np.stack(arrays).astype(dtype, copy=False))
     if isinstance(elem, float):
-        return Tensor(np.asarray(batch, dtype=np.float64))
-    if isinstance(elem, int):
-        return Tensor(np.asarray(batch, dtype=np.int64))
+        return tensor(list(batch), dtype=np.float64)
+    if isinstance(elem, int):                 # (bools too: torch.tensor's inference over all)
+        return tensor(list(batch))
     if isinstance(elem, (str, bytes)):
         return batch
     if isinstance(elem, collections.abc.Mapping):
@@ -301,8 +302,15 @@ def default_convert(data):
             isinstance(data, np.generic) and not isinstance(data, (np.str_, np.bytes_)):
         return Tensor(np.asarray(data))
     if isinstance(data, collections.abc.Mapping):
-        return type(data)({k: default_convert(v) for k, v in data.items()}) \
-            if isinstance(data, dict) else {k: default_convert(v) for k, v in data.items()}
+        converted = {k: default_convert(v) for k, v in data.items()}
+        if isinstance(data, collections.abc.MutableMapping):
+            clone = copy.copy(data)
+            clone.update(converted)
+            return clone
+        try:
+            return type(data)(converted)
+        except TypeError:
+            return converted
     if isinstance(data, tuple) and hasattr(data, "_fields"):
         return type(data)(*(default_convert(d) for d in data))
     if isinstance(data, tuple):

@@ -432,7 +432,8 @@ class Tensor:
     def __repr__(self):
         grad = ", requires_grad=True" if self.requires_grad else ""
         where = "" if self.device == "cpu" else f", device={self.device}"
-        kind = "" if self.dtype in (np.float32, np.int64, np.bool_) else f", dtype={self.dtype}"
+        kind = "" if self.dtype in (default_float(), np.int64, np.bool_) else \
+            f", dtype={self.dtype}"
         values = self.numpy()
         if is_half(values.dtype):               # (NumPy prints bfloat16 1.0 as "1")
             values = values.astype(np.float32)
@@ -588,17 +589,23 @@ class Tensor:
         return grad, given
 
 
-def _to_leaf(t, g, own, hooked, capture):
+def _to_leaf(t, g, own, leaves, capture):
     """A leaf's gradient array: into its capture entry (autograd.grad; a leaf not asked for:
-    dropped), or kept in `hooked` for its hooks to see the sum, or into its .grad."""
+    dropped), or kept in `leaves` ({id: [leaf, parts, own]}) until the walk ends, when the
+    parts are summed and -- after its hooks, where it has some -- added into its .grad once, as
+    torch's engine sums them before its AccumulateGrad ((p1 + p2) + ..., then into an existing
+    .grad: the order shows in float16). own: the one part may become the .grad itself (Fresh;
+    a sum of several always may)."""
     if capture is not None:
         entry = capture.get(id(t))
         if entry is not None:
             entry[1] = g if entry[1] is None else entry[1] + g
-    elif t._hooks:
-        hooked.setdefault(id(t), (t, []))[1].append(g)
+        return
+    held = leaves.get(id(t))
+    if held is None:
+        leaves[id(t)] = [t, [g], own]
     else:
-        _accumulate(t, g, own)
+        held[1].append(g)
 
 
 def run_backward(roots, retain_graph, capture=None):
@@ -617,11 +624,11 @@ def run_backward(roots, retain_graph, capture=None):
 
 def _run(roots, retain_graph, capture):
     order = _topological_order(*(t._ctx for t, _ in roots if t._ctx is not None))
-    deferred, hooked = {}, {}
+    deferred, leaves = {}, {}
     pending = {}
     for t, grad in roots:
         if t._ctx is None:                     # a root that is a leaf itself
-            _to_leaf(t, grad, False, hooked, capture)
+            _to_leaf(t, grad, False, leaves, capture)
             continue
         slot = pending.setdefault(t._ctx, [None] * t._ctx.n_outputs)
         slot[t._index] = grad if slot[t._index] is None else slot[t._index] + grad
@@ -643,7 +650,7 @@ def _run(roots, retain_graph, capture):
             entries = captured_outputs.get(fn)
             if entries:
                 if fn.hooked is not None:
-                    _run_output_hooks(fn, grads, only={index for index, _ in entries})
+                    _run_output_hooks(fn, grads)         # (every output's, as torch's)
                 _capture_outputs(grads, entries)
             continue
         _check_runnable(fn)
@@ -653,12 +660,12 @@ def _run(roots, retain_graph, capture):
             _run_output_hooks(fn, grads)
         trace = _trace.trace
         if trace is None:
-            _backward_one(fn, grads, pending, deferred, hooked, capture)
+            _backward_one(fn, grads, pending, deferred, leaves, capture)
         else:
             trace.open("bprop", type(fn).__name__, getattr(fn, "layer", ""),
                        [t.data for t in fn.inputs if isinstance(t, Tensor)])
             try:
-                _backward_one(fn, grads, pending, deferred, hooked, capture)
+                _backward_one(fn, grads, pending, deferred, leaves, capture)
             finally:
                 trace.close()
         if not retain_graph:
@@ -677,11 +684,14 @@ def _run(roots, retain_graph, capture):
             _accumulate_deferred(leaf, parts, stacked)
         finally:
             trace.close()
-    for leaf, parts in hooked.values():    # leaves with hooks: their summed gradient
+    for leaf, parts, own in leaves.values():   # each leaf's summed gradient, after its hooks
         g = parts[0]
         for part in parts[1:]:
             g = g + part
-        _accumulate(leaf, _hooked(leaf, g))
+        if leaf._hooks:
+            _accumulate(leaf, _hooked(leaf, g))
+        else:
+            _accumulate(leaf, g, own or len(parts) > 1)
 
 
 def _check_runnable(fn, inputs=False):
@@ -751,12 +761,12 @@ def _capture_outputs(grads, entries):
         entry[1] = g if entry[1] is None else entry[1] + g
 
 
-def _run_output_hooks(fn, grads, only=None):
-    """The hooks and retain_grad of fn's outputs (Function.hooked; `only`: of these output
-    indices), on their complete gradients, before fn's backward takes them."""
+def _run_output_hooks(fn, grads):
+    """The hooks and retain_grad of fn's outputs (Function.hooked), on their complete
+    gradients, before fn's backward takes them."""
     for index, (ref, hooks) in fn.hooked.items():
         g = grads[index]
-        if g is None or (only is not None and index not in only):
+        if g is None:
             continue                     # (no gradient reached it: no hook runs, as torch)
         if isinstance(g, _DeferredSum):
             g = g.value()
@@ -805,12 +815,11 @@ class Deferred:
         return _column_sums(self.a) if self.b is None else mm(self.a.T, self.b)
 
 
-def _backward_one(fn, grads, pending, deferred, hooked, capture=None):
-    """Run fn's backward and hand each input's gradient on: into a leaf's .grad, or summed into
-    `pending` for the op that made the input; a Deferred gradient of a leaf goes to `deferred`;
-    a leaf with hooks (register_hook) has its gradients kept in `hooked`, for its hooks to see
-    their sum at the end; with `capture` (autograd.grad) a leaf's gradient goes to its entry
-    there, or nowhere."""
+def _backward_one(fn, grads, pending, deferred, leaves, capture=None):
+    """Run fn's backward and hand each input's gradient on: summed into `pending` for the op
+    that made the input; a leaf's kept in `leaves` (_to_leaf), summed into its .grad at the
+    end, after its hooks; a Deferred gradient of a leaf to `deferred`; with `capture`
+    (autograd.grad) a leaf's gradient goes to its entry there, or nowhere."""
     grads = [g.value() if isinstance(g, _DeferredSum) else g for g in grads]
     half = fn.half
     if half is not None:                  # (see _half_of) its gradients too, in float32
@@ -858,7 +867,7 @@ def _backward_one(fn, grads, pending, deferred, hooked, capture=None):
         if gx.dtype != t.dtype:     # a gradient has its tensor's dtype (as torch)
             gx, own = gx.astype(t.dtype), True
         if t._ctx is None:
-            _to_leaf(t, gx, own, hooked, capture)
+            _to_leaf(t, gx, own, leaves, capture)
         else:
             slot = pending.setdefault(t._ctx, [None] * t._ctx.n_outputs)
             held = slot[t._index]
@@ -1049,7 +1058,8 @@ def _from_python(data, dtype):
     a = np.asarray(data)
     if isinstance(data, np.generic):
         return a
-    narrow = {"f": default_float(), "c": default_complex()}.get(a.dtype.kind)
+    narrow = {np.dtype(np.float64): default_float(),
+              np.dtype(np.complex128): default_complex()}.get(a.dtype)
     return a if narrow is None else a.astype(narrow)
 
 

@@ -53,10 +53,11 @@ def weight_norm(module, name="weight", dim=0):
     weight = _parameter(module, name, "weight_norm")
     if dim is None:
         dim = -1
-    if dim != -1 and not 0 <= dim < weight.ndim:
+    if dim != -1 and not -weight.ndim <= dim < weight.ndim:
         raise ValueError(f"weight_norm: dim {dim} is out of range for {name} of shape "
-                         f"{weight.shape} (0..{weight.ndim - 1}, or None / -1 for the whole "
-                         f"tensor, as torch's)")
+                         f"{weight.shape} (None / -1 is the whole tensor, as torch's)")
+    if dim < -1:                  # (-1 is the whole tensor; other negative dims count from the
+        dim += weight.ndim        # end, as torch's)
     fn = WeightNorm(name, dim)
     del module._parameters[name]
     with no_grad():

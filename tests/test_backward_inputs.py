@@ -85,7 +85,24 @@ def _create_graph_with_inputs(lib, d, seen):
     return {"ga": ga, "a": a.grad, "b": b.grad}
 
 
-SCENARIOS = [_only_the_leaf_asked_for, _a_non_leaf_input_after_its_hooks,
+def _the_other_outputs_hooks_run_too(lib, d, seen, create_graph=False):
+    """The op that made an input runs every output's hooks and retain_grad, as torch's."""
+    x = _leaf(lib, [1.0, 2.0, 3.0, 4.0], d)
+    a, b = (x * 2).reshape(2, 2).unbind(0)          # (one op, two outputs, in both)
+    b.retain_grad()
+    b.register_hook(lambda g: seen.append(("b", _value(g))))
+    y = (lib.sin(a) * b).sum()
+    y.backward(inputs=[b], retain_graph=True, create_graph=create_graph)
+    y.backward(inputs=[a], create_graph=create_graph)
+    return {"a": a.grad, "b": b.grad, "x": x.grad}
+
+
+def _the_other_outputs_hooks_run_too_with_create_graph(lib, d, seen):
+    return _the_other_outputs_hooks_run_too(lib, d, seen, create_graph=True)
+
+
+SCENARIOS = [_the_other_outputs_hooks_run_too, _the_other_outputs_hooks_run_too_with_create_graph,
+             _only_the_leaf_asked_for, _a_non_leaf_input_after_its_hooks,
              _an_unused_input_keeps_its_grad, _leaf_hooks_run_once_on_the_sum,
              _several_roots_with_inputs, _a_root_that_is_the_input, _create_graph_with_inputs]
 

@@ -208,3 +208,19 @@ def test_workers_and_pinned_memory_are_taken_and_give_the_same_batches():
                                             persistent_workers=True, prefetch_factor=2)]
     for a, b in zip(plain, taken):
         np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("batch", [[1, 2.5], [True, 2], [2.5, 1], [0, 0.7, 1, 1.5], [True, False],
+                                   [np.ones(2, np.int64), np.ones(2, np.float32)],
+                                   [np.uint8(3), np.float16(0.5)]], ids=str)
+def test_numbers_collate_as_torch_infers_them_over_the_whole_batch(batch):
+    """The first element does not decide the dtype: [0, 0.7] is a float batch (a regression
+    target of 0 then 0.7 kept its 0.7), NumPy arrays promoted by torch's rule."""
+    _same(lud.default_collate(batch), tud.default_collate(batch))
+
+
+def test_default_convert_keeps_a_mappings_type_as_torchs():
+    d = collections.defaultdict(list, x=np.ones(2))
+    ours, theirs = lud.default_convert(d), tud.default_convert(d)
+    assert type(ours) is type(theirs) and ours.default_factory is list
+    _same(dict(ours), dict(theirs))

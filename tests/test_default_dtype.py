@@ -13,6 +13,7 @@ MADE = [
     ("tensor(float)", lambda lib: lib.tensor(1.5)),
     ("tensor(list)", lambda lib: lib.tensor([1.0, 2.0])),
     ("tensor(complex)", lambda lib: lib.tensor(1 + 2j)),
+    ("tensor(NumPy float32 scalars)", lambda lib: lib.tensor([np.float32(1.5)])),
     ("Tensor(list)", lambda lib: lib.Tensor([1, 2])),
     ("zeros", lambda lib: lib.zeros(2)),
     ("ones", lambda lib: lib.ones(2)),
@@ -77,6 +78,11 @@ def test_float32_is_the_default_again_after(name, make):
     assert _name(make(L).dtype) == _name(make(torch).dtype), name
 
 
+def test_the_default_dtype_is_the_one_repr_leaves_out(default_float64):
+    assert repr(L.zeros(1)) == "Tensor([0.])"
+    assert repr(L.zeros(1, dtype=L.float32)) == "Tensor([0.], dtype=float32)"
+
+
 def test_a_net_built_with_a_float64_default_trains_as_torchs(default_float64):
     L.manual_seed(0)
     net = L.nn.Sequential(L.nn.Linear(3, 4), L.nn.Tanh(), L.nn.Linear(4, 1))
@@ -99,6 +105,8 @@ def test_a_net_built_with_a_float64_default_trains_as_torchs(default_float64):
     (L.float16, r"set_default_dtype\(float16\): a half-precision default dtype is not done here"),
     ("bfloat16", r"set_default_dtype\(bfloat16\): a half-precision default dtype is not done"),
     (L.int64, "only floating-point types are supported as the default type, got dtype"),
+    (None, "only floating-point types are supported as the default type, got None"),
+    (float, "only floating-point types are supported as the default type, got <class 'float'>"),
     ("no such dtype", "only floating-point types are supported as the default type, got 'no"),
 ])
 def test_other_defaults_are_refused_and_change_nothing(dtype, message):

@@ -62,7 +62,7 @@ def _steps(ours, theirs, shape, where, steps=3, train=True):
                                rtol=1e-10, atol=1e-12)
 
 
-@pytest.mark.parametrize("dim", [0, 1, None])
+@pytest.mark.parametrize("dim", [0, 1, None, -2])
 @pytest.mark.parametrize("layer", sorted(LAYERS))
 @pytest.mark.parametrize("device", DEVICES)
 def test_weight_norm_trains_as_torchs(layer, dim, where):
