@@ -181,9 +181,10 @@ def multinomial(input, num_samples, replacement=False, *, generator=None):
     with probabilities proportional to the weights, on input's device and from its generator
     (manual_seed's), not torch's numbers. With replacement: the inverse of each row's
     cumulative distribution at uniform draws (a category of weight 0 never drawn); without:
-    the categories in increasing order of exponential race times -log(1 - u) / w, which is
-    sequential draws without replacement (Efraimidis and Spirakis), categories of weight 0
-    last. The weights are checked as torch checks them (on a GPU: one read back)."""
+    the categories in increasing order of exponential race times E / w (E = -log(1 - u) > 0,
+    compared as log E - log w: no overflow for tiny weights), which is sequential draws without
+    replacement (Efraimidis and Spirakis), categories of weight 0 last. The weights are checked
+    as torch checks them (on a GPU: one read back)."""
     if generator is not None:
         raise TypeError("multinomial(): generator= objects are not done here; L.manual_seed "
                         "seeds the draws")
@@ -206,25 +207,31 @@ def multinomial(input, num_samples, replacement=False, *, generator=None):
     xp = xp_of(input.data)
     w = input.data.reshape(-1, n).astype(np.float64)
     bad_value = ~xp.isfinite(w).all() | (w < 0).any()
-    bad_sum = (w.sum(axis=1) <= 0).any()
+    bad_sum = (w.max(axis=1) <= 0).any()      # (the sum is 0 where the largest is: no negatives)
     if bool(bad_value):                               # (on a GPU: the read back)
         raise RuntimeError("probability tensor contains either `inf`, `nan` or element < 0")
     if bool(bad_sum):
         raise RuntimeError("invalid multinomial distribution (sum of probabilities <= 0)")
+    w = w / w.max(axis=1, keepdims=True)     # (each row's largest 1: its sums cannot overflow)
     rows = w.shape[0]
     device = "cpu" if xp is np else input.data.device.id
     u = _draw((rows, num_samples if replacement else n), np.dtype(np.float64), device,
               "uniform")
     if replacement:
         cdf = xp.cumsum(w, axis=1)
-        cdf = cdf / cdf[:, -1:]          # (1.0 exactly from the last weight > 0 on: u < 1 stops
+        with np.errstate(all="ignore"):  # (NumPy's warnings on extreme weights; torch gives none)
+            cdf = cdf / cdf[:, -1:]      # (1.0 exactly from the last weight > 0 on: u < 1 stops
         # there); each row moved 2 apart, so that one search serves them all
         offset = 2 * xp.arange(rows, dtype=np.float64)[:, None]
         at = xp.searchsorted((cdf + offset).ravel(), (u + offset).ravel(), side="right")
         out = at.reshape(rows, num_samples) - n * xp.arange(rows)[:, None]
     else:
-        with np.errstate(divide="ignore"):
-            keys = -xp.log1p(-u) / w             # (weight 0: inf, after every other)
+        # u moved half a step of its draw (24 random bits on a GPU, 53 on the host) off 0, so
+        # that no race time is 0: a draw of exactly 0 would put its category first whatever
+        # its weight
+        u = u + (2.0 ** -54 if xp is np else 2.0 ** -25)
+        with np.errstate(all="ignore"):
+            keys = xp.log(-xp.log1p(-u)) - xp.log(w)       # (weight 0: inf, after every other)
         out = xp.argsort(keys, axis=1, kind="stable")[:, :num_samples]
     out = out.astype(np.int64)
     return Tensor(out if input.ndim == 2 else out[0])

@@ -1898,6 +1898,9 @@ def instance_norm(x, running_mean=None, running_var=None, weight=None, bias=None
         raise ValueError(f"instance_norm: expected (N, C, L) or (N, C, H, W) input, got "
                          f"{x.shape}")
     C = x.shape[1]
+    if (running_mean is None) != (running_var is None):
+        raise ValueError("instance_norm: running_mean and running_var must either both be None "
+                         "or neither be None (as torch)")
     if use_input_stats:
         if math.prod(x.shape[2:]) <= 1:
             raise ValueError(f"Expected more than 1 spatial element when training, got input "
@@ -1914,7 +1917,8 @@ def instance_norm(x, running_mean=None, running_var=None, weight=None, bias=None
         y = y * reshape(weight, shape)
     if bias is not None:
         y = y + reshape(bias, shape)
-    return y
+    return y if y.dtype == x.dtype else y.to(x.dtype)   # (half data: float32 statistics, and
+                                                        # a result of the data's dtype, torch's)
 
 
 def _track_instance_statistics(x, running_mean, running_var, momentum):

@@ -70,3 +70,33 @@ def test_bad_weights_are_refused_as_torchs(args):
     assert str(ours.value).startswith(str(theirs.value))
     with pytest.raises(RuntimeError, match="only supports floating-point dtypes"):
         L.multinomial(L.tensor([1, 2]), 1)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_draw_of_zero_does_not_put_its_category_first(where, monkeypatch):
+    """Every uniform drawn as exactly 0 (a GPU's 24-bit draws give one in 2^24): the race times
+    are then all alike, so the largest weight comes first -- never the category whose draw it
+    was (a race time of 0 would put a weight of 1e-30 first)."""
+    from layers import creation
+    real = creation._draw
+    monkeypatch.setattr(creation, "_draw", lambda size, dtype, device, kind:
+                        real(size, dtype, device, kind) * 0)
+    w = np.array([[1e-30, 1.0, 0.5], [0.25, 1e-30, 1.0]], np.float32)
+    np.testing.assert_array_equal(L.multinomial(L.tensor(w, device=where), 2).numpy(),
+                                  [[1, 2], [2, 0]])
+
+
+def test_a_tiny_positive_weight_comes_before_a_zero_one():
+    """Weights of 1e-310 (subnormal): their race times do not overflow into weight 0's."""
+    for _ in range(5):
+        assert L.multinomial(L.tensor([0.0, 1e-310, 1.0], dtype=L.float64), 2).tolist() == [2, 1]
+
+
+def test_weights_at_the_ends_of_the_range_draw_as_their_ratios():
+    """Weights whose sum overflows float64, and weights of 1e-310, drawn as their ratios."""
+    L.manual_seed(4)
+    for scale in (1e308, 1e-310):                   # (1e308 + 1.5e308 is inf)
+        w = L.tensor([[1.0, 1.5, 0.0]], dtype=L.float64) * scale
+        counts = np.bincount(L.multinomial(w, 20000, replacement=True).numpy()[0], minlength=3)
+        assert counts[2] == 0
+        _within(counts[:2], np.array([0.4, 0.6]), 20000)

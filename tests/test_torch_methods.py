@@ -919,6 +919,29 @@ def test_instance_norm_running_statistics_are_torchs(where, momentum):
     m.train()
     with pytest.raises(ValueError, match="Expected more than 1 spatial element when training"):
         m(L.ones(2, 3, 1, device=where))
+    with pytest.raises(ValueError, match="running_mean and running_var must either both be "
+                                         "None or neither"):
+        F.instance_norm(L.ones(2, 3, 4), running_mean=L.zeros(3))
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("device", DEVICES)
+def test_instance_norm_evaluation_keeps_half_data_half(where, dtype):
+    """Its float32 running statistics normalise float16 / bfloat16 data into the data's dtype,
+    as torch's (a bfloat16 model's next layer takes it): the float64 result rounded once to
+    the dtype (torch's own is off by one unit in the last place at some elements)."""
+    x = np.random.default_rng(9).standard_normal((2, 3, 4, 4)).astype(np.float32)
+    m = nn.InstanceNorm2d(3, track_running_stats=True).to(where)
+    m(L.tensor(x, device=where))
+    m.eval()
+    xh = L.tensor(x, device=where).to(dtype=dtype)
+    y = m(xh)
+    assert str(y.dtype) == dtype
+    shape = (1, 3, 1, 1)
+    exact = (xh.float().numpy().astype(np.float64) - m.running_mean.numpy().reshape(shape)) / \
+        np.sqrt(m.running_var.numpy().astype(np.float64).reshape(shape) + 1e-5)
+    rounded = torch.tensor(exact).to(getattr(torch, dtype)).float().numpy()
+    np.testing.assert_array_equal(y.float().numpy(), rounded)
 
 
 # ---- a port of five PyTorch programs: what it met ------------------------------------------------
