@@ -74,8 +74,8 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
 
 def _backward_arrays(roots, retain_graph, capture):
     """The first-order engine from roots [(Tensor, gradient array)], leaves among them; with
-    `capture`, each captured leaf's hooks then run on its whole gradient (the engine leaves
-    them to autograd.grad, which runs them after the walk, as torch's)."""
+    `capture`, each captured leaf's hooks then run on its whole gradient, after the walk (as
+    torch's: the engine's capture mode leaves them to its caller)."""
     run_backward(roots, retain_graph, capture)
     if capture is not None:
         for entry in capture.values():

@@ -552,17 +552,13 @@ class Tensor:
             from .autograd import backward
             return backward([self], None if grad is None else [grad], retain_graph,
                             create_graph, inputs)
-        grad = self._root_gradient(grad)
+        grad, given = self._root_gradient(grad)
         if create_graph:
             from .autograd import backward_graph, root_gradient
-            backward_graph([(self, root_gradient(grad[1], grad[0], self.dtype))],
+            backward_graph([(self, root_gradient(given, grad, self.dtype))],
                            retain_graph is not False)
             return
-        grad = grad[0]
-        if self._ctx is None:
-            _accumulate(self, _hooked(self, grad))
-            return
-        run_backward([(self, grad)], bool(retain_graph))
+        run_backward([(self, grad)], bool(retain_graph))      # (a leaf self: into its .grad)
 
     def _root_gradient(self, grad):
         """(the gradient array backward starts from at self -- `grad` checked against self, or
