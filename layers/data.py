@@ -266,15 +266,8 @@ def default_collate(batch):
     if isinstance(elem, (str, bytes)):
         return batch
     if isinstance(elem, collections.abc.Mapping):
-        collated = {key: default_collate([d[key] for d in batch]) for key in elem}
-        if isinstance(elem, collections.abc.MutableMapping):
-            clone = copy.copy(elem)
-            clone.update(collated)
-            return clone
-        try:
-            return type(elem)(collated)
-        except TypeError:
-            return collated
+        return _mapping_like(elem, {key: default_collate([d[key] for d in batch])
+                                    for key in elem})
     if isinstance(elem, tuple) and hasattr(elem, "_fields"):         # a namedtuple
         return type(elem)(*(default_collate(s) for s in zip(*batch)))
     if isinstance(elem, collections.abc.Sequence):
@@ -295,6 +288,20 @@ def default_collate(batch):
     raise TypeError(_COLLATE_ERROR.format(type(elem)))
 
 
+def _mapping_like(original, items):
+    """`items` (a dict) as a mapping of original's type, as torch's collation makes it: a
+    mutable one copied and updated (a defaultdict keeps its factory), another rebuilt from the
+    dict, a plain dict where neither can be."""
+    if isinstance(original, collections.abc.MutableMapping):
+        clone = copy.copy(original)
+        clone.update(items)
+        return clone
+    try:
+        return type(original)(items)
+    except TypeError:
+        return items
+
+
 def default_convert(data):
     """torch's default_convert (batch_size=None: each sample as it is): NumPy arrays and
     scalars as Tensors, containers converted item by item, everything else as it is."""
@@ -302,15 +309,7 @@ def default_convert(data):
             isinstance(data, np.generic) and not isinstance(data, (np.str_, np.bytes_)):
         return Tensor(np.asarray(data))
     if isinstance(data, collections.abc.Mapping):
-        converted = {k: default_convert(v) for k, v in data.items()}
-        if isinstance(data, collections.abc.MutableMapping):
-            clone = copy.copy(data)
-            clone.update(converted)
-            return clone
-        try:
-            return type(data)(converted)
-        except TypeError:
-            return converted
+        return _mapping_like(data, {k: default_convert(v) for k, v in data.items()})
     if isinstance(data, tuple) and hasattr(data, "_fields"):
         return type(data)(*(default_convert(d) for d in data))
     if isinstance(data, tuple):
