@@ -579,7 +579,7 @@ class Sequential(ModuleList):
             return
         super().__init__(modules)
 
-    def forward(self, x):
+    def forward(self, input):
         for m in self:
-            x = m(x)
-        return x
+            input = m(input)
+        return input

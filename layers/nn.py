@@ -30,8 +30,8 @@ class Linear(Module):
         self.register_parameter("bias", Parameter(_empty(out_features)) if bias else None)
         init.default_weight_and_bias_(self.weight, self.bias)
 
-    def forward(self, x):
-        return F.linear(x, self.weight, self.bias)
+    def forward(self, input):
+        return F.linear(input, self.weight, self.bias)
 
     def extra_repr(self):
         return (f"in_features={self.in_features}, out_features={self.out_features}, "
@@ -422,9 +422,9 @@ class Conv2d(_ConvNd):
                          _pair(dilation), groups, bias, (out_channels, in_channels // groups) + k,
                          padding_mode)
 
-    def forward(self, x):
-        x, padding = self._padded(x)
-        return F.conv2d(x, self.weight, self.bias, self.stride, padding, self.dilation,
+    def forward(self, input):
+        input, padding = self._padded(input)
+        return F.conv2d(input, self.weight, self.bias, self.stride, padding, self.dilation,
                         self.groups)
 
 
@@ -438,10 +438,10 @@ class Conv1d(_ConvNd):
                          (one(dilation),), groups, bias,
                          (out_channels, in_channels // groups, kernel_size), padding_mode)
 
-    def forward(self, x):
-        x, padding = self._padded(x)
+    def forward(self, input):
+        input, padding = self._padded(input)
         padding = padding if isinstance(padding, str) else padding[0]
-        return F.conv1d(x, self.weight, self.bias, self.stride[0], padding,
+        return F.conv1d(input, self.weight, self.bias, self.stride[0], padding,
                         self.dilation[0], self.groups)
 
 
@@ -493,9 +493,9 @@ class ConvTranspose1d(_ConvTransposeNd):
         super().__init__(in_channels, out_channels, one(kernel_size), one(stride), one(padding),
                          one(output_padding), groups, bias, one(dilation), padding_mode)
 
-    def forward(self, x, output_size=None):
-        return F.conv_transpose1d(x, self.weight, self.bias, self.stride, self.padding,
-                                  self._output_padding(x, output_size), self.groups,
+    def forward(self, input, output_size=None):
+        return F.conv_transpose1d(input, self.weight, self.bias, self.stride, self.padding,
+                                  self._output_padding(input, output_size), self.groups,
                                   self.dilation)
 
 
@@ -508,9 +508,9 @@ class ConvTranspose2d(_ConvTransposeNd):
                          _pair(padding), _pair(output_padding), groups, bias, _pair(dilation),
                          padding_mode)
 
-    def forward(self, x, output_size=None):
-        return F.conv_transpose2d(x, self.weight, self.bias, self.stride, self.padding,
-                                  self._output_padding(x, output_size), self.groups,
+    def forward(self, input, output_size=None):
+        return F.conv_transpose2d(input, self.weight, self.bias, self.stride, self.padding,
+                                  self._output_padding(input, output_size), self.groups,
                                   self.dilation)
 
 
@@ -542,17 +542,18 @@ class _BatchNorm(Module):
             self.register_buffer("running_var", None)
             self.register_buffer("num_batches_tracked", None)
 
-    def forward(self, x):
-        if x.ndim not in self.dims:
-            raise ValueError(f"{type(self).__name__}: expected {' or '.join(map(str, self.dims))}-d "
-                             f"input, got shape {x.shape}")
+    def forward(self, input):
+        if input.ndim not in self.dims:
+            raise ValueError(f"{type(self).__name__}: expected "
+                             f"{' or '.join(map(str, self.dims))}-d input, got shape "
+                             f"{input.shape}")
         factor = 0.0 if self.momentum is None else self.momentum
         if self.training and self.track_running_stats:
             self.num_batches_tracked.data += 1          # on the device for GPU modules
             if self.momentum is None:                  # cumulative average: needs the count
                 factor = 1.0 / float(self.num_batches_tracked.item())
         use_batch_stats = self.training or not self.track_running_stats
-        return F.batch_norm(x, self.running_mean, self.running_var, self.weight, self.bias,
+        return F.batch_norm(input, self.running_mean, self.running_var, self.weight, self.bias,
                             use_batch_stats, factor, self.eps)
 
     def param_dtype(self, dtype):
@@ -599,8 +600,8 @@ class Embedding(Module):
         if padding_idx is not None:
             self.weight.data[padding_idx] = 0
 
-    def forward(self, indices):
-        return F.embedding(indices, self.weight, self.padding_idx, self.max_norm, self.norm_type,
+    def forward(self, input):
+        return F.embedding(input, self.weight, self.padding_idx, self.max_norm, self.norm_type,
                            self.scale_grad_by_freq)
 
     def extra_repr(self):
@@ -634,8 +635,8 @@ class Dropout(Module):
                              f"torch)")
         self.p, self.inplace = p, inplace
 
-    def forward(self, x):
-        return F.dropout(x, self.p, self.training)
+    def forward(self, input):
+        return F.dropout(input, self.p, self.training)
 
     def extra_repr(self):
         return f"p={self.p}, inplace={self.inplace}"
@@ -644,22 +645,22 @@ class Dropout(Module):
 class Dropout1d(Dropout):
     """torch's: whole channels of (N, C, L) / (C, L) input dropped (F.dropout1d)."""
 
-    def forward(self, x):
-        return F.dropout1d(x, self.p, self.training)
+    def forward(self, input):
+        return F.dropout1d(input, self.p, self.training)
 
 
 class Dropout2d(Dropout):
     """torch's: whole channels dropped (F.dropout2d)."""
 
-    def forward(self, x):
-        return F.dropout2d(x, self.p, self.training)
+    def forward(self, input):
+        return F.dropout2d(input, self.p, self.training)
 
 
 class Dropout3d(Dropout):
     """torch's: whole channels of (N, C, D, H, W) / (C, D, H, W) input dropped (F.dropout3d)."""
 
-    def forward(self, x):
-        return F.dropout3d(x, self.p, self.training)
+    def forward(self, input):
+        return F.dropout3d(input, self.p, self.training)
 
 
 class ReLU(Module):
@@ -669,8 +670,8 @@ class ReLU(Module):
         super().__init__()          # (inplace is accepted for torch compatibility)
         self.inplace = inplace
 
-    def forward(self, x):
-        return F.relu(x)
+    def forward(self, input):
+        return F.relu(input)
 
     def extra_repr(self):
         return "inplace=True" if self.inplace else ""
@@ -687,8 +688,8 @@ class LeakyReLU(Module):
         """A slope beyond +-1 can take a finite input past the largest float."""
         return abs(self.negative_slope) <= 1
 
-    def forward(self, x):
-        return F.leaky_relu(x, self.negative_slope)
+    def forward(self, input):
+        return F.leaky_relu(input, self.negative_slope)
 
     def extra_repr(self):
         return f"negative_slope={self.negative_slope}" + (", inplace=True" if self.inplace else "")
@@ -701,8 +702,8 @@ class GELU(Module):
         super().__init__()
         self.approximate = approximate
 
-    def forward(self, x):
-        return F.gelu(x, self.approximate)
+    def forward(self, input):
+        return F.gelu(input, self.approximate)
 
     def extra_repr(self):
         return f"approximate={self.approximate!r}"
@@ -728,8 +729,8 @@ class _Activation(Module):
         for k, v in values.items():
             object.__setattr__(self, k, v)
 
-    def forward(self, x):
-        return type(self).fn(x, **self._values)
+    def forward(self, input):
+        return type(self).fn(input, **self._values)
 
     def extra_repr(self):
         return ", ".join(f"{k}={v}" for k, v in self._values.items())
@@ -767,8 +768,8 @@ class LogSigmoid(_Activation):
 class Tanh(Module):
     finite_preserving = True
 
-    def forward(self, x):
-        return F.tanh(x)
+    def forward(self, input):
+        return F.tanh(input)
 
 
 class Sigmoid(Module):
@@ -787,10 +788,10 @@ class Sigmoid(Module):
     def extra_repr(self):
         return "float32=True" if self.float32 else ""
 
-    def forward(self, x):
-        if self.float32 and is_half(x.dtype):
-            x = x.astype(np.float32)
-        return F.sigmoid(x)
+    def forward(self, input):
+        if self.float32 and is_half(input.dtype):
+            input = input.astype(np.float32)
+        return F.sigmoid(input)
 
 
 class Flatten(Module):
@@ -800,8 +801,8 @@ class Flatten(Module):
         super().__init__()
         self.start_dim, self.end_dim = start_dim, end_dim
 
-    def forward(self, x):
-        return F.flatten(x, self.start_dim, self.end_dim)
+    def forward(self, input):
+        return F.flatten(input, self.start_dim, self.end_dim)
 
     def extra_repr(self):
         return f"start_dim={self.start_dim}, end_dim={self.end_dim}"
@@ -816,8 +817,8 @@ class Upsample(Module):
         self.size, self.scale_factor, self.mode = size, scale_factor, mode
         self.align_corners, self.recompute_scale_factor = align_corners, recompute_scale_factor
 
-    def forward(self, x):
-        return F.interpolate(x, self.size, self.scale_factor, self.mode, self.align_corners,
+    def forward(self, input):
+        return F.interpolate(input, self.size, self.scale_factor, self.mode, self.align_corners,
                              self.recompute_scale_factor)
 
     def extra_repr(self):
@@ -853,8 +854,8 @@ class MaxPool2d(Module):
         self.stride = kernel_size if stride is None else stride
         self.dilation, self.return_indices, self.ceil_mode = dilation, return_indices, ceil_mode
 
-    def forward(self, x):
-        return F.max_pool2d(x, self.kernel_size, self.stride, self.padding, self.dilation,
+    def forward(self, input):
+        return F.max_pool2d(input, self.kernel_size, self.stride, self.padding, self.dilation,
                             self.ceil_mode, self.return_indices)
 
     def extra_repr(self):
@@ -873,8 +874,8 @@ class AvgPool2d(Module):
         self.ceil_mode, self.count_include_pad = ceil_mode, count_include_pad
         self.divisor_override = divisor_override
 
-    def forward(self, x):
-        return F.avg_pool2d(x, self.kernel_size, self.stride, self.padding, self.ceil_mode,
+    def forward(self, input):
+        return F.avg_pool2d(input, self.kernel_size, self.stride, self.padding, self.ceil_mode,
                             self.count_include_pad, self.divisor_override)
 
     def extra_repr(self):
@@ -888,8 +889,8 @@ class MaxPool1d(MaxPool2d):
                  ceil_mode=False):
         super().__init__(kernel_size, stride, padding, dilation, return_indices, ceil_mode)
 
-    def forward(self, x):
-        return F.max_pool1d(x, self.kernel_size, self.stride, self.padding, self.dilation,
+    def forward(self, input):
+        return F.max_pool1d(input, self.kernel_size, self.stride, self.padding, self.dilation,
                             self.ceil_mode, self.return_indices)
 
 
@@ -900,8 +901,8 @@ class AvgPool1d(AvgPool2d):
                  count_include_pad=True):
         super().__init__(kernel_size, stride, padding, ceil_mode, count_include_pad)
 
-    def forward(self, x):
-        return F.avg_pool1d(x, self.kernel_size, self.stride, self.padding, self.ceil_mode,
+    def forward(self, input):
+        return F.avg_pool1d(input, self.kernel_size, self.stride, self.padding, self.ceil_mode,
                             self.count_include_pad)
 
     def extra_repr(self):               # (torch's: one-element tuples, as it stores them)
@@ -917,8 +918,8 @@ class _AdaptivePool(Module):
         super().__init__()
         self.output_size = output_size
 
-    def forward(self, x):
-        return type(self).function(x, self.output_size)
+    def forward(self, input):
+        return type(self).function(input, self.output_size)
 
     def extra_repr(self):
         return f"output_size={self.output_size}"
@@ -945,8 +946,8 @@ class Identity(Module):
     def __init__(self, *args, **kwargs):
         super().__init__()
 
-    def forward(self, x):
-        return x
+    def forward(self, input):
+        return input
 
 
 class Softmax(Module):
@@ -963,13 +964,13 @@ class Softmax(Module):
     def extra_repr(self):
         return f"dim={self.dim}"
 
-    def forward(self, x):
-        return F.softmax(x, dim=self._axis(x))
+    def forward(self, input):
+        return F.softmax(input, dim=self._axis(input))
 
 
 class LogSoftmax(Softmax):
-    def forward(self, x):
-        return F.log_softmax(x, dim=self._axis(x))
+    def forward(self, input):
+        return F.log_softmax(input, dim=self._axis(input))
 
 
 class LayerNorm(Module):
@@ -983,8 +984,8 @@ class LayerNorm(Module):
         self.elementwise_affine = elementwise_affine
         _affine_parameters(self, shape, elementwise_affine, bias)
 
-    def forward(self, x):
-        return F.layer_norm(x, self.normalized_shape, self.weight, self.bias, self.eps)
+    def forward(self, input):
+        return F.layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)
 
     def extra_repr(self):
         return (f"{self.normalized_shape}, eps={self.eps}, "
@@ -1003,8 +1004,8 @@ class GroupNorm(Module):
             num_groups, num_channels, eps, affine
         _affine_parameters(self, num_channels, affine, bias)
 
-    def forward(self, x):
-        return F.group_norm(x, self.num_groups, self.weight, self.bias, self.eps)
+    def forward(self, input):
+        return F.group_norm(input, self.num_groups, self.weight, self.bias, self.eps)
 
     def extra_repr(self):
         return (f"{self.num_groups}, {self.num_channels}, eps={self.eps}, affine={self.affine}, "
@@ -1031,17 +1032,17 @@ class _InstanceNorm(Module):
             self.register_buffer("running_var", np.ones(num_features, default_float()))
             self.register_buffer("num_batches_tracked", np.zeros((), np.int64))
 
-    def forward(self, x):
+    def forward(self, input):
         batched = self.dims[-1]
-        if x.ndim == batched - 1:                 # unbatched (C, ...), as torch's: a batch of 1
-            return F.squeeze(self.forward(F.unsqueeze(x, 0)), 0)
-        if x.ndim != batched or x.shape[1] != self.num_features:
+        if input.ndim == batched - 1:             # unbatched (C, ...), as torch's: a batch of 1
+            return F.squeeze(self.forward(F.unsqueeze(input, 0)), 0)
+        if input.ndim != batched or input.shape[1] != self.num_features:
             raise ValueError(f"{type(self).__name__}({self.num_features}): expected "
                              f"{batched}-d input (or {batched - 1}-d, unbatched) with "
-                             f"{self.num_features} channels, got shape {x.shape}")
+                             f"{self.num_features} channels, got shape {input.shape}")
         if not self.track_running_stats:
-            return F.instance_norm(x, weight=self.weight, bias=self.bias, eps=self.eps)
-        return F.instance_norm(x, self.running_mean, self.running_var, self.weight, self.bias,
+            return F.instance_norm(input, weight=self.weight, bias=self.bias, eps=self.eps)
+        return F.instance_norm(input, self.running_mean, self.running_var, self.weight, self.bias,
                                self.training, 0.0 if self.momentum is None else self.momentum,
                                self.eps)
 
@@ -1067,8 +1068,8 @@ class NLLLoss(Module):
         self.register_buffer("weight", weight)
         self.ignore_index, self.reduction = ignore_index, reduction
 
-    def forward(self, logp, target):
-        return F.nll_loss(logp, target, self.weight, ignore_index=self.ignore_index,
+    def forward(self, input, target):
+        return F.nll_loss(input, target, self.weight, ignore_index=self.ignore_index,
                           reduction=self.reduction)
 
 
@@ -1087,8 +1088,8 @@ class BCELoss(_Loss):
         super().__init__(size_average, reduce, reduction)
         self.register_buffer("weight", weight)
 
-    def forward(self, p, target):
-        return F.binary_cross_entropy(p, target, self.weight, reduction=self.reduction)
+    def forward(self, input, target):
+        return F.binary_cross_entropy(input, target, self.weight, reduction=self.reduction)
 
 
 class BCEWithLogitsLoss(_Loss):
@@ -1098,20 +1099,20 @@ class BCEWithLogitsLoss(_Loss):
         self.register_buffer("weight", weight)
         self.register_buffer("pos_weight", pos_weight)
 
-    def forward(self, x, target):
-        return F.binary_cross_entropy_with_logits(x, target, self.weight,
+    def forward(self, input, target):
+        return F.binary_cross_entropy_with_logits(input, target, self.weight,
                                                   reduction=self.reduction,
                                                   pos_weight=self.pos_weight)
 
 
 class MSELoss(_Loss):
-    def forward(self, a, b):
-        return F.mse_loss(a, b, self.reduction)
+    def forward(self, input, target):
+        return F.mse_loss(input, target, self.reduction)
 
 
 class L1Loss(_Loss):
-    def forward(self, a, b):
-        return F.l1_loss(a, b, self.reduction)
+    def forward(self, input, target):
+        return F.l1_loss(input, target, self.reduction)
 
 
 class SmoothL1Loss(_Loss):
@@ -1119,8 +1120,8 @@ class SmoothL1Loss(_Loss):
         super().__init__(size_average, reduce, reduction)
         self.beta = beta
 
-    def forward(self, a, b):
-        return F.smooth_l1_loss(a, b, self.reduction, self.beta)
+    def forward(self, input, target):
+        return F.smooth_l1_loss(input, target, self.reduction, self.beta)
 
 
 class HuberLoss(_Loss):
@@ -1128,8 +1129,8 @@ class HuberLoss(_Loss):
         super().__init__(reduction=reduction)
         self.delta = delta
 
-    def forward(self, a, b):
-        return F.huber_loss(a, b, self.reduction, self.delta)
+    def forward(self, input, target):
+        return F.huber_loss(input, target, self.reduction, self.delta)
 
 
 class KLDivLoss(_Loss):
@@ -1137,8 +1138,8 @@ class KLDivLoss(_Loss):
         super().__init__(size_average, reduce, reduction)
         self.log_target = log_target
 
-    def forward(self, logp, target):
-        return F.kl_div(logp, target, self.reduction, self.log_target)
+    def forward(self, input, target):
+        return F.kl_div(input, target, self.reduction, self.log_target)
 
 
 class CrossEntropyLoss(Module):
@@ -1150,8 +1151,8 @@ class CrossEntropyLoss(Module):
         self.ignore_index, self.reduction = ignore_index, reduction
         self.label_smoothing = label_smoothing
 
-    def forward(self, logits, target):
-        return F.cross_entropy(logits, target, self.weight, ignore_index=self.ignore_index,
+    def forward(self, input, target):
+        return F.cross_entropy(input, target, self.weight, ignore_index=self.ignore_index,
                                reduction=self.reduction, label_smoothing=self.label_smoothing)
 
 

@@ -149,13 +149,13 @@ class LSTMCell(RNNCellBase):
     def __init__(self, input_size, hidden_size, bias=True):
         super().__init__("LSTM", input_size, hidden_size, bias)
 
-    def forward(self, x, hx=None):
-        if x.ndim == 1:
-            return _cell_unbatched(self, x, hx)
+    def forward(self, input, hx=None):
+        if input.ndim == 1:
+            return _cell_unbatched(self, input, hx)
         if hx is not None and (not isinstance(hx, (tuple, list)) or len(hx) != 2):
             raise TypeError(f"LSTMCell: hx must be a tuple (h, c), got {type(hx).__name__}")
-        h, c = self._checked(x, zip(("h", "c"), (None, None) if hx is None else hx))
-        return lstm_cell(x, h, c, *self._weights())
+        h, c = self._checked(input, zip(("h", "c"), (None, None) if hx is None else hx))
+        return lstm_cell(input, h, c, *self._weights())
 
 
 class GRUCell(RNNCellBase):
@@ -165,11 +165,11 @@ class GRUCell(RNNCellBase):
     def __init__(self, input_size, hidden_size, bias=True):
         super().__init__("GRU", input_size, hidden_size, bias)
 
-    def forward(self, x, hx=None):
-        if x.ndim == 1:
-            return _cell_unbatched(self, x, hx)
-        (h,) = self._checked(x, [("hx", hx)])
-        return gru_cell(x, h, *self._weights())
+    def forward(self, input, hx=None):
+        if input.ndim == 1:
+            return _cell_unbatched(self, input, hx)
+        (h,) = self._checked(input, [("hx", hx)])
+        return gru_cell(input, h, *self._weights())
 
 
 class RNNCell(RNNCellBase):
@@ -180,11 +180,11 @@ class RNNCell(RNNCellBase):
         super().__init__(mode, input_size, hidden_size, bias)
         self._mode, self.nonlinearity = mode, nonlinearity
 
-    def forward(self, x, hx=None):
-        if x.ndim == 1:
-            return _cell_unbatched(self, x, hx)
-        (h,) = self._checked(x, [("hx", hx)])
-        return _CELLS[self._mode](x, h, *self._weights())
+    def forward(self, input, hx=None):
+        if input.ndim == 1:
+            return _cell_unbatched(self, input, hx)
+        (h,) = self._checked(input, [("hx", hx)])
+        return _CELLS[self._mode](input, h, *self._weights())
 
 
 def _zeros(like, shape):
@@ -285,32 +285,33 @@ class RNNBase(Module):
     def _state_names(self):
         return ("h0", "c0") if self.mode == "LSTM" else ("h0",)
 
-    def forward(self, x, hx=None, lengths=None):
+    def forward(self, input, hx=None, lengths=None):
         kind = type(self).__name__
-        if isinstance(x, PackedSequence):        # (nn.utils.rnn.pack_padded_sequence's)
+        if isinstance(input, PackedSequence):    # (nn.utils.rnn.pack_padded_sequence's)
             if lengths is not None:
                 raise TypeError(f"{kind}: a PackedSequence carries its own lengths; got "
                                 f"lengths= as well")
-            padded = x.padded if x.batch_first == self.batch_first else \
-                F.transpose(x.padded, 1, 0, *range(2, x.padded.ndim))
-            y, finals = self.forward(padded, hx, x.lengths)
-            return PackedSequence.of(y, x.lengths, self.batch_first, x.sorted_indices), finals
-        if x.ndim == 2:                          # unbatched (T, I), as torch's: a batch of one
-            return self._unbatched(kind, x, hx, lengths)
+            padded = input.padded if input.batch_first == self.batch_first else \
+                F.transpose(input.padded, 1, 0, *range(2, input.padded.ndim))
+            y, finals = self.forward(padded, hx, input.lengths)
+            return PackedSequence.of(y, input.lengths, self.batch_first,
+                                     input.sorted_indices), finals
+        if input.ndim == 2:                      # unbatched (T, I), as torch's: a batch of one
+            return self._unbatched(kind, input, hx, lengths)
         T_axis, B_axis = (1, 0) if self.batch_first else (0, 1)
-        if x.ndim != 3 or x.shape[2] != self.input_size:
+        if input.ndim != 3 or input.shape[2] != self.input_size:
             raise ValueError(f"{kind}: expected input (T, B, {self.input_size})"
                              f"{' (batch_first: B, T, I)' if self.batch_first else ''}, "
-                             f"got {x.shape}")
-        T, B = x.shape[T_axis], x.shape[B_axis]
+                             f"got {input.shape}")
+        T, B = input.shape[T_axis], input.shape[B_axis]
         if T == 0:
             raise ValueError(f"{kind}: Expected sequence length to be larger than 0 in RNN, "
-                             f"got input {x.shape} (as torch)")
+                             f"got input {input.shape} (as torch)")
         on_device = isinstance(lengths, Tensor)
         if on_device:
-            if lengths.device != x.device or lengths.shape != (B,) or \
+            if lengths.device != input.device or lengths.shape != (B,) or \
                     lengths.dtype.kind not in "iu":
-                raise ValueError(f"{kind}: Tensor lengths must be {B} integers on {x.device}, "
+                raise ValueError(f"{kind}: Tensor lengths must be {B} integers on {input.device}, "
                                  f"got {lengths.dtype} {lengths.shape} on {lengths.device}")
             # their values are checked where that reads nothing back: on the host. On a GPU
             # they are the caller's promise (1..T each), as CUDA-graph capture needs
@@ -327,13 +328,13 @@ class RNNBase(Module):
                 raise ValueError(f"{kind}: lengths {lengths} must hold one value in 1..{T} for "
                                  f"each of the {B} sequences")
         states = self._initial_states(kind, hx, B)
-        F._check_float(kind, x, *states, *self.all_weights)     # (as cuDNN's RNN: one dtype)
+        F._check_float(kind, input, *states, *self.all_weights)  # (as cuDNN's RNN: one dtype)
         if on_device:
-            return self._forward_lengths_on_device(x, states, lengths), None
-        if x.device != "cpu":
-            y, finals = self._forward_cudnn(x, states, lengths)
+            return self._forward_lengths_on_device(input, states, lengths), None
+        if input.device != "cpu":
+            y, finals = self._forward_cudnn(input, states, lengths)
         else:
-            y, finals = self._forward_reference(x, states, lengths)
+            y, finals = self._forward_reference(input, states, lengths)
         return y, (finals if self.mode == "LSTM" else finals[0])
 
     def _unbatched(self, kind, x, hx, lengths):

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import layers as L
-from layers import F
+from layers import F, nn
 
 from like_torch import assert_like_torch
 
@@ -114,3 +114,24 @@ def test_a_list_of_class_indices_is_a_cross_entropy_target_as_in_torch():
     got = F.cross_entropy(L.tensor(logits), L.tensor([1, 0]))
     want = torch.nn.functional.cross_entropy(torch.tensor(logits), torch.tensor([1, 0]))
     np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6)
+
+
+def test_module_forwards_take_torchs_argument_names():
+    """Every module's forward names its arguments as torch's does (input, target, hx, ...), so
+    m(input=x) and functional_call(m, params, (), {"input": x}) run as there."""
+    import inspect
+    checked = 0
+    for name in nn.__all__:
+        ours, theirs = getattr(nn, name, None), getattr(torch.nn, name, None)
+        if not (inspect.isclass(ours) and theirs is not None and hasattr(ours, "forward")):
+            continue
+        po = list(inspect.signature(ours.forward).parameters)[1:]
+        pt = list(inspect.signature(theirs.forward).parameters)[1:]
+        assert po[:len(pt)] == pt[:len(po)], (name, po, pt)
+        checked += 1
+    assert checked > 50
+    x = L.ones(2, 3)
+    lin = nn.Linear(3, 1)
+    np.testing.assert_array_equal(lin(input=x).detach().numpy(), lin(x).detach().numpy())
+    assert float(nn.MSELoss()(input=x, target=L.zeros(2, 3))) == 1.0
+    assert L.func.functional_call(nn.ReLU(), {}, (), {"input": -x}).numpy().max() == 0
