@@ -1861,7 +1861,13 @@ def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5):
     y = centred / (mean(centred * centred, axes, keepdims=True) + eps) ** 0.5
     if weight is not None:
         y = y * weight
-    return y if bias is None else y + bias
+    return _as_half_input(y if bias is None else y + bias, x)
+
+
+def _as_half_input(y, x):
+    """A norm's result in its input's float16 / bfloat16 where float32 weights widened it, as
+    torch's mixed-dtype norms give it (a bfloat16 model with float32 norm parameters)."""
+    return y.to(x.dtype) if y.dtype != x.dtype and is_half(x.dtype) else y
 
 
 def group_norm(x, num_groups, weight=None, bias=None, eps=1e-5):
@@ -1885,7 +1891,7 @@ def group_norm(x, num_groups, weight=None, bias=None, eps=1e-5):
     per_channel = (1, C) + (1,) * (x.ndim - 2)
     if weight is not None:
         y = y * reshape(weight, *per_channel)
-    return y if bias is None else y + reshape(bias, *per_channel)
+    return _as_half_input(y if bias is None else y + reshape(bias, *per_channel), x)
 
 
 def instance_norm(x, running_mean=None, running_var=None, weight=None, bias=None,
@@ -1917,8 +1923,7 @@ def instance_norm(x, running_mean=None, running_var=None, weight=None, bias=None
         y = y * reshape(weight, shape)
     if bias is not None:
         y = y + reshape(bias, shape)
-    return y if y.dtype == x.dtype else y.to(x.dtype)   # (half data: float32 statistics, and
-                                                        # a result of the data's dtype, torch's)
+    return _as_half_input(y, x)        # (half data: float32 statistics, a result of its dtype)
 
 
 def _track_instance_statistics(x, running_mean, running_var, momentum):

@@ -1085,3 +1085,28 @@ def test_a_target_that_broadcasts_is_taken_with_torchs_warning(name):
         getattr(F, name)(L.tensor(a), L.tensor(np.ones((3, 4))))
     with pytest.raises(ValueError, match="differ"):                # (BCE: torch refuses too)
         F.binary_cross_entropy(L.tensor(np.full((5, 4), 0.5)), L.tensor(np.ones((1, 4))))
+
+
+@pytest.mark.parametrize("norm", ["layer_norm", "group_norm", "instance_norm"])
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("device", DEVICES)
+def test_half_data_through_norms_with_float32_weights_stays_half(where, dtype, norm):
+    """A float16 / bfloat16 input with float32 weight and bias (a bf16 model keeping its norms'
+    parameters in float32) gives a result of the input's dtype, as torch's mixed-dtype norms,
+    within two units in its last place of torch's."""
+    rng = np.random.default_rng(10)
+    x = rng.standard_normal((2, 4, 3, 3)).astype(np.float32)
+    shape = (3, 3) if norm == "layer_norm" else (4,)
+    w, b = rng.standard_normal(shape).astype(np.float32), rng.standard_normal(shape) \
+        .astype(np.float32)
+    args = {"layer_norm": lambda lib, t, w, b: lib.nn.functional.layer_norm(t, (3, 3), w, b),
+            "group_norm": lambda lib, t, w, b: lib.nn.functional.group_norm(t, 2, w, b),
+            "instance_norm": lambda lib, t, w, b: lib.nn.functional.instance_norm(
+                t, weight=w, bias=b)}[norm]
+    y = args(L, L.tensor(x, device=where).to(dtype=dtype), L.tensor(w, device=where),
+             L.tensor(b, device=where))
+    ty = args(torch, torch.tensor(x).to(getattr(torch, dtype)), torch.tensor(w), torch.tensor(b))
+    assert str(y.dtype) == dtype
+    eps = {"float16": 2.0 ** -10, "bfloat16": 2.0 ** -7}[dtype]
+    np.testing.assert_allclose(y.float().numpy(), ty.float().numpy(), rtol=2 * eps,
+                               atol=2 * eps * np.abs(ty.float().numpy()).max())
