@@ -132,9 +132,7 @@ def set_default_dtype(d):
     _default_float[0] = dtype
 
 
-def get_default_dtype():
-    """torch.get_default_dtype."""
-    return _default_float[0]
+get_default_dtype = default_float          # (torch's name for it)
 
 
 def number_dtype(value):

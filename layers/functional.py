@@ -1911,10 +1911,10 @@ def instance_norm(x, running_mean=None, running_var=None, weight=None, bias=None
         if math.prod(x.shape[2:]) <= 1:
             raise ValueError(f"Expected more than 1 spatial element when training, got input "
                              f"size {x.shape}")
-        if running_mean is not None or running_var is not None:
+        if running_mean is not None:              # (and running_var: checked above)
             _track_instance_statistics(x, running_mean, running_var, momentum)
         return group_norm(x, C, weight, bias, eps)
-    if running_mean is None or running_var is None:
+    if running_mean is None:
         raise ValueError("instance_norm: use_input_stats=False needs running_mean and "
                          "running_var (as torch)")
     shape = (1, C) + (1,) * (x.ndim - 2)
@@ -1937,8 +1937,7 @@ def _track_instance_statistics(x, running_mean, running_var, momentum):
         var = sum(d * d, axes) / (n - 1)
         for running, batch in ((running_mean, mean(reshape(mean_x, x.shape[:2]), 0)),
                                (running_var, mean(var, 0))):
-            if running is not None:
-                running.copy_(running * (1 - momentum) + batch.to(running.dtype) * momentum)
+            running.copy_(running * (1 - momentum) + batch.to(running.dtype) * momentum)
 
 
 def masked_mse_loss(a, b, mask):

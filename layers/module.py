@@ -27,11 +27,11 @@ class Parameter(Tensor):
         return "Parameter containing:\n" + super().__repr__()
 
 
-
 def options_repr(head, *options):
     """A module's extra_repr as torch prints it: `head`, then ", name=value" for each option
     (name, value, shown) that is shown (torch leaves out an option at its default)."""
     return head + "".join(f", {name}={value}" for name, value, shown in options if shown)
+
 
 class Module:
     # True where finite inputs always give a finite output (activations): layers.finite skips

@@ -524,6 +524,16 @@ def _affine_parameters(module, shape, affine, bias=True):
                               if affine and bias else None)
 
 
+def _running_statistics(module, num_features, track):
+    """A normalization's buffers running_mean (zeros), running_var (ones), num_batches_tracked
+    (0), or each None where it does not track them (torch's _NormBase)."""
+    module.register_buffer("running_mean", np.zeros(num_features, default_float())
+                           if track else None)
+    module.register_buffer("running_var", np.ones(num_features, default_float())
+                           if track else None)
+    module.register_buffer("num_batches_tracked", np.zeros((), np.int64) if track else None)
+
+
 class _BatchNorm(Module):
     dims = ()
 
@@ -533,14 +543,7 @@ class _BatchNorm(Module):
         self.num_features, self.eps, self.momentum = num_features, eps, momentum
         self.affine, self.track_running_stats = affine, track_running_stats
         _affine_parameters(self, num_features, affine, bias)
-        if track_running_stats:
-            self.register_buffer("running_mean", np.zeros(num_features, default_float()))
-            self.register_buffer("running_var", np.ones(num_features, default_float()))
-            self.register_buffer("num_batches_tracked", np.zeros((), np.int64))
-        else:
-            self.register_buffer("running_mean", None)
-            self.register_buffer("running_var", None)
-            self.register_buffer("num_batches_tracked", None)
+        _running_statistics(self, num_features, track_running_stats)
 
     def forward(self, input):
         if input.ndim not in self.dims:
@@ -1027,10 +1030,7 @@ class _InstanceNorm(Module):
             num_features, eps, momentum, affine
         self.track_running_stats = track_running_stats
         _affine_parameters(self, num_features, affine, bias)
-        if track_running_stats:
-            self.register_buffer("running_mean", np.zeros(num_features, default_float()))
-            self.register_buffer("running_var", np.ones(num_features, default_float()))
-            self.register_buffer("num_batches_tracked", np.zeros((), np.int64))
+        _running_statistics(self, num_features, track_running_stats)
 
     def forward(self, input):
         batched = self.dims[-1]

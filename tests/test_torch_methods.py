@@ -903,6 +903,9 @@ def test_instance_norm_running_statistics_are_torchs(where, momentum):
     rng = np.random.default_rng(8)
     for ours_cls, theirs_cls, shape in ((nn.InstanceNorm2d, torch.nn.InstanceNorm2d, (2, 3, 4, 5)),
                                         (nn.InstanceNorm1d, torch.nn.InstanceNorm1d, (3, 6))):
+        untracked, theirs_untracked = ours_cls(3), theirs_cls(3)     # (buffers None, as torch's)
+        assert untracked.running_mean is theirs_untracked.running_mean is None
+        assert list(untracked.state_dict()) == list(theirs_untracked.state_dict()) == []
         kw = dict(affine=True, track_running_stats=True, momentum=momentum)
         m, tm = ours_cls(3, **kw), theirs_cls(3, **kw)
         assert repr(m) == repr(tm) and list(m.state_dict()) == list(tm.state_dict())
