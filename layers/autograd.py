@@ -243,8 +243,9 @@ def backward_graph(roots, retain_graph=True, capture=None, stop=False):
                 slot[t._index] = gx if held is None else held + gx
             if not retain_graph:
                 _free(fn)
-        for t, g in leaves.values():           # leaves with hooks: on their summed gradient
-            g = _hooked_tensor(t._hooks, g, t.shape)
+        for t, g in leaves.values():           # each leaf's summed gradient, after its hooks
+            if t._hooks:
+                g = _hooked_tensor(t._hooks, g, t.shape)
             if capture is not None:
                 _add_into(capture[id(t)], g)
             else:
@@ -265,11 +266,12 @@ def _add_to_grad(t, g):
 
 
 def _to_leaf(t, g, capture, leaves, hooks=True):
-    """A leaf's gradient Tensor: into its capture entry, or .grad (out of place, as torch's
-    create_graph accumulates); kept in `leaves` for its hooks where it has some."""
+    """A leaf's gradient Tensor: into its capture entry, or kept in `leaves` -- for its hooks to
+    see the sum, and, without capture, to add into .grad once, summed (out of place, as torch's
+    create_graph accumulates; tensor._to_leaf's order)."""
     if capture is not None and id(t) not in capture:
         return                                 # (autograd.grad: a leaf not asked for)
-    if hooks and t._hooks:
+    if (hooks and t._hooks) or capture is None:
         held = leaves.get(id(t))
         leaves[id(t)] = (t, g if held is None else held[1] + g)
     elif capture is not None:

@@ -167,14 +167,15 @@ def test_gradients_add_up_in_torchs_order(where, dtype):
     assert seen == {0.0, float(torch.tensor(scales["small"], dtype=getattr(torch, dtype)))}
 
 
+@pytest.mark.parametrize("create_graph", [False, True])
 @pytest.mark.parametrize("device", ["cpu"] + DEVICES)
-def test_a_leafs_gradient_parts_are_summed_before_they_meet_its_grad(where):
+def test_a_leafs_gradient_parts_are_summed_before_they_meet_its_grad(where, create_graph):
     """torch sums a leaf's parts first and adds the sum into an existing .grad once: in float16
-    1 + (6e-4 + 6e-4) is 1.00098 where (1 + 6e-4) + 6e-4 is 1.00195."""
+    1 + (6e-4 + 6e-4) is 1.00098 where (1 + 6e-4) + 6e-4 is 1.00195 (create_graph too)."""
     x = L.ones(2, dtype=L.float16, device=where, requires_grad=True)
     tx = torch.ones(2, dtype=torch.float16, requires_grad=True)
     for t, lib in ((x, L), (tx, torch)):
         t.grad = lib.ones(2, dtype=t.dtype, device=where if lib is L else None)
-        (t * 6e-4 + t * 6e-4).sum().backward()
+        (t * 6e-4 + t * 6e-4).sum().backward(create_graph=create_graph)
     np.testing.assert_array_equal(x.grad.float().numpy(), tx.grad.float().numpy())
     assert float(tx.grad[0]) == float(np.float16(1) + np.float16(np.float16(6e-4) * 2))
