@@ -7,11 +7,11 @@ its *_like, and arange, linspace, eye.
 
 Sizes are ints, or one sequence of them. The dtype, where none is given, is torch's: the default
 dtype (float32 unless L.set_default_dtype), except full (its fill value's: int64, bool or the
-default), arange (int64 when start, end and step are all ints) and randint (int64). The device is 'cpu' (the default),
-an int, 'cuda' or 'cuda:N'. Random draws come from layers.random, seeded by L.manual_seed: the
-host generator on the CPU, the device's counter-based generator on a GPU (a captured CUDA graph
-draws new numbers on each replay). A seed gives the same numbers on its device every run; they
-are not torch's (another generator)."""
+default), arange (int64 when start, end and step are all ints) and randint (int64). The device is
+'cpu' (the default), an int, 'cuda' or 'cuda:N'. Random draws come from layers.random, seeded by
+L.manual_seed: the host generator on the CPU, the device's counter-based generator on a GPU (a
+captured CUDA graph draws new numbers on each replay). A seed gives the same numbers on its device
+every run; they are not torch's (another generator)."""
 from operator import index as _index
 
 import numpy as np
@@ -219,8 +219,7 @@ def multinomial(input, num_samples, replacement=False, *, generator=None):
               "uniform")
     if replacement:
         cdf = xp.cumsum(w, axis=1)
-        with np.errstate(all="ignore"):  # (NumPy's warnings on extreme weights; torch gives none)
-            cdf = cdf / cdf[:, -1:]      # (1.0 exactly from the last weight > 0 on: u < 1 stops
+        cdf = cdf / cdf[:, -1:]          # (1.0 exactly from the last weight > 0 on: u < 1 stops
         # there); each row moved 2 apart, so that one search serves them all
         offset = 2 * xp.arange(rows, dtype=np.float64)[:, None]
         at = xp.searchsorted((cdf + offset).ravel(), (u + offset).ravel(), side="right")
@@ -230,7 +229,7 @@ def multinomial(input, num_samples, replacement=False, *, generator=None):
         # that no race time is 0: a draw of exactly 0 would put its category first whatever
         # its weight
         u = u + (2.0 ** -54 if xp is np else 2.0 ** -25)
-        with np.errstate(all="ignore"):
+        with np.errstate(divide="ignore"):             # (log 0: NumPy's warning; torch's none)
             keys = xp.log(-xp.log1p(-u)) - xp.log(w)       # (weight 0: inf, after every other)
         out = xp.argsort(keys, axis=1, kind="stable")[:, :num_samples]
     out = out.astype(np.int64)
