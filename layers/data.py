@@ -374,26 +374,21 @@ class DataLoader:
             batch_sampler = BatchSampler(sampler, batch_size, drop_last)
         self.batch_size, self.drop_last = batch_size, drop_last
         self.sampler, self.batch_sampler = sampler, batch_sampler
-        self._auto_collation = batch_sampler is not None or (iterable and batch_size is not None)
+        # a stream is batched as it comes: a BatchSampler over its samples themselves
+        self._stream_batches = BatchSampler(dataset, batch_size, drop_last) \
+            if iterable and batch_size is not None else None
+        auto_collation = batch_sampler is not None or self._stream_batches is not None
         self.collate_fn = collate_fn if collate_fn is not None else \
-            default_collate if self._auto_collation else default_convert
-        if iterable and batch_size is not None and (not isinstance(batch_size, int) or
-                                                    batch_size <= 0):
-            raise ValueError(f"batch_size should be a positive integer value, but got "
-                             f"batch_size={batch_size}")
+            default_collate if auto_collation else default_convert
 
     def __iter__(self):
-        if isinstance(self.dataset, IterableDataset):
-            if not self._auto_collation:
-                yield from (self.collate_fn(s) for s in self.dataset)
-                return
-            it = iter(self.dataset)
-            while True:
-                batch = list(itertools.islice(it, self.batch_size))
-                if not batch or (self.drop_last and len(batch) < self.batch_size):
-                    return
+        if self._stream_batches is not None:
+            for batch in self._stream_batches:
                 yield self.collate_fn(batch)
-        if self.batch_sampler is not None:
+        elif isinstance(self.dataset, IterableDataset):
+            for sample in self.dataset:
+                yield self.collate_fn(sample)
+        elif self.batch_sampler is not None:
             for indices in self.batch_sampler:
                 yield self.collate_fn([self.dataset[i] for i in indices])
         else:
@@ -401,9 +396,6 @@ class DataLoader:
                 yield self.collate_fn(self.dataset[i])
 
     def __len__(self):
-        if isinstance(self.dataset, IterableDataset):
-            n = len(self.dataset)                   # (a stream with a __len__, as torch)
-            if self.batch_size is None:
-                return n
-            return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
+        if isinstance(self.dataset, IterableDataset):   # (a stream with a __len__, as torch)
+            return len(self.dataset if self._stream_batches is None else self._stream_batches)
         return len(self.batch_sampler if self.batch_sampler is not None else self.sampler)
