@@ -84,8 +84,8 @@ __all__ = ["autograd", "Tensor", "Function", "tensor", "as_tensor", "no_grad", "
            "Sequential", "ModuleList", "ModuleDict", "functional", "F", "nn", "init", "optim", "keras", "manual_seed", "save",
            "load", "parse_device", "zeros", "ones", "full", "empty", "rand", "randn", "randint",
            "zeros_like", "ones_like", "full_like", "empty_like", "rand_like", "randn_like",
-           "randint_like", "randperm", "multinomial", "arange", "linspace", "eye", "einsum", "unique", "func",
-           "set_default_dtype", "get_default_dtype", "utils",
+           "randint_like", "randperm", "multinomial", "arange", "linspace", "eye", "einsum",
+           "unique", "func", "set_default_dtype", "get_default_dtype", "utils",
            # torch's top-level functions (layers.functional's)
            "abs", "add", "amax", "amin", "argmax", "argmin", "argsort", "cat", "chunk", "clamp",
            "clone", "div", "exp", "flatten", "gather", "index_select", "log", "log_softmax",
