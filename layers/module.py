@@ -2,6 +2,7 @@
 state_dict keys and order exactly as PyTorch writes them (own parameters, own buffers, then each
 child), NumPy arrays in and out."""
 from collections import OrderedDict, namedtuple
+from collections.abc import Mapping
 
 import numpy as np
 
@@ -207,14 +208,22 @@ class Module:
 
     def load_state_dict(self, state_dict, strict=True):
         """Copy arrays (NumPy, CuPy, this engine's Tensors, or torch tensors) into this module's
-        parameters and buffers in place, on their current devices. Every shape is checked
-        before anything is copied: a refused state dict leaves the module as it was."""
+        parameters and buffers in place, on their current devices. Refused as torch refuses, with
+        its RuntimeError and message: a shape that differs (strict or not), and with `strict`
+        keys missing or unexpected. Everything is checked before anything is copied: a refused
+        state dict leaves the module as it was (torch's may have copied part of it)."""
+        if not isinstance(state_dict, Mapping):
+            raise TypeError(f"Expected state_dict to be dict-like, got {type(state_dict)}.")
         own = OrderedDict(self._state_items(persistent_only=True))
         missing = [k for k in own if k not in state_dict]
         unexpected = [k for k in state_dict if k not in own]
-        if strict and (missing or unexpected):
-            raise KeyError(f"load_state_dict for {type(self).__name__}: missing keys {missing}, "
-                           f"unexpected keys {unexpected}")
+        errors = []
+        if strict and missing:
+            errors.append("Missing key(s) in state_dict: "
+                          + ", ".join(f'"{k}"' for k in missing) + ". ")
+        if strict and unexpected:
+            errors.append("Unexpected key(s) in state_dict: "
+                          + ", ".join(f'"{k}"' for k in unexpected) + ". ")
         values = []
         for key, t in own.items():
             if key not in state_dict:
@@ -223,10 +232,13 @@ class Module:
             value = value.data if isinstance(value, Tensor) else from_foreign(value)  # (torch's)
             value = value.get() if is_gpu(value) else np.asarray(value)
             if tuple(value.shape) != tuple(t.shape):
-                raise ValueError(f"load_state_dict for {type(self).__name__}: {key} has shape "
-                                 f"{tuple(value.shape)} in the state dict but {tuple(t.shape)} "
-                                 f"in the module")
+                errors.append(f"size mismatch for {key}: copying a param with shape "
+                              f"{tuple(value.shape)} from checkpoint, the shape in current model "
+                              f"is {tuple(t.shape)}.")
             values.append((t, value))
+        if errors:
+            raise RuntimeError(f"Error(s) in loading state_dict for {type(self).__name__}:\n\t"
+                               + "\n\t".join(errors))
         for t, value in values:
             t.data[...] = to_device(value.astype(t.dtype, copy=False), t.device)
             mark_changed(t, f"{type(self).__name__}.load_state_dict")

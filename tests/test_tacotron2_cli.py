@@ -143,6 +143,15 @@ def test_synthesize_writes_mel_alignment_and_wav(corpus, tmp_path):
             "--outf", str(tmp_path / "s2"), "***")
     assert r.returncode == 2 and "'***' has no symbol left after the cleaners" in r.stderr
     assert not (tmp_path / "s2").exists()
+    # a checkpoint whose model arrays do not fit its hparams: load_state_dict's refusal, one line
+    arrays = dict(np.load(tmp_path / "t" / "checkpoint.npz"))
+    key = next(k for k in arrays if k.startswith("model/") and k.endswith(".weight"))
+    arrays[key] = np.zeros(arrays[key].shape[:-1] + (1,), arrays[key].dtype)
+    np.savez(tmp_path / "bad.npz", **arrays)
+    r = run("synthesize", "--device", "cpu", "--checkpoint", str(tmp_path / "bad.npz"), "Hi.")
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert f"does not fit the model (size mismatch for {key[len('model/'):]}: copying a param " \
+           f"with shape" in r.stderr, r.stderr
 
 
 def test_overfit_runs_on_one_spoken_sentence(tmp_path):

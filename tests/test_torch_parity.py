@@ -1,5 +1,6 @@
 """Every op and layer against PyTorch on the CPU, forward and backward, float32."""
 import os
+import re
 
 import numpy as np
 import pytest
@@ -239,10 +240,52 @@ def test_state_dict_round_trip_both_ways_and_errors():
     assert m.state_dict()["1.num_batches_tracked"].dtype == np.int64
     bad = m.state_dict()
     bad["0.weight"] = np.zeros((3, 1, 3, 3), np.float32)
-    with pytest.raises(ValueError, match=r"0.weight has shape \(3, 1, 3, 3\).*\(2, 1, 3, 3\)"):
+    with pytest.raises(RuntimeError, match=r"0.weight: copying a param with shape \(3, 1, 3, 3\)"
+                                           r".*current model is \(2, 1, 3, 3\)"):
         m.load_state_dict(bad)
-    with pytest.raises(KeyError, match="missing keys.*1.running_var"):
+    with pytest.raises(RuntimeError, match='Missing key.*"1.running_var"'):
         m.load_state_dict({k: v for k, v in m.state_dict().items() if k != "1.running_var"})
+
+
+def _load_error(module, state_dict, strict=True):
+    try:
+        module.load_state_dict(state_dict, strict=strict)
+    except Exception as e:
+        return type(e), re.sub(r"torch\.Size\(\[([\d, ]*)\]\)",    # torch's shapes as tuples
+                               lambda s: repr(tuple(int(n) for n in s[1].split(",") if n)),
+                               str(e))
+    return None
+
+
+def test_load_state_dict_refuses_as_torch_does_and_copies_nothing_when_it_refuses():
+    """torch's RuntimeError and its message, line for line: missing and unexpected keys (strict
+    only), every shape that differs (strict or not); a mapping is required. Nothing is copied
+    when it refuses (torch's may copy part)."""
+    torch.manual_seed(0)
+    tm = torch.nn.Sequential(torch.nn.Linear(3, 2), torch.nn.BatchNorm1d(2))
+    m = nn.Sequential(nn.Linear(3, 2), nn.BatchNorm1d(2))
+    good = {k: v.numpy() for k, v in tm.state_dict().items()}
+    cases = [
+        {k: v for k, v in good.items() if k not in ("0.bias", "1.running_var")},
+        {**good, "extra": np.zeros(1, np.float32), "2.weight": np.zeros(1, np.float32)},
+        {**good, "0.weight": np.zeros((2, 4), np.float32), "1.bias": np.zeros(3, np.float32)},
+        {**{k: v for k, v in good.items() if k != "0.bias"}, "x": np.zeros(1, np.float32),
+         "0.weight": np.zeros((3, 3), np.float32)},
+    ]
+    for strict in (True, False):
+        for sd in cases:
+            before = {k: v.copy() for k, v in m.state_dict().items()}
+            ours = _load_error(m, sd, strict)
+            theirs = _load_error(tm, {k: torch.from_numpy(v) for k, v in sd.items()}, strict)
+            assert ours == theirs, (strict, ours, theirs)
+            if ours is not None:
+                for k, v in m.state_dict().items():
+                    np.testing.assert_array_equal(v, before[k])
+    assert m.load_state_dict(cases[1], strict=False) == (
+        [], ["extra", "2.weight"]) == tuple(tm.load_state_dict(
+            {k: torch.from_numpy(v) for k, v in cases[1].items()}, strict=False))
+    assert _load_error(m, [1]) == _load_error(tm, [1])[:1] + (
+        "Expected state_dict to be dict-like, got <class 'list'>.",)
 
 
 def test_save_load_npz(tmp_path):
@@ -565,7 +608,7 @@ def test_load_state_dict_takes_tensors_and_a_refused_one_changes_nothing():
         np.testing.assert_array_equal(dst.state_dict()[k], v)
     before = {k: np.array(v) for k, v in dst.state_dict().items()}
     bad = {"weight": np.ones((2, 3), np.float32), "bias": np.ones(5, np.float32)}
-    with pytest.raises(ValueError, match="bias has shape \\(5,\\)"):
+    with pytest.raises(RuntimeError, match="bias: copying a param with shape \\(5,\\)"):
         dst.load_state_dict(bad)
     for k, v in dst.state_dict().items():                        # (weight was not copied)
         np.testing.assert_array_equal(v, before[k])

@@ -268,11 +268,14 @@ def read_arrays(path):
         raise CheckpointError(f"a damaged .npz or .safetensors file ({why})") from None
 
 
-def _load_state(module, state):
+def load_state(module, state):
+    """load_state_dict, its refusal a CheckpointError of one line."""
     try:
         module.load_state_dict(state)
-    except (KeyError, ValueError) as e:
-        raise CheckpointError(f"does not fit the model ({e.args[0]})") from None
+    except RuntimeError as e:     # (torch's message, its lines on one: a CLI error is a line)
+        why = str(e).split("\n\t")[1:]
+        raise CheckpointError(f"does not fit the model ({'; '.join(w.strip() for w in why)})") \
+            from None
 
 
 def load_weights(module, path):
@@ -280,7 +283,7 @@ def load_weights(module, path):
     arrays = read_arrays(path)
     if "meta" in arrays:
         raise CheckpointError("a training checkpoint, not a weights file")
-    _load_state(module, arrays)
+    load_state(module, arrays)
 
 
 def override_hyper(optimizers, resume, **given):
@@ -413,7 +416,7 @@ def load_checkpoint(path, modules, optimizers, rng, device):
                               f"{e})") from None
     for name, m in modules.items():
         pre = f"{name}/"
-        _load_state(m, {k[len(pre):]: v for k, v in arrays.items() if k.startswith(pre)})
+        load_state(m, {k[len(pre):]: v for k, v in arrays.items() if k.startswith(pre)})
     for name, opt in optimizers.items():
         state = {}
         for k, v in arrays.items():

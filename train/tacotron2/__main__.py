@@ -23,7 +23,7 @@ from layers.finite import FiniteCheck
 
 from .. import cli
 from ..common import (PRECISIONS, CheckpointError, DeviceStats, LossLog, Progress,
-                      checkpoint_meta, first_non_finite, load_checkpoint, meta_of,
+                      checkpoint_meta, first_non_finite, load_checkpoint, load_state, meta_of,
                       override_hyper, pyplot, rate_cell, read_arrays, resume_point,
                       save_checkpoint, set_precision, stopped_note)
 from . import audio, data
@@ -591,9 +591,9 @@ def synthesize(argv):
     try:
         arrays = read_arrays(args.checkpoint)
         model = Tacotron2(checkpoint_hparams(meta_of(arrays)))
-        model.load_state_dict({k[len("model/"):]: v for k, v in arrays.items()
-                               if k.startswith("model/")})
-    except (CheckpointError, KeyError, ValueError) as e:
+        load_state(model, {k[len("model/"):]: v for k, v in arrays.items()
+                           if k.startswith("model/")})
+    except CheckpointError as e:
         cli.fail(f"--checkpoint {args.checkpoint}: {e}; expected a checkpoint.npz written by "
                  f"train.tacotron2")
     model.to(device)
