@@ -927,26 +927,23 @@ def repeat(x, *sizes):
 
 def split(x, split_size_or_sections, dim=0):
     """torch.split: pieces of split_size along `dim` (the last may be shorter), or of the sizes
-    listed; views (getitem) in the graph."""
+    listed; views of x, made by one op (ops.shape.Split), as torch's."""
     dim = dim_index(dim, x.ndim, "split")
     n = x.shape[dim]
     if isinstance(split_size_or_sections, (int, np.integer)):
         step = int(split_size_or_sections)
-        if step < 1:
-            raise ValueError(f"split: split_size must be positive, got {step}")
-        sizes = [builtins.min(step, n - i) for i in range(0, n, step)] or [0]
+        if step < 0 or step == 0 and n > 0:
+            raise ValueError(f"split: split_size must be positive (0 only for an empty dim), "
+                             f"got {step} for dim {dim}'s size {n}")
+        sizes = [builtins.min(step, n - i) for i in range(0, n, step)] if n else [0]
     else:
         sizes = [int(s) for s in split_size_or_sections]
+        if builtins.min(sizes, default=0) < 0:
+            raise ValueError(f"split: sizes {sizes} must not be negative")
         if builtins.sum(sizes) != n:
             raise ValueError(f"split: sizes {sizes} sum to {builtins.sum(sizes)}, not dim {dim}'s "
                              f"size {n}")
-    pieces, start = [], 0
-    for size in sizes:
-        index = [slice(None)] * x.ndim
-        index[dim] = slice(start, start + size)
-        pieces.append(getitem(x, tuple(index)))
-        start += size
-    return tuple(pieces)
+    return _sh.Split.apply(x, sizes=tuple(sizes), axis=dim)
 
 
 def chunk(x, chunks, dim=0):

@@ -998,12 +998,15 @@ def _inputs_and_makers(fn):
 
 def _leading_to(order, capture):
     """The ops of `order` (producers first) whose backward reaches a tensor of `capture`: one of
-    their inputs is such a tensor, or was made by such an op (a freed op by its links: where
-    one is needed, running it says the graph was freed, as torch's)."""
+    their inputs is such a tensor, or was made by an op that made one (any of its outputs: torch
+    runs what leads to that op, so a sibling output's hooks see their gradient) or by a needed
+    op (a freed op by its links: where one is needed, running it says the graph was freed, as
+    torch's)."""
+    makers = {entry[0]._ctx for entry in capture.values() if entry[0]._ctx is not None}
     needed = set()
     for fn in order:
         for t, maker in _inputs_and_makers(fn):
-            if (t is not None and id(t) in capture) or maker in needed:
+            if (t is not None and id(t) in capture) or maker in needed or maker in makers:
                 needed.add(fn)
                 break
     return needed

@@ -101,7 +101,36 @@ def _the_other_outputs_hooks_run_too_with_create_graph(lib, d, seen):
     return _the_other_outputs_hooks_run_too(lib, d, seen, create_graph=True)
 
 
+def _the_other_pieces_hooks_run_too(lib, d, seen, how="chunk"):
+    """split and chunk are one op with an output per piece, as torch's: a sibling piece's hooks
+    and retain_grad run when the op runs for another piece."""
+    x = _leaf(lib, [1.0, 2.0, 3.0, 4.0, 5.0], d)
+    a, b, c = (x * 2).chunk(3) if how == "chunk" else (x * 2).split([1, 3, 1])
+    b.retain_grad()
+    b.register_hook(lambda g: seen.append(("b", _value(g))))
+    c.register_hook(lambda g: seen.append(("c", _value(g))))
+    y = (lib.sin(a).sum() * b).sum() + (c * c).sum()
+    y.backward(inputs=[b], retain_graph=True)
+    y.backward(inputs=[a])
+    return {"a": a.grad, "b": b.grad, "c": c.grad, "x": x.grad}
+
+
+def _the_other_pieces_hooks_run_too_with_split(lib, d, seen):
+    return _the_other_pieces_hooks_run_too(lib, d, seen, how="split")
+
+
+def _autograd_grad_of_a_piece_runs_the_other_pieces_hooks(lib, d, seen):
+    x = _leaf(lib, [1.0, 2.0, 3.0, 4.0, 5.0], d)
+    a, b, c = (x * 2).chunk(3)
+    c.register_hook(lambda g: seen.append(("c", _value(g))))
+    y = (lib.sin(a).sum() * b).sum() + (c * c).sum()
+    (gb,) = lib.autograd.grad(y, [b])
+    return {"gb": gb, "x": x.grad}
+
+
 SCENARIOS = [_the_other_outputs_hooks_run_too, _the_other_outputs_hooks_run_too_with_create_graph,
+             _the_other_pieces_hooks_run_too, _the_other_pieces_hooks_run_too_with_split,
+             _autograd_grad_of_a_piece_runs_the_other_pieces_hooks,
              _only_the_leaf_asked_for, _a_non_leaf_input_after_its_hooks,
              _an_unused_input_keeps_its_grad, _leaf_hooks_run_once_on_the_sum,
              _several_roots_with_inputs, _a_root_that_is_the_input, _create_graph_with_inputs]

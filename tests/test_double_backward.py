@@ -76,6 +76,8 @@ CASES = [
      lambda m, x: (x.reshape(6, 4).permute(1, 0) * x.sum(0).reshape(1, 12)[:, :6]).expand(
          2, 4, 6)),
     ("permute 3-d", [(2, 3, 4)], None, lambda m, x: (x * x).permute(2, 0, 1) * x[:1, :1, :1]),
+    ("split chunk", [(5, 3)], None,       # (one op each, some pieces unused: zeros)
+     lambda m, a: (a.split([2, 0, 3])[2] * a.chunk(2, 1)[1][2:].sin()).sum(0) * a[0, :1]),
     ("cat stack unbind", [(2, 3), (4, 3)], None,
      lambda m, a, b: m.stack([m.cat([a, b * b], 0), m.cat([b, a], 0)], 1).unbind(1)[0] * b[0]),
     ("getitem, repeated index", [(5, 3)], None,

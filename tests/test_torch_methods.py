@@ -258,8 +258,14 @@ def test_edge_spellings_are_torchs():
     np.testing.assert_array_equal(t.var(0, correction=4).numpy(),      # (n - c < 0: inf)
                                   torch.tensor(x).var(0, correction=4).numpy())
     assert copy.deepcopy({"n": t.size}) == {"n": 24} and pickle.loads(pickle.dumps(t.size)) == 24
-    assert [p.shape for p in L.tensor(np.zeros((0, 3))).split(2)] == \
-        [tuple(p.shape) for p in torch.zeros((0, 3)).split(2)]
+    for size in (2, 0, [0, 0], [0]):                          # (an empty dim takes 0, as torch)
+        assert [p.shape for p in L.tensor(np.zeros((0, 3))).split(size)] == \
+            [tuple(p.shape) for p in torch.zeros((0, 3)).split(size)]
+    for size in (0, -1, [4, -1, 0]):                  # (torch refuses each; -1 made odd pieces)
+        with pytest.raises(ValueError, match="split: .*(positive|negative)"):
+            L.tensor(np.zeros(3)).split(size)
+        with pytest.raises(RuntimeError):
+            torch.zeros(3).split(size)
     with pytest.raises(ValueError, match="chunks must be positive"):
         t.chunk(0)
     with pytest.raises(RuntimeError, match="requires grad to a NumPy array"):

@@ -122,6 +122,33 @@ class Unstack(Function):
         return Stack.apply(*(zeros if g is None else g for g in gys), axis=self.axis)
 
 
+class Split(Function):
+    """torch.split's pieces of x along `axis`, `sizes` long, as one op with an output each (views
+    of x, as torch's); the gradient joins the pieces' gradients in one concatenation, zeros for
+    a piece nothing used. One op, as torch's split_with_sizes: backward(inputs=[piece]) and the
+    hooks of the pieces behave as torch's."""
+    upcast_half = False           # views: no arithmetic to run in float32
+
+    def forward(self, x):
+        self.shape, self.dtype = x.shape, x.dtype
+        lead = (slice(None),) * self.axis
+        bounds = np.cumsum([0, *self.sizes]).tolist()
+        return tuple(x[lead + (slice(lo, hi),)] for lo, hi in zip(bounds, bounds[1:]))
+
+    def _zeros(self, size):
+        return self.xp.zeros(self.shape[:self.axis] + (size,) + self.shape[self.axis + 1:],
+                             dtype=self.dtype)
+
+    def backward(self, *gys):
+        return concatenate([self._zeros(n) if g is None else g
+                            for g, n in zip(gys, self.sizes)], axis=self.axis)
+
+    def backward_graph(self, *gys):
+        from ..tensor import Tensor
+        return Concat.apply(*(Tensor(self._zeros(n)) if g is None else g
+                              for g, n in zip(gys, self.sizes)), axis=self.axis)
+
+
 def _index_array(index, gpu):
     """Index Tensors/arrays inside an index expression, moved to where the data is."""
     from ..tensor import Tensor
