@@ -637,3 +637,16 @@ def test_the_resume_command_of_a_run_started_from_weights_continues_it(tmp_path,
 def test_explain_transpose_refuses_zero_sizes_in_one_line(args, flag):
     assert_usage_error(run("tools.explain_transpose", *args), flag,
                        "expected a positive integer")
+
+
+def test_load_state_refuses_in_one_line_what_does_not_fit_or_cast():
+    import layers as L
+    from train.common import CheckpointError, load_state
+    m = L.nn.Linear(2, 3)
+    with pytest.raises(CheckpointError, match=r'^does not fit the model \(Missing key\(s\) in '
+                                              r'state_dict: "bias"\.; Unexpected key\(s\) in '
+                                              r'state_dict: "x"\.; size mismatch for weight: '
+                                              r'[^\n]*\)$'):
+        load_state(m, {"weight": np.zeros((3, 3), np.float32), "x": np.zeros(1)})
+    with pytest.raises(CheckpointError, match=r"^does not fit the model \(could not convert"):
+        load_state(m, {"weight": np.full((3, 2), "a"), "bias": np.zeros(3, np.float32)})

@@ -272,10 +272,10 @@ def load_state(module, state):
     """load_state_dict, its refusal a CheckpointError of one line."""
     try:
         module.load_state_dict(state)
-    except RuntimeError as e:     # (torch's message, its lines on one: a CLI error is a line)
-        why = str(e).split("\n\t")[1:]
-        raise CheckpointError(f"does not fit the model ({'; '.join(w.strip() for w in why)})") \
-            from None
+    except (RuntimeError, ValueError) as e:   # (torch's message, its lines on one: a CLI error
+        lines = str(e).split("\n\t")           # is a line; ValueError: a value that will not cast)
+        why = "; ".join(w.strip() for w in lines[1:] or lines)
+        raise CheckpointError(f"does not fit the model ({why})") from None
 
 
 def load_weights(module, path):

@@ -593,7 +593,7 @@ def synthesize(argv):
         model = Tacotron2(checkpoint_hparams(meta_of(arrays)))
         load_state(model, {k[len("model/"):]: v for k, v in arrays.items()
                            if k.startswith("model/")})
-    except CheckpointError as e:
+    except (CheckpointError, KeyError, ValueError) as e:
         cli.fail(f"--checkpoint {args.checkpoint}: {e}; expected a checkpoint.npz written by "
                  f"train.tacotron2")
     model.to(device)
