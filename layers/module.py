@@ -52,6 +52,11 @@ class Module:
         if "_parameters" not in self.__dict__:
             raise AttributeError(f"{type(self).__name__}.__init__ must call super().__init__() "
                                  f"before assigning {name!r}")
+        if getattr(type(self).__dict__.get(name), "parametrized", False):
+            if isinstance(value, Parameter):      # (torch's refusal; a Tensor: right_inverse)
+                raise KeyError(f"attribute '{name}' already exists")
+            object.__setattr__(self, name, value)  # (layers.parametrize's property)
+            return
         if isinstance(value, Parameter):
             self._buffers.pop(name, None)
             self._modules.pop(name, None)
@@ -214,9 +219,10 @@ class Module:
         state dict leaves the module as it was (torch's may have copied part of it)."""
         if not isinstance(state_dict, Mapping):
             raise TypeError(f"Expected state_dict to be dict-like, got {type(state_dict)}.")
+        state_dict, missing, unexpected, hook_errors = self._load_pre_hooks(state_dict, strict)
         own = OrderedDict(self._state_items(persistent_only=True))
-        missing = [k for k in own if k not in state_dict]
-        unexpected = [k for k in state_dict if k not in own]
+        missing += [k for k in own if k not in state_dict]
+        unexpected += [k for k in state_dict if k not in own]
         errors = []
         if strict and missing:
             errors.append("Missing key(s) in state_dict: "
@@ -224,6 +230,7 @@ class Module:
         if strict and unexpected:
             errors.append("Unexpected key(s) in state_dict: "
                           + ", ".join(f'"{k}"' for k in unexpected) + ". ")
+        errors += hook_errors
         values = []
         for key, t in own.items():
             if key not in state_dict:
@@ -243,6 +250,24 @@ class Module:
             t.data[...] = to_device(value.astype(t.dtype, copy=False), t.device)
             mark_changed(t, f"{type(self).__name__}.load_state_dict")
         return IncompatibleKeys(missing, unexpected)
+
+    def _register_load_state_dict_pre_hook(self, hook):
+        """hook(state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
+        error_msgs) runs before load_state_dict reads anything, with a copy of the state dict it
+        may change (rename an older form's keys: parametrizations.weight_norm) and this module's
+        key prefix ('main.2.'), as torch's; what it adds to the three lists is reported with the
+        rest."""
+        self.__dict__.setdefault("_load_state_dict_pre_hooks", []).append(hook)
+
+    def _load_pre_hooks(self, state_dict, strict):
+        """(the state dict as the modules' pre-hooks leave it -- a copy --, missing keys,
+        unexpected keys, error messages) they reported."""
+        state_dict, missing, unexpected, errors = OrderedDict(state_dict), [], [], []
+        for path, m in self.named_modules(remove_duplicate=False):
+            for hook in m.__dict__.get("_load_state_dict_pre_hooks", ()):
+                hook(state_dict, f"{path}." if path else "", {}, strict, missing, unexpected,
+                     errors)
+        return state_dict, missing, unexpected, errors
 
     # ---- modes and devices --------------------------------------------------------------------
     def train(self, mode=True):

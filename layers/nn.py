@@ -13,7 +13,7 @@ from . import init
 from .creation import zeros_like
 from .module import (Module, ModuleDict, ModuleList, Parameter,  # noqa: F401
                      ParameterDict, ParameterList, Sequential, options_repr)
-from . import rnn_utils, weight_norms
+from . import parametrizations, parametrize, rnn_utils, weight_norms
 from .rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNCell  # noqa: F401  (re-exported)
 from .tensor import Tensor
 
@@ -1191,13 +1191,10 @@ class _Utils:
 
     rnn = rnn_utils
     stateless = _Stateless()
+    parametrize = parametrize
+    parametrizations = parametrizations
 
     def __getattr__(self, name):
-        if name in ("parametrizations", "parametrize"):
-            raise AttributeError(f"nn.utils.{name} (torch's newer, parametrization form of "
-                                 f"weight_norm / spectral_norm) is not done here; "
-                                 f"nn.utils.weight_norm and nn.utils.spectral_norm, torch's "
-                                 f"forward-hook form, are")
         raise AttributeError(f"nn.utils has no attribute {name!r}")
     weight_norm = staticmethod(weight_norms.weight_norm)
     remove_weight_norm = staticmethod(weight_norms.remove_weight_norm)

@@ -28,6 +28,29 @@ def _norm_except_dim(v, dim):
     return F.norm(v, 2, axes, keepdim=True) if axes else F.absolute(v)
 
 
+def weight_from(g, v, dim):
+    """g * v / ||v||, the norm over every axis of v but `dim` (-1: over all of v)."""
+    return v * (g / _norm_except_dim(v, dim))
+
+
+def wrapped_dim(dim, weight, name, what):
+    """weight_norm's dim as its norm takes it: None / -1 the whole tensor, other negative dims
+    counted from the end (torch's); out of range refused."""
+    if dim is None:
+        return -1
+    if dim != -1 and not -weight.ndim <= dim < weight.ndim:
+        raise ValueError(f"{what}: dim {dim} is out of range for {name} of shape "
+                         f"{tuple(weight.shape)} (None / -1 is the whole tensor, as torch's)")
+    return dim + weight.ndim if dim < -1 else dim
+
+
+def matrix(weight, dim):
+    """weight as spectral norm's matrix (torch's): axis `dim` first, the rest flattened."""
+    if dim != 0:
+        weight = F.transpose(weight, (dim,) + tuple(a for a in range(weight.ndim) if a != dim))
+    return F.reshape(weight, weight.shape[0], -1)
+
+
 class WeightNorm:
     """The forward pre-hook of weight_norm: weight = g * v / ||v|| (the norm over every axis but
     `dim`; dim -1: over all of v)."""
@@ -36,9 +59,8 @@ class WeightNorm:
         self.name, self.dim = name, dim
 
     def compute_weight(self, module):
-        g = getattr(module, self.name + "_g")
-        v = getattr(module, self.name + "_v")
-        return v * (g / _norm_except_dim(v, self.dim))
+        return weight_from(getattr(module, self.name + "_g"), getattr(module, self.name + "_v"),
+                           self.dim)
 
     def __call__(self, module, inputs):
         setattr(module, self.name, self.compute_weight(module))
@@ -51,17 +73,10 @@ def weight_norm(module, name="weight", dim=0):
     Returns the module."""
     _refuse_twice(module, WeightNorm, name, "weight_norm")
     weight = _parameter(module, name, "weight_norm")
-    if dim is None:
-        dim = -1
-    if dim != -1 and not -weight.ndim <= dim < weight.ndim:
-        raise ValueError(f"weight_norm: dim {dim} is out of range for {name} of shape "
-                         f"{weight.shape} (None / -1 is the whole tensor, as torch's)")
-    if dim < -1:                  # (-1 is the whole tensor; other negative dims count from the
-        dim += weight.ndim        # end, as torch's)
-    fn = WeightNorm(name, dim)
+    fn = WeightNorm(name, wrapped_dim(dim, weight, name, "weight_norm"))
     del module._parameters[name]
     with no_grad():
-        module.register_parameter(name + "_g", Parameter(_norm_except_dim(weight, dim)))
+        module.register_parameter(name + "_g", Parameter(_norm_except_dim(weight, fn.dim)))
     module.register_parameter(name + "_v", Parameter(weight.detach()))
     setattr(module, name, fn.compute_weight(module))
     module.register_forward_pre_hook(fn)
@@ -92,11 +107,7 @@ class SpectralNorm:
             name, n_power_iterations, dim, eps
 
     def matrix(self, weight):
-        """weight as torch's matrix: axis `dim` first, the rest flattened."""
-        if self.dim != 0:
-            weight = F.transpose(weight, (self.dim,) + tuple(a for a in range(weight.ndim)
-                                                             if a != self.dim))
-        return F.reshape(weight, weight.shape[0], -1)
+        return matrix(weight, self.dim)
 
     def compute_weight(self, module, do_power_iteration):
         weight = getattr(module, self.name + "_orig")

@@ -103,7 +103,11 @@ def test_two_forwards_then_one_backward_as_torchs(where):
     """WGAN-GP's pattern: the critic on real, fake and mixed data, one backward for all three;
     each forward's power iteration changes u and v in place, which a graph of an earlier
     forward must not read (it reads its own copies, as torch's)."""
-    ours, theirs = _both(LAYERS["Conv2d"][0], "spectral_norm")
+    three_forwards_one_backward(*_both(LAYERS["Conv2d"][0], "spectral_norm"), where)
+
+
+def three_forwards_one_backward(ours, theirs, where):
+    """(ours, torch's) critic on three inputs, one backward: the same gradients."""
     ours.to(where)
     rng = np.random.default_rng(4)
     xs = [rng.standard_normal((2, 3, 7, 7)) for _ in range(3)]
@@ -144,7 +148,11 @@ def test_the_largest_singular_value_is_divided_out():
 @pytest.mark.parametrize("wrap", ["weight_norm", "spectral_norm"])
 @pytest.mark.parametrize("device", DEVICES)
 def test_a_gradient_penalty_through_them_is_torchs(wrap, where):
-    ours, theirs = _both(LAYERS["Conv2d"][0], wrap)
+    gradient_penalty(*_both(LAYERS["Conv2d"][0], wrap), where)
+
+
+def gradient_penalty(ours, theirs, where):
+    """(ours, torch's) through a second-order loss: the same parameter gradients."""
     ours.to(where)
     x = np.random.default_rng(2).standard_normal((2, 3, 7, 7))
     for lib, m, xs in ((L, ours, L.tensor(x, device=where, requires_grad=True)),
@@ -176,6 +184,3 @@ def test_errors_are_torchs():
     s = nn.utils.spectral_norm(nn.Linear(2, 2))
     with pytest.raises(RuntimeError, match="Cannot register two spectral_norm hooks"):
         nn.utils.spectral_norm(s)
-    with pytest.raises(AttributeError, match=r"nn.utils.parametrizations \(torch's newer, "
-                                             r"parametrization form.*is not done here"):
-        nn.utils.parametrizations.weight_norm(nn.Linear(2, 2))
