@@ -132,6 +132,16 @@ def test_weights_that_are_a_text_file(tmp_path, flag):
     dcgan_fails(tmp_path, flag, str(path), words=(flag, str(path), "not an .npz file"))
 
 
+def test_weights_that_torch_saved(tmp_path):
+    """A torch.save file is named as one (not called damaged), with what to do instead."""
+    torch = pytest.importorskip("torch")
+    path = tmp_path / "netG.pth"
+    torch.save({"main.0.weight": torch.zeros(2)}, path)
+    r = run("train.dcgan", *SMALL, "--netG", str(path), "--outf", str(tmp_path / "out"))
+    assert_usage_error(r, "--netG", str(path), "a file torch.save wrote", "torch.load")
+    assert "damaged" not in r.stderr
+
+
 @pytest.mark.parametrize("flag", ["--netG", "--netD"])
 def test_weights_that_are_missing(tmp_path, flag):
     path = tmp_path / "nope.npz"

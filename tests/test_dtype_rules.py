@@ -145,6 +145,25 @@ def test_numbers_and_0d_tensors_promote_as_torchs_result_type(where, name):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+def test_a_numpy_array_operand_takes_the_tensors_floating_dtype(where):
+    """docs/from_pytorch.md's difference: a NumPy array meets a Tensor as a Python number does
+    (torch makes it a tensor of its own dtype): it is cast to the Tensor's floating dtype, and
+    the result is torch's for the two in that dtype."""
+    def torch_of(a, dtype):
+        return torch.tensor(np.asarray(a, np.float64)).to(getattr(torch, str(dtype)))
+    for dtype, array in ((np.float32, F64), ("bfloat16", X32), (np.float64, X32)):
+        x = on(where, X32).astype(dtype)
+        t, c = torch_of(x.numpy(), x.dtype), torch_of(array, x.dtype)
+        for got, want in ((x + array, t + c), (array * x, c * t), (x / array, t / c)):
+            assert got.dtype == x.dtype
+            np.testing.assert_array_equal(np.asarray(values(got), np.float64),
+                                          want.double().numpy())
+    got = on(where, I64) + F64                    # (an integer tensor: the array's float dtype)
+    assert got.dtype == np.float64
+    np.testing.assert_array_equal(values(got), (torch.tensor(I64) + torch.tensor(F64)).numpy())
+
+
+@pytest.mark.parametrize("device", DEVICES)
 def test_minus_on_bool_tensors_is_refused_as_torch(where):
     for theirs in (lambda: torch.tensor(MASK) - torch.tensor(I64), lambda: -torch.tensor(MASK)):
         with pytest.raises(RuntimeError, match="bool tensor is not supported"):

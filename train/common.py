@@ -264,6 +264,9 @@ def read_arrays(path):
     try:
         return load_arrays(path)
     except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:
+        said = str(e).removeprefix(f"load: {os.fspath(path)} is ")
+        if isinstance(e, ValueError) and said != str(e):   # (load's own: not damaged, other)
+            raise CheckpointError(said) from None
         why = f"{type(e).__name__}: {e}"
         raise CheckpointError(f"a damaged .npz or .safetensors file ({why})") from None
 

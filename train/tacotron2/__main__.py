@@ -572,7 +572,7 @@ def train(argv):
                   f"(mel {parts['mel']:.4f}, postnet {parts['postnet']:.4f}, gate "
                   f"{parts['gate']:.4f})")
         if stopped:
-            print(cli.stop_line("python -m train.tacotron2 train", argv, ckpt, step,
+            print(cli.stop_line("python -m train.tacotron2", argv, ckpt, step,
                                 "--max-steps", position == 0 and epoch == args.epochs))
             break
     log.flush()
