@@ -40,6 +40,14 @@ except ImportError:                     # pragma: no cover - ml_dtypes is a depe
     bfloat16 = None
 
 
+def np_dtype(x):
+    """np.dtype(x), where x may also be a torch dtype (torch.float32, torch.bfloat16: read by its
+    name, torch not imported), so torch code's dtype arguments are taken as they are."""
+    if type(x).__name__ == "dtype" and type(x).__module__ == "torch":
+        return np.dtype(str(x).removeprefix("torch."))
+    return np.dtype(x)
+
+
 def floating_dtype_or_none(x):
     """x as a floating NumPy dtype when it names one (np.float32, 'bfloat16',
     ml_dtypes.bfloat16), else None (a device such as 'cpu', 0 or 'cuda:1')."""
@@ -48,7 +56,7 @@ def floating_dtype_or_none(x):
                                             or x.isdigit())):
         return None
     try:
-        dtype = np.dtype(x)
+        dtype = np_dtype(x)
     except TypeError:
         return None
     return dtype if is_floating(dtype) else None
@@ -61,7 +69,7 @@ def dtype_or_none(x):
             x in ("cpu", "cuda") or x.startswith("cuda:") or x.isdigit())):
         return None
     try:
-        return np.dtype(x)
+        return np_dtype(x)
     except TypeError:
         return None
 

@@ -18,7 +18,7 @@ from .ops import reduce as _red
 from .ops import shape as _sh
 from .backend import (accumulation_dtype, cupy, default_float, device_of, dim_index,
                       is_channels_last, is_floating, is_gpu, is_half, number_dtype, out_of_range,
-                      parse_device, promote_types, same_dtype, to_device, xp_of)
+                      np_dtype, parse_device, promote_types, same_dtype, to_device, xp_of)
 from .changes import mark_changed
 from .tensor import Tensor, is_grad_enabled, no_grad
 
@@ -249,7 +249,7 @@ def cast(x, dtype):
     """x as `dtype`: between floating dtypes differentiably (the gradient is cast back to x's
     dtype); to or from integer / bool a constant, as torch's (x.long() of class scores is no
     longer in the graph)."""
-    dtype = np.dtype(dtype)
+    dtype = np_dtype(dtype)
     if is_floating(dtype) and is_floating(x.dtype):
         return _ew.Cast.apply(x, dtype=dtype)
     if dtype.kind not in "biuf" and not is_floating(dtype):
@@ -2614,10 +2614,18 @@ def contiguous(x, memory_format="contiguous"):
 # ---- Tensor's operators and array methods: spellings of the functions above, installed on the
 # class here so that layers.tensor imports no op -------------------------------------------------
 
+def _matrix_transpose(self):
+    """torch's x.mT: the last two axes swapped (a batch of matrices transposed)."""
+    if self.ndim < 2:
+        raise RuntimeError(f"tensor.mT is only supported on matrices or batches of matrices. "
+                           f"Got {self.ndim}-D tensor.")
+    return transpose(self, -2, -1)
+
+
 def _astype(self, dtype):
     """A copy cast to `dtype` (differentiable: the gradient is cast back), or self when it
     already has it. Mixed precision: e.g. a float32 loss of bfloat16 outputs."""
-    return self if self.dtype == np.dtype(dtype) else cast(self, dtype)
+    return self if self.dtype == np_dtype(dtype) else cast(self, dtype)
 
 
 def _reduction(reduce):
@@ -2822,6 +2830,10 @@ def _install_tensor_methods():
         "zero_": lambda self: _fill_(self, 0, "zero_()"),
         "multinomial": _multinomial,
         "T": property(lambda self: transpose(self)),
+        "mT": property(_matrix_transpose),
+        # the op that made the tensor (None for a leaf and outside the graph), as torch's
+        # grad_fn; its class names the op
+        "grad_fn": property(lambda self: self._ctx),
     }
     for name, symbol, op in (("floordiv", "//", floor_divide), ("mod", "%", remainder),
                              ("pow", "**", pow), ("and", "&", spellings["__and__"]),

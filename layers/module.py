@@ -7,7 +7,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from .backend import (bfloat16, floating_dtype_or_none, from_foreign, is_floating, is_gpu,
-                      parse_device, to_channels_last, to_contiguous, to_device)
+                      np_dtype, parse_device, to_channels_last, to_contiguous, to_device)
 from .finite import active as _finite
 from .trace import active as _trace
 from .changes import mark_changed
@@ -323,6 +323,7 @@ class Module:
     def to_dtype(self, dtype):
         """Cast every floating parameter and buffer (not integer counters) in place: each module's
         own to `param_dtype(dtype)` (batch norm keeps float32 for float16 data, as cuDNN wants)."""
+        dtype = np_dtype(dtype)
         for m in self.modules():
             target = m.param_dtype(dtype)
             for t in list(m._parameters.values()) + list(m._buffers.values()):

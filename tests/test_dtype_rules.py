@@ -348,3 +348,20 @@ def test_a_power_outside_its_domain_is_nan_or_inf_silently_as_torchs(where):
     ty.sum().backward()
     np.testing.assert_array_equal(values(y), ty.detach().numpy())
     np.testing.assert_array_equal(values(x.grad), t.grad.numpy())
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_torch_dtypes_are_taken_where_a_dtype_is(where):
+    """torch code's dtype arguments (torch.float64, torch.bfloat16, torch.int64) as NumPy's of
+    the same name: Tensor.to / astype / Module.to, the values torch's."""
+    x = on(where, X32)
+    for dtype in (torch.float64, torch.bfloat16, torch.int64, torch.bool):
+        want = torch.tensor(X32).to(dtype)
+        for got in (x.to(dtype), x.to(dtype=dtype), x.astype(dtype), x.to(where, dtype)):
+            assert str(got.dtype) == str(dtype).removeprefix("torch.")
+            np.testing.assert_array_equal(np.asarray(values(got), np.float64),
+                                          want.double().numpy())
+    for dtype, bn in ((torch.float64, "float64"), (torch.float16, "float32")):
+        m = nn.Sequential(nn.Linear(2, 2), nn.BatchNorm1d(2)).to(where).to(dtype)
+        assert str(m[0].weight.dtype) == str(dtype).removeprefix("torch.")
+        assert str(m[1].weight.dtype) == bn                     # (batch norm's own rule)

@@ -39,6 +39,8 @@ CASES = {
     "split_sizes": lambda v: v.split([1, 2], dim=0)[1],
     "chunk": lambda v: v.chunk(2, dim=1)[0],
     "view_as": lambda v: v.view_as(v.T),
+    "mT": lambda v: v.reshape(3, 2, 2).mT,
+    "mT_matrix": lambda v: v.mT,
     "pow_method": lambda v: v.pow(2),
     "cat_dim": lambda v: (F.cat if hasattr(v, "_ctx") else torch.cat)([v, v], dim=1),
     "stack_dim": lambda v: (F.stack if hasattr(v, "_ctx") else torch.stack)([v, v], dim=1),
@@ -1119,3 +1121,16 @@ def test_half_data_through_norms_with_float32_weights_stays_half(where, dtype, n
     eps = {"float16": 2.0 ** -10, "bfloat16": 2.0 ** -7}[dtype]
     np.testing.assert_allclose(y.float().numpy(), ty.float().numpy(), rtol=2 * eps,
                                atol=2 * eps * np.abs(ty.float().numpy()).max())
+
+
+def test_grad_fn_is_none_where_torchs_is_and_mT_refuses_a_vector():
+    for lib in (L, torch):
+        x = lib.tensor(A, requires_grad=True)
+        y = x * 2
+        with lib.no_grad():
+            z = x * 2
+        assert x.grad_fn is None and y.grad_fn is not None and z.grad_fn is None
+        assert y.detach().grad_fn is None and (y + 1).grad_fn is not y.grad_fn
+        with pytest.raises(RuntimeError, match="tensor.mT is only supported on matrices or "
+                                               "batches of matrices. Got 1-D tensor."):
+            x[0].mT
