@@ -475,7 +475,7 @@ def main(argv=None):
             if not record(stats.flush()):
                 return 1
         mean, elapsed = sums / max(count, 1), time.perf_counter() - t0
-        print(f"[{epoch + 1}/{args.epochs}] Loss_D {mean[0]:.4f} Loss_G {mean[1]:.4f} "
+        print(f"[{epoch + 1}/{args.epochs}] epoch means: Loss_D {mean[0]:.4f} Loss_G {mean[1]:.4f} "
               f"D(x) {mean[2]:.4f} D(G(z)) {mean[3]:.4f}/{mean[4]:.4f} "
               f"{seen / elapsed:.0f} img/s")
         finished = position == len(images)
