@@ -1,6 +1,7 @@
 """layers: a define-by-run autograd engine whose ops run on NumPy (the readable reference, any
 machine) or on cuDNN / CuPy (where the data is on a GPU), with PyTorch-exact layers, losses and
 optimizers, and Keras-layout convolution entry points."""
+import builtins as _builtins
 import sys as _sys
 
 import numpy as _np
@@ -27,7 +28,8 @@ from .functional import (add, amax, amin, argmax, argmin, argsort, cat, chunk, c
                          pairwise_distance, unique, atan2, bincount)
 from .functional import round  # noqa: A001
 from .einsum import einsum
-from .random import manual_seed
+from . import random as _random
+from .random import get_rng_state, initial_seed, manual_seed, seed, set_rng_state
 from .tensor import Tensor as _Tensor
 from .backend import bfloat16
 # torch's dtype names, as NumPy dtypes (torch.float32 -> L.float32 ...)
@@ -52,13 +54,50 @@ class cuda:  # noqa: N801  (torch.cuda's spelling)
     def device_count():
         try:
             from .backend import cupy
-            return int(cupy().cuda.runtime.getDeviceCount())
+            return _builtins.int(cupy().cuda.runtime.getDeviceCount())   # (int: the dtype here)
         except Exception:           # (no CuPy, no driver, no device: none to count)
             return 0
 
     @staticmethod
     def is_available():
         return cuda.device_count() > 0
+
+    # the device generators' states and seeds (layers.random), torch.cuda's spellings
+    @staticmethod
+    def get_rng_state(device="cuda"):
+        return _random.get_device_rng_state(_current_or(device))
+
+    @staticmethod
+    def set_rng_state(new_state, device="cuda"):
+        _random.set_device_rng_state(new_state, _current_or(device))
+
+    @staticmethod
+    def get_rng_state_all():
+        return [_random.get_device_rng_state(d) for d in range(cuda.device_count())]
+
+    @staticmethod
+    def set_rng_state_all(new_states):
+        for d, state in enumerate(new_states):
+            _random.set_device_rng_state(state, d)
+
+    @staticmethod
+    def manual_seed(seed):
+        _random.seed_devices(seed, _current_or("cuda"))
+
+    @staticmethod
+    def manual_seed_all(seed):
+        _random.seed_devices(seed)
+
+
+def _current_or(device):
+    """A device argument of torch.cuda's: 'cuda' (or None) the current device, else its index."""
+    from .backend import cupy, parse_device
+    if device is None or device == "cuda":
+        return _builtins.int(cupy().cuda.runtime.getDevice())
+    d = parse_device(device)
+    if d == "cpu":
+        raise ValueError(f"cuda: expected a CUDA device, got {device!r}")
+    return d
 
 
 def is_floating_point(t):
@@ -82,6 +121,7 @@ from .tensor import (Function, Tensor, as_tensor, enable_grad, inference_mode, i
 __all__ = ["autograd", "Tensor", "Function", "tensor", "as_tensor", "no_grad", "inference_mode", "enable_grad", "set_grad_enabled",
            "is_grad_enabled", "Module", "Parameter",
            "Sequential", "ModuleList", "ModuleDict", "functional", "F", "nn", "init", "optim", "keras", "manual_seed", "save",
+           "initial_seed", "seed", "get_rng_state", "set_rng_state",
            "load", "parse_device", "zeros", "ones", "full", "empty", "rand", "randn", "randint",
            "zeros_like", "ones_like", "full_like", "empty_like", "rand_like", "randn_like",
            "randint_like", "randperm", "multinomial", "arange", "linspace", "eye", "einsum",

@@ -4,13 +4,19 @@ sync, and a captured CUDA graph draws new numbers on every replay.
 
     u(i) = top 24 bits of mix(seed ^ mix(offset + i)) / 2**24,  mix = splitmix64's finaliser
 """
+import contextlib
+import os
+
 import numpy as np
 
 from .backend import accumulation_dtype, cupy
 
 _seed = 0
+_device_seed = 0            # (device d's generator starts at _device_seed + 1 + d)
 _host = np.random.default_rng(_seed)
 _devices = {}
+HOST_STATE_BYTES = 37       # PCG64's state and increment (16 bytes each), has_uint32, uinteger
+DEVICE_STATE_BYTES = 16     # a device generator's (seed, offset), two uint64
 
 _MIX = r"""
 __device__ __forceinline__ unsigned long long mix64(unsigned long long z) {
@@ -33,9 +39,109 @@ def manual_seed(seed):
     global _seed, _host
     _seed = int(seed)
     _host = np.random.default_rng(_seed)
+    seed_devices(_seed)
+
+
+def seed_devices(seed, device=None):
+    """Seed the device generators -- `device`'s only (torch.cuda.manual_seed), or all, those
+    made later too (torch.cuda.manual_seed_all) -- in place, as manual_seed does."""
+    global _device_seed
+    if device is None:
+        _device_seed = int(seed)
     for dev, gen in _devices.items():
-        with cupy().cuda.Device(dev):
-            gen.set_state([_seed + 1 + dev, 0])
+        if device is None or dev == device:
+            with cupy().cuda.Device(dev):
+                gen.set_state([int(seed) + 1 + dev, 0])
+    if device is not None and device not in _devices:
+        with cupy().cuda.Device(device):
+            device_generator().set_state([int(seed) + 1 + device, 0])
+
+
+def initial_seed():
+    """torch.initial_seed: the seed manual_seed (or seed) last set; 0 at start."""
+    return _seed
+
+
+def seed():
+    """torch.seed: seed every generator from the operating system's entropy; returns the
+    seed."""
+    s = int.from_bytes(os.urandom(8), "little") >> 1      # (a non-negative int64, as torch's)
+    manual_seed(s)
+    return s
+
+
+def get_rng_state():
+    """torch.get_rng_state: the host generator's state as a uint8 Tensor (PCG64's state and
+    increment, little-endian, then its cached 32-bit half), for set_rng_state."""
+    from .tensor import Tensor
+    st = _host.bit_generator.state
+    raw = b"".join(st["state"][k].to_bytes(16, "little") for k in ("state", "inc"))
+    raw += bytes([st["has_uint32"]]) + int(st["uinteger"]).to_bytes(4, "little")
+    return Tensor(np.frombuffer(raw, np.uint8).copy())
+
+
+def set_rng_state(new_state):
+    """torch.set_rng_state: the host generator back where get_rng_state's Tensor was taken."""
+    raw = _state_bytes("set_rng_state", new_state, HOST_STATE_BYTES)
+    _host.bit_generator.state = {
+        "bit_generator": "PCG64",
+        "state": {"state": int.from_bytes(raw[:16], "little"),
+                  "inc": int.from_bytes(raw[16:32], "little")},
+        "has_uint32": raw[32], "uinteger": int.from_bytes(raw[33:37], "little")}
+
+
+def get_device_rng_state(device):
+    """torch.cuda.get_rng_state(device): device `device`'s generator's (seed, offset) as a uint8
+    Tensor on the host."""
+    from .tensor import Tensor
+    with cupy().cuda.Device(device):
+        state = device_generator().get_state()
+    return Tensor(np.asarray(state, "<u8").view(np.uint8).copy())
+
+
+def set_device_rng_state(new_state, device):
+    """torch.cuda.set_rng_state(new_state, device): that generator's (seed, offset), in place."""
+    raw = _state_bytes("cuda.set_rng_state", new_state, DEVICE_STATE_BYTES)
+    with cupy().cuda.Device(device):
+        device_generator().set_state(np.frombuffer(raw, "<u8"))
+
+
+def _state_bytes(fn, state, n):
+    """The bytes of a state Tensor (or array) of `n` uint8, refused otherwise."""
+    from .tensor import Tensor
+    a = state.numpy() if isinstance(state, Tensor) else np.asarray(state)
+    if a.dtype != np.uint8 or a.shape != (n,):
+        raise RuntimeError(f"{fn}: expected the uint8 Tensor of {n} bytes that "
+                           f"{fn.replace('set_', 'get_')} gives, got {a.dtype} of shape "
+                           f"{a.shape}")
+    return bytes(a)
+
+
+@contextlib.contextmanager
+def fork_rng(devices=None, enabled=True):
+    """torch.random.fork_rng: run the block, then put the host generator and those of `devices`
+    (None: every device generator made so far) back as they were, so what the block draws
+    changes nothing after it."""
+    if not enabled:
+        yield
+        return
+    devices = list(_devices) if devices is None else [_device_index(d) for d in devices]
+    host = get_rng_state()
+    saved = [(d, get_device_rng_state(d)) for d in devices]
+    try:
+        yield
+    finally:
+        set_rng_state(host)
+        for d, state in saved:
+            set_device_rng_state(state, d)
+
+
+def _device_index(device):
+    from .backend import parse_device
+    d = parse_device(device)
+    if d == "cpu":
+        raise ValueError("fork_rng: devices are CUDA devices; the host generator is always kept")
+    return d
 
 
 def host_generator():
@@ -48,7 +154,7 @@ def device_generator():
     dev = cp.cuda.runtime.getDevice()
     gen = _devices.get(dev)
     if gen is None:
-        gen = _devices[dev] = DeviceGenerator(_seed + 1 + dev)
+        gen = _devices[dev] = DeviceGenerator(_device_seed + 1 + dev)
     return gen
 
 

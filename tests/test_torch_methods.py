@@ -1041,6 +1041,18 @@ def test_nonzero_allclose_is_floating_point_and_cuda_queries_are_torchs():
     assert L.cuda.is_available() == (L.cuda.device_count() > 0)
 
 
+def test_cuda_counts_the_devices_cupy_sees(monkeypatch):
+    """(L.int is the int32 dtype: the count must not call it.)"""
+    import types
+    from layers import backend
+    runtime = types.SimpleNamespace(getDeviceCount=lambda: 2, getDevice=lambda: 1)
+    monkeypatch.setattr(backend, "cupy", lambda: types.SimpleNamespace(
+        cuda=types.SimpleNamespace(runtime=runtime)))
+    assert L.cuda.device_count() == 2 and L.cuda.is_available()
+    runtime.getDeviceCount = lambda: 0
+    assert L.cuda.device_count() == 0 and not L.cuda.is_available()
+
+
 def test_what_a_port_met_is_refused_or_kept_as_torch():
     with pytest.raises(TypeError, match="legacy size constructor"):
         L.Tensor(3, 4)                              # (torch: an uninitialised 3x4 tensor)

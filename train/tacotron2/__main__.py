@@ -10,7 +10,6 @@ predicted mel and of the attention alignment, a Griffin-Lim WAV of a fixed sente
 curve, and an atomic, exactly resumable checkpoint.
 """
 import argparse
-import contextlib
 import dataclasses
 import math
 import os
@@ -218,18 +217,10 @@ def synth_parser():
 
 # ---- reports -------------------------------------------------------------------------------
 
-@contextlib.contextmanager
 def rng_kept():
     """Run the block (validation, synthesis: dropout draws numbers) without moving the host and
     device generators, so a report changes nothing a later training step sees."""
-    host = L.random.host_generator().bit_generator.state
-    dev = L.random.device_generator().get_state() if L.random._devices else None
-    try:
-        yield
-    finally:
-        L.random.host_generator().bit_generator.state = host
-        if dev is not None:
-            L.random.device_generator().set_state(dev)
+    return L.random.fork_rng()
 
 
 def validation_loss(model, batches):

@@ -1,0 +1,97 @@
+"""The generators' states as torch spells them: L.get_rng_state / set_rng_state (the host
+generator's state as a uint8 Tensor), initial_seed / seed, L.cuda.get_rng_state /
+set_rng_state / manual_seed / manual_seed_all (the device generators) and L.random.fork_rng:
+a state put back draws the same numbers again (on the CPU, and the device generators on the
+host GPU path and a GPU)."""
+import numpy as np
+import pytest
+
+import layers as L
+from layers import F
+
+DEVICES = [pytest.param(0, marks=pytest.mark.gpu), "host"]     # (conftest's `where`)
+
+
+def draws(device="cpu"):
+    """Numbers from each kind of draw the generator serves (of `device`)."""
+    out = [L.rand(5), L.randn(4), L.randint(0, 100, (6,)), L.randperm(7), L.init.normal_(
+        L.empty(3)), F.dropout(L.ones(50), 0.5, training=True)]
+    if device != "cpu":
+        out += [F.dropout(L.ones(50, device=device), 0.5, training=True), L.rand(5, device=device),
+                L.randn(4, device=device)]
+    return [np.asarray(t.numpy(), np.float64) for t in out]
+
+
+def same(a, b):
+    return len(a) == len(b) and all(np.array_equal(x, y) for x, y in zip(a, b))
+
+
+def test_a_host_state_put_back_draws_the_same_numbers():
+    L.manual_seed(5)
+    L.random.host_generator().integers(0, 9, 3, dtype=np.uint32)   # (PCG64 keeps half a draw)
+    state = L.get_rng_state()
+    assert state.dtype == np.uint8 and state.shape == (37,) and state.device == "cpu"
+    first = draws()
+    assert not same(first, draws())
+    L.set_rng_state(state)
+    assert same(draws(), first)
+    L.set_rng_state(state.numpy())                  # (an array of the same bytes too)
+    assert same(draws(), first)
+    for bad in (state[:36], state.astype(L.int64), L.zeros(37)):
+        with pytest.raises(RuntimeError, match="set_rng_state: expected the uint8 Tensor of 37 "
+                                               "bytes that get_rng_state gives"):
+            L.set_rng_state(bad)
+
+
+def test_seeds_as_torchs():
+    L.manual_seed(7)
+    assert L.initial_seed() == 7
+    after_seven = draws()
+    s = L.seed()
+    assert isinstance(s, int) and 0 <= s < 2 ** 63 and L.initial_seed() == s
+    from_seed = draws()
+    L.manual_seed(s)
+    assert same(draws(), from_seed) and not same(from_seed, after_seven)
+    s2 = L.seed()
+    assert s2 != s
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_device_states_put_back_and_fork_rng_keeps_every_generator(where):
+    L.manual_seed(11)
+    host, dev = L.get_rng_state(), L.cuda.get_rng_state()
+    assert dev.dtype == np.uint8 and dev.shape == (16,) and dev.device == "cpu"
+    first = draws(where)
+    L.set_rng_state(host)
+    L.cuda.set_rng_state(dev, where)
+    assert same(draws(where), first)
+    L.set_rng_state(host)
+    L.cuda.set_rng_state(dev)
+    with L.random.fork_rng():
+        inside = draws(where)
+    assert same(inside, first) and same(draws(where), first)     # (the block drew nothing)
+    with L.random.fork_rng(enabled=False):
+        draws(where)
+    assert not same(draws(where), first)
+    with pytest.raises(RuntimeError, match="cuda.set_rng_state: expected the uint8 Tensor of "
+                                           "16 bytes"):
+        L.cuda.set_rng_state(host)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_cuda_manual_seed_seeds_the_device_generators_only(where, monkeypatch):
+    L.manual_seed(3)
+    host = L.get_rng_state()
+    L.cuda.manual_seed(8)
+    a = draws(where)
+    L.set_rng_state(host)
+    L.cuda.manual_seed_all(8)
+    assert same(draws(where), a)
+    L.set_rng_state(host)
+    monkeypatch.setattr(L.random, "_devices", {})
+    L.cuda.manual_seed_all(8)            # (no generator yet: the one made next starts from 8)
+    assert same(draws(where), a)
+    assert np.array_equal(L.get_rng_state().numpy(), host.numpy()) is False   # (host drew)
+    L.set_rng_state(host)
+    L.cuda.manual_seed(9)
+    assert not same(draws(where), a)
