@@ -86,9 +86,13 @@ TORCH_SUFFIXES = (".pt", ".pth", ".pkl", ".pickle", ".bin", ".tar")
 
 
 def save(state_dict, path):
-    """Write a {name: array} dict to `path` (.safetensors, else .npz), atomically. A name with
+    """Write a {name: array} dict to `path` (.safetensors, else .npz), atomically, or as .npz into
+    a binary file object (io.BytesIO, an open file: torch.save takes these too). A name with
     torch.save's suffixes (.pt, .pth, ...) is refused: the .npz written under it would look like
     a torch file that torch.load cannot read."""
+    if hasattr(path, "write"):
+        _write_npz(path, _arrays(state_dict))
+        return
     path = os.fspath(path)
     if path.lower().endswith(TORCH_SUFFIXES):
         raise ValueError(f"save: {path} has a suffix of torch.save's files, but L.save writes "
@@ -107,9 +111,11 @@ def save(state_dict, path):
 
 
 def load(path):
-    """An OrderedDict of NumPy arrays, in the order they were saved."""
-    path = os.fspath(path)
-    if path.endswith(".safetensors"):
+    """An OrderedDict of NumPy arrays, in the order they were saved: from a file named `path`, or
+    an .npz read from a binary file object (save's)."""
+    if not hasattr(path, "read"):
+        path = os.fspath(path)
+    if isinstance(path, str) and path.endswith(".safetensors"):
         from safetensors import safe_open
         from safetensors.numpy import load_file
         arrays = load_file(path)

@@ -297,6 +297,31 @@ def test_save_load_npz(tmp_path):
         np.testing.assert_array_equal(loaded[k], v)
 
 
+def test_save_and_load_take_file_objects_as_torchs_do(tmp_path):
+    """io.BytesIO and an open file: the same arrays, order and dtypes back (bfloat16 as float32,
+    which holds it exactly), and a torch.save stream refused by name."""
+    import io
+    m = nn.Sequential(nn.Linear(3, 2), nn.BatchNorm1d(2))
+    sd = m.state_dict()
+    sd["half"] = L.ones(2).astype(L.bfloat16).numpy()
+    buf = io.BytesIO()
+    L.save(sd, buf)
+    buf.seek(0)
+    with open(tmp_path / "m.npz", "wb") as f:
+        L.save(sd, f)
+    with open(tmp_path / "m.npz", "rb") as f:
+        for loaded in (L.load(buf), L.load(f)):
+            assert list(loaded) == list(sd)
+            for k, v in sd.items():
+                assert loaded[k].dtype == (np.float32 if k == "half" else v.dtype)
+                np.testing.assert_array_equal(loaded[k], v.astype(loaded[k].dtype))
+    stream = io.BytesIO()
+    torch.save({"w": torch.zeros(2)}, stream)
+    stream.seek(0)
+    with pytest.raises(ValueError, match="a file torch.save wrote"):
+        L.load(stream)
+
+
 def test_save_takes_any_key_and_gives_the_mode_a_plain_write_would(tmp_path):
     """Keys np.savez takes as its own arguments ('file', 'allow_pickle') are names like any
     other; the file's mode is a plain open()'s (0666 less the umask; a replaced file's own), not
