@@ -4,12 +4,12 @@ step). As torch's, each step sets a group's 'lr' from the lr the group has now (
 form: StepLR multiplies it by gamma every step_size steps), so schedulers chain (two on one
 optimizer multiply), an lr set by hand in param_groups is the one the schedule goes on from, and
 a resumed run -- optimizer and scheduler made and loaded, in either order -- goes on with the lr
-it stopped at. The group's starting lr is kept in it as 'initial_lr' (`base_lrs`); LambdaLR and
-`step(epoch)` work from it (the closed form; where a constructor's step changes the lr --
-LambdaLR's base_lr * f(0), LinearLR's start factor -- a load puts the lr the run stopped at
-back, where torch's leaves the constructor's for an epoch). A captured step
-(layers.graph.CapturedStep) keys on the lr, so a new lr is a new capture: a schedule changing it
-every step recaptures every step.
+it stopped at. The group's starting lr is kept in it as 'initial_lr' (`base_lrs`); LambdaLR,
+CosineAnnealingWarmRestarts and `step(epoch)` work from it (the closed form; where a
+constructor's step changes the lr -- LambdaLR's base_lr * f(0), LinearLR's start factor -- a
+load puts the lr the run stopped at back, where torch's leaves the constructor's for an epoch).
+A captured step (layers.graph.CapturedStep) keys on the lr, so a new lr is a new capture: a
+schedule changing it every step recaptures every step.
 
 state_dict / load_state_dict carry the count and the settings -- torch's names, so a state saved
 by torch loads (its MultiStepLR milestones are a Counter, as here) -- but not LambdaLR's
@@ -76,7 +76,8 @@ class LRScheduler:
             self.last_epoch = epoch
             closed = getattr(self, "_get_closed_form_lr", None)
             values = closed() if closed is not None else self.get_lr()
-        for group, lr in zip(self.optimizer.param_groups, values):
+        # (strict, as torch's: a group added since a closed form's base_lrs is refused)
+        for group, lr in zip(self.optimizer.param_groups, values, strict=True):
             group["lr"] = lr
         self._last_lr = self._lrs()
 
@@ -120,13 +121,18 @@ class LambdaLR(LRScheduler):
         n = len(optimizer.param_groups)
         self.lr_lambdas = list(lr_lambda) if isinstance(lr_lambda, (list, tuple)) \
             else [lr_lambda] * n
+        kind = type(self).__name__
         if len(self.lr_lambdas) != n:
-            raise ValueError(f"LambdaLR: {len(self.lr_lambdas)} lr_lambdas for {n} parameter "
+            raise ValueError(f"{kind}: {len(self.lr_lambdas)} lr_lambdas for {n} parameter "
                              f"groups")
+        for f in self.lr_lambdas:
+            if not callable(f):
+                raise TypeError(f"lr_lambda should be a function, but got {type(f).__name__}")
         super().__init__(optimizer, last_epoch)
 
     def get_lr(self):
-        return [base * f(self.last_epoch) for f, base in zip(self.lr_lambdas, self.base_lrs)]
+        return [base * f(self.last_epoch)
+                for f, base in zip(self.lr_lambdas, self.base_lrs, strict=True)]
 
     def state_dict(self):
         """torch's: the functions as None (a callable object's attributes, where it has them)."""
@@ -143,6 +149,18 @@ class LambdaLR(LRScheduler):
         for f, attrs in zip(self.lr_lambdas, saved):
             if attrs is not None:
                 vars(f).update(attrs)
+
+
+class MultiplicativeLR(LambdaLR):
+    """lr *= lr_lambda(epoch) at each step after the constructor's (one function, or one per
+    group); no closed form, as torch's: step(epoch) multiplies by lr_lambda(epoch) once."""
+    moved = ()
+
+    def get_lr(self):
+        if self._is_initial:
+            return self._lrs()
+        return [lr * f(self.last_epoch)
+                for f, lr in zip(self.lr_lambdas, self._lrs(), strict=True)]
 
 
 class StepLR(LRScheduler):
@@ -214,7 +232,7 @@ class CosineAnnealingLR(LRScheduler):
             return self._lrs()
         if (e - 1 - T) % (2 * T) == 0:
             return [lr + (base - lo) * (1 - math.cos(math.pi / T)) / 2
-                    for lr, base in zip(self._lrs(), self.base_lrs)]
+                    for base, lr in zip(self.base_lrs, self._lrs(), strict=True)]
         return [(1 + math.cos(math.pi * e / T)) / (1 + math.cos(math.pi * (e - 1) / T)) *
                 (lr - lo) + lo for lr in self._lrs()]
 
@@ -222,6 +240,54 @@ class CosineAnnealingLR(LRScheduler):
         return [self.eta_min + (base - self.eta_min) *
                 (1 + math.cos(math.pi * self.last_epoch / self.T_max)) / 2
                 for base in self.base_lrs]
+
+
+class CosineAnnealingWarmRestarts(LRScheduler):
+    """SGDR: eta_min + (base_lr - eta_min) * (1 + cos(pi * T_cur / T_i)) / 2, T_cur the epochs
+    since the last restart and T_i the period (T_0, times T_mult at each restart), as torch's.
+    step(epoch) jumps to `epoch`, which may be fractional (epoch + i / iters, once a batch),
+    without a warning."""
+    moved = ("lr",)
+
+    def __init__(self, optimizer, T_0, T_mult=1, eta_min=0.0, last_epoch=-1):
+        if T_0 <= 0 or not isinstance(T_0, int):
+            raise ValueError(f"Expected positive integer T_0, but got {T_0}")
+        if T_mult < 1 or not isinstance(T_mult, int):
+            raise ValueError(f"Expected integer T_mult >= 1, but got {T_mult}")
+        if not isinstance(eta_min, (float, int)):
+            raise ValueError(f"Expected float or int eta_min, but got {eta_min} of type "
+                             f"{type(eta_min)}")
+        self.T_0, self.T_i, self.T_mult, self.eta_min = T_0, T_0, T_mult, eta_min
+        self.T_cur = last_epoch
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self):
+        return [self.eta_min + (base - self.eta_min) *
+                (1 + math.cos(math.pi * self.T_cur / self.T_i)) / 2 for base in self.base_lrs]
+
+    def step(self, epoch=None):
+        if epoch is None and self.last_epoch < 0:
+            epoch = 0
+        if epoch is None:
+            epoch = self.last_epoch + 1
+            self.T_cur += 1
+            if self.T_cur >= self.T_i:
+                self.T_cur, self.T_i = self.T_cur % self.T_i, self.T_i * self.T_mult
+        elif epoch < 0:
+            raise ValueError(f"Expected non-negative epoch, but got {epoch}")
+        elif epoch >= self.T_0:
+            if self.T_mult == 1:
+                self.T_cur = epoch % self.T_0
+            else:               # (the restart epoch is in: T_0 (T_mult^n - 1) / (T_mult - 1))
+                n = int(math.log(epoch / self.T_0 * (self.T_mult - 1) + 1, self.T_mult))
+                self.T_cur = epoch - self.T_0 * (self.T_mult ** n - 1) / (self.T_mult - 1)
+                self.T_i = self.T_0 * self.T_mult ** n
+        else:
+            self.T_i, self.T_cur = self.T_0, epoch
+        self.last_epoch = math.floor(epoch)
+        for group, lr in zip(self.optimizer.param_groups, self.get_lr(), strict=True):
+            group["lr"] = lr
+        self._last_lr = self._lrs()
 
 
 class ConstantLR(LRScheduler):
@@ -266,7 +332,7 @@ class LinearLR(LRScheduler):
         e, a, b, n = self.last_epoch, self.start_factor, self.end_factor, self.total_iters
         if e == 0:
             return [lr * a for lr in self._lrs()]
-        if e > n:
+        if self._is_initial or e > n:        # (made at last_epoch >= 0: the lrs kept, torch's)
             return self._lrs()
         return [lr * (1 + (b - a) / (n * a + (e - 1) * (b - a))) for lr in self._lrs()]
 
@@ -274,6 +340,26 @@ class LinearLR(LRScheduler):
         return [base * (self.start_factor + (self.end_factor - self.start_factor) *
                         min(self.total_iters, self.last_epoch) / self.total_iters)
                 for base in self.base_lrs]
+
+
+class PolynomialLR(LRScheduler):
+    """lr = base_lr * (1 - min(epoch, total_iters) / total_iters) ** power, stepped as torch's
+    recursive form (the lr from total_iters on: unchanged, 0 unless set by hand)."""
+
+    def __init__(self, optimizer, total_iters=5, power=1.0, last_epoch=-1):
+        self.total_iters, self.power = total_iters, power
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self):
+        e, n = self.last_epoch, self.total_iters
+        if self._is_initial or e > n:
+            return self._lrs()
+        decay = ((1.0 - e / n) / (1.0 - (e - 1) / n)) ** self.power
+        return [lr * decay for lr in self._lrs()]
+
+    def _get_closed_form_lr(self):
+        return [base * (1.0 - min(self.total_iters, self.last_epoch) / self.total_iters) **
+                self.power for base in self.base_lrs]
 
 
 class OneCycleLR(LRScheduler):
@@ -288,16 +374,24 @@ class OneCycleLR(LRScheduler):
                  pct_start=0.3, anneal_strategy="cos", cycle_momentum=True, base_momentum=0.85,
                  max_momentum=0.95, div_factor=25.0, final_div_factor=1e4, three_phase=False,
                  last_epoch=-1):
-        if total_steps is None:
-            if epochs is None or steps_per_epoch is None:
-                raise ValueError("OneCycleLR: you must define either total_steps OR (epochs AND "
-                                 "steps_per_epoch), as torch")
+        # torch's checks, in its order and words (an int pct_start, 0 or 1, is refused too)
+        if total_steps is not None:
+            if total_steps <= 0 or not isinstance(total_steps, int):
+                raise ValueError(f"Expected positive integer total_steps, but got {total_steps}")
+        elif epochs is not None and steps_per_epoch is not None:
+            if not isinstance(epochs, int) or epochs <= 0:
+                raise ValueError(f"Expected positive integer epochs, but got {epochs}")
+            if not isinstance(steps_per_epoch, int) or steps_per_epoch <= 0:
+                raise ValueError(f"Expected positive integer steps_per_epoch, but got "
+                                 f"{steps_per_epoch}")
             total_steps = epochs * steps_per_epoch
-        if total_steps <= 0 or not 0 <= pct_start <= 1 or anneal_strategy not in ("cos",
-                                                                                 "linear"):
-            raise ValueError(f"OneCycleLR: expected total_steps > 0, pct_start in [0, 1] and "
-                             f"anneal_strategy 'cos' or 'linear', got {total_steps}, "
-                             f"{pct_start}, {anneal_strategy!r}")
+        else:
+            raise ValueError("You must define either total_steps OR (epochs AND steps_per_epoch)")
+        if pct_start < 0 or pct_start > 1 or not isinstance(pct_start, float):
+            raise ValueError(f"Expected float between 0 and 1 pct_start, but got {pct_start}")
+        if anneal_strategy not in ("cos", "linear"):
+            raise ValueError(f"anneal_strategy must be one of 'cos' or 'linear', instead got "
+                             f"{anneal_strategy}")
         self.total_steps, self._anneal_func_type = total_steps, anneal_strategy
         up = float(pct_start * total_steps) - 1
         self._schedule_phases = [
@@ -315,10 +409,7 @@ class OneCycleLR(LRScheduler):
                  start_momentum="base_momentum", end_momentum="max_momentum"),
         ]
         groups = optimizer.param_groups
-        max_lrs = list(max_lr) if isinstance(max_lr, (list, tuple)) else [max_lr] * len(groups)
-        if len(max_lrs) != len(groups):
-            raise ValueError(f"OneCycleLR: expected {len(groups)} max_lr values, got "
-                             f"{len(max_lrs)}")
+        max_lrs = _per_group("max_lr", groups, max_lr)
         if last_epoch == -1:
             for group, top in zip(groups, max_lrs):
                 group["initial_lr"] = top / div_factor
@@ -331,11 +422,8 @@ class OneCycleLR(LRScheduler):
                 raise ValueError("OneCycleLR: optimizer must support momentum or beta1 with "
                                  "`cycle_momentum` option enabled (as torch)")
             self.use_beta1 = "betas" in defaults
-            n = len(groups)
-            lows = list(base_momentum) if isinstance(base_momentum, (list, tuple)) else \
-                [base_momentum] * n
-            highs = list(max_momentum) if isinstance(max_momentum, (list, tuple)) else \
-                [max_momentum] * n
+            highs = _per_group("max_momentum", groups, max_momentum)
+            lows = _per_group("base_momentum", groups, base_momentum)
             if last_epoch == -1:
                 for group, low, high in zip(groups, lows, highs):
                     self._set_momentum(group, high)
@@ -375,11 +463,23 @@ class OneCycleLR(LRScheduler):
         return lrs
 
 
+def _per_group(name, groups, value):
+    """A setting given once or per group (a list or tuple), as one value a group (torch's
+    _format_param)."""
+    if not isinstance(value, (list, tuple)):
+        return [value] * len(groups)
+    if len(value) != len(groups):
+        raise ValueError(f"{name} must have the same length as optimizer.param_groups. {name} "
+                         f"has {len(value)} values, param_groups has {len(groups)}.")
+    return list(value)
+
+
 class ReduceLROnPlateau:
     """torch's: step(metric) once an epoch; after more than `patience` epochs without an
     improvement (by `threshold`, relative or absolute, in `mode` 'min' or 'max') each group's lr
     is multiplied by `factor` (not below min_lr; a change smaller than eps is not made), then
-    `cooldown` epochs pass before bad epochs count again."""
+    `cooldown` epochs pass before bad epochs count again. A group added to the optimizer since
+    gets min_lr given as one number; given as a list, a reduction then is refused."""
 
     def __init__(self, optimizer, mode="min", factor=0.1, patience=10, threshold=1e-4,
                  threshold_mode="rel", cooldown=0, min_lr=0, eps=1e-8):
@@ -397,9 +497,9 @@ class ReduceLROnPlateau:
         if isinstance(min_lr, (list, tuple)):
             if len(min_lr) != n:
                 raise ValueError(f"ReduceLROnPlateau: expected {n} min_lrs, got {len(min_lr)}")
-            self.min_lrs = list(min_lr)
-        else:
-            self.min_lrs = [min_lr] * n
+            self.default_min_lr, self.min_lrs = None, list(min_lr)
+        else:           # (the min_lr of a group added later too, as torch's)
+            self.default_min_lr, self.min_lrs = min_lr, [min_lr] * n
         self.optimizer, self.mode, self.factor, self.patience = optimizer, mode, factor, patience
         self.threshold, self.threshold_mode, self.cooldown, self.eps = \
             threshold, threshold_mode, cooldown, eps
@@ -414,9 +514,16 @@ class ReduceLROnPlateau:
         return a > (self.best * (1 + self.threshold) if self.threshold_mode == "rel"
                     else self.best + self.threshold)
 
-    def step(self, metrics):
+    def step(self, metrics, epoch=None):
+        """One epoch on, whose metric is `metrics`; `epoch` (deprecated in torch, as here) sets
+        the epoch count."""
         current = float(metrics)
-        self.last_epoch += 1
+        if epoch is None:
+            self.last_epoch += 1
+        else:
+            warnings.warn("ReduceLROnPlateau.step(metrics, epoch): epoch is deprecated, as in "
+                          "torch: call step(metrics) once an epoch", UserWarning, stacklevel=2)
+            self.last_epoch = epoch
         if self._is_better(current):
             self.best, self.num_bad_epochs = current, 0
         else:
@@ -425,7 +532,17 @@ class ReduceLROnPlateau:
             self.cooldown_counter -= 1
             self.num_bad_epochs = 0
         if self.num_bad_epochs > self.patience:
-            for group, low in zip(self.optimizer.param_groups, self.min_lrs):
+            groups = self.optimizer.param_groups
+            if len(groups) != len(self.min_lrs):
+                if self.default_min_lr is None:
+                    raise RuntimeError(
+                        f"The number of param groups in the `optimizer` ({len(groups)}) differs "
+                        f"from when `ReduceLROnPlateau` was initialized ({len(self.min_lrs)}), "
+                        f"usually due to a new param group being added to the optimizer. Please "
+                        f"modify the `min_lrs` field to match the length of the `optimizer` "
+                        f"param groups.")
+                self.min_lrs = [self.default_min_lr] * len(groups)
+            for group, low in zip(groups, self.min_lrs):
                 old = float(group["lr"])
                 new = max(old * self.factor, low)
                 if old - new > self.eps:
@@ -444,8 +561,9 @@ class ReduceLROnPlateau:
                               if k in self.__dict__ or k == "_last_lr"})
 
 
-__all__ = ["LRScheduler", "LambdaLR", "StepLR", "MultiStepLR", "ExponentialLR",
-           "CosineAnnealingLR", "LinearLR", "OneCycleLR", "ReduceLROnPlateau"]
+__all__ = ["LRScheduler", "LambdaLR", "MultiplicativeLR", "StepLR", "MultiStepLR",
+           "ExponentialLR", "CosineAnnealingLR", "CosineAnnealingWarmRestarts", "LinearLR",
+           "PolynomialLR", "OneCycleLR", "ReduceLROnPlateau", "SequentialLR", "ChainedScheduler"]
 
 
 class _Schedules(LRScheduler):

@@ -1,4 +1,5 @@
-"""Optimizers with PyTorch's exact update rules, updating parameters in place.
+"""Optimizers with PyTorch's update rules, updating parameters in place (torch's formulas; a
+result can differ from torch's in its last bits, in float64 too).
 
 On the GPU each update is one fused CuPy kernel per parameter -- or, with foreach, one per dtype
 over a table of the parameters' pointers -- and the step count lives in device memory (bias
@@ -14,7 +15,7 @@ from . import kernels
 from .backend import (accumulation_dtype, default_float, device_table, from_foreign, is_dense,
                       is_floating, is_gpu, is_half, stack, to_device, xp_of)
 from .changes import mark_changed
-from .tensor import Tensor, no_grad
+from .tensor import Tensor, enable_grad, no_grad
 from .trace import active as _trace
 
 
@@ -90,7 +91,14 @@ class Optimizer:
         self.param_groups.append(group)
 
     @no_grad()
-    def step(self):
+    def step(self, closure=None):
+        """One update of each parameter with a gradient. closure (torch's): a function that
+        recomputes the loss, called first with gradients recorded; its loss is returned (else
+        None)."""
+        loss = None
+        if closure is not None:
+            with enable_grad():
+                loss = closure()
         with self._on_masters():
             self._update()
         by = f"{type(self).__name__}.step()"
@@ -98,6 +106,7 @@ class Optimizer:
             for p in group["params"]:
                 if p.grad is not None:
                     mark_changed(p, by)
+        return loss
 
     def _update(self):
         raise NotImplementedError
@@ -288,13 +297,13 @@ class Adam(Optimizer):
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0,
                  amsgrad=False, *, foreach=None, master_weights=False):
-        name = type(self).__name__
-        if lr < 0 or eps < 0 or weight_decay < 0 or \
-                not (0 <= betas[0] < 1 and 0 <= betas[1] < 1):
-            raise ValueError(f"{name}: invalid lr={lr}, betas={betas}, eps={eps} or "
-                             f"weight_decay={weight_decay}")
+        _check_settings(lr=lr, eps=eps)
+        for i, beta in enumerate(betas):
+            if not 0.0 <= beta < 1.0:
+                raise ValueError(f"Invalid beta parameter at index {i}: {beta}")
+        _check_settings(weight_decay=weight_decay)
         if amsgrad:
-            raise NotImplementedError(f"{name}: amsgrad is not done here")
+            raise NotImplementedError(f"{type(self).__name__}: amsgrad is not done here")
         super().__init__(params, master_weights, lr=lr, betas=tuple(betas), eps=eps,
                          weight_decay=weight_decay, foreach=foreach)
 
@@ -462,11 +471,11 @@ class SGD(Optimizer):
 
     def __init__(self, params, lr=1e-3, momentum=0.0, dampening=0.0, weight_decay=0.0,
                  nesterov=False, *, master_weights=False):
-        if lr < 0 or momentum < 0 or weight_decay < 0:
-            raise ValueError(f"SGD: invalid lr={lr}, momentum={momentum} or "
-                             f"weight_decay={weight_decay}")
+        # (torch's `x < 0`, not `not 0 <= x` as the others': a NaN lr or momentum is taken)
+        _check_settings(lr=lr, momentum=momentum, weight_decay=weight_decay,
+                        refused=lambda x: x < 0.0)
         if nesterov and (momentum <= 0 or dampening != 0):
-            raise ValueError("SGD: nesterov needs momentum > 0 and zero dampening")
+            raise ValueError("Nesterov momentum requires a momentum and zero dampening")
         super().__init__(params, master_weights, lr=lr, momentum=momentum, dampening=dampening,
                          weight_decay=weight_decay, nesterov=nesterov)
 
@@ -499,9 +508,8 @@ class RMSprop(Optimizer):
 
     def __init__(self, params, lr=1e-2, alpha=0.99, eps=1e-8, weight_decay=0.0, momentum=0.0,
                  centered=False, *, master_weights=False):
-        if lr < 0 or alpha < 0 or eps < 0 or weight_decay < 0 or momentum < 0:
-            raise ValueError(f"RMSprop: invalid lr={lr}, alpha={alpha}, eps={eps}, "
-                             f"weight_decay={weight_decay} or momentum={momentum}")
+        _check_settings(lr=lr, eps=eps, momentum=momentum, weight_decay=weight_decay,
+                        alpha=alpha)
         super().__init__(params, master_weights, lr=lr, alpha=alpha, eps=eps,
                          weight_decay=weight_decay, momentum=momentum, centered=centered)
 
@@ -542,27 +550,30 @@ class Adagrad(Optimizer):
 
     def __init__(self, params, lr=1e-2, lr_decay=0.0, weight_decay=0.0,
                  initial_accumulator_value=0.0, eps=1e-10, *, master_weights=False):
-        if lr < 0 or lr_decay < 0 or weight_decay < 0 or initial_accumulator_value < 0 or \
-                eps < 0:
-            raise ValueError(f"Adagrad: invalid lr={lr}, lr_decay={lr_decay}, "
-                             f"weight_decay={weight_decay}, initial_accumulator_value="
-                             f"{initial_accumulator_value} or eps={eps}")
+        _check_settings(lr=lr, lr_decay=lr_decay, weight_decay=weight_decay,
+                        initial_accumulator_value=initial_accumulator_value, eps=eps)
         super().__init__(params, master_weights, lr=lr, lr_decay=lr_decay,
                          weight_decay=weight_decay,
                          initial_accumulator_value=initial_accumulator_value, eps=eps)
         for group in self.param_groups:          # (torch makes the state at construction)
             for p in group["params"]:
-                self.state[id(p)] = {
-                    "step": _new_step(p), "sum": xp_of(p.data).full(
-                        p.shape, group["initial_accumulator_value"],
-                        dtype=self._state_dtype(p, "sum"))}
+                self.state[id(p)] = self._new_state(p)
+
+    def _new_state(self, p):
+        """p's step count and sum before its first update. The sum starts at the constructor's
+        initial_accumulator_value, whatever p's group says (torch's)."""
+        return {"step": _new_step(p), "sum": xp_of(p.data).full(
+            p.shape, self.defaults["initial_accumulator_value"],
+            dtype=self._state_dtype(p, "sum"))}
 
     def _update(self):
         for group, p in self._params_with_grad():
             g = p.grad.data
             if group["weight_decay"]:
                 g = _add_scaled(g, group["weight_decay"], p.data)
-            st = self.state[id(p)]
+            st = self.state.setdefault(id(p), {})
+            if "sum" not in st:          # (a group added since: made at its first step, torch's)
+                st.update(self._new_state(p))
             st["step"] += 1                     # (a device counter: in place)
             st["sum"] += g * g
             update = g / (xp_of(p.data).sqrt(st["sum"]) + group["eps"])
@@ -573,6 +584,18 @@ class Adagrad(Optimizer):
             rate = group["lr"] / (1 + (int(st["step"]) - 1) * group["lr_decay"]) \
                 if group["lr_decay"] else group["lr"]       # (no host read of a counter)
             _add_scaled(p.data, -rate, update, out=p.data)
+
+
+# torch's words for an optimizer's settings in its refusals
+_SETTING_WORDS = {"lr": "learning rate", "eps": "epsilon value"}
+
+
+def _check_settings(refused=lambda x: not 0.0 <= x, **settings):
+    """Refuse the first setting, in the order given, that torch's check refuses (`not 0.0 <= x`:
+    a negative value or NaN), in torch's words ("Invalid learning rate: nan")."""
+    for name, x in settings.items():
+        if refused(x):
+            raise ValueError(f"Invalid {_SETTING_WORDS.get(name, name + ' value')}: {x}")
 
 
 def _new_step(p):

@@ -19,6 +19,14 @@ SCHEDULES = {
     "LinearLR": lambda m, o: m.LinearLR(o, start_factor=0.25, end_factor=0.9, total_iters=7),
     "OneCycleLR": lambda m, o: m.OneCycleLR(o, max_lr=[0.5, 0.05], total_steps=40),
     "ConstantLR": lambda m, o: m.ConstantLR(o, factor=0.2, total_iters=6),
+    "MultiplicativeLR": lambda m, o: m.MultiplicativeLR(o, [lambda e: 0.95,
+                                                            lambda e: 1 - 0.01 * e]),
+    "PolynomialLR": lambda m, o: m.PolynomialLR(o, total_iters=15, power=2.0),
+    "CosineAnnealingWarmRestarts": lambda m, o: m.CosineAnnealingWarmRestarts(
+        o, T_0=3, T_mult=2, eta_min=1e-3),
+    "SequentialLR, warm restarts after a warm-up": lambda m, o: m.SequentialLR(
+        o, [m.LinearLR(o, start_factor=0.1, total_iters=3),
+            m.CosineAnnealingWarmRestarts(o, T_0=4)], milestones=[3]),
     "SequentialLR": lambda m, o: m.SequentialLR(          # warm-up, then cosine from step 5
         o, [m.LinearLR(o, start_factor=0.25, total_iters=5),
             m.CosineAnnealingLR(o, T_max=15, eta_min=1e-3)], milestones=[5]),

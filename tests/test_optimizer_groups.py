@@ -9,7 +9,8 @@ import torch
 import layers as L
 from layers import nn
 
-OPTIMIZERS = {"SGD": dict(lr=0.1, momentum=0.9), "Adam": dict(lr=0.05)}
+OPTIMIZERS = {"SGD": dict(lr=0.1, momentum=0.9), "Adam": dict(lr=0.05),
+              "RMSprop": dict(lr=0.01, momentum=0.5), "Adagrad": dict(lr=0.1, lr_decay=0.01)}
 
 
 def pair(shape, seed):
