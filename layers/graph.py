@@ -59,8 +59,8 @@ class CapturedStep:
             parts.append(tuple(_address(t.data) for _, t in m._state_items()))
         for opt in self.optimizers:
             parts.append(tuple(_frozen(g) for g in opt.param_groups))
-            parts.append(tuple((pid, tuple((k, _address(v)) for k, v in st.items()))
-                               for pid, st in opt.state.items()))
+            parts.append(tuple((id(p), tuple((k, _address(v)) for k, v in st.items()))
+                               for p, st in opt.state.items()))
         return tuple(parts)
 
     def __call__(self, *inputs, **host):

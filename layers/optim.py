@@ -5,6 +5,7 @@ On the GPU each update is one fused CuPy kernel per parameter -- or, with foreac
 over a table of the parameters' pointers -- and the step count lives in device memory (bias
 corrections are computed inside the kernel), so a step needs no host sync and can be captured in
 a CUDA graph. State dicts follow torch.optim's shape."""
+import collections
 import contextlib
 import sys
 import math
@@ -44,7 +45,8 @@ class Optimizer:
         params = list(params)
         if not params:
             raise ValueError(f"{type(self).__name__} got an empty parameter list")
-        self.param_groups, self.state = [], {}
+        # {parameter: its state}, as torch's (a parameter not stepped yet reads as {})
+        self.param_groups, self.state = [], collections.defaultdict(dict)
         # load_state_dict's count, and the groups' settings it left (schedulers made after a
         # load put them back: their constructor's step may have written over them)
         self.loads, self.loaded_settings = 0, None
@@ -123,7 +125,7 @@ class Optimizer:
                     if p.grad is None or not is_half(p.dtype) or id(p) in seen:
                         continue
                     seen.add(id(p))
-                    st = self.state.setdefault(id(p), {})
+                    st = self.state.setdefault(p, {})
                     fused = self.fused_masters and is_gpu(p.data)
                     if "master_param" not in st:
                         st["master_param"] = p.data.astype(np.float32)
@@ -180,10 +182,10 @@ class Optimizer:
         for group in self.param_groups:
             ids = []
             for p in group["params"]:
-                if id(p) in self.state:
+                if p in self.state:
                     state[index] = {k: (v.get() if is_gpu(v) else np.array(v, copy=True))
                                     if not isinstance(v, (int, float)) else v
-                                    for k, v in self.state[id(p)].items()}
+                                    for k, v in self.state[p].items()}
                 ids.append(index)
                 index += 1
             groups.append({k: v for k, v in group.items() if k != "params"} | {"params": ids})
@@ -243,8 +245,8 @@ class Optimizer:
             group.update(kept)
         state = {}
         for p, entry in entries:
-            old = self.state.get(id(p), {})
-            new = state[id(p)] = {}
+            old = self.state.get(p, {})
+            new = state[p] = {}
             for k, v in entry.items():
                 cur = old.get(k)
                 if k == "step":
@@ -261,7 +263,7 @@ class Optimizer:
                     if is_floating(v.dtype):
                         v = v.astype(self._state_dtype(p, k), copy=False)
                     new[k] = to_device(v, p.device)
-        self.state = state
+        self.state = collections.defaultdict(dict, state)
         self.loads += 1
         self.loaded_settings = [{k: v for k, v in group.items() if k != "params"}
                                 for group in self.param_groups]
@@ -312,7 +314,7 @@ class Adam(Optimizer):
         # step)], [p])
         batched = {}
         for group, p in self._params_with_grad():
-            st = self.state.setdefault(id(p), {})
+            st = self.state.setdefault(p, {})
             xp = xp_of(p.data)
             master = st.get("master_param") if self.master_weights and is_half(p.dtype) \
                 else None                   # (set: a GPU parameter's master, not swapped in)
@@ -486,7 +488,7 @@ class SGD(Optimizer):
                 g = _add_scaled(g, group["weight_decay"], p.data)
             mu = group["momentum"]
             if mu:
-                st = self.state.setdefault(id(p), {})
+                st = self.state.setdefault(p, {})
                 buf = st.get("momentum_buffer")
                 if buf is None:
                     buf = st["momentum_buffer"] = g.copy()
@@ -518,7 +520,7 @@ class RMSprop(Optimizer):
             g = p.grad.data
             if group["weight_decay"]:
                 g = _add_scaled(g, group["weight_decay"], p.data)
-            st = self.state.setdefault(id(p), {})
+            st = self.state.setdefault(p, {})
             xp, alpha = xp_of(p.data), group["alpha"]
             if "square_avg" not in st:
                 st["step"] = _new_step(p)
@@ -557,7 +559,7 @@ class Adagrad(Optimizer):
                          initial_accumulator_value=initial_accumulator_value, eps=eps)
         for group in self.param_groups:          # (torch makes the state at construction)
             for p in group["params"]:
-                self.state[id(p)] = self._new_state(p)
+                self.state[p] = self._new_state(p)
 
     def _new_state(self, p):
         """p's step count and sum before its first update. The sum starts at the constructor's
@@ -571,7 +573,7 @@ class Adagrad(Optimizer):
             g = p.grad.data
             if group["weight_decay"]:
                 g = _add_scaled(g, group["weight_decay"], p.data)
-            st = self.state.setdefault(id(p), {})
+            st = self.state.setdefault(p, {})
             if "sum" not in st:          # (a group added since: made at its first step, torch's)
                 st.update(self._new_state(p))
             st["step"] += 1                     # (a device counter: in place)

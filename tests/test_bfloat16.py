@@ -277,8 +277,8 @@ def test_master_weights_follow_torch_float32_on_the_master(opt_name, device):
         p.grad, tp.grad = L.tensor(g, device=device), torch.tensor(g.astype(np.float32))
         opt.step()
         topt.step()
-        master = host(opt.state[id(p)]["master_param"])
-        assert master.dtype == np.float32 and host(opt.state[id(p)]["exp_avg" if opt_name ==
+        master = host(opt.state[p]["master_param"])
+        assert master.dtype == np.float32 and host(opt.state[p]["exp_avg" if opt_name ==
                                                    "Adam" else "momentum_buffer"]).dtype == \
             np.float32
         np.testing.assert_allclose(master, tp.detach().numpy(), rtol=2e-6, atol=1e-7)
@@ -335,7 +335,7 @@ def test_state_saved_to_a_file_and_loaded_into_a_new_optimizer_resumes_exactly(m
     save_checkpoint(path, {"m": first}, {"o": opt}, {}, np.random.default_rng(0), {})
     second, opt2 = model_and_opt()
     load_checkpoint(path, {"m": second}, {"o": opt2}, np.random.default_rng(0), "cpu")
-    assert opt2.state[id(second.weight)]["exp_avg"].dtype == (np.float32 if masters else BF16)
+    assert opt2.state[second.weight]["exp_avg"].dtype == (np.float32 if masters else BF16)
     steps(second, opt2, grads[6:])
     np.testing.assert_array_equal(second.weight.numpy(), straight.weight.numpy())
 
@@ -350,13 +350,13 @@ def test_weights_loaded_after_steps_replace_their_stale_masters(device):
     for _ in range(3):
         lin.weight.grad = g
         opt.step()
-    master = L.backend.to_device(opt.state[id(lin.weight)]["master_param"], "cpu").copy()
+    master = L.backend.to_device(opt.state[lin.weight]["master_param"], "cpu").copy()
     new = L.backend.to_device(lin.weight.data, "cpu").copy()
     new[0] = np.array([0.5, -0.25, 2.0, 1.0], BF16)            # row 0 replaced, the rest kept
     lin.load_state_dict({"weight": new})
     lin.weight.grad = g
     opt.step()
-    got = L.backend.to_device(opt.state[id(lin.weight)]["master_param"], "cpu")
+    got = L.backend.to_device(opt.state[lin.weight]["master_param"], "cpu")
     np.testing.assert_allclose(got[0], np.array([0.5, -0.25, 2.0, 1.0]) - 1e-3, rtol=1e-6)
     np.testing.assert_allclose(got[1:], master[1:] - 1e-3, rtol=1e-6)
 
@@ -366,7 +366,7 @@ def test_float32_parameters_ignore_master_weights():
     opt = L.optim.Adam([p], lr=1e-3, master_weights=True)
     p.grad = L.tensor(np.ones(3, np.float32))
     opt.step()
-    assert "master_param" not in opt.state[id(p)]
+    assert "master_param" not in opt.state[p]
     np.testing.assert_allclose(p.numpy(), 1 - 1e-3, rtol=1e-6)
 
 

@@ -101,7 +101,7 @@ def test_adam_resumes_on_either_path_from_a_state_saved_on_either(where, first, 
         t.grad = torch.tensor(g.astype(np.float64))
         topt.step()
     np.testing.assert_allclose(values(q), t.detach().numpy(), rtol=0, atol=2e-6)
-    step = opt2.state[id(q)]["step"]             # a number on the NumPy path, 0-d array on a GPU
+    step = opt2.state[q]["step"]             # a number on the NumPy path, 0-d array on a GPU
     assert int(L.backend.to_device(step, "cpu") if hasattr(step, "dtype") else step) == 4
     assert isinstance(step, int) if second == "cpu" else step.dtype == np.int64
 

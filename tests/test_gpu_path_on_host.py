@@ -89,7 +89,7 @@ def _run(device, dtype, memory_format, foreach, steps=2, width=4):
             opt.step()
         for k, m, opt in (("G", netG, optG), ("D", netD, optD)):
             for n, p in m.named_parameters():
-                st = opt.state[id(p)]
+                st = opt.state[p]
                 masters[f"{k}.{n}"] = np.array(st.get("master_param", p.data), np.float64)
                 if "master_param" in st:        # the weight is its master, rounded
                     np.testing.assert_array_equal(

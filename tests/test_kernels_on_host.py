@@ -504,7 +504,7 @@ def test_adam_per_parameter_and_multi_tensor_kernels_follow_torch(on_host, forea
     for p, r in zip(params, ref):
         assert isinstance(p.data, HostArray)
         _close(p.data, r, dtype, scale=10)         # 4 steps of float arithmetic
-    st = opt.state[id(params[1])]
+    st = opt.state[params[1]]
     assert int(np.asarray(st["step"]).reshape(-1)[0]) == steps
 
 
@@ -524,7 +524,7 @@ def test_adam_master_weights_kernel_updates_the_float32_master(on_host, dtype):
                       [[g.astype(_dt(dtype)).astype(np.float32) for g in gs] for gs in grads],
                       steps, lr=1e-2)
     for p, r in zip(params, ref):
-        master = opt.state[id(p)]["master_param"]
+        master = opt.state[p]["master_param"]
         np.testing.assert_allclose(np.asarray(master, np.float64), r, rtol=1e-5, atol=1e-6)
         np.testing.assert_array_equal(np.asarray(p.data), np.asarray(master).astype(_dt(dtype)))
     # a weight loaded into the model mid-run replaces its stale master before the next update
@@ -533,7 +533,7 @@ def test_adam_master_weights_kernel_updates_the_float32_master(on_host, dtype):
     for p, g in zip(params, grads):
         p.grad = L.Tensor(host(np.zeros(p.shape, _dt(dtype))))
     opt.step()
-    master = np.asarray(opt.state[id(params[1])]["master_param"])
+    master = np.asarray(opt.state[params[1]]["master_param"])
     assert np.all(np.abs(master - 0.5) < 0.05), master     # moved from 0.5, not from the old one
 
 
@@ -564,10 +564,10 @@ def test_the_multi_tensor_master_adam_equals_the_per_tensor_kernel(on_host, dtyp
         name = "cudnnlite_adam_master_multi" if foreach else "cudnnlite_adam_master"
         assert CALLS[name] == (steps if foreach else steps * len(shapes)), CALLS
         assert not foreach or CALLS["cudnnlite_adam_master"] == 0, CALLS
-        runs.append([[np.asarray(a).copy() for a in (p.data, opt.state[id(p)]["master_param"],
-                                                      opt.state[id(p)]["exp_avg"],
-                                                      opt.state[id(p)]["exp_avg_sq"],
-                                                      opt.state[id(p)]["step"])]
+        runs.append([[np.asarray(a).copy() for a in (p.data, opt.state[p]["master_param"],
+                                                      opt.state[p]["exp_avg"],
+                                                      opt.state[p]["exp_avg_sq"],
+                                                      opt.state[p]["step"])]
                      for p in params])
     for multi, single in zip(*runs):
         for a, b in zip(multi, single):
@@ -593,7 +593,7 @@ def test_sgd_master_weights_resync_a_loaded_weight(on_host):
         t.grad = torch.tensor(g.astype(np.float64))
         opt.step()
         ref.step()
-    master = np.asarray(opt.state[id(p)]["master_param"], np.float64)
+    master = np.asarray(opt.state[p]["master_param"], np.float64)
     np.testing.assert_allclose(master, t.detach().numpy(), rtol=1e-5, atol=1e-6)
 
 

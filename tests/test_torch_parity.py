@@ -494,7 +494,28 @@ def test_a_state_torch_keeps_as_none_is_no_state():
     opt.load_state_dict({"state": {0: {"momentum_buffer": None}}, "param_groups": [
         dict(lr=0.2, momentum=0, dampening=0, weight_decay=0, nesterov=False, maximize=False,
              foreach=None, params=[0])]})
-    assert opt.param_groups[0]["lr"] == 0.2 and opt.state[id(p)] == {}
+    assert opt.param_groups[0]["lr"] == 0.2 and opt.state[p] == {}
+
+
+def test_optimizer_state_is_keyed_by_the_parameter_as_torchs():
+    """opt.state[p] (p itself the key, a parameter not stepped yet reading as {}), with torch's
+    names for each optimizer's state and the same values after a step."""
+    for name, kw in (("SGD", dict(lr=0.1, momentum=0.9)), ("Adam", {}), ("AdamW", {}),
+                     ("RMSprop", dict(momentum=0.5, centered=True)), ("Adagrad", {})):
+        w, g = f32(3).astype(np.float64), f32(3).astype(np.float64)
+        p, idle = L.nn.Parameter(w.copy()), L.nn.Parameter(f32(2))
+        tp, tidle = torch.nn.Parameter(torch.tensor(w)), torch.nn.Parameter(torch.zeros(2))
+        opt, topt = getattr(L.optim, name)([p, idle], **kw), \
+            getattr(torch.optim, name)([tp, tidle], **kw)
+        p.grad, tp.grad = L.Tensor(g.copy()), torch.tensor(g)
+        opt.step(), topt.step()
+        assert (p in opt.state) == (tp in topt.state) and \
+            (idle in opt.state) == (tidle in topt.state), name
+        assert sorted(opt.state[p]) == sorted(topt.state[tp]), name
+        assert sorted(opt.state[idle]) == sorted(topt.state[tidle]), name   # ({} but Adagrad)
+        for k, v in topt.state[tp].items():
+            np.testing.assert_allclose(np.asarray(opt.state[p][k], np.float64),
+                                       v.detach().numpy(), rtol=1e-12, err_msg=f"{name} {k}")
 
 
 def test_an_optimizer_state_dict_it_cannot_follow_is_refused_and_nothing_changes():
