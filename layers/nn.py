@@ -50,8 +50,9 @@ class MultiheadAttention(Module):
     (output, weights or None); (L, N, E), or (N, L, E) with batch_first, or unbatched (L, E).
     Masks as torch's: True in a bool attn_mask / key_padding_mask is *not* attended; a float
     one is added. The attention is F.scaled_dot_product_attention's (a row with nothing to
-    attend gives 0, where torch's need_weights path gives NaN). add_bias_kv / add_zero_attn
-    are not done here."""
+    attend gives 0, where torch's need_weights path gives NaN). add_bias_kv: learnt bias_k /
+    bias_v (1, 1, E), one more key and value position after the projections; add_zero_attn:
+    one more of zeros after the heads are split (masks padded to attend both), as torch's."""
 
     def __init__(self, embed_dim, num_heads, dropout=0.0, bias=True, add_bias_kv=False,
                  add_zero_attn=False, kdim=None, vdim=None, batch_first=False):
@@ -62,9 +63,6 @@ class MultiheadAttention(Module):
         if embed_dim % num_heads:
             raise ValueError(f"MultiheadAttention: embed_dim {embed_dim} must be divisible by "
                              f"num_heads {num_heads} (as torch)")
-        if add_bias_kv or add_zero_attn:
-            raise NotImplementedError("MultiheadAttention: add_bias_kv and add_zero_attn are not "
-                                      "done here")
         self.embed_dim, self.num_heads, self.dropout = embed_dim, num_heads, dropout
         self.batch_first, self.head_dim = batch_first, embed_dim // num_heads
         self.kdim = embed_dim if kdim is None else kdim
@@ -82,12 +80,21 @@ class MultiheadAttention(Module):
         self.register_parameter("in_proj_bias", Parameter(np.zeros(3 * embed_dim, default_float()))
                                 if bias else None)
         self.out_proj = NonDynamicallyQuantizableLinear(embed_dim, embed_dim, bias=bias)
+        if add_bias_kv:
+            self.bias_k = Parameter(_empty(1, 1, embed_dim))
+            self.bias_v = Parameter(_empty(1, 1, embed_dim))
+        else:
+            self.bias_k = self.bias_v = None         # (attributes, not parameters: torch's)
+        self.add_zero_attn = add_zero_attn
         for w in (self.in_proj_weight, self.q_proj_weight, self.k_proj_weight,
                   self.v_proj_weight):
             if w is not None:
                 init.xavier_uniform_(w)
         if bias:
             init.zeros_(self.out_proj.bias)
+        for b in (self.bias_k, self.bias_v):
+            if b is not None:
+                init.xavier_normal_(b)
 
     def _projections(self):
         """(W_q, W_k, W_v, b_q, b_k, b_v): slices of in_proj_weight / in_proj_bias (in the
@@ -123,11 +130,22 @@ class MultiheadAttention(Module):
         S, H, d = key.shape[1], self.num_heads, self.head_dim
         wq, wk, wv, bq, bk, bv = self._projections()
 
-        def heads(x, w, b):                   # (N, T, E) -> (N, H, T, d)
-            y = F.linear(x, w, b)
+        def heads(y):                         # (N, T, E) -> (N, H, T, d)
             return F.transpose(F.reshape(y, N, y.shape[1], H, d), (0, 2, 1, 3))
-        q, k, v = heads(query, wq, bq), heads(key, wk, bk), heads(value, wv, bv)
+
+        def key_heads(y, bias):               # the keys' / values': with add_bias_kv's bias
+            if bias is not None:              # and add_zero_attn's zeros, a position each
+                y = F.cat([y, F.expand(bias, N, 1, E)], 1)
+            y = heads(y)
+            return F.cat([y, zeros_like(y[:, :, :1])], 2) if self.add_zero_attn else y
+        q = heads(F.linear(query, wq, bq))
+        k, v = key_heads(F.linear(key, wk, bk), self.bias_k), \
+            key_heads(F.linear(value, wv, bv), self.bias_v)
         mask = self._merged_mask(attn_mask, key_padding_mask, N, L_, S, query)
+        extra = k.shape[2] - S                # (the masks attend the added positions)
+        if extra and mask is not None:
+            mask = F.cat([mask, zeros_like(mask[..., :1]).expand(
+                *mask.shape[:-1], extra)], -1)
         out, weights = F._attention("MultiheadAttention", q, k, v, mask,
                                     self.dropout if self.training else 0.0, False, None, False)
         out = self.out_proj(F.reshape(F.transpose(out, (0, 2, 1, 3)), N, L_, E))

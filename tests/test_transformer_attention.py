@@ -71,6 +71,17 @@ MHA = {  # name -> (constructor keywords, q, k, v shapes, forward keywords)
                           {"key_padding_mask": np.array([False, True, False, False, False])}),
     "causal_hint": ({}, (3, 2, 8), (3, 2, 8), (3, 2, 8),
                     {"attn_mask": np.triu(np.ones((3, 3), bool), 1), "is_causal": True}),
+    "bias_kv_masks": ({"add_bias_kv": True}, (3, 2, 8), (5, 2, 8), (5, 2, 8), {
+        "key_padding_mask": np.array([[False, False, True, False, True], [False] * 5]),
+        "attn_mask": np.triu(np.ones((3, 5), bool), 1), "average_attn_weights": False}),
+    "zero_attn_float_mask_per_head": ({"add_zero_attn": True, "batch_first": True}, (2, 3, 8),
+                                      (2, 5, 8), (2, 5, 8),
+                                      {"attn_mask": np.linspace(-1, 1, 60).reshape(4, 3, 5)}),
+    "bias_kv_and_zero_attn_unbatched": ({"add_bias_kv": True, "add_zero_attn": True}, (3, 8),
+                                        (5, 8), (5, 8), {"key_padding_mask": np.array(
+                                            [False, True, False, False, False])}),
+    "bias_kv_no_bias_kdim": ({"add_bias_kv": True, "bias": False, "kdim": 4, "vdim": 6},
+                             (3, 2, 8), (5, 2, 4), (5, 2, 6), {}),
 }
 
 
@@ -113,6 +124,9 @@ def test_multihead_attention_init_and_float32():
     bound = np.sqrt(6 / (64 + 192))
     assert np.abs(w).max() <= bound and np.abs(w).max() > 0.9 * bound
     assert not m.in_proj_bias.numpy().any() and not m.out_proj.bias.numpy().any()
+    kv = nn.MultiheadAttention(64, 4, add_bias_kv=True)       # (xavier-normal: std 1/sqrt(E))
+    for b in (kv.bias_k.numpy(), kv.bias_v.numpy()):
+        assert b.shape == (1, 1, 64) and 0.7 < b.std() * 8 < 1.3 and abs(b.mean()) < 0.05
     x = L.tensor(np.random.default_rng(0).standard_normal((5, 2, 64)).astype(np.float32))
     out, weights = m(x, x, x)
     assert out.dtype == weights.dtype == np.float32
@@ -130,8 +144,6 @@ def test_attention_refusals_are_torchs():
         F.scaled_dot_product_attention(q, L.tensor(np.zeros((2, 3, 5))), q)
     with pytest.raises(ValueError, match="embed_dim 6 must be divisible by num_heads 4"):
         nn.MultiheadAttention(6, 4)
-    with pytest.raises(NotImplementedError, match="add_bias_kv and add_zero_attn"):
-        nn.MultiheadAttention(8, 2, add_bias_kv=True)
     m = nn.MultiheadAttention(4, 2).double()
     with pytest.raises(RuntimeError, match="Need attn_mask if specifying the is_causal hint"):
         m(q, q, q, is_causal=True)
