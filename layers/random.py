@@ -37,24 +37,41 @@ def manual_seed(seed):
     generator's (seed, offset) is rewritten in place, never replaced: a captured CUDA graph reads
     that buffer, so after manual_seed its replays draw from the new seed, as eager calls would."""
     global _seed, _host
-    _seed = int(seed)
+    _seed = _seed_value(seed)
     _host = np.random.default_rng(_seed)
     seed_devices(_seed)
+
+
+def _seed_value(seed):
+    """torch's reading of a seed: int(seed), from -2**63 up to 2**64, a negative one modulo
+    2**64 (-1 is 2**64 - 1)."""
+    s = int(seed)
+    if not -2 ** 63 <= s < 2 ** 64:
+        raise ValueError(f"Overflow when unpacking long long: seed {seed} (torch's range is "
+                         f"-2**63 to 2**64 - 1)")
+    return s % 2 ** 64
+
+
+def _device_start(seed, device):
+    """Device `device`'s generator's seed for a manual seed `seed` (seed + 1 + device, modulo
+    2**64: its state is two uint64)."""
+    return (seed + 1 + device) % 2 ** 64
 
 
 def seed_devices(seed, device=None):
     """Seed the device generators -- `device`'s only (torch.cuda.manual_seed), or all, those
     made later too (torch.cuda.manual_seed_all) -- in place, as manual_seed does."""
     global _device_seed
+    seed = _seed_value(seed)
     if device is None:
-        _device_seed = int(seed)
+        _device_seed = seed
     for dev, gen in _devices.items():
         if device is None or dev == device:
             with cupy().cuda.Device(dev):
-                gen.set_state([int(seed) + 1 + dev, 0])
+                gen.set_state([_device_start(seed, dev), 0])
     if device is not None and device not in _devices:
         with cupy().cuda.Device(device):
-            device_generator().set_state([int(seed) + 1 + device, 0])
+            device_generator().set_state([_device_start(seed, device), 0])
 
 
 def initial_seed():
@@ -154,7 +171,7 @@ def device_generator():
     dev = cp.cuda.runtime.getDevice()
     gen = _devices.get(dev)
     if gen is None:
-        gen = _devices[dev] = DeviceGenerator(_device_seed + 1 + dev)
+        gen = _devices[dev] = DeviceGenerator(_device_start(_device_seed, dev))
     return gen
 
 

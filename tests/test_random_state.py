@@ -2,9 +2,10 @@
 generator's state as a uint8 Tensor), initial_seed / seed, L.cuda.get_rng_state /
 set_rng_state / manual_seed / manual_seed_all (the device generators) and L.random.fork_rng:
 a state put back draws the same numbers again (on the CPU, and the device generators on the
-host GPU path and a GPU)."""
+host GPU path and a GPU); seeds read as torch reads them."""
 import numpy as np
 import pytest
+import torch
 
 import layers as L
 from layers import F
@@ -54,6 +55,24 @@ def test_seeds_as_torchs():
     assert same(draws(), from_seed) and not same(from_seed, after_seven)
     s2 = L.seed()
     assert s2 != s
+    for seed in (-1, 2 ** 63, 2 ** 64 - 1, -2 ** 63, 1.5, "3", True, 2 ** 64, -2 ** 63 - 1):
+        try:
+            torch.manual_seed(seed)
+        except ValueError as e:
+            with pytest.raises(ValueError, match=str(e)):
+                L.manual_seed(seed)
+            continue
+        L.manual_seed(seed)
+        assert L.initial_seed() == torch.initial_seed(), seed
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_seed_at_the_top_of_the_range_seeds_the_devices_too(where):
+    L.manual_seed(-1)                     # (2**64 - 1: device 0's generator wraps to 0)
+    assert list(L.cuda.get_rng_state().numpy().view("<u8")) == [0, 0]
+    a = draws(where)
+    L.manual_seed(2 ** 64 - 1)
+    assert same(draws(where), a)
 
 
 @pytest.mark.parametrize("device", DEVICES)
