@@ -94,7 +94,8 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
         warnings.warn("only_inputs argument is deprecated and is ignored now (defaults to "
                       "True), as torch's", stacklevel=2)
     if is_grads_batched:
-        raise NotImplementedError("grad(is_grads_batched=True) is not done here")
+        return _batched(outputs, inputs, grad_outputs, retain_graph, create_graph, allow_unused,
+                        materialize_grads)
     if allow_unused is None:
         allow_unused = materialize_grads
     if materialize_grads and not allow_unused:
@@ -139,6 +140,48 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
         return _results(inputs, capture, allow_unused, materialize_grads, copy=False)
     _backward_arrays(roots, bool(retain_graph), capture)
     return _results(inputs, capture, allow_unused, materialize_grads, copy=True)
+
+
+def _batched(outputs, inputs, grad_outputs, retain_graph, create_graph, allow_unused,
+             materialize_grads):
+    """grad(is_grads_batched=True): each grad_output's first axis is a batch of weightings; a
+    gradient per entry, stacked on a first axis of the result (torch's vmap over the backward:
+    here one backward per entry, the graph kept until the last)."""
+    outputs = _tensors("outputs", outputs)
+    gos = [grad_outputs] if grad_outputs is None or isinstance(grad_outputs, Tensor) \
+        else list(grad_outputs)
+    if len(gos) != len(outputs):
+        raise ValueError(f"grad(): {len(gos)} grad_outputs for {len(outputs)} outputs")
+    sizes = []
+    for i, (out, g) in enumerate(zip(outputs, gos)):
+        if g is None or len(g.shape) == 0 or tuple(g.shape[1:]) != tuple(out.shape):
+            raise RuntimeError(
+                f"If `is_grads_batched=True`, we interpret the first dimension of each "
+                f"grad_output as the batch dimension. The sizes of the remaining dimensions are "
+                f"expected to match the shape of corresponding output, but a mismatch was "
+                f"detected: grad_output[{i}] has a shape of "
+                f"{None if g is None else tuple(g.shape)} and output[{i}] has a shape of "
+                f"{tuple(out.shape)}.")
+        sizes.append(g.shape[0])
+    if len(set(sizes)) > 1 or not sizes[0]:
+        raise ValueError(f"grad(is_grads_batched=True): the grad_outputs' batch sizes are "
+                         f"{sizes}; expected one size, at least 1 (torch's vmap)")
+    n = sizes[0]
+    per = [grad(outputs, inputs, [g[b] for g in gos],
+                retain_graph=True if b < n - 1 else retain_graph, create_graph=create_graph,
+                allow_unused=allow_unused or materialize_grads)
+           for b in range(n)]
+    from .functional import stack
+    result = []
+    for t, column in zip(_tensors("inputs", inputs), zip(*per)):
+        if column[0] is not None:
+            result.append(stack(list(column), 0) if create_graph else
+                          Tensor(xp_of(column[0].data).stack([c.data for c in column])))
+        elif materialize_grads:       # (torch's: the input's zeros, no batch axis)
+            result.append(Tensor(xp_of(t.data).zeros_like(t.data), requires_grad=create_graph))
+        else:
+            result.append(None)
+    return tuple(result)
 
 
 def root_gradient(given, array, dtype):

@@ -677,3 +677,45 @@ def test_what_second_order_code_spells_around_it():
                                   2 + net.bias.numpy()[None])
     assert L.tensor(np.ones((1, 2, 3, 3))).contiguous(memory_format=L.channels_last) \
         .is_contiguous(memory_format=L.channels_last)
+
+
+@pytest.mark.parametrize("create_graph", [False, True])
+@pytest.mark.parametrize("device", DEVICES)
+def test_is_grads_batched_gives_torchs_jacobian_rows(device, where, create_graph):
+    """grad(is_grads_batched=True): a batch of grad_outputs, one gradient each, stacked -- the
+    rows of a Jacobian from the identity; with create_graph a graph through them to a second
+    backward (and an unused input None, or zeros with materialize_grads), as torch's."""
+    rng = np.random.default_rng(8)
+    x, y, w = rng.standard_normal(3), rng.standard_normal(2), rng.standard_normal((4, 3))
+    got = []
+    for lib, dev in ((L, where), (torch, "cpu")):
+        t = lambda a, **kw: (lib.tensor(a, device=where, **kw) if lib is L   # noqa: E731
+                             else torch.tensor(a, **kw))
+        tx, ty, tw = t(x, requires_grad=True), t(y, requires_grad=True), t(w)
+        out = [lib.tanh(lib.matmul(tw, tx)), (tx * tx)[:2]]      # (no 0-d output: the host
+        gos = [t(np.eye(4)), t(np.arange(1.0, 9.0).reshape(4, 2))]  # harness's device has none)
+        jx, jy = lib.autograd.grad(out, [tx, ty], gos, is_grads_batched=True, allow_unused=True,
+                                   create_graph=create_graph)
+        assert jy is None and jx.shape == (4, 3)
+        row = [jx.detach().numpy()]
+        if create_graph:
+            assert jx.requires_grad
+            (jx * jx).sum().backward()
+            row.append(tx.grad.numpy())
+        else:
+            _, zeros = lib.autograd.grad(lib.tanh(lib.matmul(tw, tx)), [tx, ty], t(np.eye(4)),
+                                         is_grads_batched=True, materialize_grads=True)
+            assert zeros.shape == (2,) and not zeros.numpy().any()   # (torch's: no batch axis)
+        got.append(row)
+    for a, b in zip(*got):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-15)
+
+
+def test_is_grads_batched_refuses_what_torch_refuses():
+    x = L.tensor(np.ones(3), requires_grad=True)
+    for bad in (None, L.ones(3), L.ones(2, 2)):
+        with pytest.raises(RuntimeError, match="we interpret the first dimension of each "
+                                               "grad_output as the batch dimension"):
+            L.autograd.grad(x * 2, x, bad, is_grads_batched=True)
+    with pytest.raises(ValueError, match=r"batch sizes are \[3, 2\]"):
+        L.autograd.grad([x * 2, x.sum()], x, [L.ones(3, 3), L.ones(2)], is_grads_batched=True)
