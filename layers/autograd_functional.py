@@ -3,7 +3,7 @@ hessian of a Python function of Tensors, built on autograd.grad -- its create_gr
 second-order ones (a jvp is the vjp of a vjp; a Hessian is the Jacobian of a gradient). The
 arguments, the shapes and tuple structure of the results, strict= and create_graph= are
 torch's. The Jacobians take one backward pass per output element (torch's reverse mode
-without vectorize); torch's forward-mode strategy is not here."""
+without vectorize); strategy='forward-mode' takes one jvp per input element."""
 from .backend import xp_of
 from .tensor import Tensor
 
@@ -148,9 +148,12 @@ def jacobian(func, inputs, create_graph=False, strict=False, vectorize=False,
     input; a tuple over the tuple side; a tuple of tuples, outputs first, for two). One
     backward pass per output element (vectorize= gives the same values here)."""
     from . import functional as F
-    if strategy != "reverse-mode":
-        raise NotImplementedError(f"jacobian: strategy {strategy!r} (forward mode) is not done "
-                                  f"here; strategy='reverse-mode' is")
+    if strategy not in ("forward-mode", "reverse-mode"):
+        raise ValueError('Expected strategy to be either "forward-mode" or "reverse-mode". Hint: '
+                         'If your function has more outputs than inputs, "forward-mode" tends to '
+                         'be more performant. Otherwise, prefer to use "reverse-mode".')
+    if strategy == "forward-mode":
+        return _forward_jacobian(func, inputs, create_graph, strict, vectorize)
     inputs, in_tuple = _inputs(inputs, create_graph, "jacobian")
     outputs, out_tuple = _outputs(func, inputs, "jacobian")
     rows = []
@@ -171,6 +174,50 @@ def jacobian(func, inputs, create_graph=False, strict=False, vectorize=False,
     if out_tuple:
         return tuple(_as_given(r, in_tuple) for r in rows)
     return _as_given(rows[0], in_tuple)
+
+
+def _forward_jacobian(func, inputs, create_graph, strict, vectorize):
+    """jacobian(strategy='forward-mode'): a column J e_k per input element k, each a jvp (the
+    vjp of the vjp, as jvp's) from one forward and one vjp graph; torch's refusals (its
+    forward mode wants vectorize=True, and neither create_graph nor strict)."""
+    from . import functional as F
+    if create_graph:
+        raise NotImplementedError('torch.autograd.functional.jacobian: `create_graph=True` and '
+                                  '`strategy="forward-mode"` are not supported together (yet). '
+                                  'Please either set `create_graph=False` or `strategy='
+                                  '"reverse-mode"`.')
+    if strict:
+        raise RuntimeError('torch.autograd.functional.jacobian: `strict=True` and `strategy='
+                           '"forward-mode"` are not supported together (yet). Please either '
+                           'set `strict=False` or `strategy="reverse-mode"`.')
+    if not vectorize:
+        raise NotImplementedError("Computing Jacobian using forward-AD or forward-over-reverse "
+                                  "Hessian is only implemented for `vectorize=True`.")
+    inputs, in_tuple = _inputs(inputs, False, "jacobian")
+    outputs, out_tuple = _outputs(func, inputs, "jacobian")
+    u = tuple(Tensor(o.data * 0).requires_grad_(True) for o in outputs)
+    g = _grads(outputs, inputs, u, True, False, "jacobian")
+    columns = [[[] for _ in inputs] for _ in outputs]         # [output][input]: J e_k, by k
+    for j, x in enumerate(inputs):
+        for k in range(x.size):
+            e = Tensor(x.data.reshape(-1) * 0)
+            e.data[k] = 1
+            reached = [gi for gi in (g[j],) if gi.requires_grad]
+            Jv = _grads(reached, u, [F.reshape(e, x.shape)] * len(reached), False, False,
+                        "jacobian", against="output")
+            for i in range(len(outputs)):
+                columns[i][j].append(Jv[i])
+    rows = []
+    for i, out in enumerate(outputs):
+        rows.append(tuple(
+            F.reshape(F.stack(cs, -1), tuple(out.shape) + tuple(x.shape)) if cs else
+            Tensor(xp_of(x.data).zeros(tuple(out.shape) + tuple(x.shape), x.dtype))
+            for cs, x in zip(columns[i], inputs)))
+    # (torch's forward mode gives lists where the inputs are a tuple: its nesting, its types)
+    rows = [list(r) if in_tuple else r[0] for r in (_finished(r, False) for r in rows)]
+    if out_tuple:
+        return list(rows) if in_tuple else tuple(rows)
+    return rows[0]
 
 
 def hessian(func, inputs, create_graph=False, strict=False, vectorize=False,

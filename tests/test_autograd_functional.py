@@ -46,8 +46,17 @@ CALLS = {   # name -> fn(af, lib, where): the call of each library's autograd.fu
                                                    _args(lib, where, X, W)),
     "jacobian, two outputs": lambda af, lib, where: af.jacobian(
         lambda x: _pair(lib, x), _args(lib, where, X)[0]),
+    "jacobian, forward mode": lambda af, lib, where: af.jacobian(
+        lambda x, w: _f(lib, x, w), _args(lib, where, X, W), vectorize=True,
+        strategy="forward-mode"),
+    "jacobian, forward mode, two outputs, unused input": lambda af, lib, where: af.jacobian(
+        lambda x, w: _pair(lib, x), _args(lib, where, X, W), vectorize=True,
+        strategy="forward-mode"),
     "hessian": lambda af, lib, where: af.hessian(lambda x, w: _scalar(lib, x, w),
                                                  _args(lib, where, X, W)),
+    "hessian, forward-over-reverse": lambda af, lib, where: af.hessian(
+        lambda x, w: _scalar(lib, x, w), _args(lib, where, X, W), vectorize=True,
+        outer_jacobian_strategy="forward-mode"),
     "hessian, one input": lambda af, lib, where: af.hessian(
         lambda x: _scalar(lib, x, _args(lib, where, W)[0]), _args(lib, where, X)[0]),
     "vjp, scalar output, v None": lambda af, lib, where: af.vjp(
@@ -106,5 +115,13 @@ def test_strict_and_bad_arguments_are_refused():
         AF.hessian(lambda a: a * 2, x)
     with pytest.raises(TypeError, match="must be a Tensor or a tuple of Tensors"):
         AF.jacobian(lambda a: a, X)
-    with pytest.raises(NotImplementedError, match="forward mode"):
-        AF.jacobian(lambda a: a, x, strategy="forward-mode")
+    for kw in (dict(), dict(vectorize=True, create_graph=True), dict(vectorize=True, strict=True),
+               dict(strategy="sideways")):
+        kw = {"strategy": "forward-mode", **kw}
+        with pytest.raises(Exception) as want:
+            TAF.jacobian(lambda a: a, torch.tensor(X), **kw)
+        kind = ValueError if type(want.value) is AssertionError else type(want.value)
+        with pytest.raises(kind) as got:          # (torch's AssertionError for a bad strategy:
+            AF.jacobian(lambda a: a, x, **kw)    # a ValueError here)
+        assert str(got.value).replace(" ", "") == str(want.value).replace(" ", "")  # (torch's
+        # "isonly": its words, spaced)
