@@ -660,3 +660,19 @@ def test_load_state_refuses_in_one_line_what_does_not_fit_or_cast():
         load_state(m, {"weight": np.zeros((3, 3), np.float32), "x": np.zeros(1)})
     with pytest.raises(CheckpointError, match=r"^does not fit the model \(could not convert"):
         load_state(m, {"weight": np.full((3, 2), "a"), "bias": np.zeros(3, np.float32)})
+
+
+def test_a_resumed_runs_stop_line_spells_the_checkpoint_as_it_was_given(tmp_path, mnist):
+    """A relative --outf (then --resume) stays relative in every stop line's command."""
+    env = dict(os.environ, PYTHONPATH=ROOT)
+
+    def stop_command(*args):
+        r = subprocess.run([sys.executable, "-m", "train.dcgan", *args], cwd=tmp_path, env=env,
+                           capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+        return next(x for x in r.stdout.splitlines() if x.startswith("stopped after step"))
+    first = stop_command(*SMALL, "--dataset", "mnist", "--dataroot", str(mnist), "--epochs",
+                         "3", "--max-steps", "1", "--outf", "o")
+    assert first.endswith("--resume o/checkpoint.npz continues the run"), first
+    again = stop_command("--device", "cpu", "--resume", "o/checkpoint.npz", "--max-steps", "2")
+    assert again.endswith("--resume o/checkpoint.npz continues the run"), again

@@ -107,10 +107,11 @@ def epochs(given, default, resume_meta=None):
 
 def run_outf(outf, resume, default):
     """--outf as given; else a resumed run's own folder (the checkpoint's: its log, samples and
-    checkpoint go on there), else `default`."""
+    checkpoint go on there; spelled as --resume spelled it, so the stop line's command does),
+    else `default`."""
     if outf is not None:
         return outf
-    return os.path.dirname(os.path.abspath(resume)) if resume else default
+    return (os.path.dirname(os.fspath(resume)) or os.curdir) if resume else default
 
 
 def check_outf(outf):
