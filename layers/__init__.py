@@ -29,7 +29,7 @@ from .functional import (add, amax, amin, argmax, argmin, argsort, cat, chunk, c
 from .functional import round  # noqa: A001
 from .einsum import einsum
 from . import random as _random
-from .random import get_rng_state, initial_seed, manual_seed, seed, set_rng_state
+from .random import Generator, get_rng_state, initial_seed, manual_seed, seed, set_rng_state
 from .tensor import Tensor as _Tensor
 from .backend import bfloat16
 # torch's dtype names, as NumPy dtypes (torch.float32 -> L.float32 ...)
@@ -121,7 +121,7 @@ from .tensor import (Function, Tensor, as_tensor, enable_grad, inference_mode, i
 __all__ = ["autograd", "Tensor", "Function", "tensor", "as_tensor", "no_grad", "inference_mode", "enable_grad", "set_grad_enabled",
            "is_grad_enabled", "Module", "Parameter",
            "Sequential", "ModuleList", "ModuleDict", "functional", "F", "nn", "init", "optim", "keras", "manual_seed", "save",
-           "initial_seed", "seed", "get_rng_state", "set_rng_state",
+           "initial_seed", "seed", "get_rng_state", "set_rng_state", "Generator",
            "load", "parse_device", "zeros", "ones", "full", "empty", "rand", "randn", "randint",
            "zeros_like", "ones_like", "full_like", "empty_like", "rand_like", "randn_like",
            "randint_like", "randperm", "multinomial", "arange", "linspace", "eye", "einsum",

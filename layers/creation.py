@@ -17,7 +17,8 @@ from operator import index as _index
 import numpy as np
 
 from . import random
-from .backend import cupy, default_float, is_floating, number_dtype, parse_device, xp_of
+from .backend import (cupy, default_float, is_floating, np_dtype, number_dtype, parse_device,
+                      xp_of)
 from .backend import empty_like as backend_empty_like
 from .tensor import Tensor
 
@@ -44,7 +45,7 @@ def _dtype(fn, dtype, default=None):
     if dtype is None:
         return default_float() if default is None else np.dtype(default)
     try:
-        return np.dtype(dtype)
+        return np_dtype(dtype)
     except TypeError:
         raise TypeError(f"{fn}(): dtype must name a NumPy dtype (np.float32, 'bfloat16', "
                         f"'int64', ...), got {dtype!r}") from None
@@ -113,14 +114,31 @@ def empty(*size, dtype=None, device=None, requires_grad=False):
 _UNIFORM_BITS = {"float16": 11, "bfloat16": 8}
 
 
-def _draw(size, dtype, device, kind):
-    """`kind` ('uniform' on [0, 1), 'normal') values of `size` as `dtype` on `device`. The
-    device generator draws float32 (24 random bits a uniform): float64 results are those
-    float32 values. A uniform for a half dtype is cut to the dtype's bits before it is
-    converted (rounded, 0.9999 would become 1.0, outside [0, 1))."""
+def _host_rng(generator, fn, device="cpu"):
+    """The NumPy Generator host draws come from: an L.Generator's, else manual_seed's. An
+    L.Generator is a host one: a GPU tensor's draws refuse it, as torch's."""
+    if generator is None:
+        return random.host_generator()
+    if not isinstance(generator, random.Generator):
+        raise TypeError(f"{fn}(): generator= takes an L.Generator, got "
+                        f"{type(generator).__name__}")
+    if parse_device(device) != "cpu":
+        raise RuntimeError(f"{fn}(): Expected a 'cuda' device type for generator but found "
+                           f"'cpu' (an L.Generator draws on the host)")
+    return generator.rng
+
+
+def _draw(size, dtype, device, kind, generator=None, fn="rand"):
+    """`kind` ('uniform' on [0, 1), 'normal') values of `size` as `dtype` on `device`, from
+    `generator` (an L.Generator, host only) or manual_seed's generators. The device generator
+    draws float32 (24 random bits a uniform): float64 results are those float32 values. A
+    uniform for a half dtype is cut to the dtype's bits before it is converted (rounded, 0.9999
+    would become 1.0, outside [0, 1))."""
+    host = _host_rng(generator, fn, device)
+
     def make(xp):
         if xp is np:
-            gen = random.host_generator()
+            gen = host
             if kind == "normal":
                 return gen.standard_normal(size).astype(dtype)
             a = gen.random(size, dtype=np.float64 if dtype == np.float64 else np.float32)
@@ -134,19 +152,19 @@ def _draw(size, dtype, device, kind):
     return _on(device, make)
 
 
-def rand(*size, dtype=None, device=None, requires_grad=False):
+def rand(*size, generator=None, dtype=None, device=None, requires_grad=False):
     """Uniform on [0, 1)."""
     size, dt = _size("rand", size), _floating("rand", _dtype("rand", dtype))
-    return _made(_draw(size, dt, device, "uniform"), requires_grad)
+    return _made(_draw(size, dt, device, "uniform", generator, "rand"), requires_grad)
 
 
-def randn(*size, dtype=None, device=None, requires_grad=False):
+def randn(*size, generator=None, dtype=None, device=None, requires_grad=False):
     """Standard normal."""
     size, dt = _size("randn", size), _floating("randn", _dtype("randn", dtype))
-    return _made(_draw(size, dt, device, "normal"), requires_grad)
+    return _made(_draw(size, dt, device, "normal", generator, "randn"), requires_grad)
 
 
-def randint(*args, size=None, dtype=None, device=None, requires_grad=False):
+def randint(*args, size=None, generator=None, dtype=None, device=None, requires_grad=False):
     """Integers uniform on [low, high): randint(high, size) or randint(low, high, size), as
     torch (size may also be given by keyword). On a GPU they are drawn by the host generator
     and copied (one transfer: not for use inside a captured step, where CUDA refuses it)."""
@@ -169,7 +187,8 @@ def randint(*args, size=None, dtype=None, device=None, requires_grad=False):
     if dt.kind in "iu" and not (np.iinfo(dt).min <= low and high - 1 <= np.iinfo(dt).max):
         raise ValueError(f"randint(): [{low}, {high}) does not fit in {dt.name} "
                          f"[{np.iinfo(dt).min}, {np.iinfo(dt).max}]")
-    a = random.host_generator().integers(low, high, size, dtype=np.int64).astype(dt)
+    a = _host_rng(generator, "randint", device).integers(low, high, size,
+                                                        dtype=np.int64).astype(dt)
     device = parse_device(device)
     return _made(a if device == "cpu" else _on(device, lambda cp: cp.asarray(a)),
                  requires_grad)
@@ -185,9 +204,6 @@ def multinomial(input, num_samples, replacement=False, *, generator=None):
     compared as log E - log w: no overflow for tiny weights), which is sequential draws without
     replacement (Efraimidis and Spirakis), categories of weight 0 last. The weights are checked
     as torch checks them (on a GPU: one read back)."""
-    if generator is not None:
-        raise TypeError("multinomial(): generator= objects are not done here; L.manual_seed "
-                        "seeds the draws")
     if not isinstance(input, Tensor):
         raise TypeError(f"multinomial(): input must be a Tensor, got {type(input).__name__}")
     if not is_floating(input.dtype):
@@ -216,7 +232,7 @@ def multinomial(input, num_samples, replacement=False, *, generator=None):
     rows = w.shape[0]
     device = "cpu" if xp is np else input.data.device.id
     u = _draw((rows, num_samples if replacement else n), np.dtype(np.float64), device,
-              "uniform")
+              "uniform", generator, "multinomial")
     if replacement:
         cdf = xp.cumsum(w, axis=1)
         cdf = cdf / cdf[:, -1:]          # (1.0 exactly from the last weight > 0 on: u < 1 stops
@@ -236,7 +252,7 @@ def multinomial(input, num_samples, replacement=False, *, generator=None):
     return Tensor(out if input.ndim == 2 else out[0])
 
 
-def randperm(n, *, dtype=None, device=None, requires_grad=False):
+def randperm(n, *, generator=None, dtype=None, device=None, requires_grad=False):
     """A random permutation of 0 .. n-1 (int64 unless `dtype`), as torch's; drawn by the host
     generator and copied to a GPU (one transfer)."""
     n = _index(n)
@@ -245,7 +261,7 @@ def randperm(n, *, dtype=None, device=None, requires_grad=False):
     dt = _dtype("randperm", dtype, np.int64)
     if dt.kind in "iu" and n - 1 > np.iinfo(dt).max:
         raise RuntimeError(f"randperm(): n = {n} is too large for dtype {dt.name}")
-    a = random.host_generator().permutation(n).astype(dt)
+    a = _host_rng(generator, "randperm", device).permutation(n).astype(dt)
     device = parse_device(device)
     return _made(a if device == "cpu" else _on(device, lambda cp: cp.asarray(a)),
                  requires_grad)
@@ -321,25 +337,49 @@ def randint_like(t, low=0, high=None, dtype=None, device=None, requires_grad=Fal
 
 def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False):
     """[start, end) by step, as torch: arange(end) or arange(start, end, step); int64 when all
-    three are ints, else the default dtype. Values are start + i * step computed in float64
-    (int64 for ints), then rounded once to the dtype."""
+    three are ints (Python bools too; NumPy's are not, as torch), else the default dtype.
+    Floating values are start + i * step computed in float64, then rounded once to the dtype.
+    For an integer dtype torch first truncates start and step to integers (and for int64, end
+    too, so that the count is the integers' count and a step that truncates to 0 is refused)."""
     if end is None:
         start, end = 0, start
+    ints = all(isinstance(v, (int, np.integer)) for v in (start, end, step))
+    dt = _dtype("arange", dtype, np.int64 if ints else None)
+    if dt == np.bool_:
+        raise NotImplementedError('"arange" is not implemented for bool, as torch')
+    if not (np.isfinite(float(start)) and np.isfinite(float(end))):
+        raise RuntimeError(f"arange(): unsupported range: {start} -> {end}")
     if step == 0:
         raise ValueError("arange(): step must be nonzero")
     if (end - start) * step < 0:
         raise ValueError(f"arange(): [{start}, {end}) and step {step}: the bounds are "
                          f"inconsistent with the step's sign (as torch)")
-    ints = all(isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
-               for v in (start, end, step))
-    dt = _dtype("arange", dtype, np.int64 if ints else None)
     n = max(0, int(np.ceil((float(end) - float(start)) / float(step))))
-    i = np.arange(n, dtype=np.int64)
-    a = start + i * step if ints else float(start) + i * float(step)
-    a = a.astype(dt)
+    if dt.kind in "iu":
+        start, step = _truncated(start), _truncated(step)
+        if dt == np.int64:
+            if step == 0:
+                raise ValueError(f"arange(): step must be nonzero (step {step} truncates to 0 "
+                                 f"for int64, as torch)")
+            sign = 1 if step > 0 else -1
+            n = max(0, (_truncated(end) - start + step - sign) // step)
+        a = (start + np.arange(n, dtype=np.int64) * step).astype(dt)    # (wraps, as torch)
+    elif ints:
+        a = (start + np.arange(n, dtype=np.int64) * step).astype(dt)
+    else:
+        a = (float(start) + np.arange(n, dtype=np.int64) * float(step)).astype(dt)
     device = parse_device(device)
     return _made(a if device == "cpu" else _on(device, lambda cp: cp.asarray(a)),
                  requires_grad)
+
+
+def _truncated(v):
+    """v as an int64 towards 0, as torch converts an arange bound for an integer dtype."""
+    out = int(v)
+    if not -2 ** 63 <= out < 2 ** 63:
+        raise RuntimeError(f"arange(): value {v} cannot be converted to type int64_t without "
+                           f"overflow")
+    return out
 
 
 def linspace(start, end, steps, dtype=None, device=None, requires_grad=False):

@@ -13,7 +13,6 @@ own loader, with a pinned-memory prefetch on a side stream).
 import bisect
 import collections.abc
 import copy
-import functools
 import itertools
 import math
 import warnings
@@ -21,11 +20,11 @@ import warnings
 import numpy as np
 
 from . import random
-from .backend import promote_types
-from .tensor import Tensor, tensor
+from .backend import is_floating
+from .tensor import Tensor, as_tensor, tensor
 
-__all__ = ["Dataset", "IterableDataset", "TensorDataset", "ConcatDataset", "Subset",
-           "random_split", "Sampler", "SequentialSampler", "RandomSampler",
+__all__ = ["Dataset", "IterableDataset", "TensorDataset", "ConcatDataset", "ChainDataset",
+           "Subset", "random_split", "Sampler", "SequentialSampler", "RandomSampler",
            "SubsetRandomSampler", "BatchSampler", "DataLoader", "default_collate",
            "default_convert"]
 
@@ -49,7 +48,7 @@ class IterableDataset(Dataset):
         raise NotImplementedError(f"{type(self).__name__} must define __iter__")
 
     def __add__(self, other):
-        raise TypeError("IterableDataset: concatenating streams is not done here")
+        return ChainDataset([self, other])
 
 
 class TensorDataset(Dataset):
@@ -93,6 +92,31 @@ class ConcatDataset(Dataset):
         return self.datasets[which][index - start]
 
 
+class ChainDataset(IterableDataset):
+    """Streams one after another, read as they come (IterableDataset + IterableDataset)."""
+
+    def __init__(self, datasets):
+        self.datasets = datasets
+
+    def __iter__(self):
+        for d in self.datasets:
+            _only_streams(d)
+            yield from d
+
+    def __len__(self):
+        total = 0
+        for d in self.datasets:
+            _only_streams(d)
+            total += len(d)
+        return total
+
+
+def _only_streams(d):
+    if not isinstance(d, IterableDataset):
+        raise TypeError(f"ChainDataset only supports IterableDataset, got {type(d).__name__} "
+                        f"(torch raises AssertionError)")
+
+
 class Subset(Dataset):
     """The dataset at the given indices, in their order."""
 
@@ -103,6 +127,13 @@ class Subset(Dataset):
         if isinstance(index, list):
             return self.dataset[[self.indices[i] for i in index]]
         return self.dataset[self.indices[index]]
+
+    def __getitems__(self, indices):
+        """A batch of samples, with one call of the dataset's own __getitems__ where it has
+        one (as torch's Subset)."""
+        if callable(getattr(self.dataset, "__getitems__", None)):
+            return self.dataset.__getitems__([self.indices[i] for i in indices])
+        return [self.dataset[self.indices[i]] for i in indices]
 
     def __len__(self):
         return len(self.indices)
@@ -226,14 +257,16 @@ class BatchSampler(Sampler):
 
 
 def _generator(generator, who):
-    """The NumPy Generator draws come from: `generator` (a numpy.random.Generator: layers has
-    no Generator objects of its own), or the host generator L.manual_seed seeds."""
+    """The NumPy Generator draws come from: `generator` (an L.Generator's, or a
+    numpy.random.Generator), or the host generator L.manual_seed seeds."""
     if generator is None:
         return random.host_generator()
+    if isinstance(generator, random.Generator):
+        return generator.rng
     if isinstance(generator, np.random.Generator):
         return generator
-    raise TypeError(f"{who}: generator= takes a numpy.random.Generator here (layers has no "
-                    f"Generator objects; L.manual_seed seeds the default draws), got "
+    raise TypeError(f"{who}: generator= takes an L.Generator or a numpy.random.Generator "
+                    f"(L.manual_seed seeds the default draws), got "
                     f"{type(generator).__module__}.{type(generator).__name__}")
 
 
@@ -244,24 +277,30 @@ _COLLATE_ERROR = ("default_collate: batch must contain tensors, numpy arrays, nu
 
 
 def default_collate(batch):
-    """torch's default_collate: Tensors stacked along a new first axis; NumPy arrays and scalars
-    the same, as Tensors; Python floats a float64 Tensor, ints int64, bools bool; strings as
+    """torch's default_collate, dispatching as torch's on the type of the batch's first element:
+    Tensors stacked along a new first axis (every element must be a Tensor); NumPy arrays each
+    made a Tensor, then stacked; NumPy scalars one tensor of them all (torch.tensor's dtype
+    over the batch); Python floats a float64 Tensor, ints (bools) torch.tensor's; strings as
     they are; a dict, namedtuple or sequence of such collated field by field (a tuple becomes
-    a list, as torch's)."""
+    a list, as torch's). What torch refuses (strings among numbers, an int beyond int64, a
+    NumPy date ...) raises its kind of error."""
     elem = batch[0]
     if isinstance(elem, Tensor):
+        for i, b in enumerate(batch):
+            if not isinstance(b, Tensor):
+                raise TypeError(f"default_collate: expected Tensor as element {i} in argument "
+                                f"0, but got {type(b).__module__}.{type(b).__name__}")
         from .functional import stack
         return stack(list(batch), 0)
-    if isinstance(elem, np.ndarray) or isinstance(elem, np.generic) and \
-            not isinstance(elem, (np.str_, np.bytes_)):
+    if isinstance(elem, np.ndarray):
         if elem.dtype.kind in "SaUO":
             raise TypeError(_COLLATE_ERROR.format(elem.dtype))
-        arrays = [np.asarray(b) for b in batch]
-        dtype = functools.reduce(promote_types, (a.dtype for a in arrays))  # (torch's rule)
-        return Tensor(np.stack(arrays).astype(dtype, copy=False))
+        return default_collate([_numbers_as_tensor(b) for b in batch])
+    if isinstance(elem, (np.bool_, np.number, np.object_)):
+        return as_tensor(list(batch))
     if isinstance(elem, float):
         return tensor(list(batch), dtype=np.float64)
-    if isinstance(elem, int):                 # (bools too: torch.tensor's inference over all)
+    if isinstance(elem, int):
         return tensor(list(batch))
     if isinstance(elem, (str, bytes)):
         return batch
@@ -288,6 +327,15 @@ def default_collate(batch):
     raise TypeError(_COLLATE_ERROR.format(type(elem)))
 
 
+def _numbers_as_tensor(x):
+    """torch.as_tensor as collation calls it: a NumPy array of other than numbers or bools
+    (dates, bytes, strings, objects) refused with torch's TypeError."""
+    if isinstance(x, np.ndarray) and x.dtype.kind not in "biufc" and not is_floating(x.dtype):
+        raise TypeError(f"can't convert np.ndarray of type {x.dtype}: only numbers and bools "
+                        f"(as torch)")
+    return as_tensor(x)
+
+
 def _mapping_like(original, items):
     """`items` (a dict) as a mapping of original's type, as torch's collation makes it: a
     mutable one copied and updated (a defaultdict keeps its factory), another rebuilt from the
@@ -304,10 +352,13 @@ def _mapping_like(original, items):
 
 def default_convert(data):
     """torch's default_convert (batch_size=None: each sample as it is): NumPy arrays and
-    scalars as Tensors, containers converted item by item, everything else as it is."""
-    if isinstance(data, np.ndarray) and data.dtype.kind not in "SaUO" or \
-            isinstance(data, np.generic) and not isinstance(data, (np.str_, np.bytes_)):
-        return Tensor(np.asarray(data))
+    scalars as Tensors (arrays of strings or objects, and NumPy strings, left as they are; a
+    NumPy date or bytes refused, as torch), containers converted item by item, everything else
+    as it is."""
+    if isinstance(data, np.ndarray) and data.dtype.kind in "SaUO" or isinstance(data, np.str_):
+        return data
+    if isinstance(data, (np.ndarray, np.generic)):
+        return _numbers_as_tensor(data)
     if isinstance(data, collections.abc.Mapping):
         return _mapping_like(data, {k: default_convert(v) for k, v in data.items()})
     if isinstance(data, tuple) and hasattr(data, "_fields"):
@@ -330,7 +381,9 @@ class DataLoader:
     samples one by one through default_convert). An IterableDataset is read as a stream and
     batched as it comes. num_workers / pin_memory / prefetch_factor / persistent_workers /
     worker_init_fn are taken and change nothing: batches are loaded in this process, in order,
-    so no worker starts (worker_init_fn is not called) and an IterableDataset is read once."""
+    so no worker starts (worker_init_fn is not called) and an IterableDataset is read once;
+    torch's checks of them are made (prefetch_factor and persistent_workers need workers). A
+    dataset with __getitems__ gives each batch from one call of it, as torch's."""
 
     def __init__(self, dataset, batch_size=1, shuffle=None, sampler=None, batch_sampler=None,
                  num_workers=0, collate_fn=None, pin_memory=False, drop_last=False, timeout=0,
@@ -342,6 +395,16 @@ class DataLoader:
                              "disable multiprocessing.")
         if timeout < 0:
             raise ValueError("timeout option should be non-negative")
+        if num_workers == 0 and prefetch_factor is not None:
+            raise ValueError("prefetch_factor option could only be specified in multiprocessing."
+                             "let num_workers > 0 to enable multiprocessing, otherwise set "
+                             "prefetch_factor to None.")
+        if num_workers > 0 and prefetch_factor is None:
+            prefetch_factor = 2
+        elif prefetch_factor is not None and prefetch_factor < 0:
+            raise ValueError("prefetch_factor option should be non-negative")
+        if persistent_workers and num_workers == 0:
+            raise ValueError("persistent_workers option needs num_workers > 0")
         self.dataset, self.num_workers = dataset, num_workers
         self.pin_memory, self.timeout = pin_memory, timeout
         self.worker_init_fn, self.generator = worker_init_fn, generator
@@ -389,8 +452,10 @@ class DataLoader:
             for sample in self.dataset:
                 yield self.collate_fn(sample)
         elif self.batch_sampler is not None:
+            getitems = getattr(self.dataset, "__getitems__", None)    # (one call a batch)
             for indices in self.batch_sampler:
-                yield self.collate_fn([self.dataset[i] for i in indices])
+                yield self.collate_fn(getitems(indices) if getitems else
+                                      [self.dataset[i] for i in indices])
         else:
             for i in self.sampler:
                 yield self.collate_fn(self.dataset[i])

@@ -90,21 +90,71 @@ def seed():
 def get_rng_state():
     """torch.get_rng_state: the host generator's state as a uint8 Tensor (PCG64's state and
     increment, little-endian, then its cached 32-bit half), for set_rng_state."""
+    return _host_state(_host)
+
+
+def set_rng_state(new_state):
+    """torch.set_rng_state: the host generator back where get_rng_state's Tensor was taken."""
+    _set_host_state(_host, "set_rng_state", new_state)
+
+
+def _host_state(rng):
+    """A NumPy Generator's (PCG64) state as get_rng_state's uint8 Tensor."""
     from .tensor import Tensor
-    st = _host.bit_generator.state
+    st = rng.bit_generator.state
     raw = b"".join(st["state"][k].to_bytes(16, "little") for k in ("state", "inc"))
     raw += bytes([st["has_uint32"]]) + int(st["uinteger"]).to_bytes(4, "little")
     return Tensor(np.frombuffer(raw, np.uint8).copy())
 
 
-def set_rng_state(new_state):
-    """torch.set_rng_state: the host generator back where get_rng_state's Tensor was taken."""
-    raw = _state_bytes("set_rng_state", new_state, HOST_STATE_BYTES)
-    _host.bit_generator.state = {
+def _set_host_state(rng, fn, new_state):
+    raw = _state_bytes(fn, new_state, HOST_STATE_BYTES)
+    rng.bit_generator.state = {
         "bit_generator": "PCG64",
         "state": {"state": int.from_bytes(raw[:16], "little"),
                   "inc": int.from_bytes(raw[16:32], "little")},
         "has_uint32": raw[32], "uinteger": int.from_bytes(raw[33:37], "little")}
+
+
+class Generator:
+    """torch.Generator on the host: a stream of its own for what takes generator= (DataLoader
+    and the samplers' shuffles, random_split, randperm, rand, randn, randint, ...) -- so one
+    part of a program draws the same numbers whatever else draws. As torch's: made with its
+    default seed, manual_seed(s) returns it, get_state / set_state give and take
+    get_rng_state's uint8 Tensor. Device generator objects are not done here (the device
+    generators are L.cuda's)."""
+    DEFAULT_SEED = 67280421310721          # (torch.Generator().initial_seed())
+
+    def __init__(self, device="cpu"):
+        from .backend import parse_device
+        if parse_device(device) != "cpu":
+            raise NotImplementedError(f"Generator(device={device!r}): only host generators are "
+                                      f"done here; a GPU's is seeded with L.cuda.manual_seed")
+        self.device = "cpu"
+        self.manual_seed(self.DEFAULT_SEED)
+
+    def manual_seed(self, seed):
+        self._seed = _seed_value(seed)
+        self.rng = np.random.default_rng(self._seed)       # (the NumPy Generator it draws from)
+        return self
+
+    def initial_seed(self):
+        return self._seed
+
+    def seed(self):
+        s = int.from_bytes(os.urandom(8), "little") >> 1
+        self.manual_seed(s)
+        return s
+
+    def get_state(self):
+        return _host_state(self.rng)
+
+    def set_state(self, new_state):
+        _set_host_state(self.rng, "Generator.set_state", new_state)
+        return self
+
+    def __repr__(self):
+        return f"<layers.Generator on {self.device}, initial seed {self._seed}>"
 
 
 def get_device_rng_state(device):

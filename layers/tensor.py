@@ -15,7 +15,7 @@ import numpy as np
 
 from .backend import (addable, bfloat16, concatenate, default_complex, default_float,
                       device_of, dtype_or_none, from_foreign, is_floating, is_gpu, is_half,
-                      parse_device, to_device, xp_of, xp_of_gpu)
+                      np_dtype, parse_device, to_device, xp_of, xp_of_gpu)
 from . import changes as _record
 from .trace import active as _trace
 
@@ -1048,18 +1048,103 @@ def _topological_order(*roots, stop=None):
 
 
 def _from_python(data, dtype):
-    """Python data (numbers, nested lists) or a NumPy scalar as an array of `dtype`, or, where
-    none is given, of torch.tensor's: NumPy's reading of it, float64 / complex128 narrowed to
-    the default dtypes, float32 / complex64 unless set_default_dtype (a NumPy scalar keeps its
-    own)."""
-    if dtype is not None:
-        return np.asarray(data, dtype=dtype)
-    a = np.asarray(data)
-    if isinstance(data, np.generic):
-        return a
-    narrow = {np.dtype(np.float64): default_float(),
-              np.dtype(np.complex128): default_complex()}.get(a.dtype)
-    return a if narrow is None else a.astype(narrow)
+    """Python data (numbers, nested lists / tuples) or a NumPy scalar as an array of `dtype`, or,
+    where none is given, of the dtype torch.tensor infers: each number's own (Python bool /
+    int: bool / int64, float / complex: the default dtypes; a NumPy scalar or array, or a
+    one-element Tensor, keeps its dtype), promoted over them all as torch promotes. What torch
+    refuses is refused with its kind of error: None, strings, sets, dicts, Python ints outside
+    int64, NumPy uint64, Tensors of more than one element."""
+    found, data = _scan(data, dtype is not None, None)
+    target = dtype if dtype is not None else found if found is not None else default_float()
+    try:
+        return np.asarray(data, dtype=target)
+    except OverflowError:
+        big = next((v for v in _leaves(data) if type(v) is int and not
+                    -2 ** 63 <= v < 2 ** 63), None)
+        if big is None or np.dtype(target).kind not in "iu":
+            raise
+        raise ValueError(f"tensor(): Overflow when unpacking long long: the Python int {big} "
+                         f"does not fit in int64 (as torch)") from None
+
+
+_PYTHON_NUMBER = {bool: lambda: np.dtype(bool), int: lambda: np.dtype(np.int64),
+                  float: default_float, complex: default_complex}
+
+
+def _scan(x, given, first):
+    """(torch's dtype for x -- None where x holds no number --, x with each one-element Tensor
+    in it as its number), or torch's error for a value it refuses. `first`: x is reached from
+    the top through first elements only (a string there is torch's 'too many dimensions'); None
+    at the top; `given`: a dtype was given (torch's message for a non-number is then another)."""
+    if isinstance(x, (list, tuple, range)):
+        kinds = set(map(type, x))
+        if kinds <= _PYTHON_NUMBER.keys():                 # (plain numbers: no walk)
+            return _promoted(_PYTHON_NUMBER[k]() for k in kinds), x
+        dtypes, items = [], []
+        for i, v in enumerate(x):
+            d, item = _scan(v, given, i == 0 and first is not False)
+            dtypes.append(d)
+            items.append(item)
+        changed = any(a is not b for a, b in zip(items, x))
+        return _promoted(dtypes), (items if changed else x)
+    if isinstance(x, (str, bytes, np.str_, np.bytes_)) or \
+            isinstance(x, np.ndarray) and x.dtype.kind in "SU":
+        if first and isinstance(x, (str, np.str_, np.ndarray)):
+            raise ValueError(f"tensor(): too many dimensions 'str': the string {x!r} is not a "
+                             f"number (as torch)")
+        raise TypeError(f"tensor(): invalid data type '{type(x).__name__}': {x!r} is not a "
+                        f"number (as torch)")
+    if isinstance(x, (np.ndarray, np.generic)):
+        if isinstance(x, np.ndarray) and x.ndim == 0 and first is not None:
+            raise TypeError(f"tensor(): a 0-d NumPy array inside a list ({x!r}) is refused, as "
+                            f"torch (len() of unsized object); take x.item() or a 1-d array")
+        if x.dtype == np.uint64:
+            raise TypeError(f"tensor(): NumPy uint64 ({x!r}) is refused, as torch (an integer "
+                            f"is required)")
+        if x.dtype.kind not in "biufc" and not is_floating(x.dtype):
+            raise TypeError(f"tensor(): can't convert NumPy data of type {x.dtype} ({x!r:.60}), "
+                            f"as torch: only numbers and bools")
+        return x.dtype, x
+    for kind in _PYTHON_NUMBER:                    # (NumPy's float64 is a float: taken above)
+        if isinstance(x, kind):
+            return _PYTHON_NUMBER[kind](), x
+    foreign = from_foreign(x)
+    if isinstance(x, Tensor) or foreign is not x:
+        size = x.size if isinstance(x, Tensor) else x.numel()
+        if size != 1:
+            raise ValueError(f"tensor(): only one element tensors can be converted to Python "
+                             f"scalars, got a tensor of shape {tuple(x.shape)} in the data")
+        a = x.data if isinstance(x, Tensor) else foreign
+        return np.dtype(a.dtype), a.reshape(()).item()
+    if given:
+        raise TypeError(f"tensor(): must be real number, not {type(x).__name__} ({x!r:.60})")
+    raise RuntimeError(f"tensor(): Could not infer dtype of {type(x).__name__} ({x!r:.60})")
+
+
+def _promoted(dtypes):
+    """torch.promote_types over `dtypes` (None: no number); a complex dtype with an integer one
+    is the complex one (NumPy widens complex64 with int64 to complex128)."""
+    from .backend import promote_types
+    out = None
+    for d in dtypes:
+        if d is None:
+            continue
+        if out is None:
+            out = d
+        elif {out.kind, d.kind} <= set("biuc") and "c" in (out.kind, d.kind) and out != d:
+            out = out if out.kind == "c" else d
+        else:
+            out = promote_types(out, d)
+    return out
+
+
+def _leaves(x):
+    """The numbers of nested lists / tuples, in order."""
+    if isinstance(x, (list, tuple, range)):
+        for v in x:
+            yield from _leaves(v)
+    else:
+        yield x
 
 
 def tensor(data, dtype=None, device=None, requires_grad=False):
@@ -1082,6 +1167,7 @@ def as_tensor(data, dtype=None, device=None):
     """A Tensor of `data` sharing its memory where it can (an array already of `dtype` on
     `device`), else of a copy: torch.as_tensor / torch.from_numpy. A Tensor comes back as it is
     when nothing is to change."""
+    dtype = None if dtype is None else np_dtype(dtype)      # (a torch dtype too)
     if isinstance(data, Tensor):       # (a change of dtype or device in the graph, as .to())
         t = data if dtype is None else data.astype(dtype)
         return t if device is None else t.to(device)

@@ -1,8 +1,9 @@
 """layers.utils.data against torch.utils.data: the same indices give the same batches -- values,
 dtypes, shapes and container types (default_collate's rules) --, the samplers' lengths and
 orders where they are not random (and, where they are, each pass a permutation of one seeded
-order), random_split's sizes, ConcatDataset / Subset indexing, IterableDataset batching, and
-the option errors torch gives."""
+order), random_split's sizes, ConcatDataset / Subset indexing, IterableDataset batching and
+chaining, batches fetched by one __getitems__ call, the option errors torch gives, and the
+batches torch's collation refuses (dispatching, as torch's, on the first element's type)."""
 import collections
 import contextlib
 
@@ -102,8 +103,14 @@ def test_shuffling_is_a_new_permutation_each_pass_and_seeded():
     a = [b.numpy() for b, in DataLoader(ds, batch_size=8, shuffle=True, generator=rng())]
     b = [b.numpy() for b, in DataLoader(ds, batch_size=8, shuffle=True, generator=rng())]
     np.testing.assert_array_equal(np.concatenate(a), np.concatenate(b))
-    with pytest.raises(TypeError, match="generator= takes a numpy.random.Generator here"):
+    with pytest.raises(TypeError, match="generator= takes an L.Generator or a "
+                                        "numpy.random.Generator"):
         list(DataLoader(ds, shuffle=True, generator=torch.Generator()))
+    g = lambda: L.Generator().manual_seed(5)                          # noqa: E731
+    a = [b.numpy() for b, in DataLoader(ds, batch_size=8, shuffle=True, generator=g())]
+    b = [b.numpy() for b, in DataLoader(ds, batch_size=8, shuffle=True, generator=g())]
+    np.testing.assert_array_equal(np.concatenate(a), np.concatenate(b))
+    assert sorted(np.concatenate(a).tolist()) == list(range(50))
 
 
 def test_random_sampler_with_replacement_and_num_samples():
@@ -192,7 +199,8 @@ def test_option_errors_are_torchs():
     ds = list(range(4))
     cases = [dict(sampler=[0, 1], shuffle=True), dict(batch_sampler=[[0]], batch_size=2),
              dict(batch_sampler=[[0]], drop_last=True), dict(batch_size=None, drop_last=True),
-             dict(num_workers=-1)]
+             dict(num_workers=-1), dict(persistent_workers=True), dict(prefetch_factor=2),
+             dict(num_workers=2, prefetch_factor=-1)]
     for kw in cases:
         with pytest.raises(ValueError) as ours:
             DataLoader(ds, **kw)
@@ -224,3 +232,89 @@ def test_default_convert_keeps_a_mappings_type_as_torchs():
     ours, theirs = lud.default_convert(d), tud.default_convert(d)
     assert type(ours) is type(theirs) and ours.default_factory is list
     _same(dict(ours), dict(theirs))
+
+
+# batches torch's collation refuses, made per library (some hold tensors)
+REFUSED_BATCHES = {
+    "int_above_int64": lambda m: [2 ** 63, 1],
+    "string_among_ints": lambda m: [1, "a"],
+    "string_among_floats": lambda m: [1.5, "a"],
+    "array_after_tensor": lambda m: [m.tensor([1.0, 2.0]), np.ones(2)],
+    "list_after_tensor": lambda m: [m.tensor([1.0, 2.0]), [1.0, 2.0]],
+    "numpy_dates": lambda m: [np.datetime64("2020-01-01")] * 2,
+    "numpy_void": lambda m: [np.void(b"a")] * 2,
+    "array_of_dates_after_floats": lambda m: [np.ones(1), np.array([np.datetime64("2020-01-01")])],
+    "array_of_strings_after_floats": lambda m: [np.ones(1), np.array(["a"])],
+}
+
+
+@pytest.mark.parametrize("case", list(REFUSED_BATCHES))
+def test_collation_refuses_what_torchs_refuses_with_its_kind_of_error(case):
+    with pytest.raises(Exception) as theirs:
+        tud.default_collate(REFUSED_BATCHES[case](torch))
+    with pytest.raises(theirs.type):
+        lud.default_collate(REFUSED_BATCHES[case](L))
+
+
+@pytest.mark.parametrize("batch", [[np.int32(1), 2.5], [np.float64(1), 2],
+                                   [np.int8(1), np.uint8(1)], [np.float32(1), True],
+                                   [np.ones(2, np.float32), [1.5, 2.0]], [np.str_("a"), "b"],
+                                   [np.bytes_(b"a")] * 2], ids=str)
+def test_collation_dispatches_on_the_first_elements_type_as_torchs(batch):
+    """NumPy scalars: one tensor of the batch, torch.tensor's dtype over it (a Python float
+    among them is the default dtype); arrays: each as torch.as_tensor makes it, then stacked;
+    NumPy strings as they are."""
+    _same(lud.default_collate(batch), tud.default_collate(batch))
+
+
+@pytest.mark.parametrize("sample", [np.datetime64("2020-01-01"), np.bytes_(b"a"), np.uint64(3),
+                                    np.array([np.datetime64("2020-01-01")])], ids=repr)
+def test_default_convert_refuses_what_torchs_refuses(sample):
+    with pytest.raises(Exception) as theirs:
+        tud.default_convert(sample)
+    with pytest.raises(theirs.type):
+        lud.default_convert(sample)
+    for kept in (np.str_("a"), np.array(["a"]), np.array([b"a"])):
+        assert lud.default_convert(kept) is kept and tud.default_convert(kept) is kept
+
+
+def test_iterable_datasets_add_up_to_a_chain_as_torchs():
+    def stream(lib, items):
+        class Stream(lib.IterableDataset):
+            def __iter__(self):
+                return iter(items)
+
+            def __len__(self):
+                return len(items)
+        return Stream()
+    ours, theirs = stream(lud, [0, 1]) + stream(lud, [5]), stream(tud, [0, 1]) + stream(tud, [5])
+    assert isinstance(ours, lud.ChainDataset) and isinstance(theirs, tud.ChainDataset)
+    assert list(ours) == list(theirs) and len(ours) == len(theirs)
+    assert list(ours + stream(lud, [7])) == list(theirs + stream(tud, [7]))
+    _same(list(DataLoader(ours, batch_size=2)), list(tud.DataLoader(theirs, batch_size=2)))
+
+
+def test_a_dataset_with_getitems_gives_each_batch_from_one_call_as_torchs():
+    def dataset(lib, calls):
+        class Batched(lib.Dataset):
+            def __len__(self):
+                return 5
+
+            def __getitem__(self, i):
+                return float(i)
+
+            def __getitems__(self, indices):
+                calls.append(list(indices))
+                return [float(10 * i) for i in indices]
+        return Batched()
+    ours_calls, their_calls = [], []
+    ours = list(DataLoader(dataset(lud, ours_calls), batch_size=2))
+    theirs = list(tud.DataLoader(dataset(tud, their_calls), batch_size=2))
+    _same(ours, theirs)
+    assert ours_calls == their_calls == [[0, 1], [2, 3], [4]]
+    sub = lud.Subset(dataset(lud, ours_calls), [4, 0, 2])
+    tsub = tud.Subset(dataset(tud, their_calls), [4, 0, 2])
+    assert sub.__getitems__([0, 2]) == tsub.__getitems__([0, 2])
+    assert ours_calls[-1] == their_calls[-1] == [4, 2]
+    plain, tplain = lud.Subset(_Listed([3, 4, 5]), [2, 0]), tud.Subset([3, 4, 5], [2, 0])
+    assert plain.__getitems__([0, 1]) == tplain.__getitems__([0, 1])

@@ -361,6 +361,12 @@ def test_torch_dtypes_are_taken_where_a_dtype_is(where):
             assert str(got.dtype) == str(dtype).removeprefix("torch.")
             np.testing.assert_array_equal(np.asarray(values(got), np.float64),
                                           want.double().numpy())
+    for dtype in (torch.float64, torch.bfloat16, torch.int32):
+        for make in (lambda: L.zeros(2, dtype=dtype, device=where),
+                     lambda: L.full((2,), 3, dtype=dtype, device=where),
+                     lambda: L.arange(3, dtype=dtype, device=where),
+                     lambda: L.tensor([1, 2], dtype=dtype, device=where)):
+            assert str(make().dtype) == str(dtype).removeprefix("torch.")
     for dtype, bn in ((torch.float64, "float64"), (torch.float16, "float32")):
         m = nn.Sequential(nn.Linear(2, 2), nn.BatchNorm1d(2)).to(where).to(dtype)
         assert str(m[0].weight.dtype) == str(dtype).removeprefix("torch.")

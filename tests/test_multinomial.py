@@ -79,8 +79,8 @@ def test_a_draw_of_zero_does_not_put_its_category_first(where, monkeypatch):
     was (a race time of 0 would put a weight of 1e-30 first)."""
     from layers import creation
     real = creation._draw
-    monkeypatch.setattr(creation, "_draw", lambda size, dtype, device, kind:
-                        real(size, dtype, device, kind) * 0)
+    monkeypatch.setattr(creation, "_draw", lambda size, dtype, device, kind, *rest:
+                        real(size, dtype, device, kind, *rest) * 0)
     w = np.array([[1e-30, 1.0, 0.5], [0.25, 1e-30, 1.0]], np.float32)
     np.testing.assert_array_equal(L.multinomial(L.tensor(w, device=where), 2).numpy(),
                                   [[1, 2], [2, 0]])

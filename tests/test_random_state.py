@@ -114,3 +114,44 @@ def test_cuda_manual_seed_seeds_the_device_generators_only(where, monkeypatch):
     L.set_rng_state(host)
     L.cuda.manual_seed(9)
     assert not same(draws(where), a)
+
+
+def test_a_generator_object_is_a_stream_of_its_own_as_torchs():
+    """L.Generator: torch's default seed, manual_seed returning it, get_state / set_state; the
+    draws that take generator= come from it and leave manual_seed's generator alone."""
+    g, tg = L.Generator(), torch.Generator()
+    assert g.initial_seed() == tg.initial_seed() and g.device == "cpu"
+    assert g.manual_seed(9) is g and g.initial_seed() == 9
+    L.manual_seed(4)
+    host = L.get_rng_state()
+
+    def with_g():
+        return [np.asarray(t.numpy(), np.float64) for t in (
+            L.rand(3, generator=g), L.randn(2, generator=g), L.randint(0, 50, (4,), generator=g),
+            L.randperm(6, generator=g), L.multinomial(L.ones(5), 3, generator=g))]
+    state = g.get_state()
+    first = with_g()
+    assert np.array_equal(L.get_rng_state().numpy(), host.numpy())   # (manual_seed's: unmoved)
+    assert not same(with_g(), first)
+    assert g.set_state(state) is g and same(with_g(), first)
+    g.manual_seed(9)
+    assert same(with_g(), first)
+    s = g.seed()
+    assert g.initial_seed() == s and not same(with_g(), first)
+    with pytest.raises(NotImplementedError, match="only host generators"):
+        L.Generator("cuda")
+    with pytest.raises(TypeError, match="generator= takes an L.Generator"):
+        L.rand(2, generator=np.random.default_rng(0))
+    with pytest.raises(RuntimeError, match="Generator.set_state: expected the uint8 Tensor"):
+        g.set_state(L.zeros(3))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_host_generator_is_refused_for_a_gpu_tensors_draws_as_torchs(where):
+    g = L.Generator()
+    for draw in (lambda: L.rand(2, generator=g, device=where),
+                 lambda: L.randint(0, 5, (2,), generator=g, device=where),
+                 lambda: L.randperm(4, generator=g, device=where),
+                 lambda: L.multinomial(L.ones(3, device=where), 2, generator=g)):
+        with pytest.raises(RuntimeError, match="Expected a 'cuda' device type for generator"):
+            draw()

@@ -1,0 +1,209 @@
+"""Input handling against torch 2.13: L.tensor infers torch.tensor's dtype from Python and NumPy
+values (each value's own dtype, promoted over the data) and refuses what torch refuses with its
+kind of error; arange with an integer dtype truncates its arguments as torch does; the
+initialisers refuse what torch refuses (integer tensors, a NaN std) and read their arguments
+as torch's."""
+import warnings
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.init as tinit
+
+import layers as L
+
+
+def _torch_dtype(name):
+    return getattr(torch, name)
+
+
+def _same(ours, theirs):
+    assert ours.dtype.name == str(theirs.dtype).replace("torch.", "")
+    assert ours.shape == tuple(theirs.shape)
+    np.testing.assert_array_equal(ours.numpy(), theirs.numpy())
+
+
+def _raises_as_torch(ours, theirs, names):
+    """Both calls raise, the same exception type; ours names the offending value or type."""
+    with pytest.raises(Exception) as their_error:
+        theirs()
+    with pytest.raises(their_error.type) as our_error:
+        ours()
+    assert names in str(our_error.value), (names, str(our_error.value))
+
+
+# data for torch.tensor, made per library (some hold tensors): dtype and values must be torch's
+INFERRED = {
+    "numpy_float64_scalar": lambda m: [np.float64(1.5)],
+    "numpy_float64_array": lambda m: [np.ones(2)],
+    "numpy_float64_nested": lambda m: [[np.float64(1)]],
+    "numpy_float32_scalar": lambda m: [np.float32(1.5), np.float32(2)],
+    "numpy_float16_scalar": lambda m: [np.float16(1)],
+    "numpy_int32_scalar": lambda m: [np.int32(1)],
+    "numpy_int32_with_int": lambda m: [np.int32(2), 1],
+    "numpy_int32_with_float": lambda m: [np.int32(2), 1.5],
+    "float_with_numpy_float32": lambda m: [1.5, np.float32(2)],
+    "int_with_numpy_float32": lambda m: [1, np.float32(2)],
+    "numpy_float64_with_int": lambda m: [np.float64(1), 2],
+    "numpy_int8_with_uint8": lambda m: [np.uint8(1), np.int8(-1)],
+    "numpy_int16_with_float16": lambda m: [np.ones(2, np.float16), np.ones(2, np.int16)],
+    "numpy_bool_with_int32": lambda m: [True, np.int32(1)],
+    "int_with_numpy_complex64": lambda m: [1, np.complex64(1)],
+    "numpy_array_then_list": lambda m: [np.ones(2, np.float32), [1.5, 2]],
+    "numpy_scalar_alone": lambda m: np.float64(1.5),
+    "python_floats": lambda m: [[1, 2.5], [3, 4]],
+    "empty": lambda m: [[], []],
+    "range": lambda m: [range(2), range(2)],
+    "one_element_tensors": lambda m: [m.tensor([1.0]), m.tensor([[2.0]]), m.tensor(3.0)],
+    "one_element_int_tensor_with_int": lambda m: [m.tensor(np.array([1], np.int32)), 2],
+    "big_int_as_float": lambda m: [2 ** 63, 1.5],
+}
+
+
+@pytest.mark.parametrize("default", ["float32", "float64"])
+@pytest.mark.parametrize("case", list(INFERRED))
+def test_tensor_infers_torchs_dtype_from_python_and_numpy_values(case, default):
+    L.set_default_dtype(default)
+    torch.set_default_dtype(_torch_dtype(default))
+    try:
+        _same(L.tensor(INFERRED[case](L)), torch.tensor(INFERRED[case](torch)))
+    finally:
+        L.set_default_dtype("float32")
+        torch.set_default_dtype(torch.float32)
+
+
+# (data for torch.tensor made per library, the text our error must hold)
+REFUSED = {
+    "int_above_int64": (lambda m: [2 ** 63], "9223372036854775808"),
+    "int_below_int64": (lambda m: [-2 ** 63 - 1], "-9223372036854775809"),
+    "int_above_int64_alone": (lambda m: 2 ** 63, "9223372036854775808"),
+    "string_first": (lambda m: ["a"], "'a'"),
+    "string_later": (lambda m: [1, "a"], "'a'"),
+    "string_alone": (lambda m: "a", "'a'"),
+    "string_first_of_rows": (lambda m: [["a"], [1]], "'a'"),
+    "none": (lambda m: None, "NoneType"),
+    "none_in_list": (lambda m: [1, None], "NoneType"),
+    "none_in_rows": (lambda m: [[1, 2], [3, None]], "NoneType"),
+    "set": (lambda m: {1, 2}, "set"),
+    "dict": (lambda m: {1: 2}, "dict"),
+    "bytes": (lambda m: b"ab", "bytes"),
+    "bytes_in_list": (lambda m: [b"ab"], "bytes"),
+    "object": (lambda m: [object()], "object"),
+    "numpy_uint64": (lambda m: [np.uint64(3)], "uint64"),
+    "numpy_date": (lambda m: [np.datetime64("2020-01-01")], "datetime64"),
+    "numpy_0d_array_in_list": (lambda m: [np.array(1.5)], "0-d"),
+    "many_element_tensor": (lambda m: [m.tensor([1.0, 2.0])], "only one element tensors"),
+}
+
+
+@pytest.mark.parametrize("case", list(REFUSED))
+def test_tensor_refuses_what_torch_refuses_with_its_kind_of_error(case):
+    data, names = REFUSED[case]
+    _raises_as_torch(lambda: L.tensor(data(L)), lambda: torch.tensor(data(torch)), names)
+
+
+def test_a_given_dtype_still_refuses_a_non_number_as_torch():
+    for data in ([1.5, None], [1, {1}]):
+        _raises_as_torch(lambda: L.tensor(data, dtype=np.float64),
+                         lambda: torch.tensor(data, dtype=torch.float64), type(data[1]).__name__)
+    _same(L.tensor([2 ** 63], dtype=np.float32), torch.tensor([2 ** 63], dtype=torch.float32))
+
+
+# ---- arange ------------------------------------------------------------------------------------
+
+ARANGE = [(0, 5, 1.5), (-2.5, 2.5, 1), (0, 5, 2.5), (0.5, 3.7, 1), (-0.9, -3.9, -1),
+          (0, -3.5, -1.5), (0.5, 0.7, 1), (1, 10, 2.9), (-3.7, 3.7, 2.2), (0, 300, 100),
+          (3, 10, 2), (10, -3, -4)]
+
+
+@pytest.mark.parametrize("dtype", ["int64", "int32", "uint8", "int8", "float32", "float64"])
+@pytest.mark.parametrize("args", ARANGE, ids=str)
+def test_arange_with_an_integer_dtype_truncates_its_arguments_as_torch(args, dtype):
+    _same(L.arange(*args, dtype=dtype), torch.arange(*args, dtype=_torch_dtype(dtype)))
+
+
+@pytest.mark.parametrize("args", [(True,), (0, True), (0, 5, True), (False, 3),
+                                  (np.bool_(True),), (np.int32(3),), (np.float32(3),)], ids=str)
+def test_arange_infers_int64_as_torch(args):
+    """Python bools are ints to torch's arange; NumPy's bool is not."""
+    _same(L.arange(*args), torch.arange(*args))
+
+
+@pytest.mark.parametrize("args,dtype,names", [
+    ((0, 1, 0.3), "int64", "step"), ((0, 5, 0.5), "int64", "step"),
+    ((0, 5), "bool", "bool"), ((float("nan"), 3), None, "nan"), ((0, float("inf")), None, "inf"),
+    ((0, 1e20, 1), "int64", "1e+20")], ids=str)
+def test_arange_refuses_as_torch(args, dtype, names):
+    _raises_as_torch(lambda: L.arange(*args, dtype=dtype),
+                     lambda: torch.arange(*args, dtype=dtype and _torch_dtype(dtype)), names)
+
+
+# ---- init --------------------------------------------------------------------------------------
+
+DRAWING = ["uniform_", "normal_", "xavier_uniform_", "xavier_normal_", "kaiming_uniform_",
+           "kaiming_normal_", "orthogonal_"]
+
+
+@pytest.mark.parametrize("dtype", ["int64", "int32", "bool"])
+@pytest.mark.parametrize("fn", DRAWING)
+def test_an_initialiser_refuses_an_integer_tensor_as_torch(fn, dtype):
+    _raises_as_torch(lambda: getattr(L.init, fn)(L.zeros(3, 4, dtype=dtype)),
+                     lambda: getattr(tinit, fn)(torch.zeros(3, 4, dtype=_torch_dtype(dtype))),
+                     dtype)
+
+
+@pytest.mark.parametrize("fn", DRAWING)
+def test_an_initialiser_of_a_zero_element_tensor_is_torchs(fn):
+    """torch's normal_ / kaiming_* / orthogonal_ take an empty integer tensor (nothing drawn);
+    its uniform_ refuses it."""
+    def call(m, init):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return getattr(init, fn)(m.zeros(0, 4, dtype=m.int64 if m is torch else "int64"))
+    try:
+        theirs = call(torch, tinit)
+    except NotImplementedError:
+        with pytest.raises(NotImplementedError):
+            call(L, L.init)
+        return
+    _same(call(L, L.init), theirs)
+
+
+@pytest.mark.parametrize("fn,args,names", [
+    ("normal_", (0.0, float("nan")), "nan"), ("normal_", (0.0, -1.0), "-1"),
+    ("uniform_", (3.0, -2.0), "from=3"), ("uniform_", (float("nan"), 1.0), "nan"),
+    ("uniform_", (0.0, float("inf")), "inf")], ids=str)
+def test_an_initialisers_bad_arguments_are_refused_as_torch(fn, args, names):
+    _raises_as_torch(lambda: getattr(L.init, fn)(L.zeros(2), *args),
+                     lambda: getattr(tinit, fn)(torch.zeros(2), *args), names)
+
+
+@pytest.mark.parametrize("nonlinearity,param", [
+    ("conv3d", None), ("conv_transpose1d", None), ("conv_transpose3d", None),
+    ("leaky_relu", 1), ("leaky_relu", 0.2), ("leaky_relu", np.float64(0.3)),
+    ("leaky_relu", True), ("leaky_relu", np.float32(0.3)), ("leaky_relu", "x"),
+    ("leaky_relu", np.int64(2)), ("Linear", None)], ids=str)
+def test_calculate_gain_is_torchs(nonlinearity, param):
+    try:
+        theirs = tinit.calculate_gain(nonlinearity, param)
+    except ValueError:
+        _raises_as_torch(lambda: L.init.calculate_gain(nonlinearity, param),
+                         lambda: tinit.calculate_gain(nonlinearity, param),
+                         str(param if nonlinearity == "leaky_relu" else nonlinearity))
+        return
+    assert L.init.calculate_gain(nonlinearity, param) == pytest.approx(theirs, rel=1e-15)
+
+
+@pytest.mark.parametrize("fn", ["kaiming_uniform_", "kaiming_normal_"])
+def test_kaiming_mode_is_read_as_torch(fn):
+    """torch lower-cases the mode ('FAN_OUT' is fan_out), and returns a zero-element tensor
+    before looking at the mode."""
+    for mode in ("FAN_OUT", "Fan_In"):
+        assert getattr(L.init, fn)(L.zeros(4, 4), mode=mode).shape == \
+            tuple(getattr(tinit, fn)(torch.zeros(4, 4), mode=mode).shape)
+    with pytest.warns(UserWarning, match="zero-element"):
+        assert getattr(L.init, fn)(L.zeros(0, 4), mode="bad").shape == (0, 4)
+    with pytest.warns(UserWarning, match="zero-element"):
+        getattr(tinit, fn)(torch.zeros(0, 4), mode="bad")
+    _raises_as_torch(lambda: getattr(L.init, fn)(L.zeros(4, 4), mode="bad"),
+                     lambda: getattr(tinit, fn)(torch.zeros(4, 4), mode="bad"), "bad")
