@@ -1172,6 +1172,10 @@ def as_tensor(data, dtype=None, device=None):
         t = data if dtype is None else data.astype(dtype)
         return t if device is None else t.to(device)
     data = from_foreign(data)               # (a PyTorch tensor)
+    if isinstance(data, np.ndarray) and data.dtype.kind not in "biufc" and \
+            not is_floating(data.dtype):    # (strings, objects, dates: torch's refusal)
+        raise TypeError(f"can't convert np.ndarray of type {data.dtype}: only numbers and bools "
+                        f"(as torch)")
     if not (isinstance(data, np.ndarray) or is_gpu(data)):
         data = _from_python(data, dtype)
     elif dtype is not None:

@@ -93,6 +93,9 @@ REFUSED = {
     "numpy_date": (lambda m: [np.datetime64("2020-01-01")], "datetime64"),
     "numpy_0d_array_in_list": (lambda m: [np.array(1.5)], "0-d"),
     "many_element_tensor": (lambda m: [m.tensor([1.0, 2.0])], "only one element tensors"),
+    "numpy_strings": (lambda m: np.array(["a"]), "np.ndarray of type"),
+    "numpy_objects": (lambda m: np.array([object()]), "np.ndarray of type"),
+    "numpy_dates": (lambda m: np.array(["2020-01-01"], "datetime64[D]"), "np.ndarray of type"),
 }
 
 
