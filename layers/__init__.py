@@ -82,7 +82,12 @@ class cuda:  # noqa: N801  (torch.cuda's spelling)
 
     @staticmethod
     def manual_seed(seed):
-        _random.seed_devices(seed, _current_or("cuda"))
+        """(No CuPy or no device: nothing to seed, as torch's is silently ignored then.)"""
+        try:
+            device = _current_or("cuda")
+        except (ImportError, RuntimeError):     # (CuPy's CUDARuntimeError is a RuntimeError)
+            return
+        _random.seed_devices(seed, device)
 
     @staticmethod
     def manual_seed_all(seed):

@@ -15,7 +15,8 @@ _seed = 0
 _device_seed = 0            # (device d's generator starts at _device_seed + 1 + d)
 _host = np.random.default_rng(_seed)
 _devices = {}
-HOST_STATE_BYTES = 37       # PCG64's state and increment (16 bytes each), has_uint32, uinteger
+HOST_STATE_BYTES = 45       # PCG64's state and increment (16 bytes each), has_uint32, uinteger,
+#                             then the seed (8 bytes: initial_seed() comes back with the state)
 DEVICE_STATE_BYTES = 16     # a device generator's (seed, offset), two uint64
 
 _MIX = r"""
@@ -89,31 +90,36 @@ def seed():
 
 def get_rng_state():
     """torch.get_rng_state: the host generator's state as a uint8 Tensor (PCG64's state and
-    increment, little-endian, then its cached 32-bit half), for set_rng_state."""
-    return _host_state(_host)
+    increment, little-endian, its cached 32-bit half, then the seed), for set_rng_state."""
+    return _host_state(_host, _seed)
 
 
 def set_rng_state(new_state):
-    """torch.set_rng_state: the host generator back where get_rng_state's Tensor was taken."""
-    _set_host_state(_host, "set_rng_state", new_state)
+    """torch.set_rng_state: the host generator back where get_rng_state's Tensor was taken
+    (initial_seed() too, as torch's)."""
+    global _seed
+    _seed = _set_host_state(_host, "set_rng_state", new_state)
 
 
-def _host_state(rng):
-    """A NumPy Generator's (PCG64) state as get_rng_state's uint8 Tensor."""
+def _host_state(rng, seed):
+    """A NumPy Generator's (PCG64) state and its seed as get_rng_state's uint8 Tensor."""
     from .tensor import Tensor
     st = rng.bit_generator.state
     raw = b"".join(st["state"][k].to_bytes(16, "little") for k in ("state", "inc"))
     raw += bytes([st["has_uint32"]]) + int(st["uinteger"]).to_bytes(4, "little")
+    raw += seed.to_bytes(8, "little")
     return Tensor(np.frombuffer(raw, np.uint8).copy())
 
 
 def _set_host_state(rng, fn, new_state):
+    """Put rng's state back from a get_rng_state Tensor; returns the seed it holds."""
     raw = _state_bytes(fn, new_state, HOST_STATE_BYTES)
     rng.bit_generator.state = {
         "bit_generator": "PCG64",
         "state": {"state": int.from_bytes(raw[:16], "little"),
                   "inc": int.from_bytes(raw[16:32], "little")},
         "has_uint32": raw[32], "uinteger": int.from_bytes(raw[33:37], "little")}
+    return int.from_bytes(raw[37:45], "little")
 
 
 class Generator:
@@ -147,10 +153,10 @@ class Generator:
         return s
 
     def get_state(self):
-        return _host_state(self.rng)
+        return _host_state(self.rng, self._seed)
 
     def set_state(self, new_state):
-        _set_host_state(self.rng, "Generator.set_state", new_state)
+        self._seed = _set_host_state(self.rng, "Generator.set_state", new_state)
         return self
 
     def __repr__(self):
@@ -189,16 +195,18 @@ def fork_rng(devices=None, enabled=True):
     """torch.random.fork_rng: run the block, then put the host generator and those of `devices`
     (None: every device generator made so far) back as they were, so what the block draws
     changes nothing after it."""
+    global _device_seed
     if not enabled:
         yield
         return
     devices = list(_devices) if devices is None else [_device_index(d) for d in devices]
-    host = get_rng_state()
+    host, device_seed = get_rng_state(), _device_seed
     saved = [(d, get_device_rng_state(d)) for d in devices]
     try:
         yield
     finally:
         set_rng_state(host)
+        _device_seed = device_seed          # (the seed of a device generator made later)
         for d, state in saved:
             set_device_rng_state(state, d)
 

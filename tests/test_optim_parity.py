@@ -283,3 +283,24 @@ def test_step_calls_a_closure_with_gradients_on_and_returns_its_loss_as_torchs(n
         runs[api.__name__] = losses, w.detach().numpy().copy()
     np.testing.assert_allclose(runs["layers"][0], runs["torch"][0], rtol=1e-12)
     np.testing.assert_allclose(runs["layers"][1], runs["torch"][1], rtol=1e-12)
+
+
+def test_sequential_lr_hands_over_to_warm_restarts_as_torchs():
+    """torch 2.13's SequentialLR starts a later schedule at its milestone with the base
+    _update_lr(0), not its step(0): CosineAnnealingWarmRestarts's period and position stay
+    where they were (here moved on before SequentialLR), as torch's do."""
+    runs = []
+    for api in (L, torch):
+        m = api.optim.lr_scheduler
+        o = api.optim.SGD([_param(api, [1.0])], lr=1.0)
+        wr = m.CosineAnnealingWarmRestarts(o, T_0=3, T_mult=2, eta_min=0.01)
+        for _ in range(4):
+            wr.step()
+        seq = m.SequentialLR(o, [m.ExponentialLR(o, 0.9), wr], milestones=[3])
+        lrs = [o.param_groups[0]["lr"]]
+        for _ in range(10):
+            o.step()
+            seq.step()
+            lrs.append(o.param_groups[0]["lr"])
+        runs.append(lrs)
+    np.testing.assert_allclose(runs[0], runs[1], rtol=1e-12)

@@ -31,15 +31,15 @@ def test_a_host_state_put_back_draws_the_same_numbers():
     L.manual_seed(5)
     L.random.host_generator().integers(0, 9, 3, dtype=np.uint32)   # (PCG64 keeps half a draw)
     state = L.get_rng_state()
-    assert state.dtype == np.uint8 and state.shape == (37,) and state.device == "cpu"
+    assert state.dtype == np.uint8 and state.shape == (45,) and state.device == "cpu"
     first = draws()
     assert not same(first, draws())
     L.set_rng_state(state)
     assert same(draws(), first)
     L.set_rng_state(state.numpy())                  # (an array of the same bytes too)
     assert same(draws(), first)
-    for bad in (state[:36], state.astype(L.int64), L.zeros(37)):
-        with pytest.raises(RuntimeError, match="set_rng_state: expected the uint8 Tensor of 37 "
+    for bad in (state[:44], state.astype(L.int64), L.zeros(45)):
+        with pytest.raises(RuntimeError, match="set_rng_state: expected the uint8 Tensor of 45 "
                                                "bytes that get_rng_state gives"):
             L.set_rng_state(bad)
 
@@ -155,3 +155,37 @@ def test_a_host_generator_is_refused_for_a_gpu_tensors_draws_as_torchs(where):
                  lambda: L.multinomial(L.ones(3, device=where), 2, generator=g)):
         with pytest.raises(RuntimeError, match="Expected a 'cuda' device type for generator"):
             draw()
+
+
+def test_a_state_put_back_brings_its_seed_back_as_torchs():
+    """initial_seed() after set_rng_state / fork_rng / Generator.set_state is the seed of the
+    state put back, as torch's; L.cuda.manual_seed with no device is ignored, as torch's."""
+    for lib in (L, torch):
+        lib.manual_seed(1)
+        state = lib.get_rng_state()
+        lib.manual_seed(7)
+        lib.set_rng_state(state)
+        assert lib.initial_seed() == 1
+        with lib.random.fork_rng():
+            lib.manual_seed(99)
+        assert lib.initial_seed() == 1
+        g = lib.Generator().manual_seed(3)
+        state = g.get_state()
+        g.manual_seed(8)
+        g.set_state(state)
+        assert g.initial_seed() == 3
+    if not L.cuda.is_available():
+        L.cuda.manual_seed(5)
+        torch.cuda.manual_seed(5)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_fork_rng_brings_back_the_seed_of_device_generators_made_later(where, monkeypatch):
+    L.manual_seed(2)
+    monkeypatch.setattr(L.random, "_devices", {})     # (none made yet)
+    with L.random.fork_rng():
+        L.manual_seed(50)
+    a = draws(where)
+    L.manual_seed(2)
+    monkeypatch.setattr(L.random, "_devices", {})
+    assert same(draws(where), a)
