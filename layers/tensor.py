@@ -1071,15 +1071,53 @@ _PYTHON_NUMBER = {bool: lambda: np.dtype(bool), int: lambda: np.dtype(np.int64),
                   float: default_float, complex: default_complex}
 
 
+_MIXED = object()           # _kinds_dtype's answer for a set of types that needs the walk
+_KINDS = {}                 # {(frozenset of types, default dtypes): their dtype or _MIXED}
+
+
+def _kinds_dtype(kinds):
+    """torch's dtype for a sequence whose elements' types are `kinds`, where each is a Python
+    number or a NumPy numeric scalar (None for none at all), else _MIXED. Remembered by the set
+    of types (and the default dtypes, which a Python float or complex takes)."""
+    key = (frozenset(kinds), default_float(), default_complex())
+    d = _KINDS.get(key)
+    if d is None and key not in _KINDS:
+        if len(_KINDS) > 256:                          # (a bound: type sets are few in practice)
+            _KINDS.clear()
+        d = _KINDS[key] = _MIXED
+        if all(k in _PYTHON_NUMBER or issubclass(k, np.generic) and k is not np.uint64 and
+               (np.dtype(k).kind in "biufc" or is_floating(np.dtype(k))) for k in key[0]):
+            d = _KINDS[key] = _promoted(_PYTHON_NUMBER[k]() if k in _PYTHON_NUMBER
+                                        else np.dtype(k) for k in key[0])
+    return d
+
+
 def _scan(x, given, first):
     """(torch's dtype for x -- None where x holds no number --, x with each one-element Tensor
     in it as its number), or torch's error for a value it refuses. `first`: x is reached from
     the top through first elements only (a string there is torch's 'too many dimensions'); None
-    at the top; `given`: a dtype was given (torch's message for a non-number is then another)."""
+    at the top; `given`: a dtype was given (torch's message for a non-number is then another).
+    Sequences of numbers (and rows of them) are read by their elements' types alone, without a
+    walk."""
+    number = _PYTHON_NUMBER.get(type(x))
+    if number is not None:
+        return number(), x
+    if isinstance(x, np.generic):
+        d = _kinds_dtype((type(x),))
+        if d is not _MIXED:                             # (a NumPy number: its own dtype)
+            return d, x
     if isinstance(x, (list, tuple, range)):
         kinds = set(map(type, x))
-        if kinds <= _PYTHON_NUMBER.keys():                 # (plain numbers: no walk)
-            return _promoted(_PYTHON_NUMBER[k]() for k in kinds), x
+        d = _kinds_dtype(kinds)
+        if d is not _MIXED:
+            return d, x
+        if kinds <= {list, tuple}:                     # rows: their elements' types at once
+            inner = set()
+            for row in x:
+                inner.update(map(type, row))
+            d = _kinds_dtype(inner)
+            if d is not _MIXED:
+                return d, x
         dtypes, items = [], []
         for i, v in enumerate(x):
             d, item = _scan(v, given, i == 0 and first is not False)
