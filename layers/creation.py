@@ -12,6 +12,7 @@ default), arange (int64 when start, end and step are all ints) and randint (int6
 L.manual_seed: the host generator on the CPU, the device's counter-based generator on a GPU (a
 captured CUDA graph draws new numbers on each replay). A seed gives the same numbers on its device
 every run; they are not torch's (another generator)."""
+import math
 from operator import index as _index
 
 import numpy as np
@@ -28,7 +29,11 @@ __all__ = ["zeros", "ones", "full", "empty", "rand", "randn", "randint", "randpe
 
 
 def _size(fn, size):
-    """torch's size arguments: ints, or one tuple / list of them (a Tensor's .shape too)."""
+    """torch's size arguments: ints, or one tuple / list of them (a Tensor's .shape too); none
+    at all is refused, as torch's (a 0-d tensor's size is ())."""
+    if not size:
+        raise TypeError(f'{fn}() missing 1 required positional arguments: "size" (as torch; '
+                        f'() for a 0-d tensor)')
     if len(size) == 1 and isinstance(size[0], (tuple, list)):
         size = tuple(size[0])
     try:
@@ -88,7 +93,21 @@ def full(*args, fill_value=None, dtype=None, device=None, requires_grad=False):
             raise TypeError(f"full(): size must be a tuple of ints, got {args[0]!r} (as torch)")
     size = _size("full", args)
     dt = _dtype("full", dtype, number_dtype(fill_value))
+    _fits("full", fill_value, dt)
     return _made(_on(device, lambda xp: xp.full(size, fill_value, dtype=dt)), requires_grad)
+
+
+def _fits(fn, value, dt):
+    """A finite fill value that the floating dtype rounds to infinity is refused, as torch's
+    ('value cannot be converted ... without overflow'; NumPy would fill inf)."""
+    if not (is_floating(dt) and isinstance(value, (int, float, np.integer, np.floating)) and
+            math.isfinite(value)):
+        return
+    with np.errstate(over="ignore"):
+        rounded = float(np.asarray(value).astype(dt))
+    if not math.isfinite(rounded):
+        raise RuntimeError(f"{fn}(): value {value} cannot be converted to type {dt} without "
+                           f"overflow (as torch)")
 
 
 def zeros(*size, dtype=None, device=None, requires_grad=False):
@@ -172,6 +191,9 @@ def randint(*args, size=None, generator=None, dtype=None, device=None, requires_
         if not args:
             raise TypeError("randint(): takes (high, size) or (low, high, size)")
         args, size = args[:-1], args[-1]
+        if not isinstance(size, (tuple, list)):
+            raise TypeError(f"randint(): argument 'size' must be a tuple of ints, not "
+                            f"{type(size).__name__} (as torch)")
     if len(args) == 1:
         low, high = 0, args[0]
     elif len(args) == 2:
@@ -287,7 +309,8 @@ def empty_like(t, dtype=None, device=None, requires_grad=False):
 
 
 def full_like(t, fill_value, dtype=None, device=None, requires_grad=False):
-    _, _, device, empty = _like("full_like", t, dtype, device)
+    _, dt, device, empty = _like("full_like", t, dtype, device)
+    _fits("full_like", fill_value, dt)
 
     def make(xp):
         a = empty(xp)

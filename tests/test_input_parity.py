@@ -210,3 +210,23 @@ def test_kaiming_mode_is_read_as_torch(fn):
         getattr(tinit, fn)(torch.zeros(0, 4), mode="bad")
     _raises_as_torch(lambda: getattr(L.init, fn)(L.zeros(4, 4), mode="bad"),
                      lambda: getattr(tinit, fn)(torch.zeros(4, 4), mode="bad"), "bad")
+
+
+@pytest.mark.parametrize("call,names", [
+    (lambda m: m.zeros(), '"size"'), (lambda m: m.rand(), '"size"'),
+    (lambda m: m.randint(5, 3), "'size'"),
+    (lambda m: m.full((2,), 1e40), "1e+40"),
+    (lambda m: m.full((2,), 7e4, dtype=m.float16), "70000.0"),
+    (lambda m: m.full_like(m.zeros(1), -1e40), "-1e+40")])
+def test_creation_refuses_what_torch_refuses(call, names):
+    _raises_as_torch(lambda: call(L), lambda: call(torch), names)
+
+
+def test_creation_takes_what_torch_takes_at_those_edges():
+    for call in (lambda m: m.zeros(()), lambda m: m.full((2,), 1e40, dtype=m.float64),
+                 lambda m: m.full((1,), float("inf")), lambda m: m.full_like(m.zeros(1), 6e4,
+                                                                           dtype=m.float16)):
+        ours, theirs = call(L), call(torch)
+        assert ours.shape == tuple(theirs.shape)
+        np.testing.assert_array_equal(np.asarray(ours.numpy(), np.float64),
+                                      theirs.double().numpy())
