@@ -60,21 +60,105 @@ def _floating(t, fn, empty_ok=False):
                                   f"it draws floating values (as torch)")
 
 
-def uniform_(t, a=0.0, b=1.0):
+def _rng(generator, fn):
+    """The NumPy Generator the draws come from: an L.Generator's (or a NumPy Generator), else
+    manual_seed's host generator."""
+    from . import random
+    if generator is None:
+        return host_generator()
+    if isinstance(generator, random.Generator):
+        return generator.rng
+    if isinstance(generator, np.random.Generator):
+        return generator
+    raise TypeError(f"init.{fn}: generator= takes an L.Generator, got "
+                    f"{type(generator).__name__}")
+
+
+def uniform_(t, a=0.0, b=1.0, generator=None):
     _floating(t, "uniform_")
     if not (math.isfinite(a) and math.isfinite(b)):
         raise RuntimeError(f"init.uniform_: bounds must be finite, got from={a}, to={b}")
     if a > b:
         raise RuntimeError(f"uniform_ expects to return a [from, to) range, but found from={a} "
                            f"> to={b}")
-    return _fill(t, host_generator().uniform(a, b, t.shape), "init.uniform_")
+    return _fill(t, _rng(generator, "uniform_").uniform(a, b, t.shape), "init.uniform_")
 
 
-def normal_(t, mean=0.0, std=1.0):
+def normal_(t, mean=0.0, std=1.0, generator=None):
     _floating(t, "normal_", empty_ok=True)
     if not std >= 0:                                     # (NaN too)
         raise RuntimeError(f"normal expects std >= 0.0, but found std {std}")
-    return _fill(t, host_generator().normal(mean, std, t.shape), "init.normal_")
+    return _fill(t, _rng(generator, "normal_").normal(mean, std, t.shape), "init.normal_")
+
+
+def trunc_normal_(t, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
+    """Normal(mean, std) truncated to [a, b], drawn exactly as torch's by rejection: normal draws
+    outside [a, b] drawn again where most fall inside (probability > 0.3), else uniform draws on
+    [a, b] kept with probability pdf(x) / pdf's peak on [a, b] (a narrow or far range). Warns,
+    as torch, when mean is more than 2 std from [a, b]."""
+    _floating(t, "trunc_normal_")
+    if mean < a - 2 * std or mean > b + 2 * std:
+        warnings.warn("mean is more than 2 std from [a, b] in nn.init.trunc_normal_. The "
+                      "distribution of values may be incorrect.", stacklevel=2)
+    rng, n = _rng(generator, "trunc_normal_"), t.size
+
+    def cdf(x):
+        return (1.0 + math.erf((x - mean) / std / math.sqrt(2.0))) / 2.0
+    if cdf(b) - cdf(a) > 0.3:
+        def draw(k):
+            x = rng.normal(mean, std, k)
+            return x, (a <= x) & (x <= b)
+    else:
+        mode = max(a, min(mean, b))
+        log_peak = -0.5 * ((mode - mean) / std) ** 2
+
+        def draw(k):
+            x = rng.uniform(a, b, k)
+            return x, np.log(rng.random(k)) <= -0.5 * ((x - mean) / std) ** 2 - log_peak
+    out, kept = draw(n)
+    todo = np.flatnonzero(~kept)
+    while todo.size:                       # (only the rejected are drawn again)
+        x, kept = draw(todo.size)
+        out[todo[kept]] = x[kept]
+        todo = todo[~kept]
+    return _fill(t, out.reshape(t.shape), "init.trunc_normal_")
+
+
+def eye_(t):
+    """The identity in a 2-d tensor (ones on the diagonal of any rectangle), as torch's."""
+    if t.ndim != 2:
+        raise ValueError("Only tensors with 2 dimensions are supported")
+    return _fill(t, np.eye(*t.shape), "init.eye_")
+
+
+def dirac_(t, groups=1):
+    """A 3-, 4- or 5-d convolution weight that passes its input through (each group's output
+    channel d takes input channel d at the kernel's centre), as torch's."""
+    if t.ndim not in (3, 4, 5):
+        raise ValueError("Only tensors with 3, 4, or 5 dimensions are supported")
+    if t.shape[0] % groups:
+        raise ValueError("dim 0 must be divisible by groups")
+    per_group = t.shape[0] // groups
+    w = np.zeros(t.shape)
+    centre = tuple(k // 2 for k in t.shape[2:])
+    for g in range(groups):
+        for d in range(min(per_group, t.shape[1])):
+            w[(g * per_group + d, d) + centre] = 1
+    return _fill(t, w, "init.dirac_")
+
+
+def sparse_(t, sparsity, std=0.01, generator=None):
+    """A 2-d tensor of Normal(0, std) draws with ceil(sparsity * rows) of each column's entries
+    (at random rows) zero, as torch's."""
+    if t.ndim != 2:
+        raise ValueError("Only tensors with 2 dimensions are supported")
+    rows, cols = t.shape
+    rng = _rng(generator, "sparse_")
+    w = rng.normal(0.0, std, (rows, cols))
+    zeros = math.ceil(sparsity * rows)
+    for c in range(cols):
+        w[rng.permutation(rows)[:zeros], c] = 0
+    return _fill(t, w, "init.sparse_")
 
 
 def constant_(t, value):
@@ -91,20 +175,20 @@ def ones_(t):
     return constant_(t, 1)
 
 
-def xavier_uniform_(t, gain=1.0):
+def xavier_uniform_(t, gain=1.0, generator=None):
     _floating(t, "xavier_uniform_")
     fan_in, fan_out = calculate_fan_in_and_fan_out(t.shape)
     a = gain * math.sqrt(6.0 / (fan_in + fan_out))
-    return uniform_(t, -a, a)
+    return uniform_(t, -a, a, generator)
 
 
-def xavier_normal_(t, gain=1.0):
+def xavier_normal_(t, gain=1.0, generator=None):
     _floating(t, "xavier_normal_", empty_ok=True)
     fan_in, fan_out = calculate_fan_in_and_fan_out(t.shape)
-    return normal_(t, 0.0, gain * math.sqrt(2.0 / (fan_in + fan_out)))
+    return normal_(t, 0.0, gain * math.sqrt(2.0 / (fan_in + fan_out)), generator)
 
 
-def orthogonal_(t, gain=1.0):
+def orthogonal_(t, gain=1.0, generator=None):
     """torch's: the rows (or, for a wide tensor, the columns) of t flattened to 2-d orthonormal,
     times gain -- the Q of a normal matrix's QR, its signs fixed by R's diagonal (so Q is drawn
     uniformly, as torch's)."""
@@ -116,7 +200,7 @@ def orthogonal_(t, gain=1.0):
     _floating(t, "orthogonal_")
     rows = t.shape[0]
     cols = t.size // rows
-    a = host_generator().standard_normal((rows, cols))
+    a = _rng(generator, "orthogonal_").standard_normal((rows, cols))
     if rows < cols:
         a = a.T
     q, r = np.linalg.qr(a)
@@ -145,19 +229,19 @@ def _no_elements(t):
     return False
 
 
-def kaiming_uniform_(t, a=0.0, mode="fan_in", nonlinearity="leaky_relu"):
+def kaiming_uniform_(t, a=0.0, mode="fan_in", nonlinearity="leaky_relu", generator=None):
     if _no_elements(t):
         return t
     _floating(t, "kaiming_uniform_")
     bound = math.sqrt(3.0) * _kaiming_std(t.shape, a, mode, nonlinearity)
-    return uniform_(t, -bound, bound)
+    return uniform_(t, -bound, bound, generator)
 
 
-def kaiming_normal_(t, a=0.0, mode="fan_in", nonlinearity="leaky_relu"):
+def kaiming_normal_(t, a=0.0, mode="fan_in", nonlinearity="leaky_relu", generator=None):
     if _no_elements(t):
         return t
     _floating(t, "kaiming_normal_")
-    return normal_(t, 0.0, _kaiming_std(t.shape, a, mode, nonlinearity))
+    return normal_(t, 0.0, _kaiming_std(t.shape, a, mode, nonlinearity), generator)
 
 
 def default_weight_and_bias_(weight, bias):
