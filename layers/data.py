@@ -21,12 +21,13 @@ import numpy as np
 
 from . import random
 from .backend import is_floating
+from .data_workers import get_worker_info
 from .tensor import Tensor, as_tensor, tensor
 
 __all__ = ["Dataset", "IterableDataset", "TensorDataset", "ConcatDataset", "ChainDataset",
            "Subset", "random_split", "Sampler", "SequentialSampler", "RandomSampler",
            "SubsetRandomSampler", "BatchSampler", "DataLoader", "default_collate",
-           "default_convert"]
+           "default_convert", "get_worker_info"]
 
 
 # ---- datasets ----------------------------------------------------------------------------------
@@ -379,11 +380,12 @@ class DataLoader:
     """torch's DataLoader: batches of `dataset` by its sampler (sequential, or a new random order
     each pass with shuffle=True), collated by collate_fn (default_collate; batch_size=None:
     samples one by one through default_convert). An IterableDataset is read as a stream and
-    batched as it comes. num_workers / pin_memory / prefetch_factor / persistent_workers /
-    worker_init_fn are taken and change nothing: batches are loaded in this process, in order,
-    so no worker starts (worker_init_fn is not called) and an IterableDataset is read once;
-    torch's checks of them are made (prefetch_factor and persistent_workers need workers). A
-    dataset with __getitems__ gives each batch from one call of it, as torch's."""
+    batched as it comes. num_workers > 0: batches are made in that many worker processes
+    (layers.data_workers: prefetch_factor batches each in flight, handed out in order, each
+    worker seeded and given to worker_init_fn, kept between epochs with persistent_workers,
+    timeout seconds at most for a batch), an IterableDataset read by each worker in full
+    (get_worker_info() tells a dataset which worker it is in). pin_memory is taken and changes
+    nothing. A dataset with __getitems__ gives each batch from one call of it, as torch's."""
 
     def __init__(self, dataset, batch_size=1, shuffle=None, sampler=None, batch_sampler=None,
                  num_workers=0, collate_fn=None, pin_memory=False, drop_last=False, timeout=0,
@@ -409,6 +411,7 @@ class DataLoader:
         self.pin_memory, self.timeout = pin_memory, timeout
         self.worker_init_fn, self.generator = worker_init_fn, generator
         self.prefetch_factor, self.persistent_workers = prefetch_factor, persistent_workers
+        self.multiprocessing_context, self._pool = multiprocessing_context, None
         iterable = isinstance(dataset, IterableDataset)
         if iterable:
             if shuffle not in (None, False):
@@ -445,6 +448,28 @@ class DataLoader:
             default_collate if auto_collation else default_convert
 
     def __iter__(self):
+        # an epoch's base seed (the workers' seeds), drawn as torch draws it, workers or not:
+        # the shuffles are then the same with and without workers
+        seed = int(_generator(self.generator, "DataLoader").integers(2 ** 62))
+        return self._from_workers(seed) if self.num_workers > 0 else self._in_process()
+
+    def _from_workers(self, seed):
+        """The batches from worker processes (layers.data_workers)."""
+        from . import data_workers
+        pool = self._pool
+        if pool is None or not pool.processes:
+            pool = data_workers.Pool(self, seed)
+            if self.persistent_workers:
+                self._pool = pool
+        else:
+            pool.drain()                   # (what an epoch left unfinished)
+        try:
+            yield from data_workers.batches(self, pool)
+        finally:
+            if not self.persistent_workers:
+                pool.close()
+
+    def _in_process(self):
         if self._stream_batches is not None:
             for batch in self._stream_batches:
                 yield self.collate_fn(batch)
