@@ -138,13 +138,11 @@ def _host_rng(generator, fn, device="cpu"):
     L.Generator is a host one: a GPU tensor's draws refuse it, as torch's."""
     if generator is None:
         return random.host_generator()
-    if not isinstance(generator, random.Generator):
-        raise TypeError(f"{fn}(): generator= takes an L.Generator, got "
-                        f"{type(generator).__name__}")
+    rng = random.host_rng(generator, f"{fn}()", numpy_ok=False)
     if parse_device(device) != "cpu":
         raise RuntimeError(f"{fn}(): Expected a 'cuda' device type for generator but found "
                            f"'cpu' (an L.Generator draws on the host)")
-    return generator.rng
+    return rng
 
 
 def _draw(size, dtype, device, kind, generator=None, fn="rand"):

@@ -258,17 +258,9 @@ class BatchSampler(Sampler):
 
 
 def _generator(generator, who):
-    """The NumPy Generator draws come from: `generator` (an L.Generator's, or a
-    numpy.random.Generator), or the host generator L.manual_seed seeds."""
-    if generator is None:
-        return random.host_generator()
-    if isinstance(generator, random.Generator):
-        return generator.rng
-    if isinstance(generator, np.random.Generator):
-        return generator
-    raise TypeError(f"{who}: generator= takes an L.Generator or a numpy.random.Generator "
-                    f"(L.manual_seed seeds the default draws), got "
-                    f"{type(generator).__module__}.{type(generator).__name__}")
+    """The NumPy Generator draws come from (layers.random.host_rng: an L.Generator's, a
+    numpy.random.Generator, or manual_seed's)."""
+    return random.host_rng(generator, who)
 
 
 # ---- collation ---------------------------------------------------------------------------------

@@ -6,7 +6,6 @@ import warnings
 import numpy as np
 
 from .backend import is_floating, to_device
-from .random import host_generator
 from .changes import mark_changed
 
 
@@ -61,17 +60,9 @@ def _floating(t, fn, empty_ok=False):
 
 
 def _rng(generator, fn):
-    """The NumPy Generator the draws come from: an L.Generator's (or a NumPy Generator), else
-    manual_seed's host generator."""
-    from . import random
-    if generator is None:
-        return host_generator()
-    if isinstance(generator, random.Generator):
-        return generator.rng
-    if isinstance(generator, np.random.Generator):
-        return generator
-    raise TypeError(f"init.{fn}: generator= takes an L.Generator, got "
-                    f"{type(generator).__name__}")
+    """The NumPy Generator the draws come from (layers.random.host_rng)."""
+    from .random import host_rng
+    return host_rng(generator, f"init.{fn}")
 
 
 def uniform_(t, a=0.0, b=1.0, generator=None):

@@ -223,6 +223,20 @@ def host_generator():
     return _host
 
 
+def host_rng(generator, who, numpy_ok=True):
+    """The NumPy Generator host draws come from: generator= an L.Generator's (or, numpy_ok, a
+    numpy.random.Generator itself), else manual_seed's host generator."""
+    if generator is None:
+        return _host
+    if isinstance(generator, Generator):
+        return generator.rng
+    if numpy_ok and isinstance(generator, np.random.Generator):
+        return generator
+    raise TypeError(f"{who}: generator= takes an L.Generator"
+                    + (" or a numpy.random.Generator" if numpy_ok else "")
+                    + f", got {type(generator).__module__}.{type(generator).__name__}")
+
+
 def device_generator():
     """The generator of the current CuPy device."""
     cp = cupy()
