@@ -11,7 +11,8 @@ import torch
 
 import layers as L
 from layers import nn
-from test_weight_norms import LAYERS, _steps, gradient_penalty, three_forwards_one_backward
+from test_weight_norms import (LAYERS, _steps, gradient_penalty, iterates_in_training_only,
+                               same_state, three_forwards_one_backward)
 
 DEVICES = ["cpu", pytest.param(0, marks=pytest.mark.gpu), "host"]
 P = nn.utils.parametrize
@@ -38,12 +39,6 @@ def _both(make, wrap, **kw):
     return ours, theirs
 
 
-def _same_state(ours, theirs, rtol=1e-12):
-    assert list(ours.state_dict()) == list(theirs.state_dict())
-    for (k, v), tv in zip(ours.state_dict().items(), theirs.state_dict().values()):
-        np.testing.assert_allclose(v, tv.numpy(), rtol=rtol, atol=1e-14, err_msg=k)
-
-
 @pytest.mark.parametrize("dim", [0, 1, None, -2])
 @pytest.mark.parametrize("layer", sorted(LAYERS))
 @pytest.mark.parametrize("device", DEVICES)
@@ -54,7 +49,7 @@ def test_weight_norm_trains_as_torchs(layer, dim, where):
     P.remove_parametrizations(ours, "weight")
     TP.remove_parametrizations(theirs, "weight")
     assert type(ours) is getattr(nn, layer) and isinstance(ours.weight, nn.Parameter)
-    _same_state(ours, theirs)
+    same_state(ours, theirs)
 
 
 @pytest.mark.parametrize("iterations", [1, 3])
@@ -63,17 +58,11 @@ def test_weight_norm_trains_as_torchs(layer, dim, where):
 def test_spectral_norm_trains_as_torchs(layer, iterations, where):
     make, shape = LAYERS[layer]
     ours, theirs = _both(make, "spectral_norm", n_power_iterations=iterations)
-    u0 = ours.parametrizations.weight[0]._u.numpy().copy()
-    _steps(ours, theirs, shape, where)
-    assert not np.allclose(ours.parametrizations.weight[0]._u.numpy(), u0)   # (training: moved)
     sn = ours.parametrizations.weight[0]
-    u, v = sn._u.numpy().copy(), sn._v.numpy().copy()
-    _steps(ours, theirs, shape, where, steps=1, train=False)     # evaluation: no iteration
-    np.testing.assert_array_equal(sn._u.numpy(), u)
-    np.testing.assert_array_equal(sn._v.numpy(), v)
+    iterates_in_training_only(ours, theirs, shape, where, lambda: (sn._u, sn._v))
     P.remove_parametrizations(ours, "weight")
     TP.remove_parametrizations(theirs, "weight")
-    _same_state(ours, theirs)
+    same_state(ours, theirs)
 
 
 def test_spectral_norm_starts_with_torchs_power_iteration(monkeypatch):
@@ -95,7 +84,7 @@ def test_spectral_norm_starts_with_torchs_power_iteration(monkeypatch):
     monkeypatch.setattr(nn.utils.parametrizations, "randn",
                         lambda n, dtype, device: L.tensor(next(starts), dtype=dtype))
     nn.utils.parametrizations.spectral_norm(ours)
-    _same_state(ours, theirs, rtol=1e-11)
+    same_state(ours, theirs, rtol=1e-11)
     np.testing.assert_allclose(ours.weight.detach().numpy(), theirs.weight.detach().numpy(),
                                rtol=1e-11)
 
@@ -124,7 +113,7 @@ def test_weight_norm_loads_the_older_forms_checkpoint():
     sd = {k: v.detach().numpy() for k, v in old.state_dict().items()}
     assert sorted(sd) == ["0.bias", "0.weight_g", "0.weight_v"]
     assert ours.load_state_dict(sd) == theirs.load_state_dict(old.state_dict())
-    _same_state(ours, theirs)
+    same_state(ours, theirs)
     np.testing.assert_allclose(ours[0].weight.detach().numpy(), old[0].weight.detach().numpy(),
                                rtol=1e-13)
 
@@ -176,7 +165,7 @@ def test_custom_parametrizations_as_torchs(where):
         pair.append(m)
     ours, theirs = pair
     assert repr(ours) == repr(theirs) and type(ours).__name__ == "ParametrizedLinear"
-    _same_state(ours, theirs)
+    same_state(ours, theirs)
     ours.to(where)
     w = ours.weight.detach().numpy()
     np.testing.assert_allclose(w, w.T)
@@ -186,7 +175,7 @@ def test_custom_parametrizations_as_torchs(where):
     ours.weight = L.tensor(a, device=where)
     theirs.weight = torch.tensor(a)
     np.testing.assert_allclose(ours.weight.detach().numpy(), a, rtol=1e-14)
-    _same_state(ours, theirs)
+    same_state(ours, theirs)
     ours(L.tensor(x, device=where)).square().sum().backward()
     theirs(torch.tensor(x)).square().sum().backward()
     np.testing.assert_allclose(ours.parametrizations.weight.original.grad.numpy(),
@@ -194,7 +183,7 @@ def test_custom_parametrizations_as_torchs(where):
     P.remove_parametrizations(ours, "weight", leave_parametrized=False)
     TP.remove_parametrizations(theirs, "weight", leave_parametrized=False)
     assert not P.is_parametrized(ours) and type(ours) is nn.Linear
-    _same_state(ours, theirs)
+    same_state(ours, theirs)
 
     ours, theirs = nn.Linear(3, 2).double(), torch.nn.Linear(3, 2).double()
     ours.load_state_dict({k: v.detach().numpy() for k, v in theirs.state_dict().items()})
@@ -202,15 +191,15 @@ def test_custom_parametrizations_as_torchs(where):
     TP.register_parametrization(theirs, "weight", _kinds(torch)[1]())
     assert P.is_parametrized(ours, "weight") and not P.is_parametrized(ours, "bias")
     assert P.type_before_parametrizations(ours) is nn.Linear
-    _same_state(ours, theirs)
+    same_state(ours, theirs)
     ours.weight = L.tensor(2 * w0[:2, :3])
     theirs.weight = torch.tensor(2 * w0[:2, :3])
-    _same_state(ours, theirs)
+    same_state(ours, theirs)
     with pytest.raises(ValueError, match="Cannot leave unparametrized"):
         P.remove_parametrizations(ours, "weight", leave_parametrized=False)
     P.remove_parametrizations(ours, "weight")
     TP.remove_parametrizations(theirs, "weight")
-    _same_state(ours, theirs)
+    same_state(ours, theirs)
 
 
 def test_cached_computes_each_once():

@@ -71,10 +71,15 @@ def test_weight_norm_trains_as_torchs(layer, dim, where):
     _steps(ours, theirs, shape, where)
     nn.utils.remove_weight_norm(ours)
     torch.nn.utils.remove_weight_norm(theirs)
-    assert list(ours.state_dict()) == list(theirs.state_dict())
     assert isinstance(ours.weight, nn.Parameter)
+    same_state(ours, theirs)
+
+
+def same_state(ours, theirs, rtol=1e-12):
+    """The same state_dict keys, in order, and values."""
+    assert list(ours.state_dict()) == list(theirs.state_dict())
     for (k, v), tv in zip(ours.state_dict().items(), theirs.state_dict().values()):
-        np.testing.assert_allclose(v, tv.numpy(), rtol=1e-12, atol=1e-14, err_msg=k)
+        np.testing.assert_allclose(v, tv.numpy(), rtol=rtol, atol=1e-14, err_msg=k)
 
 
 @pytest.mark.parametrize("iterations", [1, 3])
@@ -83,19 +88,22 @@ def test_weight_norm_trains_as_torchs(layer, dim, where):
 def test_spectral_norm_trains_as_torchs(layer, iterations, where):
     make, shape = LAYERS[layer]
     ours, theirs = _both(make, "spectral_norm", n_power_iterations=iterations)
-    u0 = ours.weight_u.numpy().copy()
-    _steps(ours, theirs, shape, where)
-    assert not np.allclose(ours.weight_u.numpy(), u0)          # (training moved u)
-    # evaluation: no power iteration, u and v kept
-    u, v = ours.weight_u.numpy().copy(), ours.weight_v.numpy().copy()
-    _steps(ours, theirs, shape, where, steps=1, train=False)
-    np.testing.assert_array_equal(ours.weight_u.numpy(), u)
-    np.testing.assert_array_equal(ours.weight_v.numpy(), v)
+    iterates_in_training_only(ours, theirs, shape, where, lambda: (ours.weight_u, ours.weight_v))
     nn.utils.remove_spectral_norm(ours)
     torch.nn.utils.remove_spectral_norm(theirs)
-    assert list(ours.state_dict()) == list(theirs.state_dict())
-    for (k, v), tv in zip(ours.state_dict().items(), theirs.state_dict().values()):
-        np.testing.assert_allclose(v, tv.numpy(), rtol=1e-12, atol=1e-14, err_msg=k)
+    same_state(ours, theirs)
+
+
+def iterates_in_training_only(ours, theirs, shape, where, vectors):
+    """Steps as torch's (_steps): in training the power iteration moves u; in evaluation u and v
+    (`vectors()`, ours) are left as they are."""
+    u0 = vectors()[0].numpy().copy()
+    _steps(ours, theirs, shape, where)
+    assert not np.allclose(vectors()[0].numpy(), u0)          # (training moved u)
+    u, v = (t.numpy().copy() for t in vectors())
+    _steps(ours, theirs, shape, where, steps=1, train=False)
+    np.testing.assert_array_equal(vectors()[0].numpy(), u)
+    np.testing.assert_array_equal(vectors()[1].numpy(), v)
 
 
 @pytest.mark.parametrize("device", DEVICES)
