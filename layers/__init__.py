@@ -65,11 +65,11 @@ class cuda:  # noqa: N801  (torch.cuda's spelling)
     # the device generators' states and seeds (layers.random), torch.cuda's spellings
     @staticmethod
     def get_rng_state(device="cuda"):
-        return _random.get_device_rng_state(_current_or(device))
+        return _random.get_device_rng_state(_random.cuda_index(device, "cuda"))
 
     @staticmethod
     def set_rng_state(new_state, device="cuda"):
-        _random.set_device_rng_state(new_state, _current_or(device))
+        _random.set_device_rng_state(new_state, _random.cuda_index(device, "cuda"))
 
     @staticmethod
     def get_rng_state_all():
@@ -84,7 +84,7 @@ class cuda:  # noqa: N801  (torch.cuda's spelling)
     def manual_seed(seed):
         """(No CuPy or no device: nothing to seed, as torch's is silently ignored then.)"""
         try:
-            device = _current_or("cuda")
+            device = _random.cuda_index("cuda", "cuda")
         except (ImportError, RuntimeError):     # (CuPy's CUDARuntimeError is a RuntimeError)
             return
         _random.seed_devices(seed, device)
@@ -92,17 +92,6 @@ class cuda:  # noqa: N801  (torch.cuda's spelling)
     @staticmethod
     def manual_seed_all(seed):
         _random.seed_devices(seed)
-
-
-def _current_or(device):
-    """A device argument of torch.cuda's: 'cuda' (or None) the current device, else its index."""
-    from .backend import cupy, parse_device
-    if device is None or device == "cuda":
-        return _builtins.int(cupy().cuda.runtime.getDevice())
-    d = parse_device(device)
-    if d == "cpu":
-        raise ValueError(f"cuda: expected a CUDA device, got {device!r}")
-    return d
 
 
 def is_floating_point(t):

@@ -166,14 +166,21 @@ def jacobian(func, inputs, create_graph=False, strict=False, vectorize=False,
             for j, g in enumerate(_grads((flat,), inputs, (one,), create_graph, strict,
                                          "jacobian")):
                 per_input[j].append(g)
-        rows.append(tuple(
-            F.reshape(F.stack(gs, 0), tuple(out.shape) + tuple(x.shape)) if gs else
-            Tensor(xp_of(x.data).zeros(tuple(out.shape) + tuple(x.shape), x.dtype))
-            for gs, x in zip(per_input, inputs)))
+        rows.append(tuple(_block(gs, 0, out, x) for gs, x in zip(per_input, inputs)))
     rows = [_finished(r, create_graph) for r in rows]
     if out_tuple:
         return tuple(_as_given(r, in_tuple) for r in rows)
     return _as_given(rows[0], in_tuple)
+
+
+def _block(pieces, axis, out, x):
+    """The Jacobian block of output `out` in input `x` (shape out.shape + x.shape): its rows
+    (axis 0: reverse mode) or columns (axis -1: forward mode) stacked, or zeros for none."""
+    from . import functional as F
+    shape = tuple(out.shape) + tuple(x.shape)
+    if not pieces:
+        return Tensor(xp_of(x.data).zeros(shape, x.dtype))
+    return F.reshape(F.stack(pieces, axis), shape)
 
 
 def _forward_jacobian(func, inputs, create_graph, strict, vectorize):
@@ -209,10 +216,7 @@ def _forward_jacobian(func, inputs, create_graph, strict, vectorize):
                 columns[i][j].append(Jv[i])
     rows = []
     for i, out in enumerate(outputs):
-        rows.append(tuple(
-            F.reshape(F.stack(cs, -1), tuple(out.shape) + tuple(x.shape)) if cs else
-            Tensor(xp_of(x.data).zeros(tuple(out.shape) + tuple(x.shape), x.dtype))
-            for cs, x in zip(columns[i], inputs)))
+        rows.append(tuple(_block(cs, -1, out, x) for cs, x in zip(columns[i], inputs)))
     # (torch's forward mode gives lists where the inputs are a tuple: its nesting, its types)
     rows = [list(r) if in_tuple else r[0] for r in (_finished(r, False) for r in rows)]
     if out_tuple:

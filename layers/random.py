@@ -199,7 +199,7 @@ def fork_rng(devices=None, enabled=True):
     if not enabled:
         yield
         return
-    devices = list(_devices) if devices is None else [_device_index(d) for d in devices]
+    devices = list(_devices) if devices is None else [cuda_index(d, "fork_rng") for d in devices]
     host, device_seed = get_rng_state(), _device_seed
     saved = [(d, get_device_rng_state(d)) for d in devices]
     try:
@@ -211,11 +211,16 @@ def fork_rng(devices=None, enabled=True):
             set_device_rng_state(state, d)
 
 
-def _device_index(device):
+def cuda_index(device, who):
+    """A device argument of torch.cuda's: 'cuda' (or None) the current device, else its index;
+    the CPU refused."""
     from .backend import parse_device
+    if device is None or device == "cuda":
+        return int(cupy().cuda.runtime.getDevice())
     d = parse_device(device)
     if d == "cpu":
-        raise ValueError("fork_rng: devices are CUDA devices; the host generator is always kept")
+        raise ValueError(f"{who}: expected a CUDA device, got {device!r} (the host generator "
+                         f"is another)")
     return d
 
 
