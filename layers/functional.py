@@ -258,6 +258,7 @@ def cast(x, dtype):
 
 
 def matmul(a, b):
+    a, b = _operands(a, b)        # (a NumPy matrix meeting a tensor: its dtype, its device)
     if a.shape[-1] != (b.shape[0] if b.ndim == 1 else b.shape[-2]):
         raise ValueError(f"matmul: shapes {a.shape} and {b.shape} do not line up "
                          f"({a.shape[-1]} != {b.shape[0] if b.ndim == 1 else b.shape[-2]})")

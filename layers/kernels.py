@@ -112,6 +112,44 @@ def erf(x):
                      preamble=f"typedef {a} A;")(x, _like(x))
 
 
+_FLOOR_DIVMOD = """
+A x = (A)a, w = (A)b, mod, fl;
+if (w == 0) {
+    mod = fmod(x, w);
+    fl = x / w;
+} else {
+    mod = fmod(x, w);
+    A div = (x - mod) / w;
+    if (mod != 0) {
+        if ((w < 0) != (mod < 0)) { mod += w; div -= 1; }
+    } else {
+        mod = copysign((A)0, w);
+    }
+    if (div != 0) {
+        fl = floor(div);
+        if (div - fl > (A)0.5) fl += 1;
+    } else {
+        fl = copysign((A)0, x / w);
+    }
+}
+out = (T)%s;
+"""
+
+
+def floor_divmod(a, b, part):
+    """Floor division (part "quotient") or the remainder with the divisor's sign (part
+    "remainder") of floating data, as Python, NumPy and torch compute them: from fmod(a, b), so
+    that 1.0 // 0.1 is 9.0 and 1.0 % 0.1 is 0.09999999999999995 (a / b rounds to 10.0, and
+    CuPy's floor_divide floors that: 10.0). Float math for half data, rounded once; a zero
+    divisor gives a / b and NaN, as NumPy's. a or b may be a Python number."""
+    x = a if is_gpu(a) else b
+    t = "double" if x.dtype == np.float64 else "float"
+    kernel = elementwise(f"cudnnlite_floor_{part}_{t}", "T a, T b", "T out",
+                         _FLOOR_DIVMOD % ("fl" if part == "quotient" else "mod"),
+                         preamble=f"typedef {t} A;")
+    return kernel(*(v if is_gpu(v) else cupy().asarray(v, x.dtype) for v in (a, b)))
+
+
 def _scalar_type(x):
     """The dtype name of a kernel's scalar for x's data: float32 for half data, else x's."""
     return "float32" if x.dtype.itemsize == 2 else dtype_name(x.dtype)

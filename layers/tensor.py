@@ -1195,7 +1195,7 @@ def tensor(data, dtype=None, device=None, requires_grad=False):
     source = data.data if isinstance(data, Tensor) else from_foreign(data)
     t = as_tensor(source, dtype, device)
     if (isinstance(source, np.ndarray) or is_gpu(source)) and \
-            xp_of(t.data).may_share_memory(t.data, source):
+            xp_of(t.data) is xp_of(source) and xp_of(t.data).may_share_memory(t.data, source):
         t = Tensor(t.data.copy(order="K"))       # (its layout kept: channels-last stays so)
     t.requires_grad = requires_grad
     return t

@@ -129,7 +129,9 @@ def test_the_products_use_tf32_exactly_when_the_convolutions_may(calls):
     from cudnnlite import conv
     x = L.tensor(to_channels_last(np.ones((2, 1, 8, 8), np.float32)), device=0)
     w = L.tensor(to_channels_last(np.ones((16, 1, 4, 4), np.float32)), device=0)
-    F.conv2d(x, w)
+    assert conv.Settings().allow_tf32           # (the default; conftest.where turns it off)
+    with conv.using(allow_tf32=True):
+        F.conv2d(x, w)
     with conv.using(allow_tf32=False):
         F.conv2d(x, w)
     assert calls["allow_tf32=True"] == 1 and calls["allow_tf32=False"] == 1, calls

@@ -193,13 +193,25 @@ def _integer_zero_divisor(name, a, b):
         raise ZeroDivisionError(f"{name}: integer division by zero (as torch)")
 
 
+def _floating_operands(a, b):
+    return any(hasattr(v, "dtype") and is_floating(v.dtype) for v in (a, b))
+
+
+def floor_divide(xp, a, b):
+    """a // b as NumPy's and torch's: for floats, from fmod (1.0 // 0.1 is 9.0; CuPy's
+    floor_divide gives 10.0, the floor of a / b rounded)."""
+    if xp is not np and _floating_operands(a, b):
+        return kernels.floor_divmod(a, b, "quotient")
+    return xp.floor_divide(a, b)
+
+
 class Remainder(Function):
     """y = a - floor(a / b) * b, the sign of b's (Python's %, torch.remainder); ga = gy,
     gb = -gy * floor(a / b)."""
     ufunc = "remainder"
 
     def quotient(self, a, b):
-        return self.xp.floor_divide(a, b)
+        return floor_divide(self.xp, a, b)
 
     def forward(self, a, b):
         a, b = same_dtype(a, b)
@@ -207,6 +219,8 @@ class Remainder(Function):
         self.shapes = shape_of(a), shape_of(b)
         if self.needs_input_grad and self.needs_input_grad[1]:
             self.saved = a, b
+        if self.gpu and self.ufunc == "remainder" and _floating_operands(a, b):
+            return kernels.floor_divmod(a, b, "remainder")
         return getattr(self.xp, self.ufunc)(a, b)
 
     def backward(self, gy):
@@ -258,7 +272,7 @@ class FloorDivide(Function):
     def forward(self, a, b):
         a, b = same_dtype(a, b)
         _integer_zero_divisor("floor_divide", a, b)
-        return self.xp.floor_divide(a, b)
+        return floor_divide(self.xp, a, b)
 
     def backward(self, gy):
         raise NotImplementedError("FloorDivide.backward: the derivative of floor division (//) "
