@@ -18,7 +18,11 @@ run it on NumPy arrays with CuPy's calling conventions:
 
 The rest of the module (empty, empty_like, broadcast_to, ...) is NumPy returning HostArray, an
 ndarray with CuPy's `.data.ptr`, `.device.id` and `.get()`, so tables of device pointers
-(multi-tensor kernels) hold host pointers the host kernels can follow.
+(multi-tensor kernels) hold host pointers the host kernels can follow. As in CuPy, a NumPy array
+among the arguments of those routines or of a ufunc on HostArrays is a TypeError (cupy.asarray /
+array take host data), and a whole reduction gives a 0-d HostArray, not a NumPy scalar: a GPU
+path that hands NumPy data to CuPy fails here as on a GPU (L.tensor did, unseen for twelve
+sessions without a GPU, failing 1,227 GPU tests).
 
 Not a CUDA emulator: warp-level behaviour, real thread interleaving and CUDA's exact math
 library are out of reach; half-precision math here converts to float, computes and rounds, as
@@ -201,6 +205,37 @@ class HostArray(np.ndarray):
 
     def get(self):
         return np.array(self, order="C")          # CuPy's .get(): C-ordered, whatever the strides
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        """NumPy's ufunc on the host arrays, after CuPy's refusal of a NumPy array among them
+        (`cupy_array + numpy_array` is a TypeError on a GPU, so it must be one here too: the
+        host path would otherwise compute what the GPU refuses)."""
+        outs = kwargs.get("out") or ()
+        refuse_host_arrays(f"cupy.{ufunc.__name__}", inputs + tuple(outs))
+        args = [a.view(np.ndarray) if isinstance(a, HostArray) else a for a in inputs]
+        if outs:
+            kwargs["out"] = tuple(o.view(np.ndarray) if isinstance(o, HostArray) else o
+                                  for o in outs)
+        r = super().__array_ufunc__(ufunc, method, *args, **kwargs)
+        if r is NotImplemented or r is None:
+            return r
+        if outs:
+            return outs[0] if len(outs) == 1 else tuple(outs)
+        # (CuPy gives 0-d arrays where NumPy gives scalars: a whole reduction stays on the device)
+        if isinstance(r, tuple):
+            return tuple(host(v) if isinstance(v, (np.ndarray, np.generic)) else v for v in r)
+        return host(r) if isinstance(r, (np.ndarray, np.generic)) else r
+
+
+def refuse_host_arrays(name, args):
+    """CuPy's TypeError for a NumPy array where it takes device arrays (lists of arrays, as
+    concatenate's, looked into)."""
+    for a in args:
+        if isinstance(a, (list, tuple)):
+            refuse_host_arrays(name, a)
+        elif type(a) is np.ndarray:
+            raise TypeError(f"{name}: a numpy.ndarray {a.shape} {a.dtype} among device arrays "
+                            f"(CuPy refuses it: Unsupported type <class 'numpy.ndarray'>)")
 
 
 _DEVICE0 = SimpleNamespace(id=0)
@@ -418,8 +453,9 @@ class RawKernel:
                                    f"__syncthreads() that not every thread of the block reaches?")
 
 
-def _wrap(fn):
+def _wrap(fn, name):
     def made(*args, **kwargs):
+        refuse_host_arrays(f"cupy.{name}", args + tuple(kwargs.values()))
         r = fn(*args, **kwargs)
         return host(r) if isinstance(r, np.ndarray) else r
     return made
@@ -448,7 +484,10 @@ class _HostCupy:
 
     def __getattr__(self, name):
         attr = getattr(np, name)     # (ufuncs as they are: they keep HostArray, and have .at)
-        return _wrap(attr) if callable(attr) and not isinstance(attr, (type, np.ufunc)) else attr
+        if name in ("array", "asanyarray"):       # (CuPy's take host data; asarray is below)
+            return lambda *a, **k: host(attr(*a, **k))
+        return _wrap(attr, name) if callable(attr) and not isinstance(attr, (type, np.ufunc)) \
+            else attr
 
     @staticmethod
     def asnumpy(a):

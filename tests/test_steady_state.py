@@ -74,7 +74,7 @@ def test_a_repeated_conv_call_takes_the_checks_once_and_gives_the_same_result(co
     x, W = dev(X), dev(WT)
     ref = _conv_ref(X, WT, 1)
     for _ in range(3):
-        np.testing.assert_allclose(conv.forward(x, W, pad=1), ref, rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(np.asarray(conv.forward(x, W, pad=1)), ref, rtol=1e-5, atol=1e-5)
     assert counted["conv"] == 1
     gy = dev(rng.standard_normal((2, 4, 6, 6)).astype(np.float32))
     gx = [conv.backward_data(W, gy, X.shape, pad=1) for _ in range(2)]
@@ -100,7 +100,8 @@ def test_a_view_the_checks_would_copy_is_copied_after_a_hit(counted):
     wide = dev(np.zeros((2, 3, 6, 12), np.float32))
     wide[..., ::2] = X
     for view in (misaligned, wide[..., ::2], misaligned):
-        np.testing.assert_allclose(conv.forward(view, W, pad=1), ref, rtol=1e-5, atol=1e-5)
+        y = np.asarray(conv.forward(view, W, pad=1))
+        np.testing.assert_allclose(y, ref, rtol=1e-5, atol=1e-5)
     assert counted["conv"] == 4                      # each a miss: never kept (a copy was made)
     assert not counted["misaligned"]
 
@@ -190,8 +191,8 @@ def test_batch_norm_ex_calls_take_the_checks_once_and_a_changed_property_again(c
         np.testing.assert_array_equal(mean, outs[0][1])
     xs = np.asarray(x, np.float64)
     mu, var = xs.mean((0, 1, 2)), xs.var((0, 1, 2))
-    np.testing.assert_allclose(outs[0][0], (xs - mu) / np.sqrt(var + 1e-5) * np.asarray(g),
-                               rtol=1e-4, atol=1e-4)
+    want = (xs - mu) / np.sqrt(var + 1e-5) * np.asarray(g)
+    np.testing.assert_allclose(np.asarray(outs[0][0]), want, rtol=1e-4, atol=1e-4)
     y, mean, invstd, reserve = outs[0]
     gy = dev(rng.standard_normal(x.shape).astype(np.float32))
     grads = [batchnorm.backward_ex(x, gy, g, b, mean, invstd, reserve) for _ in range(2)]
@@ -255,12 +256,12 @@ def test_activation_calls_take_the_checks_once_and_a_changed_property_again(coun
     ys = [activation.forward(x, cl.ActivationMode.TANH) for _ in range(3)]
     assert counted["act"] == 1
     for y in ys:
-        np.testing.assert_allclose(y, np.tanh(np.asarray(x)), rtol=1e-6, atol=1e-6)
+        np.testing.assert_allclose(np.asarray(y), np.tanh(np.asarray(x)), rtol=1e-6, atol=1e-6)
     gy = dev(np.ones(x.shape, np.float32))
     gxs = [activation.backward(ys[0], gy, x, cl.ActivationMode.TANH) for _ in range(3)]
     assert counted["act"] == 2
     for gx in gxs:
-        np.testing.assert_allclose(gx, 1 - np.asarray(ys[0]) ** 2, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(np.asarray(gx), 1 - np.asarray(ys[0]) ** 2, rtol=1e-5, atol=1e-6)
     with pytest.raises(cl.BadParam, match="must have one dtype"):
         activation.backward(ys[0], dev(np.ones(x.shape)), x, cl.ActivationMode.TANH)
     buf = np.zeros(x.size + 1, np.float32).view(HostArray)
@@ -292,8 +293,8 @@ def test_a_problem_its_cache_dropped_is_not_kept_alive_by_the_calls_kept(counted
     gc.collect()
     assert sum(r() is not None for r in refs) <= 2
     n = counted["conv"]
-    np.testing.assert_allclose(conv.forward(xs[0], W, pad=1), _conv_ref(np.asarray(xs[0]), WT, 1),
-                               rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(np.asarray(conv.forward(xs[0], W, pad=1)),
+                               _conv_ref(np.asarray(xs[0]), WT, 1), rtol=1e-5, atol=1e-5)
     assert counted["conv"] == n + 1                  # checked again: its Plan was gone
 
 
