@@ -304,6 +304,10 @@ class Adam(Optimizer):
             if not 0.0 <= beta < 1.0:
                 raise ValueError(f"Invalid beta parameter at index {i}: {beta}")
         _check_settings(weight_decay=weight_decay)
+        if all(isinstance(b, Tensor) for b in betas):
+            raise NotImplementedError(f"{type(self).__name__}: Tensor betas are not done here")
+        if not all(isinstance(b, float) for b in betas):        # (torch's check: (0, 0.9) too)
+            raise ValueError("betas must be either both floats or both Tensors")
         if amsgrad:
             raise NotImplementedError(f"{type(self).__name__}: amsgrad is not done here")
         super().__init__(params, master_weights, lr=lr, betas=tuple(betas), eps=eps,

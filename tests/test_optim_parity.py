@@ -172,6 +172,7 @@ REFUSED_SETTINGS = [
     ("Adam", dict(lr=NAN)), ("Adam", dict(eps=NAN)), ("Adam", dict(weight_decay=NAN)),
     ("Adam", dict(betas=(NAN, 0.999))), ("Adam", dict(betas=(0.9, NAN))),
     ("Adam", dict(lr=-1.0, eps=NAN)), ("Adam", dict(betas=(0.9, 1.0))),
+    ("Adam", dict(betas=(0, 0.999))), ("AdamW", dict(betas=(0.5, np.float32(0.9)))),
     ("AdamW", dict(lr=NAN)), ("AdamW", dict(eps=NAN)), ("AdamW", dict(weight_decay=NAN)),
     ("RMSprop", dict(lr=NAN)), ("RMSprop", dict(alpha=NAN)), ("RMSprop", dict(eps=NAN)),
     ("RMSprop", dict(momentum=NAN)), ("RMSprop", dict(weight_decay=NAN)),
