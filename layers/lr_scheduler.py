@@ -362,13 +362,45 @@ class PolynomialLR(LRScheduler):
                 self.power for base in self.base_lrs]
 
 
-class OneCycleLR(LRScheduler):
+class _CyclesMomentum(LRScheduler):
+    """The momentum (SGD's, RMSprop's) or Adam's beta1 moved against the lr, between each
+    group's max_momentum and base_momentum (OneCycleLR, CyclicLR)."""
+    moved = ("lr", "momentum", "betas")
+
+    def _cycle_momentum(self, optimizer, cycle_momentum, base_momentum, max_momentum,
+                        last_epoch):
+        """torch's setup: the groups' momenta at max_momentum (a new run), each group's two
+        bounds written into it; (lows, highs) per group, or None without cycle_momentum."""
+        self.cycle_momentum = cycle_momentum
+        if not cycle_momentum:
+            return None
+        defaults = getattr(optimizer, "defaults", {})
+        if "momentum" not in defaults and "betas" not in defaults:
+            raise ValueError("optimizer must support momentum or beta1 with `cycle_momentum` "
+                             "option enabled")
+        self.use_beta1 = "betas" in defaults
+        groups = optimizer.param_groups
+        lows = _per_group("base_momentum", groups, base_momentum)
+        highs = _per_group("max_momentum", groups, max_momentum)
+        if last_epoch == -1:
+            for group, low, high in zip(groups, lows, highs, strict=True):
+                self._set_momentum(group, high)
+                group["max_momentum"], group["base_momentum"] = high, low
+        return lows, highs
+
+    def _set_momentum(self, group, value):
+        if self.use_beta1:
+            group["betas"] = (value, *group["betas"][1:])
+        else:
+            group["momentum"] = value
+
+
+class OneCycleLR(_CyclesMomentum):
     """torch's 1cycle policy: the lr from max_lr / div_factor up to max_lr over pct_start of
     total_steps, then down to initial_lr / final_div_factor (three_phase: back to the initial
     lr first), cosine or linear; with cycle_momentum the momentum (SGD's, RMSprop's) or Adam's
     beta1 the other way, between max_momentum and base_momentum. Stepped once a batch; a step
     past total_steps is refused, as torch's."""
-    moved = ("lr", "momentum", "betas")
 
     def __init__(self, optimizer, max_lr, total_steps=None, epochs=None, steps_per_epoch=None,
                  pct_start=0.3, anneal_strategy="cos", cycle_momentum=True, base_momentum=0.85,
@@ -415,26 +447,8 @@ class OneCycleLR(LRScheduler):
                 group["initial_lr"] = top / div_factor
                 group["max_lr"] = top
                 group["min_lr"] = group["initial_lr"] / final_div_factor
-        self.cycle_momentum = cycle_momentum
-        if cycle_momentum:
-            defaults = getattr(optimizer, "defaults", {})
-            if "momentum" not in defaults and "betas" not in defaults:
-                raise ValueError("OneCycleLR: optimizer must support momentum or beta1 with "
-                                 "`cycle_momentum` option enabled (as torch)")
-            self.use_beta1 = "betas" in defaults
-            highs = _per_group("max_momentum", groups, max_momentum)
-            lows = _per_group("base_momentum", groups, base_momentum)
-            if last_epoch == -1:
-                for group, low, high in zip(groups, lows, highs):
-                    self._set_momentum(group, high)
-                    group["max_momentum"], group["base_momentum"] = high, low
+        self._cycle_momentum(optimizer, cycle_momentum, base_momentum, max_momentum, last_epoch)
         super().__init__(optimizer, last_epoch)
-
-    def _set_momentum(self, group, value):
-        if self.use_beta1:
-            group["betas"] = (value, *group["betas"][1:])
-        else:
-            group["momentum"] = value
 
     def _anneal(self, start, end, pct):
         if self._anneal_func_type == "cos":
@@ -461,6 +475,86 @@ class OneCycleLR(LRScheduler):
                     break
                 start = end
         return lrs
+
+
+class CyclicLR(_CyclesMomentum):
+    """torch's cyclical learning rate (Smith, 2017): each group's lr rises from base_lr to
+    max_lr over step_size_up steps and falls back over step_size_down (default: the same), the
+    rise scaled by the mode's function -- triangular 1, triangular2 halved each cycle, exp_range
+    gamma ** step -- or by scale_fn of the cycle or the step (scale_mode); with cycle_momentum
+    the momentum (or Adam's beta1) the other way, from max_momentum down to base_momentum.
+    Stepped once a batch. A scale_fn that is a function is not saved in state_dict (a callable
+    object's attributes are), as torch's."""
+
+    def __init__(self, optimizer, base_lr, max_lr, step_size_up=2000, step_size_down=None,
+                 mode="triangular", gamma=1.0, scale_fn=None, scale_mode="cycle",
+                 cycle_momentum=True, base_momentum=0.8, max_momentum=0.9, last_epoch=-1):
+        if not hasattr(optimizer, "param_groups"):
+            raise TypeError(f"{type(optimizer).__name__} is not an Optimizer")
+        groups = optimizer.param_groups
+        base_lrs = _per_group("base_lr", groups, base_lr)
+        if last_epoch == -1:
+            for group, lr in zip(groups, base_lrs, strict=True):
+                group["lr"] = lr
+        self.max_lrs = _per_group("max_lr", groups, max_lr)
+        up = float(step_size_up)
+        down = float(step_size_down) if step_size_down is not None else up
+        self.total_size = up + down
+        self.step_ratio = up / self.total_size
+        if mode not in ("triangular", "triangular2", "exp_range") and scale_fn is None:
+            raise ValueError("mode is invalid and scale_fn is None")
+        self.mode, self.gamma = mode, gamma
+        self._scale_fn_custom, self.scale_mode = scale_fn, scale_mode
+        self._init_scale_fn()
+        bounds = self._cycle_momentum(optimizer, cycle_momentum, base_momentum, max_momentum,
+                                      last_epoch)
+        if bounds is not None:
+            self.base_momentums, self.max_momentums = bounds
+        super().__init__(optimizer, last_epoch)
+        self.base_lrs = base_lrs
+
+    def _init_scale_fn(self):
+        """A mode's own scale_mode (torch's: triangular ones by cycle, exp_range by step)."""
+        if self._scale_fn_custom is None:
+            self.scale_mode = "iterations" if self.mode == "exp_range" else "cycle"
+
+    def scale_fn(self, x):
+        if self._scale_fn_custom is not None:
+            return self._scale_fn_custom(x)
+        if self.mode == "triangular":
+            return 1.0
+        if self.mode == "triangular2":
+            return 1 / (2.0 ** (x - 1))
+        return self.gamma ** x
+
+    def get_lr(self):
+        cycle = math.floor(1 + self.last_epoch / self.total_size)
+        x = 1.0 + self.last_epoch / self.total_size - cycle
+        scale_factor = x / self.step_ratio if x <= self.step_ratio else \
+            (x - 1) / (self.step_ratio - 1)
+        scale = self.scale_fn(cycle if self.scale_mode == "cycle" else self.last_epoch)
+        lrs = [base + (top - base) * scale_factor * scale
+               for base, top in zip(self.base_lrs, self.max_lrs, strict=True)]
+        if self.cycle_momentum:
+            for group, low, high in zip(self.optimizer.param_groups, self.base_momentums,
+                                        self.max_momentums, strict=True):
+                self._set_momentum(group, high - (high - low) * scale_factor * scale)
+        return lrs
+
+    def state_dict(self):
+        state = super().state_dict()
+        fn = state.pop("_scale_fn_custom")
+        state["_scale_fn_custom"] = None if fn is None or isinstance(fn, types.FunctionType) \
+            else dict(fn.__dict__)
+        return state
+
+    def load_state_dict(self, state_dict):
+        state_dict = dict(state_dict)
+        fn = state_dict.pop("_scale_fn_custom", None)
+        super().load_state_dict(state_dict)
+        if fn is not None:
+            self._scale_fn_custom.__dict__.update(fn)
+        self._init_scale_fn()
 
 
 def _per_group(name, groups, value):
@@ -563,7 +657,8 @@ class ReduceLROnPlateau:
 
 __all__ = ["LRScheduler", "LambdaLR", "MultiplicativeLR", "StepLR", "MultiStepLR",
            "ExponentialLR", "CosineAnnealingLR", "CosineAnnealingWarmRestarts", "LinearLR",
-           "PolynomialLR", "OneCycleLR", "ReduceLROnPlateau", "SequentialLR", "ChainedScheduler"]
+           "PolynomialLR", "OneCycleLR", "CyclicLR", "ReduceLROnPlateau", "SequentialLR",
+           "ChainedScheduler"]
 
 
 class _Schedules(LRScheduler):

@@ -197,7 +197,7 @@ class Optimizer:
     # key is refused when set
     NO_EFFECT = frozenset({"capturable", "fused", "foreach", "differentiable", "initial_lr",
                            "param_names", "max_lr", "min_lr", "max_momentum",
-                           "base_momentum"})      # (the last four: OneCycleLR's)
+                           "base_momentum"})      # (the last four: OneCycleLR's, CyclicLR's)
 
     def load_state_dict(self, state_dict):
         """Restore hyper-parameters and per-parameter state (this optimizer's state_dict, or a

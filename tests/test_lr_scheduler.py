@@ -19,6 +19,14 @@ SCHEDULES = {
     "LinearLR": lambda m, o: m.LinearLR(o, start_factor=0.25, end_factor=0.9, total_iters=7),
     "OneCycleLR": lambda m, o: m.OneCycleLR(o, max_lr=[0.5, 0.05], total_steps=40),
     "ConstantLR": lambda m, o: m.ConstantLR(o, factor=0.2, total_iters=6),
+    "CyclicLR": lambda m, o: m.CyclicLR(o, base_lr=[0.01, 0.002], max_lr=[0.1, 0.05],
+                                        step_size_up=4, step_size_down=3),
+    "CyclicLR, triangular2": lambda m, o: m.CyclicLR(o, 0.01, 0.1, step_size_up=3,
+                                                     mode="triangular2"),
+    "CyclicLR, exp_range": lambda m, o: m.CyclicLR(o, 0.01, 0.1, step_size_up=2, gamma=0.9,
+                                                   mode="exp_range", cycle_momentum=False),
+    "CyclicLR, scale_fn by step": lambda m, o: m.CyclicLR(
+        o, 0.01, 0.1, step_size_up=3, scale_fn=lambda x: 0.97 ** x, scale_mode="iterations"),
     "MultiplicativeLR": lambda m, o: m.MultiplicativeLR(o, [lambda e: 0.95,
                                                             lambda e: 1 - 0.01 * e]),
     "PolynomialLR": lambda m, o: m.PolynomialLR(o, total_iters=15, power=2.0),
@@ -318,22 +326,31 @@ def test_a_resumed_run_goes_on_with_the_lr_it_stopped_at(name, order):
     np.testing.assert_allclose(resumed, straight[saved_at + 1:], rtol=1e-12)
 
 
+CYCLES = {   # (Adam: OneCycleLR in three phases, linear; CyclicLR triangular2)
+    "OneCycleLR": lambda m, o, adam: m.OneCycleLR(o, max_lr=0.5, total_steps=16,
+                                                  three_phase=adam,
+                                                  anneal_strategy="linear" if adam else "cos"),
+    "CyclicLR": lambda m, o, adam: m.CyclicLR(o, 0.05, 0.5, step_size_up=3, step_size_down=2,
+                                              mode="triangular2" if adam else "triangular",
+                                              base_momentum=0.7, max_momentum=0.95),
+}
+
+
 @pytest.mark.parametrize("order", ["scheduler made first", "optimizer loaded first"])
 @pytest.mark.parametrize("opt_name, settings", [("SGD", dict(lr=0.1, momentum=0.9)),
                                                 ("Adam", dict(lr=0.01))])
-def test_one_cycle_cycles_momentum_and_resumes_as_torchs(opt_name, settings, order):
-    """OneCycleLR's momentum (SGD's) or beta1 (Adam's) moves with the lr; a resumed run gets
-    both back (its constructor sets them) and trains on as torch's uninterrupted run."""
+@pytest.mark.parametrize("schedule", list(CYCLES))
+def test_a_cycle_moves_momentum_and_resumes_as_torchs(schedule, opt_name, settings, order):
+    """OneCycleLR's and CyclicLR's momentum (SGD's) or beta1 (Adam's) moves against the lr; a
+    resumed run gets both back (its constructor sets them) and trains on as torch's
+    uninterrupted run."""
     rng = np.random.default_rng(3)
     start = rng.standard_normal(4).astype(np.float32)
     p, tp = L.Tensor(start.copy(), requires_grad=True), torch.tensor(start, requires_grad=True)
 
     def make(api, params, opt=None):
         opt = opt or getattr(api.optim, opt_name)(params, **settings)
-        adam = opt_name == "Adam"                  # (Adam: three phases, linear)
-        return opt, api.optim.lr_scheduler.OneCycleLR(
-            opt, max_lr=0.5, total_steps=16, three_phase=adam,
-            anneal_strategy="linear" if adam else "cos")
+        return opt, CYCLES[schedule](api.optim.lr_scheduler, opt, opt_name == "Adam")
     opt, sched = make(L, [p])
     topt, tsched = make(torch, [tp])
     for step in range(16):
@@ -355,5 +372,41 @@ def test_one_cycle_cycles_momentum_and_resumes_as_torchs(opt_name, settings, ord
         assert opt.param_groups[0][key] == pytest.approx(topt.param_groups[0][key], rel=1e-12)
         assert opt.param_groups[0]["lr"] == pytest.approx(topt.param_groups[0]["lr"], rel=1e-12)
     np.testing.assert_allclose(p.numpy(), tp.detach().numpy(), rtol=1e-6, atol=1e-7)
-    with pytest.raises(ValueError, match="Tried to step 17 times"):
-        sched.step()
+    if schedule == "OneCycleLR":
+        with pytest.raises(ValueError, match="Tried to step 17 times"):
+            sched.step()
+
+
+class _Decay:
+    """A scale_fn that is an object: CyclicLR's state_dict keeps its attributes (torch's)."""
+    def __init__(self, rate):
+        self.rate = rate
+
+    def __call__(self, x):
+        return self.rate ** x
+
+
+def test_cyclic_lr_saves_a_callable_scale_fns_attributes_as_torchs():
+    runs = {}
+    for api in (L, torch):
+        p = (L.Tensor if api is L else torch.tensor)(np.zeros(2, np.float32), requires_grad=True)
+        opt = api.optim.SGD([p], lr=0.1, momentum=0.9)
+        sched = api.optim.lr_scheduler.CyclicLR(opt, 0.01, 0.1, step_size_up=2,
+                                                scale_fn=_Decay(0.8), scale_mode="iterations")
+        for _ in range(3):
+            opt.step()
+            sched.step()
+        saved = sched.state_dict()
+        assert saved["_scale_fn_custom"] == {"rate": 0.8}
+        opt = api.optim.SGD([p], lr=0.1, momentum=0.9)
+        sched = api.optim.lr_scheduler.CyclicLR(opt, 0.01, 0.1, step_size_up=2,
+                                                scale_fn=_Decay(0.5), scale_mode="iterations")
+        sched.load_state_dict(saved)
+        assert sched._scale_fn_custom.rate == 0.8
+        lrs = []
+        for _ in range(4):
+            opt.step()
+            sched.step()
+            lrs.append((opt.param_groups[0]["lr"], opt.param_groups[0]["momentum"]))
+        runs[api] = lrs
+    np.testing.assert_allclose(runs[L], runs[torch], rtol=1e-12)

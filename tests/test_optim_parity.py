@@ -223,10 +223,22 @@ def test_one_cycle_refuses_what_torchs_refuses_in_its_words(settings):
     lambda m, o: m.CosineAnnealingWarmRestarts(o, T_0=2, eta_min="0"),
     lambda m, o: m.CosineAnnealingWarmRestarts(o, T_0=2).step(-1),
     lambda m, o: m.MultiplicativeLR(o, 0.9),
+    lambda m, o: m.CyclicLR(o, 0.01, 0.1, mode="triangular3"),
+    lambda m, o: m.CyclicLR(o, [0.01, 0.02], 0.1),
+    lambda m, o: m.CyclicLR(o, 0.01, 0.1, max_momentum=[0.9, 0.95]),
+    lambda m, o: m.CyclicLR(m.__name__, 0.01, 0.1),
 ])
 def test_new_schedules_refuse_what_torchs_refuse_in_its_words(make):
     def run(api):
         return make(api.optim.lr_scheduler, api.optim.SGD([_param(api, [1.0])], lr=0.1))
+    theirs = _outcome(lambda: run(torch))
+    assert isinstance(theirs, tuple) and _outcome(lambda: run(L)) == theirs
+
+
+def test_cyclic_lr_refuses_momentum_cycling_without_momentum_as_torch():
+    def run(api):
+        opt = api.optim.Adagrad([_param(api, [1.0])], lr=0.1)
+        return api.optim.lr_scheduler.CyclicLR(opt, 0.01, 0.1)
     theirs = _outcome(lambda: run(torch))
     assert isinstance(theirs, tuple) and _outcome(lambda: run(L)) == theirs
 
