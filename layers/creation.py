@@ -134,10 +134,14 @@ _UNIFORM_BITS = {"float16": 11, "bfloat16": 8}
 
 
 def _host_rng(generator, fn, device="cpu"):
-    """The NumPy Generator host draws come from: an L.Generator's, else manual_seed's. An
-    L.Generator is a host one: a GPU tensor's draws refuse it, as torch's."""
+    """The NumPy Generator host draws come from: a host L.Generator's, else manual_seed's. A
+    GPU tensor's draws refuse a host generator, and a host draw a GPU one, as torch's."""
     if generator is None:
         return random.host_generator()
+    if isinstance(generator, random.Generator) and generator.device != "cpu":
+        generator.device_generator(parse_device(device), f"{fn}()")     # (refuses the host)
+        raise RuntimeError(f"{fn}(): a GPU L.Generator is not taken here ({fn} draws on the "
+                           f"host, then copies to the device); use a host L.Generator")
     rng = random.host_rng(generator, f"{fn}()", numpy_ok=False)
     if parse_device(device) != "cpu":
         raise RuntimeError(f"{fn}(): Expected a 'cuda' device type for generator but found "
@@ -147,11 +151,15 @@ def _host_rng(generator, fn, device="cpu"):
 
 def _draw(size, dtype, device, kind, generator=None, fn="rand"):
     """`kind` ('uniform' on [0, 1), 'normal') values of `size` as `dtype` on `device`, from
-    `generator` (an L.Generator, host only) or manual_seed's generators. The device generator
+    `generator` (an L.Generator of that device) or manual_seed's generators. The device generator
     draws float32 (24 random bits a uniform): float64 results are those float32 values. A
     uniform for a half dtype is cut to the dtype's bits before it is converted (rounded, 0.9999
     would become 1.0, outside [0, 1))."""
-    host = _host_rng(generator, fn, device)
+    on_device = isinstance(generator, random.Generator) and generator.device != "cpu"
+    if on_device:              # (a GPU L.Generator: refused unless the draw is on its device)
+        own = generator.device_generator(parse_device(device), f"{fn}()")
+    else:
+        host = _host_rng(generator, fn, device)
 
     def make(xp):
         if xp is np:
@@ -160,7 +168,7 @@ def _draw(size, dtype, device, kind, generator=None, fn="rand"):
                 return gen.standard_normal(size).astype(dtype)
             a = gen.random(size, dtype=np.float64 if dtype == np.float64 else np.float32)
         else:
-            gen = random.device_generator()
+            gen = own if on_device else random.device_generator()
             a = gen.uniform(size) if kind == "uniform" else gen.normal(size)
         bits = _UNIFORM_BITS.get(dtype.name) if kind == "uniform" else None
         if bits is not None:

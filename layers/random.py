@@ -123,25 +123,35 @@ def _set_host_state(rng, fn, new_state):
 
 
 class Generator:
-    """torch.Generator on the host: a stream of its own for what takes generator= (DataLoader
-    and the samplers' shuffles, random_split, randperm, rand, randn, randint, ...) -- so one
-    part of a program draws the same numbers whatever else draws. As torch's: made with its
-    default seed, manual_seed(s) returns it, get_state / set_state give and take
-    get_rng_state's uint8 Tensor. Device generator objects are not done here (the device
-    generators are L.cuda's)."""
-    DEFAULT_SEED = 67280421310721          # (torch.Generator().initial_seed())
+    """torch.Generator: a stream of its own for what takes generator=. As torch's: made with its
+    default seed, manual_seed(s) returns it, get_state / set_state give and take a uint8 Tensor.
+
+    On the host (device "cpu", the default): DataLoader and the samplers' shuffles,
+    random_split, randperm, rand, randn, randint, multinomial, the drawing initialisers. On a GPU
+    (device 0, "cuda", "cuda:1", ...): rand and randn on that device, from a counter-based
+    generator of its own, the same kind as the device's default one -- Generator(d) seeded s
+    draws what the device's default generator draws after L.cuda.manual_seed(s); its state is
+    that generator's 16 bytes (L.cuda.get_rng_state's). The draws made on the host (randint,
+    randperm, multinomial, the initialisers, the samplers) refuse a GPU generator."""
+    DEFAULT_SEED = 67280421310721          # (torch.Generator().initial_seed(), a GPU's too)
 
     def __init__(self, device="cpu"):
         from .backend import parse_device
-        if parse_device(device) != "cpu":
-            raise NotImplementedError(f"Generator(device={device!r}): only host generators are "
-                                      f"done here; a GPU's is seeded with L.cuda.manual_seed")
-        self.device = "cpu"
+        self.device = "cpu" if parse_device(device) == "cpu" else cuda_index(device, "Generator")
+        self._device_gen = None
         self.manual_seed(self.DEFAULT_SEED)
 
     def manual_seed(self, seed):
         self._seed = _seed_value(seed)
-        self.rng = np.random.default_rng(self._seed)       # (the NumPy Generator it draws from)
+        if self.device == "cpu":
+            self.rng = np.random.default_rng(self._seed)       # (the NumPy Generator it draws from)
+            return self
+        state = [_device_start(self._seed, self.device), 0]
+        with cupy().cuda.Device(self.device):
+            if self._device_gen is None:
+                self._device_gen = DeviceGenerator(state[0])
+            else:
+                self._device_gen.set_state(state)
         return self
 
     def initial_seed(self):
@@ -153,14 +163,39 @@ class Generator:
         return s
 
     def get_state(self):
-        return _host_state(self.rng, self._seed)
+        if self.device == "cpu":
+            return _host_state(self.rng, self._seed)
+        from .tensor import Tensor
+        with cupy().cuda.Device(self.device):
+            state = self._device_gen.get_state()
+        return Tensor(np.asarray(state, "<u8").view(np.uint8).copy())
 
     def set_state(self, new_state):
-        self._seed = _set_host_state(self.rng, "Generator.set_state", new_state)
+        if self.device == "cpu":
+            self._seed = _set_host_state(self.rng, "Generator.set_state", new_state)
+            return self
+        raw = np.frombuffer(_state_bytes("Generator.set_state", new_state, DEVICE_STATE_BYTES),
+                            "<u8")
+        with cupy().cuda.Device(self.device):
+            self._device_gen.set_state(raw)
+        self._seed = (int(raw[0]) - 1 - self.device) % 2 ** 64
         return self
 
+    def device_generator(self, device, who):
+        """The DeviceGenerator a draw on `device` takes from this generator (one of the same
+        device), else torch's refusal."""
+        if device == "cpu" or self.device == "cpu" or device != self.device:
+            where = lambda d: "cpu" if d == "cpu" else "cuda"          # noqa: E731
+            raise RuntimeError(
+                f"{who}: Expected a '{where(device)}' device type for generator but found "
+                f"'{where(self.device)}'" + ("" if where(device) != where(self.device) else
+                                             f" (generator on device {self.device}, the draw "
+                                             f"on device {device})"))
+        return self._device_gen
+
     def __repr__(self):
-        return f"<layers.Generator on {self.device}, initial seed {self._seed}>"
+        where = "cpu" if self.device == "cpu" else f"cuda:{self.device}"
+        return f"<layers.Generator on {where}, initial seed {self._seed}>"
 
 
 def get_device_rng_state(device):
@@ -234,6 +269,9 @@ def host_rng(generator, who, numpy_ok=True):
     if generator is None:
         return _host
     if isinstance(generator, Generator):
+        if generator.device != "cpu":
+            raise RuntimeError(f"{who}: Expected a 'cpu' device type for generator but found "
+                               f"'cuda' (this draw is made on the host)")
         return generator.rng
     if numpy_ok and isinstance(generator, np.random.Generator):
         return generator

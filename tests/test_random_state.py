@@ -138,12 +138,44 @@ def test_a_generator_object_is_a_stream_of_its_own_as_torchs():
     assert same(with_g(), first)
     s = g.seed()
     assert g.initial_seed() == s and not same(with_g(), first)
-    with pytest.raises(NotImplementedError, match="only host generators"):
-        L.Generator("cuda")
     with pytest.raises(TypeError, match="generator= takes an L.Generator"):
         L.rand(2, generator=np.random.default_rng(0))
     with pytest.raises(RuntimeError, match="Generator.set_state: expected the uint8 Tensor"):
         g.set_state(L.zeros(3))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_gpu_generator_is_a_stream_of_its_own_on_its_device(where):
+    """L.Generator(device): torch's default seed; seeded s, it draws what the device's own
+    generator draws after L.cuda.manual_seed(s), and leaves that generator where it was; a state
+    put back draws the same numbers and brings its seed back; a draw on the host refuses it in
+    torch's words (on a GPU, checked against torch's own), one made on the host and copied to
+    the device names itself."""
+    g = L.Generator(where)
+    assert g.initial_seed() == torch.Generator().initial_seed() and g.device == where
+    assert g.manual_seed(5) is g and repr(g) == "<layers.Generator on cuda:0, initial seed 5>"
+    L.cuda.manual_seed(5)
+    ours = [L.randn(4, generator=g, device=where), L.rand(3, generator=g, device=where)]
+    default = [L.randn(4, device=where), L.rand(3, device=where)]
+    assert same([t.numpy() for t in ours], [t.numpy() for t in default])
+    device_state = L.cuda.get_rng_state(where).numpy()
+    state = g.get_state()
+    first = L.rand(6, generator=g, device=where).numpy()
+    assert np.array_equal(L.cuda.get_rng_state(where).numpy(), device_state)    # (unmoved)
+    assert not np.array_equal(L.rand(6, generator=g, device=where).numpy(), first)
+    g.manual_seed(77)
+    assert g.set_state(state) is g and g.initial_seed() == 5
+    np.testing.assert_array_equal(L.rand(6, generator=g, device=where).numpy(), first)
+    cpu_draw = "Expected a 'cpu' device type for generator but found 'cuda'"
+    for draw in (lambda: L.randn(2, generator=g), lambda: L.randperm(3, generator=g),
+                 lambda: L.init.normal_(L.empty(3), generator=g)):
+        with pytest.raises(RuntimeError, match=cpu_draw):
+            draw()
+    with pytest.raises(RuntimeError, match="randint draws on the host"):
+        L.randint(0, 5, (2,), generator=g, device=where)
+    if torch.cuda.is_available():
+        with pytest.raises(RuntimeError, match=cpu_draw):
+            torch.randn(2, generator=torch.Generator("cuda"))
 
 
 @pytest.mark.parametrize("device", DEVICES)
