@@ -8,8 +8,9 @@ from .backend import cupy, dense_order, dtype_name, empty_like, flat_view, is_gp
 
 
 @functools.lru_cache(maxsize=None)
-def elementwise(name, in_params, out_params, body, preamble=""):
-    return cupy().ElementwiseKernel(in_params, out_params, body, name, preamble=preamble)
+def elementwise(name, in_params, out_params, body, preamble="", options=()):
+    return cupy().ElementwiseKernel(in_params, out_params, body, name, preamble=preamble,
+                                    options=options)
 
 
 @functools.lru_cache(maxsize=None)
@@ -140,14 +141,19 @@ def floor_divmod(a, b, part):
     """Floor division (part "quotient") or the remainder with the divisor's sign (part
     "remainder") of floating data, as Python, NumPy and torch compute them: from fmod(a, b), so
     that 1.0 // 0.1 is 9.0 and 1.0 % 0.1 is 0.09999999999999995 (a / b rounds to 10.0, and
-    CuPy's floor_divide floors that: 10.0). Float math for half data, rounded once; a zero
-    divisor gives a / b and NaN, as NumPy's. a or b may be a Python number."""
+    CuPy's floor_divide floors that: 10.0). Float math for half data (a Python number taken in
+    float, not rounded to the half dtype first: float16 [1.0] // 0.1 is 9, as the NumPy path
+    and torch give), rounded once; a zero divisor gives a / b and NaN, as NumPy's. Compiled
+    without flushing subnormals to zero (a subnormal divisor is no zero divisor)."""
     x = a if is_gpu(a) else b
     t = "double" if x.dtype == np.float64 else "float"
-    kernel = elementwise(f"cudnnlite_floor_{part}_{t}", "T a, T b", "T out",
+    number = "float64" if t == "double" else "float32"          # (a Python number's type)
+    params = ", ".join(f"T {n}" if is_gpu(v) else f"{number} {n}"
+                       for n, v in (("a", a), ("b", b)))
+    kernel = elementwise(f"cudnnlite_floor_{part}_{t}", params, "T out",
                          _FLOOR_DIVMOD % ("fl" if part == "quotient" else "mod"),
-                         preamble=f"typedef {t} A;")
-    return kernel(*(v if is_gpu(v) else cupy().asarray(v, x.dtype) for v in (a, b)))
+                         preamble=f"typedef {t} A;", options=("--ftz=false",))
+    return kernel(a, b)
 
 
 def _scalar_type(x):

@@ -128,16 +128,17 @@ class Generator:
 
     On the host (device "cpu", the default): DataLoader and the samplers' shuffles,
     random_split, randperm, rand, randn, randint, multinomial, the drawing initialisers. On a GPU
-    (device 0, "cuda", "cuda:1", ...): rand and randn on that device, from a counter-based
-    generator of its own, the same kind as the device's default one -- Generator(d) seeded s
-    draws what the device's default generator draws after L.cuda.manual_seed(s); its state is
-    that generator's 16 bytes (L.cuda.get_rng_state's). The draws made on the host (randint,
-    randperm, multinomial, the initialisers, the samplers) refuse a GPU generator."""
+    (device 0, "cuda" -- device 0, as device="cuda" --, "cuda:1", ...): rand, randn and
+    multinomial on that device, from a counter-based generator of its own, the same kind as the
+    device's default one -- Generator(d) seeded s draws what the device's default generator
+    draws after L.cuda.manual_seed(s); its state is torch's 16 bytes, the seed and the offset
+    (L.cuda.get_rng_state's form). The draws made on the host (randint, randperm, the
+    initialisers, the samplers) refuse a GPU generator."""
     DEFAULT_SEED = 67280421310721          # (torch.Generator().initial_seed(), a GPU's too)
 
     def __init__(self, device="cpu"):
         from .backend import parse_device
-        self.device = "cpu" if parse_device(device) == "cpu" else cuda_index(device, "Generator")
+        self.device = parse_device(device)        # ('cuda': device 0, as device='cuda' is)
         self._device_gen = None
         self.manual_seed(self.DEFAULT_SEED)
 
@@ -165,20 +166,14 @@ class Generator:
     def get_state(self):
         if self.device == "cpu":
             return _host_state(self.rng, self._seed)
-        from .tensor import Tensor
-        with cupy().cuda.Device(self.device):
-            state = self._device_gen.get_state()
-        return Tensor(np.asarray(state, "<u8").view(np.uint8).copy())
+        return _device_state(self._device_gen, self.device)
 
     def set_state(self, new_state):
         if self.device == "cpu":
             self._seed = _set_host_state(self.rng, "Generator.set_state", new_state)
-            return self
-        raw = np.frombuffer(_state_bytes("Generator.set_state", new_state, DEVICE_STATE_BYTES),
-                            "<u8")
-        with cupy().cuda.Device(self.device):
-            self._device_gen.set_state(raw)
-        self._seed = (int(raw[0]) - 1 - self.device) % 2 ** 64
+        else:
+            self._seed = _set_device_state(self._device_gen, self.device,
+                                           "Generator.set_state", new_state)
         return self
 
     def device_generator(self, device, who):
@@ -201,17 +196,33 @@ class Generator:
 def get_device_rng_state(device):
     """torch.cuda.get_rng_state(device): device `device`'s generator's (seed, offset) as a uint8
     Tensor on the host."""
-    from .tensor import Tensor
     with cupy().cuda.Device(device):
-        state = device_generator().get_state()
-    return Tensor(np.asarray(state, "<u8").view(np.uint8).copy())
+        return _device_state(device_generator(), device)
 
 
 def set_device_rng_state(new_state, device):
     """torch.cuda.set_rng_state(new_state, device): that generator's (seed, offset), in place."""
-    raw = _state_bytes("cuda.set_rng_state", new_state, DEVICE_STATE_BYTES)
     with cupy().cuda.Device(device):
-        device_generator().set_state(np.frombuffer(raw, "<u8"))
+        _set_device_state(device_generator(), device, "cuda.set_rng_state", new_state)
+
+
+def _device_state(gen, device):
+    """A device generator's state as torch's: the seed and the offset, two uint64 in a uint8
+    Tensor (the generator itself counts from seed + 1 + device: _device_start)."""
+    from .tensor import Tensor
+    with cupy().cuda.Device(device):
+        start, offset = (int(v) for v in gen.get_state())
+    seed = (start - 1 - device) % 2 ** 64
+    return Tensor(np.array([seed, offset], "<u8").view(np.uint8))
+
+
+def _set_device_state(gen, device, who, new_state):
+    """_device_state's inverse, in place; returns the seed."""
+    seed, offset = (int(v) for v in np.frombuffer(
+        _state_bytes(who, new_state, DEVICE_STATE_BYTES), "<u8"))
+    with cupy().cuda.Device(device):
+        gen.set_state([_device_start(seed, device), offset])
+    return seed
 
 
 def _state_bytes(fn, state, n):

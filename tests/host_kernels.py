@@ -290,8 +290,7 @@ class ElementwiseKernel:
         def resolved(p):
             return np.dtype(p.dtype if p.dtype is not None else types[p.ctype])
 
-        arrays = [a for a, p in zip(args, self.params) if not p.raw and isinstance(a, np.ndarray)
-                  and a.ndim > 0]
+        arrays = [a for a, p in zip(args, self.params) if not p.raw and isinstance(a, np.ndarray)]
         if size is None:
             if not arrays:
                 raise ValueError(f"{self.name}: no non-raw array and no size")

@@ -69,7 +69,8 @@ def test_seeds_as_torchs():
 @pytest.mark.parametrize("device", DEVICES)
 def test_a_seed_at_the_top_of_the_range_seeds_the_devices_too(where):
     L.manual_seed(-1)                     # (2**64 - 1: device 0's generator wraps to 0)
-    assert list(L.cuda.get_rng_state().numpy().view("<u8")) == [0, 0]
+    assert list(L.cuda.get_rng_state().numpy().view("<u8")) == [2 ** 64 - 1, 0]   # (the seed)
+    assert [int(v) for v in L.random.device_generator().get_state()] == [0, 0]
     a = draws(where)
     L.manual_seed(2 ** 64 - 1)
     assert same(draws(where), a)
@@ -145,7 +146,7 @@ def test_a_generator_object_is_a_stream_of_its_own_as_torchs():
 
 
 @pytest.mark.parametrize("device", DEVICES)
-def test_a_gpu_generator_is_a_stream_of_its_own_on_its_device(where):
+def test_a_gpu_generator_is_a_stream_of_its_own_on_its_device(where, device, monkeypatch):
     """L.Generator(device): torch's default seed; seeded s, it draws what the device's own
     generator draws after L.cuda.manual_seed(s), and leaves that generator where it was; a state
     put back draws the same numbers and brings its seed back; a draw on the host refuses it in
@@ -176,6 +177,12 @@ def test_a_gpu_generator_is_a_stream_of_its_own_on_its_device(where):
     if torch.cuda.is_available():
         with pytest.raises(RuntimeError, match=cpu_draw):
             torch.randn(2, generator=torch.Generator("cuda"))
+    assert L.Generator("cuda").device == 0            # (as device="cuda": device 0)
+    if device == "host":                              # (a second device: the host path's)
+        monkeypatch.setattr(L.backend.cupy().cuda.runtime, "getDevice", lambda: 1)
+        assert L.Generator("cuda").device == 0        # (whatever the current device)
+        other = L.Generator("cuda:1")
+        assert other.set_state(g.manual_seed(5).get_state()).initial_seed() == 5
 
 
 @pytest.mark.parametrize("device", DEVICES)

@@ -753,6 +753,32 @@ def test_new_factories_in_place_forms_checks_dtypes_and_module_lookups_are_torch
     assert [n for n, _ in net.named_children()] == [n for n, _ in tnet.named_children()]
 
 
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
+@pytest.mark.parametrize("device", DEVICES)
+def test_floor_division_and_remainder_on_a_device_are_the_numpy_paths(where, dtype):
+    """a // b and a % b of floats on a device equal the NumPy path's (Python's rule, from fmod:
+    1.0 // 0.1 is 9), a Python number taken in float for half data (float16 [1, 3] // 0.1 is
+    [9, 29], as torch's), 0-d operands, signed zeros, infinities, NaN, zero and subnormal
+    divisors (a GPU must not flush 1e-40 to zero)."""
+    rng = np.random.default_rng(5)
+    specials = [0.0, -0.0, 1e-40, -1e-40, 0.1, -0.1, 1.0, -3.0, 7.5, np.inf, -np.inf, np.nan]
+    a = np.array(specials + list(rng.standard_normal(20) * 10)).astype(dtype)
+    b = np.array(specials[::-1] + list(rng.standard_normal(20))).astype(dtype)
+    A, B = L.tensor(a, device=where), L.tensor(b, device=where)
+    ha, hb = L.tensor(a), L.tensor(b)
+    for ours, host in ((A // B, ha // hb), (A % B, ha % hb), (A // 0.1, ha // 0.1),
+                       (0.1 % B, 0.1 % hb), (A.sum() // 2.0, ha.sum() // 2.0),
+                       (A[3] % B[4], ha[3] % hb[4])):
+        assert ours.dtype == host.dtype and ours.shape == host.shape
+        o, h = np.asarray(ours.numpy(), np.float64), np.asarray(host.numpy(), np.float64)
+        np.testing.assert_array_equal(o, h)
+        np.testing.assert_array_equal(np.signbit(o[o == 0]), np.signbit(h[h == 0]))   # (-0.0)
+    half = L.tensor(np.array([1.0, 3.0], np.float16), device=where) // 0.1
+    np.testing.assert_array_equal(half.numpy(), [9.0, 29.0])
+    np.testing.assert_array_equal(
+        half.numpy(), (torch.tensor([1.0, 3.0], dtype=torch.float16) // 0.1).numpy())
+
+
 @pytest.mark.parametrize("device", DEVICES)
 def test_second_review_findings_are_torchs(where):
     """maximum / minimum keep the operands' dtype and value at a tie (an integer stayed no
