@@ -8,9 +8,8 @@ from .backend import cupy, dense_order, dtype_name, empty_like, flat_view, is_gp
 
 
 @functools.lru_cache(maxsize=None)
-def elementwise(name, in_params, out_params, body, preamble="", options=()):
-    return cupy().ElementwiseKernel(in_params, out_params, body, name, preamble=preamble,
-                                    options=options)
+def elementwise(name, in_params, out_params, body, preamble=""):
+    return cupy().ElementwiseKernel(in_params, out_params, body, name, preamble=preamble)
 
 
 @functools.lru_cache(maxsize=None)
@@ -143,8 +142,9 @@ def floor_divmod(a, b, part):
     that 1.0 // 0.1 is 9.0 and 1.0 % 0.1 is 0.09999999999999995 (a / b rounds to 10.0, and
     CuPy's floor_divide floors that: 10.0). Float math for half data (a Python number taken in
     float, not rounded to the half dtype first: float16 [1.0] // 0.1 is 9, as the NumPy path
-    and torch give), rounded once; a zero divisor gives a / b and NaN, as NumPy's. Compiled
-    without flushing subnormals to zero (a subnormal divisor is no zero divisor)."""
+    and torch give), rounded once; a zero divisor gives a / b and NaN, as NumPy's. (A float32
+    subnormal operand is zero here, as in every CuPy kernel: CuPy compiles with -ftz=true, after
+    the kernel's own options, so --ftz=false cannot undo it -- checked on an H100.)"""
     x = a if is_gpu(a) else b
     t = "double" if x.dtype == np.float64 else "float"
     number = "float64" if t == "double" else "float32"          # (a Python number's type)
@@ -152,7 +152,7 @@ def floor_divmod(a, b, part):
                        for n, v in (("a", a), ("b", b)))
     kernel = elementwise(f"cudnnlite_floor_{part}_{t}", params, "T out",
                          _FLOOR_DIVMOD % ("fl" if part == "quotient" else "mod"),
-                         preamble=f"typedef {t} A;", options=("--ftz=false",))
+                         preamble=f"typedef {t} A;")
     return kernel(a, b)
 
 
