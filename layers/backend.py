@@ -92,6 +92,22 @@ def is_floating(dtype):
     return dtype.kind == "f" or dtype == bfloat16
 
 
+def fit_integers(fn, values, dtype):
+    """Integer values (a Python int or an integer array) as integer `dtype`, torch's way: a value
+    outside the dtype's range is refused ('value cannot be converted to type int8 without
+    overflow'), except that an unsigned dtype takes negatives down to -max, wrapped as two's
+    complement (-1 is 255 in uint8), as torch's."""
+    dtype = np.dtype(dtype)
+    info = np.iinfo(dtype)
+    low = -int(info.max) if dtype.kind == "u" else int(info.min)
+    v = np.asarray(values)
+    if v.size and (int(v.min()) < low or int(v.max()) > int(info.max)):
+        bad = next(int(x) for x in v.ravel() if not low <= int(x) <= int(info.max))
+        raise RuntimeError(f"{fn}: value {bad} cannot be converted to type {dtype} without "
+                           f"overflow (as torch)")
+    return v.astype(np.int64).astype(dtype) if v.dtype.kind != "u" else v.astype(dtype)
+
+
 def promote_types(a, b):
     """The dtype two tensors of these dtypes combine in, as torch.promote_types: a floating
     dtype with a bool or integer one is the floating one (int64 with float32: float32, where

@@ -18,8 +18,8 @@ from operator import index as _index
 import numpy as np
 
 from . import random
-from .backend import (cupy, default_float, is_floating, np_dtype, number_dtype, parse_device,
-                      xp_of)
+from .backend import (cupy, default_float, fit_integers, is_floating, np_dtype, number_dtype,
+                      parse_device, xp_of)
 from .backend import empty_like as backend_empty_like
 from .tensor import Tensor
 
@@ -93,21 +93,26 @@ def full(*args, fill_value=None, dtype=None, device=None, requires_grad=False):
             raise TypeError(f"full(): size must be a tuple of ints, got {args[0]!r} (as torch)")
     size = _size("full", args)
     dt = _dtype("full", dtype, number_dtype(fill_value))
-    _fits("full", fill_value, dt)
+    fill_value = _fits("full", fill_value, dt)
     return _made(_on(device, lambda xp: xp.full(size, fill_value, dtype=dt)), requires_grad)
 
 
 def _fits(fn, value, dt):
-    """A finite fill value that the floating dtype rounds to infinity is refused, as torch's
-    ('value cannot be converted ... without overflow'; NumPy would fill inf)."""
+    """The fill value as torch takes it, else torch's refusal ('value cannot be converted ...
+    without overflow'): a finite value that a floating dtype rounds to infinity is refused
+    (NumPy would fill inf), an integer outside an integer dtype's range too, but a negative one
+    down to -max wraps in an unsigned dtype (-1 is 255 in uint8: fit_integers)."""
+    if dt.kind in "iu" and isinstance(value, (int, np.integer)):
+        return int(fit_integers(f"{fn}()", value, dt))
     if not (is_floating(dt) and isinstance(value, (int, float, np.integer, np.floating)) and
             math.isfinite(value)):
-        return
+        return value
     with np.errstate(over="ignore"):
         rounded = float(np.asarray(value).astype(dt))
     if not math.isfinite(rounded):
         raise RuntimeError(f"{fn}(): value {value} cannot be converted to type {dt} without "
                            f"overflow (as torch)")
+    return value
 
 
 def zeros(*size, dtype=None, device=None, requires_grad=False):
@@ -316,7 +321,7 @@ def empty_like(t, dtype=None, device=None, requires_grad=False):
 
 def full_like(t, fill_value, dtype=None, device=None, requires_grad=False):
     _, dt, device, empty = _like("full_like", t, dtype, device)
-    _fits("full_like", fill_value, dt)
+    fill_value = _fits("full_like", fill_value, dt)
 
     def make(xp):
         a = empty(xp)

@@ -16,7 +16,7 @@ from .ops import loss as _loss
 from .ops import norm as _norm
 from .ops import reduce as _red
 from .ops import shape as _sh
-from .backend import (accumulation_dtype, cupy, default_float, device_of, dim_index,
+from .backend import (accumulation_dtype, cupy, default_float, device_of, dim_index, fit_integers,
                       is_channels_last, is_floating, is_gpu, is_half, number_dtype, out_of_range,
                       np_dtype, parse_device, promote_types, same_dtype, to_device, xp_of)
 from .changes import mark_changed
@@ -2508,6 +2508,8 @@ def _fill_(x, value, name="fill_()"):
         if value.ndim:
             raise RuntimeError(f"{name}: takes a number or a 0-d tensor, got shape {value.shape}")
         value = _on_device_of(x, value, name, "the value is")
+    elif x.dtype.kind in "iu" and isinstance(value, (int, np.integer)):
+        value = int(fit_integers(name, value, x.dtype))      # (-1 in uint8 is 255, as torch's)
     x.data[...] = value
     mark_changed(x, name)
     return x

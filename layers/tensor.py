@@ -14,8 +14,8 @@ import weakref
 import numpy as np
 
 from .backend import (addable, bfloat16, concatenate, default_complex, default_float,
-                      device_of, dtype_or_none, from_foreign, is_floating, is_gpu, is_half,
-                      np_dtype, parse_device, to_device, xp_of, xp_of_gpu)
+                      device_of, dtype_or_none, fit_integers, from_foreign, is_floating, is_gpu,
+                      is_half, np_dtype, parse_device, to_device, xp_of, xp_of_gpu)
 from . import changes as _record
 from .trace import active as _trace
 
@@ -1061,10 +1061,14 @@ def _from_python(data, dtype):
     except OverflowError:
         big = next((v for v in _leaves(data) if type(v) is int and not
                     -2 ** 63 <= v < 2 ** 63), None)
-        if big is None or np.dtype(target).kind not in "iu":
+        if np.dtype(target).kind not in "iu":
             raise
-        raise ValueError(f"tensor(): Overflow when unpacking long long: the Python int {big} "
-                         f"does not fit in int64 (as torch)") from None
+        if big is not None:
+            raise ValueError(f"tensor(): Overflow when unpacking long long: the Python int {big} "
+                             f"does not fit in int64 (as torch)") from None
+        # (ints outside the integer dtype: torch's refusal, or a negative wrapped in an unsigned
+        # dtype, -1 as 255 in uint8)
+        return fit_integers("tensor()", np.asarray(data, dtype=np.int64), target)
 
 
 _PYTHON_NUMBER = {bool: lambda: np.dtype(bool), int: lambda: np.dtype(np.int64),

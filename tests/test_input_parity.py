@@ -217,7 +217,12 @@ def test_kaiming_mode_is_read_as_torch(fn):
     (lambda m: m.randint(5, 3), "'size'"),
     (lambda m: m.full((2,), 1e40), "1e+40"),
     (lambda m: m.full((2,), 7e4, dtype=m.float16), "70000.0"),
-    (lambda m: m.full_like(m.zeros(1), -1e40), "-1e+40")])
+    (lambda m: m.full_like(m.zeros(1), -1e40), "-1e+40"),
+    (lambda m: m.full((2,), -256, dtype=m.uint8), "-256"),
+    (lambda m: m.full((2,), 128, dtype=m.int8), "128"),
+    (lambda m: m.tensor([1, 300], dtype=m.uint8), "300"),
+    (lambda m: m.zeros(2, dtype=m.uint8).fill_(256), "256"),
+    (lambda m: m.full_like(m.zeros(2, dtype=m.int16), -40000), "-40000")])
 def test_creation_refuses_what_torch_refuses(call, names):
     _raises_as_torch(lambda: call(L), lambda: call(torch), names)
 
@@ -230,3 +235,13 @@ def test_creation_takes_what_torch_takes_at_those_edges():
         assert ours.shape == tuple(theirs.shape)
         np.testing.assert_array_equal(np.asarray(ours.numpy(), np.float64),
                                       theirs.double().numpy())
+
+
+@pytest.mark.parametrize("call", [
+    lambda m: m.full((2,), -255, dtype=m.uint8), lambda m: m.tensor([-1, 2], dtype=m.uint8),
+    lambda m: m.zeros(2, dtype=m.uint8).fill_(-3), lambda m: m.full_like(m.zeros(2, dtype=m.uint8), -1),
+    lambda m: m.full((2,), -128, dtype=m.int8), lambda m: m.full((1,), True, dtype=m.uint8)])
+def test_a_negative_integer_fill_wraps_in_an_unsigned_dtype_as_torch(call):
+    """torch takes negatives down to -max in an unsigned dtype, as two's complement (-1 is 255
+    in uint8), and refuses what lies further out (above)."""
+    _same(call(L), call(torch))
