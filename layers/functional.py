@@ -49,7 +49,7 @@ def _check_float(name, *tensors):
 
 # ---- arithmetic -------------------------------------------------------------------------------
 
-def _operand(a, like=None):
+def _operand(a, like=None, ints=None):
     """Tensors pass through; Python numbers stay constants; NumPy scalars become Python numbers
     and other arrays constant Tensors. A floating constant takes the floating dtype of the Tensor
     it meets (`like`), as torch's scalars do: a float64 constant must not turn a float32 graph --
@@ -57,6 +57,11 @@ def _operand(a, like=None):
     meeting a GPU tensor is copied there once; two Tensors on different devices stay an error)."""
     if isinstance(a, np.generic) or (isinstance(a, np.ndarray) and a.ndim == 0):
         return a.item()        # (np.float64 is a float too, but NumPy lets it promote)
+    if type(a) is int and ints is not None and like is not None and like.dtype.kind in "iu":
+        # (torch's two rules for a Python int meeting an integer tensor: arithmetic and
+        # comparisons cast it, wrapping; a value stored -- clamp, x[i] = v -- is checked)
+        return _wrapped(a, like.dtype) if ints == "cast" else int(fit_integers(ints, a,
+                                                                               like.dtype))
     if isinstance(a, (Tensor, int, float)):
         return a
     a = Tensor(a)
@@ -70,18 +75,29 @@ def _operand(a, like=None):
     return a if data is a.data else Tensor(data)
 
 
-def _operands(a, b):
-    return (_operand(a, b if isinstance(b, Tensor) else None),
-            _operand(b, a if isinstance(a, Tensor) else None))
+def _wrapped(n, dtype):
+    """A Python int meeting an integer tensor, as torch casts it to the tensor's dtype: modulo
+    2**bits, so uint8 + 300 adds 44 and uint8 > -1 compares with 255 (NumPy 2 raises
+    OverflowError)."""
+    bits = 8 * dtype.itemsize
+    if dtype.kind == "u":
+        return n if 0 <= n >> bits == 0 else n % (1 << bits)
+    half = 1 << (bits - 1)
+    return n if -half <= n < half else (n + half) % (1 << bits) - half
 
 
-def add(a, b): return _ew.Add.apply(*_operands(a, b))
-def sub(a, b): return _ew.Sub.apply(*_operands(_no_bool(a, "sub"), _no_bool(b, "sub")))
-def mul(a, b): return _ew.Mul.apply(*_operands(a, b))
-def div(a, b): return _ew.Div.apply(*_operands(a, b))
-def remainder(a, b): return _ew.Remainder.apply(*_operands(a, b))
-def floor_divide(a, b): return _ew.FloorDivide.apply(*_operands(a, b))
-def fmod(a, b): return _ew.Fmod.apply(*_operands(a, b))
+def _operands(a, b, ints=None):
+    return (_operand(a, b if isinstance(b, Tensor) else None, ints),
+            _operand(b, a if isinstance(a, Tensor) else None, ints))
+
+
+def add(a, b): return _ew.Add.apply(*_operands(a, b, "cast"))
+def sub(a, b): return _ew.Sub.apply(*_operands(_no_bool(a, "sub"), _no_bool(b, "sub"), "cast"))
+def mul(a, b): return _ew.Mul.apply(*_operands(a, b, "cast"))
+def div(a, b): return _ew.Div.apply(*_operands(a, b))      # (in floats: 300 stays 300)
+def remainder(a, b): return _ew.Remainder.apply(*_operands(a, b, "cast"))
+def floor_divide(a, b): return _ew.FloorDivide.apply(*_operands(a, b, "cast"))
+def fmod(a, b): return _ew.Fmod.apply(*_operands(a, b, "cast"))
 def atan2(a, b):
     """torch.atan2: integer operands in the default dtype, as torch's."""
     return _ew.Atan2.apply(*_operands(*(_floating(t) if isinstance(t, Tensor) else t
@@ -300,7 +316,7 @@ def clamp(x, min=None, max=None):
     gradient where it is the value taken (x's where min <= x <= max, ties going to x, as
     torch's)."""
     # (NumPy scalar bounds as Python numbers: np.float64 would make a float32 graph float64)
-    min, max = (b if b is None else _operand(b, x) for b in (min, max))
+    min, max = (b if b is None else _operand(b, x, "clamp()") for b in (min, max))
     if isinstance(min, Tensor) or isinstance(max, Tensor):
         for name, bound, beyond in (("min", min, operator.lt), ("max", max, operator.gt)):
             if isinstance(bound, Tensor):
@@ -330,7 +346,7 @@ def where(cond, a, b):
     except ValueError:
         raise ValueError(f"where: condition {c.shape}, a {getattr(a, 'shape', ())} and b "
                          f"{getattr(b, 'shape', ())} do not broadcast together") from None
-    return _ew.Where.apply(*_operands(a, b), cond=c)
+    return _ew.Where.apply(*_operands(a, b, "where()"), cond=c)
 
 
 def maximum(a, b):
@@ -375,6 +391,8 @@ def masked_fill(x, mask, value):
     value into integer data truncates, as torch casts it); no gradient flows there."""
     if isinstance(value, (int, float, np.number)) and not is_floating(x.dtype):
         value = bool(value) if x.dtype == np.bool_ else int(value)
+        if x.dtype.kind in "iu":        # (-1 into uint8 is 255, 300 refused, as torch's)
+            value = int(fit_integers("masked_fill()", value, x.dtype))
     return where(mask, value, x)
 
 
@@ -2401,10 +2419,10 @@ def _in_place_check(x, name, *others):
                            f"do it under no_grad()")
 
 
-def _in_place_operand(x, other, name):
+def _in_place_operand(x, other, name, ints=None):
     if isinstance(other, Tensor):
         return _on_device_of(x, other, name, "the operand is")
-    other = _operand(other, x)
+    other = _operand(other, x, name if ints is None else ints)
     return other.data if isinstance(other, Tensor) else other
 
 
@@ -2458,7 +2476,7 @@ def _augmented(x, other, op, name, out_of_place):
 
 
 def _arith_into(x, other, op, name, alpha=1):
-    b = _in_place_operand(x, other, name)
+    b = _in_place_operand(x, other, name, "cast")
     if alpha != 1:
         b = b * alpha
     a, b = same_dtype(x.data, b)
@@ -2656,7 +2674,7 @@ def _compare(a, b, ufunc):
                                f"{b.shape}), as torch refuses")
         other = b.data
     else:
-        other = _operand(b, a)
+        other = _operand(b, a, "cast")
         other = other.data if isinstance(other, Tensor) else other
     return Tensor(ufunc(*same_dtype(a.data, other)))     # (torch's promotion, not NumPy's)
 

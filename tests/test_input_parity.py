@@ -245,3 +245,47 @@ def test_a_negative_integer_fill_wraps_in_an_unsigned_dtype_as_torch(call):
     """torch takes negatives down to -max in an unsigned dtype, as two's complement (-1 is 255
     in uint8), and refuses what lies further out (above)."""
     _same(call(L), call(torch))
+
+
+@pytest.mark.parametrize("dtype", ["uint8", "int8", "int16", "int32", "int64"])
+def test_a_python_int_meeting_an_integer_tensor_is_cast_to_its_dtype_as_torch(dtype):
+    """torch casts the int to the tensor's dtype, wrapping: uint8 + 300 adds 44, uint8 > -1
+    compares with 255, int8 % 200 divides by -56 (NumPy 2 raises OverflowError instead)."""
+    a = np.array([100, 3, 7], dtype)
+    for n in (300, -3, -1, 356, 200, 70000, 2 ** 40 + 5, -2 ** 31 - 7):
+        for op in ("+", "-", "*", "<", ">", "==", "%", "//"):
+            if op in ("%", "//") and n % 2 ** (8 * a.itemsize) == 0:
+                continue                            # (a divisor that wraps to 0)
+            ours, theirs = eval(f"L.tensor(a) {op} n"), eval(f"torch.from_numpy(a) {op} n")
+            _same(ours, theirs)
+            _same(eval(f"n {op} L.tensor(a)") if op in "+-*" else ours,
+                  eval(f"n {op} torch.from_numpy(a)") if op in "+-*" else theirs)
+
+
+STORED = [("u.clamp(max=300)", "clamp()"), ("u.clamp(min=-1)", ""),
+          ("u.masked_fill(u > 5, 300)", "masked_fill()"), ("u.masked_fill(u > 5, -1)", ""),
+          ("M.where(u > 5, u, -1)", ""), ("M.where(u > 5, 300, u)", "where()"),
+          ("(lambda v: (v.__setitem__(0, 300), v)[1])(u.clone())", "x[...] = value"),
+          ("(lambda v: (v.__setitem__(0, -1), v)[1])(u.clone())", ""),
+          ("u.clone().__iadd__(300)", ""), ("u.clone().__imul__(-3)", ""), ("u / 300", ""),
+          ("300 / u", "")]
+
+
+@pytest.mark.parametrize("expr, name", STORED)
+def test_a_python_int_stored_into_an_integer_tensor_is_checked_as_torch(expr, name):
+    """A value stored (clamp's bounds, masked_fill, where, x[i] = v) is checked, as torch's:
+    -1 into uint8 is 255, 300 refused, naming the function; in-place arithmetic casts, as the
+    operators do; true division takes the int as it is."""
+    a = np.array([100, 3, 7], np.uint8)
+    outcomes = []
+    for M, u in ((L, L.tensor(a.copy())), (torch, torch.from_numpy(a.copy()))):
+        try:
+            outcomes.append(eval(expr))
+        except RuntimeError as e:
+            outcomes.append(str(e))
+    ours, theirs = outcomes
+    if isinstance(theirs, str):
+        assert isinstance(ours, str) and ours.startswith(f"{name}: value 300 cannot be "
+                                                         f"converted to type uint8"), ours
+    else:
+        _same(ours, theirs)
