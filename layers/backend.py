@@ -101,6 +101,10 @@ def fit_integers(fn, values, dtype):
     info = np.iinfo(dtype)
     low = -int(info.max) if dtype.kind == "u" else int(info.min)
     v = np.asarray(values)
+    if v.size and not -2 ** 63 <= int(v.min()) <= int(v.max()) < 2 ** 64:
+        big = next(int(x) for x in v.ravel() if not -2 ** 63 <= int(x) < 2 ** 64)
+        raise OverflowError(f"{fn}: the Python int {big} does not fit in int64 or uint64 "
+                            f"(as torch)")
     if v.size and (int(v.min()) < low or int(v.max()) > int(info.max)):
         bad = next(int(x) for x in v.ravel() if not low <= int(x) <= int(info.max))
         raise RuntimeError(f"{fn}: value {bad} cannot be converted to type {dtype} without "

@@ -56,7 +56,7 @@ def _operand(a, like=None, ints=None):
     and its gradients -- into float64. It also takes that Tensor's device (a NumPy constant
     meeting a GPU tensor is copied there once; two Tensors on different devices stay an error)."""
     if isinstance(a, np.generic) or (isinstance(a, np.ndarray) and a.ndim == 0):
-        return a.item()        # (np.float64 is a float too, but NumPy lets it promote)
+        a = a.item()           # (np.float64 is a float too, but NumPy lets it promote)
     if type(a) is int and ints is not None and like is not None and like.dtype.kind in "iu":
         # (torch's two rules for a Python int meeting an integer tensor: arithmetic and
         # comparisons cast it, wrapping; a value stored -- clamp, x[i] = v -- is checked)
@@ -79,6 +79,8 @@ def _wrapped(n, dtype):
     """A Python int meeting an integer tensor, as torch casts it to the tensor's dtype: modulo
     2**bits, so uint8 + 300 adds 44 and uint8 > -1 compares with 255 (NumPy 2 raises
     OverflowError)."""
+    if not -2 ** 63 <= n < 2 ** 64:
+        raise OverflowError(f"the Python int {n} does not fit in int64 or uint64 (as torch)")
     bits = 8 * dtype.itemsize
     if dtype.kind == "u":
         return n if 0 <= n >> bits == 0 else n % (1 << bits)

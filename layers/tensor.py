@@ -1061,8 +1061,8 @@ def _from_python(data, dtype):
     except OverflowError:
         big = next((v for v in _leaves(data) if type(v) is int and not
                     -2 ** 63 <= v < 2 ** 63), None)
-        if np.dtype(target).kind not in "iu":
-            raise
+        if np.dtype(target).kind not in "iu" or np.dtype(target) == np.uint64:
+            raise              # (torch wraps no negative into a uint64 tensor())
         if big is not None:
             raise ValueError(f"tensor(): Overflow when unpacking long long: the Python int {big} "
                              f"does not fit in int64 (as torch)") from None

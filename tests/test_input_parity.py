@@ -239,7 +239,8 @@ def test_creation_takes_what_torch_takes_at_those_edges():
 
 @pytest.mark.parametrize("call", [
     lambda m: m.full((2,), -255, dtype=m.uint8), lambda m: m.tensor([-1, 2], dtype=m.uint8),
-    lambda m: m.zeros(2, dtype=m.uint8).fill_(-3), lambda m: m.full_like(m.zeros(2, dtype=m.uint8), -1),
+    lambda m: m.zeros(2, dtype=m.uint8).fill_(-3),
+    lambda m: m.full_like(m.zeros(2, dtype=m.uint8), -1),
     lambda m: m.full((2,), -128, dtype=m.int8), lambda m: m.full((1,), True, dtype=m.uint8)])
 def test_a_negative_integer_fill_wraps_in_an_unsigned_dtype_as_torch(call):
     """torch takes negatives down to -max in an unsigned dtype, as two's complement (-1 is 255
@@ -289,3 +290,26 @@ def test_a_python_int_stored_into_an_integer_tensor_is_checked_as_torch(expr, na
                                                          f"converted to type uint8"), ours
     else:
         _same(ours, theirs)
+
+
+@pytest.mark.parametrize("expr", [
+    "M.tensor([1, 2]) == 2 ** 64 + 1", "M.tensor([1, 2]) + 2 ** 64", "U + 2 ** 64",
+    "U + (-2 ** 63 - 1)", "M.full((2,), 2 ** 64, dtype=M.int8)",
+    "M.zeros(2, dtype=M.int8).fill_(2 ** 64)", "M.tensor([-1, 5], dtype=np.uint64)"])
+def test_an_int_beyond_64_bits_is_an_overflow_error_as_torch(expr):
+    """torch takes no Python int outside [-2**63, 2**64), wrapped or not (nor a negative into a
+    uint64 tensor()): OverflowError, where a wrap would be silently wrong."""
+    u = np.array([100, 3, 7], np.uint8)
+    for M, U in ((L, L.tensor(u)), (torch, torch.from_numpy(u))):
+        if M is torch:
+            expr = expr.replace("dtype=np.uint64", "dtype=torch.uint64")
+        with pytest.raises(OverflowError):
+            eval(expr)
+
+
+@pytest.mark.parametrize("expr", [
+    "U > np.int64(-1)", "U.clamp(min=np.int64(-1))", "U + np.int64(300)", "np.int64(300) - U",
+    "(lambda v: (v.__setitem__(0, np.int64(-1)), v)[1])(U.clone())"])
+def test_a_numpy_int_meeting_an_integer_tensor_is_a_python_ints_as_torch(expr):
+    u = np.array([100, 3, 7], np.uint8)
+    _same(*(eval(expr) for M, U in ((L, L.tensor(u.copy())), (torch, torch.from_numpy(u.copy())))))
