@@ -129,10 +129,18 @@ def pow(x, exponent):
     """x ** exponent: a constant exponent (a number), or a Tensor one (then x may be a number:
     2 ** t, Tensor.__rpow__), as torch.pow."""
     if isinstance(exponent, Tensor):
+        if type(x) is int and exponent.dtype.kind in "iu":
+            x = _wrapped(x, exponent.dtype)   # (300 ** uint8 takes 44, as torch casts it)
         return _ew.PowTensor.apply(x, exponent)
     exponent = _operand(exponent)             # (a NumPy scalar as a Python number: no float64)
     if not isinstance(exponent, int):
         x = _floating(x)                      # (an integer base to a float power: float32)
+    elif x.dtype.kind in "biu":               # (torch's checks of an int power of int data)
+        if exponent < 0:
+            raise RuntimeError("Integers to negative integer powers are not allowed (as torch)")
+        if x.dtype.kind == "b":
+            x = x.astype(np.int64)            # (bool ** 2 is int64, as torch promotes it)
+        exponent = int(fit_integers("pow()", exponent, x.dtype))
     return _ew.Pow.apply(x, exponent=exponent)
 
 
@@ -1020,7 +1028,7 @@ def scatter(x, dim, index, src=None, value=None, reduce=None):
                                  if d != dim):
         raise RuntimeError(f"{name}: index {tuple(idx.shape)} must have input {tuple(x.shape)}'s "
                            f"number of axes and be no larger off dim {dim} (torch's rule)")
-    return _sh.Scatter.apply(x, src if src is not None else _operand(value),
+    return _sh.Scatter.apply(x, src if src is not None else _operand(value, x, "scatter()"),
                              index=idx.astype(np.int64, copy=False), axis=dim, reduce=reduce)
 
 
@@ -2480,7 +2488,8 @@ def _augmented(x, other, op, name, out_of_place):
 def _arith_into(x, other, op, name, alpha=1):
     b = _in_place_operand(x, other, name, "cast")
     if alpha != 1:
-        b = b * alpha
+        b = b * (_wrapped(alpha, x.dtype) if type(alpha) is int and x.dtype.kind in "iu" else
+                 alpha)                       # (alpha -1 on uint8 is 255, as torch casts it)
     a, b = same_dtype(x.data, b)
     return _store(x, op(a, b), name)
 

@@ -313,3 +313,27 @@ def test_an_int_beyond_64_bits_is_an_overflow_error_as_torch(expr):
 def test_a_numpy_int_meeting_an_integer_tensor_is_a_python_ints_as_torch(expr):
     u = np.array([100, 3, 7], np.uint8)
     _same(*(eval(expr) for M, U in ((L, L.tensor(u.copy())), (torch, torch.from_numpy(u.copy())))))
+
+
+@pytest.mark.parametrize("expr", [
+    "U.clone().sub_(1, alpha=-1)", "U.clone().add_(U, alpha=-1)", "300 ** U", "(-1) ** U",
+    "U ** 300", "U ** -1", "U ** 2", "U.scatter(0, I, value=-1)", "U.scatter(0, I, value=300)",
+    "M.tensor([2, 3]) ** -1", "M.tensor([True, False]) ** 2", "M.tensor([True]) ** -1",
+    "U.clone().add_(2, alpha=3)"])
+def test_powers_alphas_and_scattered_values_take_ints_as_torch(expr):
+    """A base meeting an integer exponent tensor is cast (300 ** uint8 takes 44), an exponent
+    of integer data checked (300 refused, a negative one refused in torch's words), add_ /
+    sub_'s alpha cast (-1 on uint8 is 255), scatter's value checked; bool ** 2 is int64."""
+    u = np.array([100, 3, 7], np.uint8)
+    outcomes = []
+    for M, U, I in ((L, L.tensor(u.copy()), L.tensor(np.array([0, 2]))),
+                    (torch, torch.from_numpy(u.copy()), torch.tensor([0, 2]))):
+        try:
+            outcomes.append(eval(expr))
+        except RuntimeError as e:
+            outcomes.append(type(e))
+    ours, theirs = outcomes
+    if theirs is RuntimeError:
+        assert ours is RuntimeError
+    else:
+        _same(ours, theirs)
