@@ -92,6 +92,18 @@ def is_floating(dtype):
     return dtype.kind == "f" or dtype == bfloat16
 
 
+# torch's two rules for Python ints meeting an integer dtype: a value stored is checked
+# (fit_integers), an operand of arithmetic or a comparison is cast, wrapping (cast_integer);
+# neither takes an int outside [-2**63, 2**64)
+
+def _beyond_64_bits(fn, values):
+    big = next((int(x) for x in np.asarray(values).ravel() if not -2 ** 63 <= int(x) < 2 ** 64),
+               None)
+    if big is not None:
+        raise OverflowError(f"{fn}: the Python int {big} does not fit in int64 or uint64 "
+                            f"(as torch)")
+
+
 def fit_integers(fn, values, dtype):
     """Integer values (a Python int or an integer array) as integer `dtype`, torch's way: a value
     outside the dtype's range is refused ('value cannot be converted to type int8 without
@@ -102,14 +114,24 @@ def fit_integers(fn, values, dtype):
     low = -int(info.max) if dtype.kind == "u" else int(info.min)
     v = np.asarray(values)
     if v.size and not -2 ** 63 <= int(v.min()) <= int(v.max()) < 2 ** 64:
-        big = next(int(x) for x in v.ravel() if not -2 ** 63 <= int(x) < 2 ** 64)
-        raise OverflowError(f"{fn}: the Python int {big} does not fit in int64 or uint64 "
-                            f"(as torch)")
+        _beyond_64_bits(fn, v)
     if v.size and (int(v.min()) < low or int(v.max()) > int(info.max)):
         bad = next(int(x) for x in v.ravel() if not low <= int(x) <= int(info.max))
         raise RuntimeError(f"{fn}: value {bad} cannot be converted to type {dtype} without "
                            f"overflow (as torch)")
     return v.astype(np.int64).astype(dtype) if v.dtype.kind != "u" else v.astype(dtype)
+
+
+def cast_integer(n, dtype):
+    """A Python int as torch casts an operand to an integer tensor's dtype: modulo 2**bits, so
+    uint8 + 300 adds 44 and uint8 > -1 compares with 255 (NumPy 2 raises OverflowError)."""
+    if not -2 ** 63 <= n < 2 ** 64:
+        _beyond_64_bits("the operand", n)
+    bits = 8 * dtype.itemsize
+    if dtype.kind == "u":
+        return n % (1 << bits)
+    half = 1 << (bits - 1)
+    return (n + half) % (1 << bits) - half
 
 
 def promote_types(a, b):

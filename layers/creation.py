@@ -143,11 +143,11 @@ def _host_rng(generator, fn, device="cpu"):
     GPU tensor's draws refuse a host generator, and a host draw a GPU one, as torch's."""
     if generator is None:
         return random.host_generator()
-    if isinstance(generator, random.Generator) and generator.device != "cpu":
-        generator.device_generator(parse_device(device), f"{fn}()")     # (refuses the host)
+    if isinstance(generator, random.Generator) and generator.device != "cpu" and \
+            parse_device(device) != "cpu":
         raise RuntimeError(f"{fn}(): a GPU L.Generator is not taken here ({fn} draws on the "
                            f"host, then copies to the device); use a host L.Generator")
-    rng = random.host_rng(generator, f"{fn}()", numpy_ok=False)
+    rng = random.host_rng(generator, f"{fn}()", numpy_ok=False)   # (a GPU one: torch's words)
     if parse_device(device) != "cpu":
         raise RuntimeError(f"{fn}(): Expected a 'cuda' device type for generator but found "
                            f"'cpu' (an L.Generator draws on the host)")

@@ -16,9 +16,10 @@ from .ops import loss as _loss
 from .ops import norm as _norm
 from .ops import reduce as _red
 from .ops import shape as _sh
-from .backend import (accumulation_dtype, cupy, default_float, device_of, dim_index, fit_integers,
-                      is_channels_last, is_floating, is_gpu, is_half, number_dtype, out_of_range,
-                      np_dtype, parse_device, promote_types, same_dtype, to_device, xp_of)
+from .backend import (accumulation_dtype, cast_integer, cupy, default_float, device_of,
+                      dim_index, fit_integers, is_channels_last, is_floating, is_gpu, is_half,
+                      number_dtype, out_of_range, np_dtype, parse_device, promote_types,
+                      same_dtype, to_device, xp_of)
 from .changes import mark_changed
 from .tensor import Tensor, is_grad_enabled, no_grad
 
@@ -60,8 +61,9 @@ def _operand(a, like=None, ints=None):
     if type(a) is int and ints is not None and like is not None and like.dtype.kind in "iu":
         # (torch's two rules for a Python int meeting an integer tensor: arithmetic and
         # comparisons cast it, wrapping; a value stored -- clamp, x[i] = v -- is checked)
-        return _wrapped(a, like.dtype) if ints == "cast" else int(fit_integers(ints, a,
-                                                                               like.dtype))
+        if ints == "cast":
+            return cast_integer(a, like.dtype)
+        return int(fit_integers(ints, a, like.dtype))
     if isinstance(a, (Tensor, int, float)):
         return a
     a = Tensor(a)
@@ -73,19 +75,6 @@ def _operand(a, like=None, ints=None):
     if device_of(data) != device_of(like.data):
         data = to_device(data, device_of(like.data))
     return a if data is a.data else Tensor(data)
-
-
-def _wrapped(n, dtype):
-    """A Python int meeting an integer tensor, as torch casts it to the tensor's dtype: modulo
-    2**bits, so uint8 + 300 adds 44 and uint8 > -1 compares with 255 (NumPy 2 raises
-    OverflowError)."""
-    if not -2 ** 63 <= n < 2 ** 64:
-        raise OverflowError(f"the Python int {n} does not fit in int64 or uint64 (as torch)")
-    bits = 8 * dtype.itemsize
-    if dtype.kind == "u":
-        return n if 0 <= n >> bits == 0 else n % (1 << bits)
-    half = 1 << (bits - 1)
-    return n if -half <= n < half else (n + half) % (1 << bits) - half
 
 
 def _operands(a, b, ints=None):
@@ -130,7 +119,7 @@ def pow(x, exponent):
     2 ** t, Tensor.__rpow__), as torch.pow."""
     if isinstance(exponent, Tensor):
         if type(x) is int and exponent.dtype.kind in "iu":
-            x = _wrapped(x, exponent.dtype)   # (300 ** uint8 takes 44, as torch casts it)
+            x = cast_integer(x, exponent.dtype)     # (300 ** uint8 takes 44, as torch's)
         return _ew.PowTensor.apply(x, exponent)
     exponent = _operand(exponent)             # (a NumPy scalar as a Python number: no float64)
     if not isinstance(exponent, int):
@@ -2488,8 +2477,7 @@ def _augmented(x, other, op, name, out_of_place):
 def _arith_into(x, other, op, name, alpha=1):
     b = _in_place_operand(x, other, name, "cast")
     if alpha != 1:
-        b = b * (_wrapped(alpha, x.dtype) if type(alpha) is int and x.dtype.kind in "iu" else
-                 alpha)                       # (alpha -1 on uint8 is 255, as torch casts it)
+        b = b * _operand(alpha, x, "cast")    # (alpha -1 on uint8 is 255, as torch casts it)
     a, b = same_dtype(x.data, b)
     return _store(x, op(a, b), name)
 
