@@ -8,7 +8,8 @@ A graph replays fixed kernels, fixed scalar arguments and fixed addresses, so:
 - its key is everything that changes them: the inputs' shapes, dtypes, device and requires_grad,
   grad mode, cudnnlite's conv settings, and for the `modules` / `optimizers` given: every
   module's train / eval flag and plain settings (numbers, strings, flags such as a dropout
-  switch), the address, dtype and shape of every parameter and buffer, every optimizer's
+  switch), the address, dtype, shape and requires_grad of every parameter and buffer (a part
+  frozen or unfrozen between calls changes which gradients the step computes), every optimizer's
   hyper-parameters (lr, betas, ...) and the addresses of its state. A call whose key is new is
   warmed up and captured anew. The most recently used graphs are kept: at most `max_graphs`,
   and while more than one is kept, at most `max_bytes` of memory in their pools (default: half
@@ -56,7 +57,7 @@ class CapturedStep:
                  conv.settings, blas.settings, tuple(sorted((host or {}).items()))]
         for m in self.modules:
             parts.append(tuple((sub.training, _settings(sub)) for sub in m.modules()))
-            parts.append(tuple(_address(t.data) for _, t in m._state_items()))
+            parts.append(tuple((_address(t.data), t.requires_grad) for _, t in m._state_items()))
         for opt in self.optimizers:
             parts.append(tuple(_frozen(g) for g in opt.param_groups))
             parts.append(tuple((id(p), tuple((k, _address(v)) for k, v in st.items()))

@@ -102,6 +102,25 @@ def test_graphs_over_the_byte_budget_are_dropped_oldest_first(monkeypatch):
     assert [dict(key[5])["shape"] for key in step._graphs] == [2, 3]
 
 
+def test_a_part_frozen_between_calls_is_captured_anew_not_replayed(monkeypatch):
+    """A parameter's requires_grad decides which gradient kernels the step runs and writes: a
+    model frozen after its step was captured must not replay the graph that still computes (and
+    an optimizer would still apply) the frozen weights' gradients."""
+    import layers as L
+    _fake_cupy(monkeypatch)
+    net, calls = L.nn.Linear(2, 2), []
+    step = _Step(lambda: calls.append(net.weight.requires_grad) or "out", modules=(net,),
+                 max_bytes=100)
+    step(), step(), step()                      # warm-up, capture, replay
+    net.weight.requires_grad_(False)
+    step(), step()
+    net.weight.requires_grad_(True)
+    step()
+    assert calls == [True, True, False, False] and len(step._graphs) == 2
+    frozen, trained = (g for g, *_ in step._graphs.values())      # (most recently used last)
+    assert (frozen.launches, trained.launches) == (1, 3)   # unfrozen again: the first replayed
+
+
 class OutOfMemoryError(Exception):
     """(named as CuPy's, which is what CapturedStep looks for)"""
 
