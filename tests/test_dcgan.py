@@ -54,10 +54,13 @@ def _pair(nz, ngf, ndf, device, dtype):
 
 
 def _equivalence(device, dtype, steps, batch=8, nz=100, ngf=32, ndf=32, out_rtol=1e-3,
-                 param_rtol=2e-3, param_atol=1e-12, grad_rtol=None, flipped=1e-2, strict=None):
+                 param_rtol=2e-3, param_atol=1e-12, grad_rtol=None, flipped=1e-2, strict=None,
+                 freeze_d=True):
     """`steps` iterations of both. After each: losses and D outputs within out_rtol. After each of
     the first `strict` steps (all by default; while the two runs' weights have not drifted apart):
-    every parameter's gradient within grad_rtol (norm-relative; where given), and every parameter's
+    every parameter's gradient within grad_rtol (norm-relative; where given: D's against torch's
+    as D stepped with them, before G's pass added errG's, where our step freezes D in G's pass --
+    freeze_d, train_step's default), and every parameter's
     update
     (after - before) equal to torch's within 1e-3 relative except on at most a `flipped` fraction
     of its elements (at least 4 where any may flip) (Adam moves a weight by about lr * sign(g), and a gradient below the dtype's
@@ -66,20 +69,27 @@ def _equivalence(device, dtype, steps, batch=8, nz=100, ngf=32, ndf=32, out_rtol
     (G, D, oG, oD), (tG, tD, toG, toD), tdev = _pair(nz, ngf, ndf, device, dtype)
     pairs = [(p, q) for ours, theirs in ((G, tG), (D, tD))
              for (_, p), q in zip(ours.named_parameters(), theirs.parameters())]
+    at_d_step, d_step = {}, toD.step
+
+    def keep_and_step(*args, **kwargs):          # torch's D gradients as D steps with them
+        at_d_step.update((q, q.grad.detach().clone()) for q in tD.parameters())
+        return d_step(*args, **kwargs)
+    toD.step = keep_and_step
     rng = np.random.default_rng(1)
     for i in range(steps):
         before = [(p.numpy().copy(), q.detach().cpu().numpy().copy()) for p, q in pairs]
         real = rng.uniform(-1, 1, (batch, 1, 64, 64)).astype(dtype)
         noise = rng.standard_normal((batch, nz, 1, 1)).astype(dtype)
         r = dcgan.train_step(G, D, oG, oD, L.tensor(real, device=device),
-                             L.tensor(noise, device=device))
+                             L.tensor(noise, device=device), freeze_d=freeze_d)
         tr = ref.train_step(tG, tD, toG, toD, torch.from_numpy(real).to(tdev),
                             torch.from_numpy(noise).to(tdev))
         for k in tr:
             assert abs(r[k] - tr[k]) <= out_rtol * abs(tr[k]), (k, r[k], tr[k])
         for (p, q), (p0, q0) in zip(pairs, before if strict is None or i < strict else []):
             if grad_rtol is not None:
-                assert rel_err(p.grad.numpy(), q.grad.cpu().numpy()) < grad_rtol
+                theirs = at_d_step.get(q, q.grad) if freeze_d else q.grad
+                assert rel_err(p.grad.numpy(), theirs.cpu().numpy()) < grad_rtol
             step, tstep = p.numpy() - p0, q.detach().cpu().numpy() - q0
             off = np.abs(step - tstep) > 1e-3 * np.abs(tstep) + 1e-12
             assert off.sum() <= max(flipped * off.size, 4 if flipped else 0), (p.shape, off.sum())
@@ -90,10 +100,14 @@ def _equivalence(device, dtype, steps, batch=8, nz=100, ngf=32, ndf=32, out_rtol
                                        err_msg=k)
 
 
-def test_two_steps_match_pytorch_on_cpu_float64():
-    """The algorithm, step for step: in float64 nothing is lost to rounding."""
+@pytest.mark.parametrize("freeze_d", [True, False])
+def test_two_steps_match_pytorch_on_cpu_float64(freeze_d):
+    """The algorithm, step for step: in float64 nothing is lost to rounding. With D frozen in
+    G's pass (train_step's default) every weight and statistic is still pytorch/examples', and
+    D's gradients are the ones D stepped with; without, D's gradients are torch's after the
+    whole iteration (errG's added)."""
     _equivalence("cpu", np.float64, steps=2, out_rtol=1e-9, param_rtol=1e-7, grad_rtol=1e-9,
-                 flipped=0)
+                 flipped=0, freeze_d=freeze_d)
 
 
 def test_two_steps_match_pytorch_on_cpu_float32():
@@ -109,6 +123,31 @@ def test_two_steps_match_pytorch_on_cpu_float32():
     there. The float64 test above is the strict one (gradients to 1e-9, no flip at all)."""
     _equivalence("cpu", np.float32, steps=1, param_atol=2 * LR)
     _equivalence("cpu", np.float32, steps=2, out_rtol=5e-3, param_atol=5 * LR, strict=1)
+
+
+def test_the_torch_references_frozen_d_step_is_pytorch_examples_step():
+    """tools.bench_dcgan's like-for-like PyTorch row (netD.requires_grad_(False) in G's pass)
+    trains the same weights as pytorch/examples' loop; only D's dropped gradients differ: they
+    stay the ones D stepped with."""
+    runs = []
+    for freeze_d in (False, True):
+        (_, _, _, _), (tG, tD, toG, toD), _ = _pair(100, 16, 16, "cpu", np.float64)
+        at_d_step, d_step = [], toD.step
+        toD.step = lambda: at_d_step.append([p.grad.clone() for p in tD.parameters()]) or d_step()
+        rng = np.random.default_rng(1)
+        for _ in range(2):
+            real = torch.from_numpy(rng.uniform(-1, 1, (4, 1, 64, 64)))
+            noise = torch.from_numpy(rng.standard_normal((4, 100, 1, 1)))
+            stats = ref.train_step_tensors(tG, tD, toG, toD, real, noise, freeze_d=freeze_d)
+        runs.append(([t.detach().clone() for m in (tG, tD) for t in m.state_dict().values()],
+                     stats, [p.requires_grad for p in tD.parameters()]))
+        unchanged = [torch.equal(p.grad, g) for p, g in zip(tD.parameters(), at_d_step[-1])]
+        assert all(unchanged) if freeze_d else not any(unchanged)
+    (w0, s0, _), (w1, s1, trainable) = runs
+    assert all(trainable)                  # D trainable again after G's pass
+    torch.testing.assert_close(s1, s0, rtol=1e-12, atol=0)
+    for a, b in zip(w0, w1):
+        torch.testing.assert_close(b, a, rtol=1e-12, atol=0)
 
 
 @pytest.mark.gpu

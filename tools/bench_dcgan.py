@@ -20,6 +20,7 @@ per step and GPU-busy time.
                                            [--vector-pointwise off|on|both]
                                            [--finite-check off|on|both]
                                            [--call-cache off|on|both]
+                                           [--freeze-d off|on|both]
 
 --precision bf16 times this engine in train.dcgan --precision bf16 (bfloat16 models, batch norm
 float32, float32 master weights) and PyTorch with its models in bfloat16 (model.to(bfloat16):
@@ -36,27 +37,28 @@ from train import cli
 
 
 def ours(device, batch, cuda_graph, precision="fp32", memory_format="contiguous",
-         check_finite=True):
+         check_finite=True, freeze_d=True):
     """train.dcgan's own step: noise drawn on the device, every layer output and gradient
     checked for non-finite values on the device (check_finite=False: not, as PyTorch's step),
-    statistics left on the device (train.dcgan reads them back every --log-every steps).
-    Returns (step, sync)."""
+    statistics left on the device (train.dcgan reads them back every --log-every steps), D's
+    parameters frozen in G's pass (freeze_d=False: pytorch/examples' loop exactly, D's weight
+    gradients computed there too and dropped). Returns (step, sync)."""
     import cupy
     from tools import workloads
     from train import dcgan
     G, D, oG, oD, real, finite = workloads.dcgan(device, batch, precision, memory_format)
     finite = finite if check_finite else None
     step = dcgan.make_device_step(G, D, oG, oD, 100, device, None, cuda_graph=cuda_graph,
-                                  finite=finite)
+                                  finite=finite, freeze_d=freeze_d)
     return (lambda: step(real)), cupy.cuda.get_current_stream().synchronize
 
 
 def pytorch(device, batch, variant, precision="fp32", memory_format="contiguous",
-            benchmark=True):
+            benchmark=True, freeze_d=False):
     """PyTorch's step: variant 'eager' (torch.optim.Adam as pytorch/examples), 'fused' (Adam's
     fused kernels) or 'captured' (fused capturable Adam, the whole step in one CUDA graph after
-    three warm-up steps on a side stream, as torch.cuda.graphs' docs show). Returns
-    (step, sync)."""
+    three warm-up steps on a side stream, as torch.cuda.graphs' docs show); freeze_d: netD
+    frozen in G's pass, as train.dcgan's step. Returns (step, sync)."""
     import torch
     from tools import dcgan_torch as ref
     torch.backends.cudnn.allow_tf32 = True          # PyTorch's default for convolutions
@@ -76,7 +78,8 @@ def pytorch(device, batch, variant, precision="fp32", memory_format="contiguous"
 
     def step():
         return ref.train_step_tensors(G, D, oG, oD, real,
-                                      torch.randn(batch, 100, 1, 1, device=dev, dtype=dtype))
+                                      torch.randn(batch, 100, 1, 1, device=dev, dtype=dtype),
+                                      freeze_d)
     if not capturable:
         return step, torch.cuda.synchronize
     side = torch.cuda.Stream()
@@ -149,6 +152,12 @@ def main():
                          "the same signature (cudnnlite.boundary.CALL_CACHE, on by default; it "
                          "saves eager host time), or every call checked, or both: eager rows "
                          "with and without it (a captured replay runs no Python) [on]")
+    ap.add_argument("--freeze-d", default="on", choices=list(ROWS),
+                    help="this engine's step with D's parameters frozen in G's pass "
+                         "(train.dcgan's default: D's weight gradients there are dropped "
+                         "unread in pytorch/examples' loop, so the weights are the same), or "
+                         "pytorch/examples' loop exactly, or rows of both; with on, PyTorch "
+                         "gets a captured row with netD.requires_grad_(False) there too [on]")
     ap.add_argument("--memory-format", default="channels_last",
                     choices=["contiguous", "channels_last"],
                     help="both engines' models stored so (channels_last: NHWC kernels, "
@@ -168,6 +177,7 @@ def main():
     vectors = ROWS[args.vector_pointwise]
     checks = ROWS[args.finite_check]
     caches = ROWS[args.call_cache]
+    freezes = ROWS[args.freeze_d]
     from layers import kernels as layer_kernels
     from layers.ops import conv as ops_conv
     runs = {}                                        # name -> (step, sync, conv api)
@@ -175,8 +185,9 @@ def main():
         tag = "" if precision == "fp32" else " bf16"
         for api in apis:
             with conv.using(api=api):
-                for captured, foreach, gemm, thin, vector, check, cache in itertools.product(
-                        (False, True), foreachs, gemms, thins, vectors, checks, caches):
+                for captured, foreach, gemm, thin, vector, check, cache, freeze in \
+                        itertools.product((False, True), foreachs, gemms, thins, vectors,
+                                          checks, caches, freezes):
                     if captured and not cache and len(caches) > 1:
                         continue            # (a replay runs no Python: the same row again)
                     name = (f"cudnnlite {'captured' if captured else 'eager'}{tag}"
@@ -186,9 +197,10 @@ def main():
                             f"{'' if thin else ' thin-input cuDNN'}"
                             f"{'' if vector else ' elementwise relu'}"
                             f"{'' if check else ' unchecked'}"
-                            f"{'' if cache else ' no call cache'}")
+                            f"{'' if cache else ' no call cache'}"
+                            f"{'' if freeze else ' D unfrozen'}")
                     step, sync = ours(args.device, args.batch_size, captured, precision,
-                                      args.memory_format, check)
+                                      args.memory_format, check, freeze)
                     step = with_foreach(foreach, step)
                     step = with_setting(ops_conv, "WHOLE_INPUT_AS_GEMM", gemm, step)
                     step = with_setting(ops_conv, "THIN_INPUT_AS_GEMM", thin, step)
@@ -200,6 +212,10 @@ def main():
             runs[f"pytorch {label}{tag}"] = pytorch(args.device, args.batch_size, variant,
                                                     precision, args.memory_format,
                                                     args.algo == "benchmark") + (None,)
+        if True in freezes:               # like for like with this engine's default step
+            runs[f"pytorch captured{tag} D frozen"] = pytorch(
+                args.device, args.batch_size, "captured", precision, args.memory_format,
+                args.algo == "benchmark", freeze_d=True) + (None,)
     times = {name: [] for name in runs}
     for _ in range(args.repeats):                    # interleaved, so drift hits all alike
         for name, (step, sync, api) in runs.items():

@@ -64,9 +64,11 @@ def train_step(netG, netD, optimizerG, optimizerD, real_cpu, noise):
     return dict(zip(("errD", "errG", "D_x", "D_G_z1", "D_G_z2"), stats.tolist()))
 
 
-def train_step_tensors(netG, netD, optimizerG, optimizerD, real_cpu, noise):
+def train_step_tensors(netG, netD, optimizerG, optimizerD, real_cpu, noise, freeze_d=False):
     """pytorch/examples' iteration with no host sync (no .item()): the five statistics as one
-    tensor on the device, so the whole step can be captured in a CUDA graph."""
+    tensor on the device, so the whole step can be captured in a CUDA graph. freeze_d: netD's
+    parameters take no gradient in G's pass (netD.requires_grad_(False) around it), as
+    train.dcgan's step; the same weights, without D's discarded weight gradients."""
     criterion = nn.BCELoss()
     batch_size = real_cpu.size(0)
     netD.zero_grad()
@@ -85,9 +87,11 @@ def train_step_tensors(netG, netD, optimizerG, optimizerD, real_cpu, noise):
     optimizerD.step()
     netG.zero_grad()
     label.fill_(1.0)
+    netD.requires_grad_(not freeze_d)
     output = netD(fake)
     errG = criterion(output, label)
     errG.backward()
+    netD.requires_grad_(True)
     D_G_z2 = output.detach().mean()
     optimizerG.step()
     return torch.stack([errD, errG.detach(), D_x, D_G_z1, D_G_z2])

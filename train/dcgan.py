@@ -117,11 +117,12 @@ def _label(value, n, like):
 STATS = ("errD", "errG", "D_x", "D_G_z1", "D_G_z2")
 
 
-def train_step(netG, netD, optG, optD, real, noise, finite=None):
+def train_step(netG, netD, optG, optD, real, noise, finite=None, freeze_d=True):
     """One pytorch/examples iteration: D on real (label 1), D on G(noise).detach() (label 0),
     D step; then G through D (label 1), G step. real (N, nc, H, W), noise (N, nz, 1, 1): NumPy
-    or CuPy arrays (or Tensors) on the models' device. Returns Python floats (one host sync)."""
-    return stats_dict(train_step_device(netG, netD, optG, optD, real, noise, finite))
+    or CuPy arrays (or Tensors) on the models' device. Returns Python floats (one host sync).
+    freeze_d: see train_step_device."""
+    return stats_dict(train_step_device(netG, netD, optG, optD, real, noise, finite, freeze_d))
 
 
 def stats_dict(stats):
@@ -130,11 +131,19 @@ def stats_dict(stats):
     return dict(zip(STATS, (float(v) for v in values)))
 
 
-def train_step_device(netG, netD, optG, optD, real, noise, finite=None):
+def train_step_device(netG, netD, optG, optD, real, noise, finite=None, freeze_d=True):
     """train_step without the host sync: returns errD, errG, D(x), D(G(z)) before and after the
     D step as one array on the device (what a captured CUDA graph can return). With a
     layers.finite.FiniteCheck of netG and netD as `finite`, the step also records on the device
-    which layer output or gradient first went non-finite."""
+    which layer output or gradient first went non-finite.
+
+    freeze_d (the default): D's parameters take no gradient in G's pass. pytorch/examples'
+    errG.backward() also computes D's weight gradients there, which nothing reads -- D has
+    stepped, and the next iteration's netD.zero_grad() drops them -- so skipping them (D's five
+    filter gradients, and the additions of three of them into .grad) changes no weight, no
+    statistic and no gradient of G: it leaves D's .grad holding errD's gradients, the ones D
+    stepped with. freeze_d=False: pytorch/examples' loop exactly, D's .grad then errD's plus
+    errG's."""
     weight = next(netD.parameters())          # the models' dtype: float32, or bfloat16 (bf16)
     device = weight.device
     real, noise = (_input(a, device, weight.dtype) for a in (real, noise))
@@ -153,9 +162,10 @@ def train_step_device(netG, netD, optG, optD, real, noise, finite=None):
         _update(optD, finite)
 
         netG.zero_grad()
-        out_g = netD(fake)
-        errG = F.binary_cross_entropy(out_g, ones)
-        errG.backward()
+        with _frozen(netD) if freeze_d else contextlib.nullcontext():
+            out_g = netD(fake)
+            errG = F.binary_cross_entropy(out_g, ones)
+            errG.backward()
         _update(optG, finite)
 
     xp = np if device == "cpu" else L.backend.cupy()
@@ -163,6 +173,20 @@ def train_step_device(netG, netD, optG, optD, real, noise, finite=None):
     f = lambda a: a.astype(A, copy=False)      # noqa: E731
     return xp.stack([f(errD_real.data) + f(errD_fake.data), f(errG.data),
                      f(out_real.data).mean(), f(out_fake.data).mean(), f(out_g.data).mean()])
+
+
+@contextlib.contextmanager
+def _frozen(module):
+    """module's trainable parameters take no gradient inside the block (as
+    module.requires_grad_(False)); each is trainable again after it, whatever the block raised."""
+    params = [p for p in module.parameters() if p.requires_grad]
+    for p in params:
+        p.requires_grad = False
+    try:
+        yield
+    finally:
+        for p in params:
+            p.requires_grad = True
 
 
 def _input(a, device, dtype):
@@ -180,24 +204,28 @@ def _update(opt, finite):
     opt.step()
 
 
-def make_step(netG, netD, optG, optD, nz, device, rng, cuda_graph=True, finite=None):
+def make_step(netG, netD, optG, optD, nz, device, rng, cuda_graph=True, finite=None,
+              freeze_d=True):
     """real -> stats dict (one host sync); see make_device_step."""
-    step = make_device_step(netG, netD, optG, optD, nz, device, rng, cuda_graph, finite)
+    step = make_device_step(netG, netD, optG, optD, nz, device, rng, cuda_graph, finite,
+                            freeze_d)
     return lambda real: stats_dict(step(real))
 
 
-def make_device_step(netG, netD, optG, optD, nz, device, rng, cuda_graph=True, finite=None):
+def make_device_step(netG, netD, optG, optD, nz, device, rng, cuda_graph=True, finite=None,
+                     freeze_d=True):
     """real -> the STATS as one array on the models' device (no host sync). On a GPU with
     cuda_graph, the noise draw and the whole iteration are one captured CUDA graph (after one
-    eager warm-up call per batch shape); its output buffer is rewritten by the next call."""
+    eager warm-up call per batch shape); its output buffer is rewritten by the next call.
+    freeze_d: see train_step_device."""
     if device == "cpu" or not cuda_graph:
         return lambda real: train_step_device(netG, netD, optG, optD, real,
                                               sample_noise(real.shape[0], nz, device, rng),
-                                              finite)
+                                              finite, freeze_d)
 
     def device_step(real):
         noise = sample_noise(real.shape[0], nz, device, rng)
-        return train_step_device(netG, netD, optG, optD, real, noise, finite)
+        return train_step_device(netG, netD, optG, optD, real, noise, finite, freeze_d)
     return L.graph.CapturedStep(device_step, modules=(netG, netD), optimizers=(optG, optD))
 
 
