@@ -122,6 +122,43 @@ def fit_integers(fn, values, dtype):
     return v.astype(np.int64).astype(dtype) if v.dtype.kind != "u" else v.astype(dtype)
 
 
+def fit_value(fn, value, dtype, finite=True):
+    """A Python or NumPy number stored into `dtype` (full, fill_, masked_fill, scatter's value,
+    x[i] = v, tensor(..., dtype=)) as torch stores it, else torch's refusal ('value cannot be
+    converted to type uint8 without overflow'), never a silently wrong value:
+    - an integer dtype takes an integer as fit_integers does, and a floating value truncated
+      toward zero (2.7 is 2), refused where NaN, infinite or outside the dtype's range before
+      truncating (-0.5 into uint8, 127.9 into int8, as torch's);
+    - a floating dtype refuses, with `finite` (torch's full, fill_, masked_fill, scatter, clamp;
+      not its x[i] = v or tensor(), which store inf), a finite value it rounds to infinity;
+    - bool takes the value's truth.
+    Returns the value as a Python number (other values: unchanged)."""
+    dtype = np.dtype(dtype)
+    if isinstance(value, (bool, np.bool_)):
+        value = bool(value)
+        return value if dtype == np.bool_ or is_floating(dtype) else int(value)
+    if not isinstance(value, (int, float, np.integer, np.floating)):
+        return value
+    if dtype == np.bool_:
+        return bool(value)
+    if dtype.kind in "iu":
+        if isinstance(value, (int, np.integer)):
+            return int(fit_integers(fn, value, dtype))
+        info, value = np.iinfo(dtype), float(value)
+        if not int(info.min) <= value <= int(info.max):      # (NaN fails it too, as inf)
+            raise RuntimeError(f"{fn}: value {value} cannot be converted to type {dtype} "
+                               f"without overflow (as torch)")
+        return int(value)
+    value = int(value) if isinstance(value, (int, np.integer)) else float(value)
+    if finite and is_floating(dtype) and abs(value) != float("inf") and value == value:
+        with np.errstate(over="ignore"):
+            rounded = float(np.asarray(float(value)).astype(dtype))
+        if abs(rounded) == float("inf"):
+            raise RuntimeError(f"{fn}: value {value} cannot be converted to type {dtype} "
+                               f"without overflow (as torch)")
+    return value
+
+
 def cast_integer(n, dtype):
     """A Python int as torch casts an operand to an integer tensor's dtype: modulo 2**bits, so
     uint8 + 300 adds 44 and uint8 > -1 compares with 255 (NumPy 2 raises OverflowError)."""

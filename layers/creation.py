@@ -12,13 +12,12 @@ default), arange (int64 when start, end and step are all ints) and randint (int6
 L.manual_seed: the host generator on the CPU, the device's counter-based generator on a GPU (a
 captured CUDA graph draws new numbers on each replay). A seed gives the same numbers on its device
 every run; they are not torch's (another generator)."""
-import math
 from operator import index as _index
 
 import numpy as np
 
 from . import random
-from .backend import (cupy, default_float, fit_integers, is_floating, np_dtype, number_dtype,
+from .backend import (cupy, default_float, fit_value, is_floating, np_dtype, number_dtype,
                       parse_device, xp_of)
 from .backend import empty_like as backend_empty_like
 from .tensor import Tensor
@@ -98,21 +97,10 @@ def full(*args, fill_value=None, dtype=None, device=None, requires_grad=False):
 
 
 def _fits(fn, value, dt):
-    """The fill value as torch takes it, else torch's refusal ('value cannot be converted ...
-    without overflow'): a finite value that a floating dtype rounds to infinity is refused
-    (NumPy would fill inf), an integer outside an integer dtype's range too, but a negative one
-    down to -max wraps in an unsigned dtype (-1 is 255 in uint8: fit_integers)."""
-    if dt.kind in "iu" and isinstance(value, (int, np.integer)):
-        return int(fit_integers(f"{fn}()", value, dt))
-    if not (is_floating(dt) and isinstance(value, (int, float, np.integer, np.floating)) and
-            math.isfinite(value)):
-        return value
-    with np.errstate(over="ignore"):
-        rounded = float(np.asarray(value).astype(dt))
-    if not math.isfinite(rounded):
-        raise RuntimeError(f"{fn}(): value {value} cannot be converted to type {dt} without "
-                           f"overflow (as torch)")
-    return value
+    """The fill value as torch stores it, else torch's refusal (backend.fit_value): -1 into
+    uint8 is 255, 300 or -1.0 is refused, 2.7 is 2, and a finite value a floating dtype rounds
+    to infinity is refused (NumPy would fill 255, or inf)."""
+    return fit_value(f"{fn}()", value, dt)
 
 
 def zeros(*size, dtype=None, device=None, requires_grad=False):

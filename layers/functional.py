@@ -17,7 +17,7 @@ from .ops import norm as _norm
 from .ops import reduce as _red
 from .ops import shape as _sh
 from .backend import (accumulation_dtype, cast_integer, cupy, default_float, device_of,
-                      dim_index, fit_integers, is_channels_last, is_floating, is_gpu, is_half,
+                      dim_index, fit_integers, fit_value, is_channels_last, is_floating, is_gpu, is_half,
                       number_dtype, out_of_range, np_dtype, parse_device, promote_types,
                       same_dtype, to_device, xp_of)
 from .changes import mark_changed
@@ -316,6 +316,8 @@ def clamp(x, min=None, max=None):
     torch's)."""
     # (NumPy scalar bounds as Python numbers: np.float64 would make a float32 graph float64)
     min, max = (b if b is None else _operand(b, x, "clamp()") for b in (min, max))
+    if is_floating(x.dtype):                  # (70000 refused as a float16 bound, as torch)
+        min, max = (fit_value("clamp()", b, x.dtype) for b in (min, max))
     if isinstance(min, Tensor) or isinstance(max, Tensor):
         for name, bound, beyond in (("min", min, operator.lt), ("max", max, operator.gt)):
             if isinstance(bound, Tensor):
@@ -386,12 +388,11 @@ def flip(x, dims):
 
 
 def masked_fill(x, mask, value):
-    """x with `value` where mask is True (torch.Tensor.masked_fill): x's dtype kept (a float
-    value into integer data truncates, as torch casts it); no gradient flows there."""
-    if isinstance(value, (int, float, np.number)) and not is_floating(x.dtype):
-        value = bool(value) if x.dtype == np.bool_ else int(value)
-        if x.dtype.kind in "iu":        # (-1 into uint8 is 255, 300 refused, as torch's)
-            value = int(fit_integers("masked_fill()", value, x.dtype))
+    """x with `value` where mask is True (torch.Tensor.masked_fill): x's dtype kept, the value
+    stored as torch stores it (backend.fit_value: 2.7 into integer data is 2; -1 into uint8 is
+    255; -1.0, 300 or 70000.0 into float16 refused); no gradient flows there."""
+    if isinstance(value, (int, float, np.number)):
+        value = fit_value("masked_fill()", value, x.dtype)
     return where(mask, value, x)
 
 
@@ -1017,8 +1018,10 @@ def scatter(x, dim, index, src=None, value=None, reduce=None):
                                  if d != dim):
         raise RuntimeError(f"{name}: index {tuple(idx.shape)} must have input {tuple(x.shape)}'s "
                            f"number of axes and be no larger off dim {dim} (torch's rule)")
-    return _sh.Scatter.apply(x, src if src is not None else _operand(value, x, "scatter()"),
-                             index=idx.astype(np.int64, copy=False), axis=dim, reduce=reduce)
+    if src is None:         # (stored as torch stores it: 2.7 into integers is 2, -0.5 refused)
+        src = _operand(fit_value(f"{name}()", value, x.dtype), x, f"{name}()")
+    return _sh.Scatter.apply(x, src, index=idx.astype(np.int64, copy=False), axis=dim,
+                             reduce=reduce)
 
 
 def scatter_add(x, dim, index, src):
@@ -2491,6 +2494,9 @@ def _setitem(x, index, value):
         index = tuple(i.data if isinstance(i, Tensor) else i for i in index)
     split = _ints_first(index)
     target = x.data if split is None else x.data[split[0]]     # (a view: the ints selected)
+    # (a number stored as torch stores it: -1.0 or NaN into integers refused, 2.5 is 2; a
+    # floating dtype stores inf for a value beyond its range, as torch's)
+    value = fit_value(name, value, x.dtype, finite=False)
     target[index if split is None else split[1]] = _in_place_operand(x, value, name)
     mark_changed(x, name)
 
@@ -2525,8 +2531,8 @@ def _fill_(x, value, name="fill_()"):
         if value.ndim:
             raise RuntimeError(f"{name}: takes a number or a 0-d tensor, got shape {value.shape}")
         value = _on_device_of(x, value, name, "the value is")
-    elif x.dtype.kind in "iu" and isinstance(value, (int, np.integer)):
-        value = int(fit_integers(name, value, x.dtype))      # (-1 in uint8 is 255, as torch's)
+    else:                   # (-1 into uint8 is 255, -1.0 or 300 refused, 2.7 is 2, as torch's)
+        value = fit_value(name, value, x.dtype)
     x.data[...] = value
     mark_changed(x, name)
     return x

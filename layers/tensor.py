@@ -14,7 +14,7 @@ import weakref
 import numpy as np
 
 from .backend import (addable, bfloat16, concatenate, default_complex, default_float,
-                      device_of, dtype_or_none, fit_integers, from_foreign, is_floating, is_gpu,
+                      device_of, dtype_or_none, fit_integers, fit_value, from_foreign, is_floating, is_gpu,
                       is_half, np_dtype, parse_device, to_device, xp_of, xp_of_gpu)
 from . import changes as _record
 from .trace import active as _trace
@@ -1056,6 +1056,15 @@ def _from_python(data, dtype):
     int64, NumPy uint64, Tensors of more than one element."""
     found, data = _scan(data, dtype is not None, None)
     target = dtype if dtype is not None else found if found is not None else default_float()
+    if found is not None and is_floating(found) and np.dtype(target).kind in "iu":
+        # (floats into integers as torch takes Python numbers: truncated, NaN or a value
+        # outside the dtype refused -- NumPy stores -1.0 into uint8 as 255; the range is
+        # decided by the extremes)
+        values = np.asarray(data, dtype=np.float64)
+        extremes = () if not values.size else (float("nan"),) if np.isnan(values).any() \
+            else (float(values.min()), float(values.max()))
+        for v in extremes:
+            fit_value("tensor()", v, target)
     try:
         return np.asarray(data, dtype=target)
     except OverflowError:

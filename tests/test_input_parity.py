@@ -3,6 +3,7 @@ values (each value's own dtype, promoted over the data) and refuses what torch r
 kind of error; arange with an integer dtype truncates its arguments as torch does; the
 initialisers refuse what torch refuses (integer tensors, a NaN std) and read their arguments
 as torch's."""
+import re
 import warnings
 
 import numpy as np
@@ -335,5 +336,54 @@ def test_powers_alphas_and_scattered_values_take_ints_as_torch(expr):
     ours, theirs = outcomes
     if theirs is RuntimeError:
         assert ours is RuntimeError
+    else:
+        _same(ours, theirs)
+
+
+FLOATS_STORED = [
+    # floats into integer data: truncated toward zero; NaN, inf and values outside the dtype's
+    # range (before truncating) refused -- NumPy would store -1.0 into uint8 as 255
+    "M.full((2,), -1.0, dtype=M.uint8)", "M.full((2,), 2.7, dtype=M.uint8)",
+    "M.full((2,), -0.5, dtype=M.uint8)", "M.full((2,), 255.5, dtype=M.uint8)",
+    "M.full((2,), float('nan'), dtype=M.int32)", "M.full((2,), float('inf'), dtype=M.int64)",
+    "M.full((2,), 1e19, dtype=M.int64)", "M.full_like(U, -1.0)",
+    "U.clone().fill_(-1.0)", "U.clone().fill_(np.float32(-1))", "S.clone().fill_(-2.7)",
+    "S.clone().fill_(127.9)", "S.clone().fill_(-128.5)",
+    "(lambda v: (v.__setitem__(0, -1.0), v)[1])(U.clone())",
+    "(lambda v: (v.__setitem__(slice(None), 2.5), v)[1])(U.clone())",
+    "(lambda v: (v.__setitem__(0, float('nan')), v)[1])(U.clone())",
+    "U.masked_fill(U > 5, -1.0)", "U.masked_fill(U > 5, 2.5)", "U.scatter(0, I, -0.5)",
+    "U.scatter(0, I, 2.7)", "M.tensor([-1.0, 2.0], dtype=M.uint8)",
+    "M.tensor([2.7, 3], dtype=M.uint8)", "M.tensor([float('nan')], dtype=M.int32)",
+    "M.tensor(-0.5, dtype=M.uint8)", "M.tensor([[1.5], [300.0]], dtype=M.uint8)",
+    "M.zeros(2, dtype=M.bool).fill_(-1.0)", "M.full((2,), float('nan'), dtype=M.bool)",
+    "M.zeros(2, dtype=M.bool).masked_fill(M.tensor([True, False]), 2.5)",
+    # a finite value a floating dtype rounds to infinity: refused where torch refuses it
+    "H.clone().fill_(70000.0)", "M.full((2,), 1e39)", "H.clamp(max=70000.0)",
+    "H.clamp(min=-70000)", "H.masked_fill(H > 0, 70000.0)", "H.scatter(0, I, -7e4)",
+    "H.clone().fill_(float('inf'))", "H.masked_fill(H >= 0, float('-inf'))",
+    "M.full((2,), 65504.0, dtype=M.float16)", "H.clamp(max=float('inf'))",
+    "M.where(H > 0, H, 7e4)", "(lambda v: (v.__setitem__(0, 7e4), v)[1])(H.clone())",
+    "M.tensor([7e4], dtype=M.float16)"]
+
+
+@pytest.mark.filterwarnings("ignore:overflow encountered in cast")   # (NumPy's, storing inf)
+@pytest.mark.parametrize("expr", FLOATS_STORED)
+def test_a_float_stored_is_truncated_or_refused_as_torch(expr):
+    """A Python (or NumPy) float stored into a tensor (full, fill_, x[i] = v, masked_fill,
+    scatter, tensor(dtype=), clamp's bound) gives torch's value or torch's refusal, never a
+    silently wrong value; our error names the function and the value."""
+    outcomes = []
+    for M in (L, torch):
+        U, S = (M.tensor(np.array(v, d)) for v, d in (([100, 3, 7], np.uint8), ([1, 2], np.int8)))
+        H, I = M.tensor(np.array([1.0, 0.0], np.float16)), M.tensor(np.array([0]))
+        try:
+            outcomes.append(eval(expr))
+        except RuntimeError as e:
+            outcomes.append(str(e))
+    ours, theirs = outcomes
+    if isinstance(theirs, str):
+        assert isinstance(ours, str) and "cannot be converted to type" in ours and \
+            re.match(r"[\w\[\]. =_]+\(?\)?: value [-\w.+]+ cannot", ours), ours
     else:
         _same(ours, theirs)
