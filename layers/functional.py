@@ -390,9 +390,19 @@ def flip(x, dims):
 def masked_fill(x, mask, value):
     """x with `value` where mask is True (torch.Tensor.masked_fill): x's dtype kept, the value
     stored as torch stores it (backend.fit_value: 2.7 into integer data is 2; -1 into uint8 is
-    255; -1.0, 300 or 70000.0 into float16 refused); no gradient flows there."""
+    255; -1.0, 300 or 70000.0 into float16 refused); no gradient flows to x there. A 0-d Tensor
+    value is cast to x's dtype (checked as a number when it is on the host; a GPU one is cast
+    without the check, which would read it back) and takes the masked positions' gradient."""
     if isinstance(value, (int, float, np.number)):
         value = fit_value("masked_fill()", value, x.dtype)
+    elif isinstance(value, Tensor):
+        if value.ndim:
+            raise RuntimeError(f"masked_fill(): only supports a 0-dimensional value tensor, but "
+                               f"got tensor with {value.ndim} dimension(s) (as torch)")
+        if value.dtype != x.dtype:
+            if not is_gpu(value.data):      # (checked as a number where reading it is free;
+                fit_value("masked_fill()", value.item(), x.dtype)   # a GPU value is cast)
+            value = _astype(value, x.dtype)     # (x's dtype kept; the gradient cast back)
     return where(mask, value, x)
 
 

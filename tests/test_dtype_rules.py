@@ -129,6 +129,12 @@ ZERO_DIM = {   # name: (ours, torch's) -- 0-d tensors and Python numbers by torc
                                              lambda t: t(I64).masked_fill(t(MASK), -2.5)),
     "masked_fill of bool data": (lambda T: F.masked_fill(T(~MASK), MASK, 1),
                                  lambda t: t(~MASK).masked_fill(t(MASK), 1)),
+    "masked_fill of int data with a 0-d float tensor": (
+        lambda T: F.masked_fill(T(I64), MASK, T(np.array(-2.5, np.float32))),
+        lambda t: t(I64).masked_fill(t(MASK), t(np.array(-2.5, np.float32)))),
+    "masked_fill of float16 data with a 0-d float64 tensor": (
+        lambda T: F.masked_fill(T(F32.astype(np.float16)), MASK, T(np.array(1 / 3))),
+        lambda t: t(F32.astype(np.float16)).masked_fill(t(MASK), t(np.array(1 / 3)))),
 }
 
 

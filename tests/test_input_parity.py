@@ -358,6 +358,9 @@ FLOATS_STORED = [
     "M.tensor(-0.5, dtype=M.uint8)", "M.tensor([[1.5], [300.0]], dtype=M.uint8)",
     "M.zeros(2, dtype=M.bool).fill_(-1.0)", "M.full((2,), float('nan'), dtype=M.bool)",
     "M.zeros(2, dtype=M.bool).masked_fill(M.tensor([True, False]), 2.5)",
+    "U.masked_fill(U > 5, M.tensor(-1.0))", "U.masked_fill(U > 5, M.tensor(2.5))",
+    "U.masked_fill(U > 5, M.tensor(300))", "U.masked_fill(U > 5, M.tensor(-1))",
+    "H.masked_fill(H > 0, M.tensor(7e4))", "H.masked_fill(H > 0, M.tensor(3))",
     # a finite value a floating dtype rounds to infinity: refused where torch refuses it
     "H.clone().fill_(70000.0)", "M.full((2,), 1e39)", "H.clamp(max=70000.0)",
     "H.clamp(min=-70000)", "H.masked_fill(H > 0, 70000.0)", "H.scatter(0, I, -7e4)",
@@ -387,3 +390,18 @@ def test_a_float_stored_is_truncated_or_refused_as_torch(expr):
             re.match(r"[\w\[\]. =_]+\(?\)?: value [-\w.+]+ cannot", ours), ours
     else:
         _same(ours, theirs)
+
+
+def test_masked_fill_takes_a_0d_tensor_value_in_the_tensors_dtype_with_its_gradient():
+    """torch's masked_fill keeps x's dtype for a 0-d Tensor value of another dtype, sends the
+    masked positions' gradient to the value, and refuses a value of more dimensions."""
+    grads = []
+    for M in (L, torch):
+        v = M.tensor(2.0, requires_grad=True)
+        y = M.zeros(3, dtype=M.float16).masked_fill(M.tensor([True, False, True]), v)
+        assert str(y.dtype).endswith("float16")
+        (y * M.tensor(np.array([1.0, 5.0, 3.0], np.float16))).sum().backward()
+        grads.append(float(v.grad))
+        with pytest.raises(RuntimeError, match="only supports a 0-dimensional value tensor"):
+            M.zeros(2).masked_fill(M.tensor([True, False]), M.tensor([1.0]))
+    assert grads == [4.0, 4.0]
