@@ -128,35 +128,57 @@ def fit_value(fn, value, dtype, finite=True):
     converted to type uint8 without overflow'), never a silently wrong value:
     - an integer dtype takes an integer as fit_integers does, and a floating value truncated
       toward zero (2.7 is 2), refused where NaN, infinite or outside the dtype's range before
-      truncating (-0.5 into uint8, 127.9 into int8, as torch's);
+      truncating (-0.5 into uint8, 127.9 into int8, 2.0 ** 63 into int64, as torch's -- whose
+      cast gives INT64_MIN for that last one);
     - a floating dtype refuses, with `finite` (torch's full, fill_, masked_fill, scatter, clamp;
-      not its x[i] = v or tensor(), which store inf), a finite value it rounds to infinity;
+      x[i] = v and where for float32 alone; tensor() never), a finite value beyond its largest
+      (65504.5 into float16; torch stores inf for a one-element tensor's fill_);
     - bool takes the value's truth.
     Returns the value as a Python number (other values: unchanged)."""
-    dtype = np.dtype(dtype)
     if isinstance(value, (bool, np.bool_)):
         value = bool(value)
         return value if dtype == np.bool_ or is_floating(dtype) else int(value)
     if not isinstance(value, (int, float, np.integer, np.floating)):
         return value
-    if dtype == np.bool_:
+    limits = _LIMITS.get(dtype)
+    if limits is None:
+        limits = _limits(dtype)
+    kind, low, high = limits
+    if kind == "f":
+        value = int(value) if isinstance(value, (int, np.integer)) else float(value)
+        if finite and not -high <= value <= high and value == value and \
+                abs(value) != float("inf"):
+            raise RuntimeError(f"{fn}: value {value} cannot be converted to type "
+                               f"{np.dtype(dtype)} without overflow (as torch)")
+        return value
+    if kind == "b":
         return bool(value)
-    if dtype.kind in "iu":
+    if kind == "i":
         if isinstance(value, (int, np.integer)):
             return int(fit_integers(fn, value, dtype))
-        info, value = np.iinfo(dtype), float(value)
-        if not int(info.min) <= value <= int(info.max):      # (NaN fails it too, as inf)
-            raise RuntimeError(f"{fn}: value {value} cannot be converted to type {dtype} "
-                               f"without overflow (as torch)")
+        value = float(value)
+        if not low <= value <= high:                    # (NaN fails it too, as inf)
+            raise RuntimeError(f"{fn}: value {value} cannot be converted to type "
+                               f"{np.dtype(dtype)} without overflow (as torch)")
         return int(value)
-    value = int(value) if isinstance(value, (int, np.integer)) else float(value)
-    if finite and is_floating(dtype) and abs(value) != float("inf") and value == value:
-        with np.errstate(over="ignore"):
-            rounded = float(np.asarray(float(value)).astype(dtype))
-        if abs(rounded) == float("inf"):
-            raise RuntimeError(f"{fn}: value {value} cannot be converted to type {dtype} "
-                               f"without overflow (as torch)")
     return value
+
+
+_LIMITS = {}                # dtype -> (kind: 'f' / 'i' / 'b' / other, lowest, largest)
+
+
+def _limits(dtype):
+    d = np.dtype(dtype)
+    if is_floating(d):
+        info = _ml_dtypes.finfo(d) if d == bfloat16 else np.finfo(d)
+        limits = ("f", -float(info.max), float(info.max))
+    elif d.kind in "iu":
+        info = np.iinfo(d)
+        limits = ("i", int(info.min), int(info.max))
+    else:
+        limits = (d.kind, None, None)
+    _LIMITS[dtype] = _LIMITS[d] = limits
+    return limits
 
 
 def cast_integer(n, dtype):

@@ -339,6 +339,9 @@ def where(cond, a, b):
         dtype = promote_types(number_dtype(a), number_dtype(b))
         a = Tensor(xp_of(c.data).asarray(a, dtype=dtype))
         like = a
+    if like.dtype == np.float32:              # (1e39 refused there, as torch's; a half
+        a, b = (fit_value("where()", v, like.dtype) if isinstance(v, (float, np.floating))
+                else v for v in (a, b))       # dtype stores inf, as torch's)
     c = _on_device_of(like, cond, "where")
     if c.dtype != bool:
         raise TypeError(f"where: the condition must be boolean, got {c.dtype}")
@@ -2505,8 +2508,9 @@ def _setitem(x, index, value):
     split = _ints_first(index)
     target = x.data if split is None else x.data[split[0]]     # (a view: the ints selected)
     # (a number stored as torch stores it: -1.0 or NaN into integers refused, 2.5 is 2; a
-    # floating dtype stores inf for a value beyond its range, as torch's)
-    value = fit_value(name, value, x.dtype, finite=False)
+    # value beyond float32's range refused there, and stored as inf in float16 / bfloat16, as
+    # torch's, which converts it to float32 first)
+    value = fit_value(name, value, x.dtype, finite=x.dtype == np.float32)
     target[index if split is None else split[1]] = _in_place_operand(x, value, name)
     mark_changed(x, name)
 

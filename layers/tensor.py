@@ -1059,10 +1059,11 @@ def _from_python(data, dtype):
     if found is not None and is_floating(found) and np.dtype(target).kind in "iu":
         # (floats into integers as torch takes Python numbers: truncated, NaN or a value
         # outside the dtype refused -- NumPy stores -1.0 into uint8 as 255; the range is
-        # decided by the extremes)
-        values = np.asarray(data, dtype=np.float64)
-        extremes = () if not values.size else (float("nan"),) if np.isnan(values).any() \
-            else (float(values.min()), float(values.max()))
+        # decided by the floats' extremes, the ints in the data staying exact)
+        floats = np.array([v for v in _leaves(data) if isinstance(v, (float, np.floating))],
+                          np.float64)
+        extremes = () if not floats.size else (float("nan"),) if np.isnan(floats).any() \
+            else (float(floats.min()), float(floats.max()))
         for v in extremes:
             fit_value("tensor()", v, target)
     try:

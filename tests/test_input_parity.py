@@ -356,6 +356,7 @@ FLOATS_STORED = [
     "U.scatter(0, I, 2.7)", "M.tensor([-1.0, 2.0], dtype=M.uint8)",
     "M.tensor([2.7, 3], dtype=M.uint8)", "M.tensor([float('nan')], dtype=M.int32)",
     "M.tensor(-0.5, dtype=M.uint8)", "M.tensor([[1.5], [300.0]], dtype=M.uint8)",
+    "M.tensor([1.5, 2 ** 63 - 1], dtype=M.int64)", "M.tensor([2 ** 63 - 1, -0.5], dtype=M.int64)",
     "M.zeros(2, dtype=M.bool).fill_(-1.0)", "M.full((2,), float('nan'), dtype=M.bool)",
     "M.zeros(2, dtype=M.bool).masked_fill(M.tensor([True, False]), 2.5)",
     "U.masked_fill(U > 5, M.tensor(-1.0))", "U.masked_fill(U > 5, M.tensor(2.5))",
@@ -366,6 +367,10 @@ FLOATS_STORED = [
     "H.clamp(min=-70000)", "H.masked_fill(H > 0, 70000.0)", "H.scatter(0, I, -7e4)",
     "H.clone().fill_(float('inf'))", "H.masked_fill(H >= 0, float('-inf'))",
     "M.full((2,), 65504.0, dtype=M.float16)", "H.clamp(max=float('inf'))",
+    "M.full((2,), 65510.0, dtype=M.float16)", "H.clamp(max=65510.0)", "M.full((2,), 3.40282356e38)",
+    "(lambda v: (v.__setitem__(0, 1e39), v)[1])(M.zeros(2))",
+    "(lambda v: (v.__setitem__(0, 1e39), v)[1])(M.zeros(2, dtype=M.float64))",
+    "M.where(M.zeros(2) > 0, M.zeros(2), 1e39)", "M.where(H > 0, 1e39, H)",
     "M.where(H > 0, H, 7e4)", "(lambda v: (v.__setitem__(0, 7e4), v)[1])(H.clone())",
     "M.tensor([7e4], dtype=M.float16)"]
 

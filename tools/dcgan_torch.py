@@ -87,11 +87,13 @@ def train_step_tensors(netG, netD, optimizerG, optimizerD, real_cpu, noise, free
     optimizerD.step()
     netG.zero_grad()
     label.fill_(1.0)
-    netD.requires_grad_(not freeze_d)
+    if freeze_d:
+        netD.requires_grad_(False)
     output = netD(fake)
     errG = criterion(output, label)
     errG.backward()
-    netD.requires_grad_(True)
+    if freeze_d:
+        netD.requires_grad_(True)
     D_G_z2 = output.detach().mean()
     optimizerG.step()
     return torch.stack([errD, errG.detach(), D_x, D_G_z1, D_G_z2])
