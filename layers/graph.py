@@ -10,7 +10,8 @@ A graph replays fixed kernels, fixed scalar arguments and fixed addresses, so:
   module's train / eval flag and plain settings (numbers, strings, flags such as a dropout
   switch), the address, dtype, shape and requires_grad of every parameter and buffer (a part
   frozen or unfrozen between calls changes which gradients the step computes), every optimizer's
-  hyper-parameters (lr, betas, ...) and the addresses of its state. A call whose key is new is
+  hyper-parameters (lr, betas, ...), the same of its parameters (held by no module given, too)
+  and the addresses of its state. A call whose key is new is
   warmed up and captured anew. The most recently used graphs are kept: at most `max_graphs`,
   and while more than one is kept, at most `max_bytes` of memory in their pools (default: half
   the device's memory) -- each graph's pool holds its step's peak of intermediates, so a
@@ -60,6 +61,8 @@ class CapturedStep:
             parts.append(tuple((_address(t.data), t.requires_grad) for _, t in m._state_items()))
         for opt in self.optimizers:
             parts.append(tuple(_frozen(g) for g in opt.param_groups))
+            parts.append(tuple((_address(p.data), p.requires_grad) for g in opt.param_groups
+                               for p in g["params"]))      # (parameters no module given holds)
             parts.append(tuple((id(p), tuple((k, _address(v)) for k, v in st.items()))
                                for p, st in opt.state.items()))
         return tuple(parts)
@@ -114,6 +117,7 @@ class CapturedStep:
         the device RNG's (seed, offset)."""
         from . import random
         owned = [t.data for m in self.modules for _, t in m._state_items()]
+        owned += [p.data for opt in self.optimizers for g in opt.param_groups for p in g["params"]]
         owned += [v for opt in self.optimizers for st in opt.state.values() for v in st.values()
                   if is_gpu(v)]
         owned.append(random.device_generator().state)

@@ -121,6 +121,26 @@ def test_a_part_frozen_between_calls_is_captured_anew_not_replayed(monkeypatch):
     assert (frozen.launches, trained.launches) == (1, 3)   # unfrozen again: the first replayed
 
 
+def test_a_parameter_only_an_optimizer_holds_is_in_the_key_too(monkeypatch):
+    """Parameters reach a step through its optimizers as well as its modules: freezing one that
+    no module given holds must not replay the graph that still updates it."""
+    import layers as L
+    _fake_cupy(monkeypatch)
+    w = L.nn.Parameter(L.zeros(2).data)
+    opt, calls = L.optim.SGD([w], lr=0.1), []
+    step = _Step(lambda: calls.append(w.requires_grad) or "out", optimizers=(opt,),
+                 max_bytes=100)
+    step(), step(), step()                      # warm-up, capture, replay
+    w.requires_grad_(False)
+    step(), step()
+    assert calls == [True, True, False, False] and len(step._graphs) == 2
+    # and a graph keeps the parameter's array alive, as it keeps a module's
+    from types import SimpleNamespace
+    from layers import random
+    monkeypatch.setattr(random, "device_generator", lambda: SimpleNamespace(state="rng"))
+    assert any(a is w.data for a in step._owned())
+
+
 class OutOfMemoryError(Exception):
     """(named as CuPy's, which is what CapturedStep looks for)"""
 
