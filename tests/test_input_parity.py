@@ -24,6 +24,18 @@ def _same(ours, theirs):
     np.testing.assert_array_equal(ours.numpy(), theirs.numpy())
 
 
+def _outcomes(expr, *scopes):
+    """eval(expr) with each scope's names (ours, then torch's): its result, or the message of
+    the RuntimeError it raised."""
+    outcomes = []
+    for scope in scopes:
+        try:
+            outcomes.append(eval(expr, globals(), scope))
+        except RuntimeError as e:
+            outcomes.append(str(e))
+    return outcomes
+
+
 def _raises_as_torch(ours, theirs, names):
     """Both calls raise, the same exception type; ours names the offending value or type."""
     with pytest.raises(Exception) as their_error:
@@ -279,13 +291,8 @@ def test_a_python_int_stored_into_an_integer_tensor_is_checked_as_torch(expr, na
     -1 into uint8 is 255, 300 refused, naming the function; in-place arithmetic casts, as the
     operators do; true division takes the int as it is."""
     a = np.array([100, 3, 7], np.uint8)
-    outcomes = []
-    for M, u in ((L, L.tensor(a.copy())), (torch, torch.from_numpy(a.copy()))):
-        try:
-            outcomes.append(eval(expr))
-        except RuntimeError as e:
-            outcomes.append(str(e))
-    ours, theirs = outcomes
+    ours, theirs = _outcomes(expr, dict(M=L, u=L.tensor(a.copy())),
+                             dict(M=torch, u=torch.from_numpy(a.copy())))
     if isinstance(theirs, str):
         assert isinstance(ours, str) and ours.startswith(f"{name}: value 300 cannot be "
                                                          f"converted to type uint8"), ours
@@ -326,16 +333,10 @@ def test_powers_alphas_and_scattered_values_take_ints_as_torch(expr):
     of integer data checked (300 refused, a negative one refused in torch's words), add_ /
     sub_'s alpha cast (-1 on uint8 is 255), scatter's value checked; bool ** 2 is int64."""
     u = np.array([100, 3, 7], np.uint8)
-    outcomes = []
-    for M, U, I in ((L, L.tensor(u.copy()), L.tensor(np.array([0, 2]))),
-                    (torch, torch.from_numpy(u.copy()), torch.tensor([0, 2]))):
-        try:
-            outcomes.append(eval(expr))
-        except RuntimeError as e:
-            outcomes.append(type(e))
-    ours, theirs = outcomes
-    if theirs is RuntimeError:
-        assert ours is RuntimeError
+    ours, theirs = _outcomes(expr, dict(M=L, U=L.tensor(u.copy()), I=L.tensor(np.array([0, 2]))),
+                             dict(M=torch, U=torch.from_numpy(u.copy()), I=torch.tensor([0, 2])))
+    if isinstance(theirs, str):
+        assert isinstance(ours, str), ours
     else:
         _same(ours, theirs)
 
@@ -381,15 +382,10 @@ def test_a_float_stored_is_truncated_or_refused_as_torch(expr):
     """A Python (or NumPy) float stored into a tensor (full, fill_, x[i] = v, masked_fill,
     scatter, tensor(dtype=), clamp's bound) gives torch's value or torch's refusal, never a
     silently wrong value; our error names the function and the value."""
-    outcomes = []
-    for M in (L, torch):
-        U, S = (M.tensor(np.array(v, d)) for v, d in (([100, 3, 7], np.uint8), ([1, 2], np.int8)))
-        H, I = M.tensor(np.array([1.0, 0.0], np.float16)), M.tensor(np.array([0]))
-        try:
-            outcomes.append(eval(expr))
-        except RuntimeError as e:
-            outcomes.append(str(e))
-    ours, theirs = outcomes
+    ours, theirs = _outcomes(expr, *(dict(
+        M=M, U=M.tensor(np.array([100, 3, 7], np.uint8)), S=M.tensor(np.array([1, 2], np.int8)),
+        H=M.tensor(np.array([1.0, 0.0], np.float16)), I=M.tensor(np.array([0])))
+        for M in (L, torch)))
     if isinstance(theirs, str):
         assert isinstance(ours, str) and "cannot be converted to type" in ours and \
             re.match(r"[\w\[\]. =_]+\(?\)?: value [-\w.+]+ cannot", ours), ours
