@@ -134,16 +134,15 @@ def fit_value(fn, value, dtype, finite=True):
       x[i] = v and where for float32 alone; tensor() never), a finite value beyond its largest
       (65504.5 into float16; torch stores inf for a one-element tensor's fill_);
     - bool takes the value's truth.
-    Returns the value as a Python number (other values: unchanged)."""
-    if isinstance(value, (bool, np.bool_)):
-        value = bool(value)
-        return value if dtype == np.bool_ or is_floating(dtype) else int(value)
-    if not isinstance(value, (int, float, np.integer, np.floating)):
+    Returns the value as a Python number (a complex dtype's, and other values: unchanged)."""
+    if not isinstance(value, (int, float, np.integer, np.floating, np.bool_)):
         return value
     limits = _LIMITS.get(dtype)
     if limits is None:
         limits = _limits(dtype)
     kind, low, high = limits
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value) if kind in "bf" else int(value) if kind == "i" else value
     if kind == "f":
         value = int(value) if isinstance(value, (int, np.integer)) else float(value)
         if finite and not -high <= value <= high and value == value and \

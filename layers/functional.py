@@ -17,9 +17,9 @@ from .ops import norm as _norm
 from .ops import reduce as _red
 from .ops import shape as _sh
 from .backend import (accumulation_dtype, cast_integer, cupy, default_float, device_of,
-                      dim_index, fit_integers, fit_value, is_channels_last, is_floating, is_gpu, is_half,
-                      number_dtype, out_of_range, np_dtype, parse_device, promote_types,
-                      same_dtype, to_device, xp_of)
+                      dim_index, fit_integers, fit_value, is_channels_last, is_floating, is_gpu,
+                      is_half, number_dtype, out_of_range, np_dtype, parse_device,
+                      promote_types, result_dtype, same_dtype, to_device, xp_of)
 from .changes import mark_changed
 from .tensor import Tensor, is_grad_enabled, no_grad
 
@@ -333,15 +333,15 @@ def clamp(x, min=None, max=None):
 def where(cond, a, b):
     """a where cond else b (numpy.where / torch.where); cond is a constant boolean array (or
     Tensor) that broadcasts with a and b; a or b may be a Python number."""
-    like = a if isinstance(a, Tensor) else b
+    if any(isinstance(v, (float, np.floating)) for v in (a, b)) and \
+            result_dtype(*(v.data if isinstance(v, Tensor) else v for v in (a, b))) == np.float32:
+        a, b = (fit_value("where()", v, np.float32) for v in (a, b))  # (1e39 refused into a
+    like = a if isinstance(a, Tensor) else b                          # float32 result, as torch)
     if not isinstance(like, Tensor):          # (two numbers: torch's dtype for them, on cond's
         c = cond if isinstance(cond, Tensor) else Tensor(np.asarray(cond))   # device)
         dtype = promote_types(number_dtype(a), number_dtype(b))
         a = Tensor(xp_of(c.data).asarray(a, dtype=dtype))
         like = a
-    if like.dtype == np.float32:              # (1e39 refused there, as torch's; a half
-        a, b = (fit_value("where()", v, like.dtype) if isinstance(v, (float, np.floating))
-                else v for v in (a, b))       # dtype stores inf, as torch's)
     c = _on_device_of(like, cond, "where")
     if c.dtype != bool:
         raise TypeError(f"where: the condition must be boolean, got {c.dtype}")
@@ -406,6 +406,8 @@ def masked_fill(x, mask, value):
             if not is_gpu(value.data):      # (checked as a number where reading it is free;
                 fit_value("masked_fill()", value.item(), x.dtype)   # a GPU value is cast)
             value = _astype(value, x.dtype)     # (x's dtype kept; the gradient cast back)
+        if value.device != x.device:        # (a host value for a GPU x, as torch takes it)
+            value = value.to(x.device)
     return where(mask, value, x)
 
 
@@ -2797,7 +2799,7 @@ def _install_tensor_methods():
         "sqrt": lambda self: sqrt(self),
         "masked_fill": lambda self, mask, value: masked_fill(self, mask, value),
         "masked_fill_": lambda self, mask, value: _store_result(
-            self, "masked_fill_()", lambda: masked_fill(self, mask, value)),
+            self, "masked_fill_()", lambda: masked_fill(self, mask, value), value),
         "clamp_": lambda self, min=None, max=None: _store_result(
             self, "clamp_()", lambda: clamp(self, min, max)),
         "mm": lambda self, other: _mm(self, other),

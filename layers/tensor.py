@@ -1056,16 +1056,8 @@ def _from_python(data, dtype):
     int64, NumPy uint64, Tensors of more than one element."""
     found, data = _scan(data, dtype is not None, None)
     target = dtype if dtype is not None else found if found is not None else default_float()
-    if found is not None and is_floating(found) and np.dtype(target).kind in "iu":
-        # (floats into integers as torch takes Python numbers: truncated, NaN or a value
-        # outside the dtype refused -- NumPy stores -1.0 into uint8 as 255; the range is
-        # decided by the floats' extremes, the ints in the data staying exact)
-        floats = np.array([v for v in _leaves(data) if isinstance(v, (float, np.floating))],
-                          np.float64)
-        extremes = () if not floats.size else (float("nan"),) if np.isnan(floats).any() \
-            else (float(floats.min()), float(floats.max()))
-        for v in extremes:
-            fit_value("tensor()", v, target)
+    if found is not None and np.dtype(target).kind in "iu":
+        _check_numbers(data, target)
     try:
         return np.asarray(data, dtype=target)
     except OverflowError:
@@ -1188,6 +1180,29 @@ def _promoted(dtypes):
         else:
             out = promote_types(out, d)
     return out
+
+
+def _check_numbers(data, target):
+    """Each number of Python data bound for integer dtype `target`, checked as torch checks it
+    (backend.fit_value): a float truncated, refused where NaN, infinite or out of range; a NumPy
+    int, and an array's values inside the data, refused out of range -- NumPy would store -1.0
+    or np.int64(300) into uint8 as 255 or 44. (Python ints are NumPy's to refuse: caught where
+    they are converted.)"""
+    for v in _leaves(data):
+        if type(v) is int or type(v) is bool:
+            continue
+        if isinstance(v, np.ndarray):
+            if not v.size:
+                continue
+            if is_floating(v.dtype):
+                values = v.astype(np.float64)
+                for x in ((float("nan"),) if np.isnan(values).any() else
+                          (float(values.min()), float(values.max()))):
+                    fit_value("tensor()", x, target)
+            elif v.dtype.kind in "iu":
+                fit_integers("tensor()", v, target)
+        else:
+            fit_value("tensor()", v, target)
 
 
 def _leaves(x):

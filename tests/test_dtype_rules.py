@@ -377,3 +377,16 @@ def test_torch_dtypes_are_taken_where_a_dtype_is(where):
         m = nn.Sequential(nn.Linear(2, 2), nn.BatchNorm1d(2)).to(where).to(dtype)
         assert str(m[0].weight.dtype) == str(dtype).removeprefix("torch.")
         assert str(m[1].weight.dtype) == bn                     # (batch norm's own rule)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_masked_fill_takes_a_host_0d_value_for_a_tensor_on_any_device(where):
+    """A 0-d value on the host with x on a GPU (torch takes a CPU scalar tensor there): the
+    result on x's device in x's dtype, the value's gradient back on the host."""
+    v = L.tensor(np.array(2.5, np.float64), requires_grad=True)
+    x = on(where, X32)
+    y = F.masked_fill(x, MASK, v)
+    assert y.device == x.device and str(y.dtype) == "float32"
+    np.testing.assert_array_equal(values(y), np.where(MASK, np.float32(2.5), X32))
+    F.sum(y * on(where, np.array([1.0, 5.0, 3.0, 7.0], np.float32))).backward()
+    assert v.grad.device == v.device and float(v.grad) == 4.0

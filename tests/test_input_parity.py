@@ -372,6 +372,13 @@ FLOATS_STORED = [
     "(lambda v: (v.__setitem__(0, 1e39), v)[1])(M.zeros(2))",
     "(lambda v: (v.__setitem__(0, 1e39), v)[1])(M.zeros(2, dtype=M.float64))",
     "M.where(M.zeros(2) > 0, M.zeros(2), 1e39)", "M.where(H > 0, 1e39, H)",
+    "M.where(U > 5, U, 1e39)", "M.where(U > 5, 1e39, U)", "M.where(U > 5, U > 6, 1e39)",
+    "M.where(U > 5, 1e39, 1.0)", "M.where(U > 5, 1.0, 1e39)", "M.where(U > 5, 1e39, 1)",
+    "M.tensor([np.array([-1.0, 2.0])], dtype=M.uint8)",
+    "M.tensor([np.array([float('nan'), 2.0])], dtype=M.int64)",
+    "M.tensor([np.int64(300), 2.5], dtype=M.uint8)", "M.tensor([np.int64(300), 2], dtype=M.uint8)",
+    "M.tensor([np.array([300, 2]), [1.5, 2]], dtype=M.uint8)",
+    "M.tensor([np.int64(-1), 2], dtype=M.uint8)", "M.tensor([M.tensor(300)], dtype=M.uint8)",
     "M.where(H > 0, H, 7e4)", "(lambda v: (v.__setitem__(0, 7e4), v)[1])(H.clone())",
     "M.tensor([7e4], dtype=M.float16)"]
 
@@ -406,3 +413,15 @@ def test_masked_fill_takes_a_0d_tensor_value_in_the_tensors_dtype_with_its_gradi
         with pytest.raises(RuntimeError, match="only supports a 0-dimensional value tensor"):
             M.zeros(2).masked_fill(M.tensor([True, False]), M.tensor([1.0]))
     assert grads == [4.0, 4.0]
+
+
+def test_masked_fill_in_place_with_a_value_that_requires_grad_is_refused_not_dropped():
+    """torch records x.masked_fill_(mask, v) for a v that requires grad; this engine changes no
+    tensor in place inside a recorded graph, so it refuses, where the value's gradient was
+    dropped silently."""
+    v = L.tensor(2.0, requires_grad=True)
+    with pytest.raises(RuntimeError, match="masked_fill_"):
+        L.zeros(3).masked_fill_(L.tensor([True, False, True]), v)
+    with L.no_grad():
+        y = L.zeros(3).masked_fill_(L.tensor([True, False, True]), v)
+    np.testing.assert_array_equal(y.numpy(), [2.0, 0.0, 2.0])
