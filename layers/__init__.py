@@ -25,7 +25,13 @@ from .functional import (add, amax, amin, argmax, argmin, argsort, cat, chunk, c
                          ceil, trunc, sign, fmod, remainder, floor_divide, logical_and,
                          logical_or, logical_xor, logical_not, outer,
                          repeat_interleave, nonzero, allclose, cosine_similarity,
-                         pairwise_distance, unique, atan2, bincount)
+                         pairwise_distance, unique, atan2, bincount, addcmul, addcdiv, lerp,
+                         hypot, swapaxes, movedim, tile, nansum, nanmean, count_nonzero,
+                         isclose, equal, dot, addmm, addmv, baddbmm, addbmm, exp2, frac,
+                         var_mean, std_mean, unflatten, diff, masked_select, index_fill,
+                         index_add, index_copy, select)
+from .functional import clamp as clip, swapaxes as swapdims, movedim as moveaxis  # (aliases)
+from .functional import nonzero as argwhere
 from .functional import round  # noqa: A001
 from .einsum import einsum
 from . import random as _random
@@ -138,6 +144,11 @@ __all__ = ["autograd", "Tensor", "Function", "tensor", "as_tensor", "no_grad", "
            "bfloat16", "float16", "half", "float32", "float", "float64", "double", "int8",
            "uint8", "int16", "short", "int32", "int", "int64", "long", "bool"]
 __all__ += ["channels_last", "contiguous_format", "preserve_format"]
+__all__ += ["addcmul", "addcdiv", "lerp", "hypot", "swapaxes", "swapdims", "movedim", "moveaxis",
+            "tile", "nansum", "nanmean", "count_nonzero", "isclose", "equal", "dot", "addmm",
+            "addmv", "baddbmm", "addbmm", "exp2", "frac", "var_mean", "std_mean", "unflatten",
+            "diff", "masked_select", "index_fill", "index_add", "index_copy", "select", "clip",
+            "argwhere"]
 
 
 class _Utils:

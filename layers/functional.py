@@ -2742,6 +2742,278 @@ def _to_device(self, device):
     return Tensor(to_device(self.data, device))
 
 
+# ---- torch's composite spellings: each is made of the ops above, so it has both paths and its
+# gradients from theirs ---------------------------------------------------------------------------
+
+def addcmul(input, tensor1, tensor2, *, value=1):
+    """torch.addcmul: input + value * tensor1 * tensor2."""
+    return add(input, _scaled(mul(tensor1, tensor2), value))
+
+
+def addcdiv(input, tensor1, tensor2, *, value=1):
+    """torch.addcdiv: input + value * tensor1 / tensor2 (integer tensor1 and tensor2 refused,
+    as torch refuses their division here)."""
+    if all(isinstance(t, Tensor) and not is_floating(t.dtype) for t in (tensor1, tensor2)):
+        raise RuntimeError("addcdiv: integer division of tensor1 by tensor2 is not supported "
+                           "(as torch); use true division: input + value * (t1 / t2)")
+    return add(input, _scaled(div(tensor1, tensor2), value))
+
+
+def _scaled(x, value):
+    return x if isinstance(value, (int, float)) and value == 1 else mul(x, value)
+
+
+def lerp(input, end, weight):
+    """torch.lerp: input + weight * (end - input), differentiable in all three."""
+    return add(input, mul(weight, sub(end, input)))
+
+
+def hypot(a, b):
+    """torch.hypot: sqrt(a ** 2 + b ** 2)."""
+    return sqrt(add(mul(a, a), mul(b, b)))
+
+
+def swapaxes(x, axis0, axis1):
+    """torch.swapaxes / swapdims: transpose(x, axis0, axis1)."""
+    return transpose(x, axis0, axis1)
+
+
+def movedim(x, source, destination):
+    """torch.movedim / moveaxis: the axes `source` (an int or a sequence) moved to
+    `destination`, the others keeping their order."""
+    src = (source,) if isinstance(source, (int, np.integer)) else tuple(source)
+    dst = (destination,) if isinstance(destination, (int, np.integer)) else tuple(destination)
+    if len(src) != len(dst):
+        raise RuntimeError(f"movedim: Invalid source or destination dims: source ({list(src)} "
+                           f"dims) should contain the same number of dims as destination "
+                           f"({list(dst)} dims) (as torch)")
+    src = [dim_index(d, x.ndim, "movedim") for d in src]
+    dst = [dim_index(d, x.ndim, "movedim") for d in dst]
+    if len(set(src)) != len(src) or len(set(dst)) != len(dst):
+        raise RuntimeError(f"movedim: repeated dim in source {src} or destination {dst} "
+                           f"(as torch)")
+    rest = iter(a for a in range(x.ndim) if a not in src)
+    placed = dict(zip(dst, src))
+    return transpose(x, tuple(placed[d] if d in placed else next(rest) for d in range(x.ndim)))
+
+
+def tile(x, dims):
+    """torch.tile: repeat, with 1s put in front of `dims` where it names fewer axes than x has
+    (and new leading axes where it names more)."""
+    dims = tuple(dims)
+    return repeat(x, (1,) * (x.ndim - len(dims)) + dims)
+
+
+def nansum(x, dim=None, keepdim=False):
+    """torch.nansum: the sum with NaNs taken as 0 (their gradient 0)."""
+    return sum(where(isnan(x), 0.0, x), dim=dim, keepdim=keepdim)
+
+
+def nanmean(x, dim=None, keepdim=False):
+    """torch.nanmean: the mean of the elements that are not NaN (NaN where all are)."""
+    present = logical_not(isnan(x))
+    return div(nansum(x, dim, keepdim), sum(present, dim=dim, keepdim=keepdim))
+
+
+def count_nonzero(x, dim=None):
+    """torch.count_nonzero: int64 counts of the non-zero elements over `dim` (all by default)."""
+    return sum(_comparison("not_equal")(x, 0), dim=dim)
+
+
+def isclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
+    """torch.isclose: elementwise |a - b| <= atol + rtol * |b|, a bool Tensor (no gradient)."""
+    other = b.data if isinstance(b, Tensor) else b
+    if isinstance(b, Tensor) and b.device != a.device:
+        raise RuntimeError(f"isclose: a is on {a.device}, b on {b.device}")
+    return Tensor(xp_of(a.data).isclose(a.data, other, rtol=rtol, atol=atol,
+                                        equal_nan=equal_nan))
+
+
+def equal(a, b):
+    """torch.equal: True when a and b have one shape and equal elements (read back)."""
+    return tuple(a.shape) == tuple(b.shape) and builtins.bool(
+        xp_of(a.data).array_equal(a.data, _on_device_of(a, b, "equal", "the other is")))
+
+
+def dot(a, b):
+    """torch.dot: the inner product of two 1-d tensors of one dtype and length."""
+    if a.ndim != 1 or b.ndim != 1:
+        raise RuntimeError(f"dot: 1D tensors expected, but got {a.ndim}D and {b.ndim}D tensors "
+                           f"(as torch)")
+    if a.dtype != b.dtype:
+        raise RuntimeError(f"dot: expected both vectors to have same dtype, but found "
+                           f"{a.dtype} and {b.dtype} (as torch)")
+    if a.shape != b.shape:
+        raise RuntimeError(f"dot: inconsistent tensor size, expected tensor [{a.shape[0]}] and "
+                           f"src [{b.shape[0]}] to have the same number of elements (as torch)")
+    return matmul(a, b)
+
+
+def _beta_alpha(name, input, product, beta, alpha):
+    """beta * input + alpha * product, in product's shape (input broadcasts to it); beta 0
+    leaves input out, its NaN and inf too, as torch's."""
+    product = _scaled(product, alpha)
+    in_shape = tuple(getattr(input, "shape", ()))
+    try:
+        fits = np.broadcast_shapes(in_shape, product.shape) == product.shape
+    except ValueError:
+        fits = False
+    if not fits:
+        raise RuntimeError(f"{name}: input of shape {in_shape} does not broadcast to the "
+                           f"product's {product.shape} (as torch)")
+    if isinstance(beta, (int, float)) and beta == 0:
+        return product
+    return add(_scaled(input, beta), product)
+
+
+def addmm(input, mat1, mat2, *, beta=1, alpha=1):
+    """torch.addmm: beta * input + alpha * (mat1 @ mat2), mat1 and mat2 2-d."""
+    if mat1.ndim != 2 or mat2.ndim != 2:
+        raise RuntimeError(f"addmm: mat1 and mat2 must be matrices, got {mat1.ndim}-d and "
+                           f"{mat2.ndim}-d (as torch)")
+    return _beta_alpha("addmm", input, matmul(mat1, mat2), beta, alpha)
+
+
+def addmv(input, mat, vec, *, beta=1, alpha=1):
+    """torch.addmv: beta * input + alpha * (mat @ vec), mat 2-d, vec 1-d."""
+    if mat.ndim != 2 or vec.ndim != 1:
+        raise RuntimeError(f"addmv: vector + matrix @ vector expected, got mat {mat.ndim}-d "
+                           f"and vec {vec.ndim}-d (as torch)")
+    return _beta_alpha("addmv", input, matmul(mat, vec), beta, alpha)
+
+
+def baddbmm(input, batch1, batch2, *, beta=1, alpha=1):
+    """torch.baddbmm: beta * input + alpha * (batch1 @ batch2), per batch (3-d)."""
+    return _beta_alpha("baddbmm", input, bmm(batch1, batch2), beta, alpha)
+
+
+def addbmm(input, batch1, batch2, *, beta=1, alpha=1):
+    """torch.addbmm: beta * input + alpha * the sum over the batch of batch1[i] @ batch2[i]."""
+    return _beta_alpha("addbmm", input, sum(bmm(batch1, batch2), dim=0), beta, alpha)
+
+
+def exp2(x):
+    """torch.exp2: 2 ** x."""
+    return pow(2.0, _floating(x))
+
+
+def frac(x):
+    """torch.frac: x - trunc(x) (the fractional part, with x's sign); its gradient 1."""
+    return sub(x, trunc(x))
+
+
+def var_mean(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    """torch.var_mean: (var, mean) over `dim`."""
+    return (var(x, dim, unbiased, keepdim, correction=correction),
+            mean(x, dim=dim, keepdim=keepdim))
+
+
+def std_mean(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    """torch.std_mean: (std, mean) over `dim`."""
+    return (std(x, dim, unbiased, keepdim, correction=correction),
+            mean(x, dim=dim, keepdim=keepdim))
+
+
+def unflatten(x, dim, sizes):
+    """torch.unflatten: axis `dim` split into `sizes` (one may be -1)."""
+    d = dim_index(dim, x.ndim, "unflatten")
+    return reshape(x, x.shape[:d] + tuple(sizes) + x.shape[d + 1:])
+
+
+def diff(x, n=1, dim=-1, prepend=None, append=None):
+    """torch.diff: the n-th forward difference along `dim`, after prepend / append (tensors)
+    are joined to x there."""
+    d = dim_index(dim, x.ndim, "diff")
+    if prepend is not None or append is not None:
+        x = cat([t for t in (prepend, x, append) if t is not None], dim=d)
+    for _ in range(n):
+        if x.shape[d] == 0:
+            break
+        lo = tuple(slice(None) if a != d else slice(0, -1) for a in range(x.ndim))
+        hi = tuple(slice(None) if a != d else slice(1, None) for a in range(x.ndim))
+        x = sub(getitem(x, hi), getitem(x, lo)) if x.dtype != np.bool_ else \
+            logical_xor(getitem(x, hi), getitem(x, lo))
+    return x
+
+
+def masked_select(x, mask):
+    """torch.masked_select: the elements of x where mask (broadcast with x) is True, as a 1-d
+    Tensor (its length read back from a device, as torch's)."""
+    m = _on_device_of(x, mask, "masked_select", "the mask is")
+    if m.dtype != np.bool_:
+        raise RuntimeError(f"masked_select: expected a bool mask, got {m.dtype} (as torch)")
+    shape = np.broadcast_shapes(x.shape, tuple(m.shape))
+    return getitem(expand(x, shape), Tensor(xp_of(m).broadcast_to(m, shape)))
+
+
+def _along(x, dim, index, name):
+    """(axis, index as int64 on x's device, the shape of one index along that axis broadcast)
+    for index_fill / index_add / index_copy."""
+    d = dim_index(dim, builtins.max(x.ndim, 1), name)
+    idx = _on_device_of(x, index, name)
+    if idx.ndim > 1 or idx.dtype.kind not in "iu":
+        raise RuntimeError(f"{name}: index must be a 1-d tensor of integers, got "
+                           f"{idx.dtype} of shape {tuple(idx.shape)} (as torch)")
+    return d, idx.astype(np.int64, copy=False).reshape(-1)
+
+
+def index_fill(x, dim, index, value):
+    """torch.index_fill: x with the positions `index` along `dim` set to value (a number or a
+    0-d Tensor, stored as masked_fill stores it); no gradient to x there."""
+    d, idx = _along(x, dim, index, "index_fill()")
+    xp = xp_of(x.data)
+    hit = xp.zeros(x.shape[d] if x.ndim else 1, dtype=bool)
+    hit[idx] = True
+    shape = [1] * x.ndim
+    if x.ndim:
+        shape[d] = x.shape[d]
+    return masked_fill(x, Tensor(hit.reshape(shape)), value)
+
+
+def _index_spread(x, d, idx, source, name):
+    """idx broadcast to source's shape along axis d (the index scatter takes)."""
+    if source.ndim != x.ndim or idx.shape[0] != source.shape[d] or any(
+            s != n for a, (s, n) in enumerate(zip(source.shape, x.shape)) if a != d):
+        raise RuntimeError(f"{name}: source {source.shape} must match x {x.shape} off dim {d} "
+                           f"and hold one slice per index ({idx.shape[0]}) along it (as torch)")
+    shape = [1] * x.ndim
+    shape[d] = idx.shape[0]
+    return xp_of(idx).broadcast_to(idx.reshape(shape), source.shape)
+
+
+def index_add(x, dim, index, source, *, alpha=1):
+    """torch.index_add: x with alpha * source's slices added at the positions `index` along
+    `dim` (repeated indices add up), differentiable in x and source."""
+    d, idx = _along(x, dim, index, "index_add()")
+    return scatter_add(x, d, _index_spread(x, d, idx, source, "index_add()"),
+                       _scaled(source, alpha))
+
+
+def index_copy(x, dim, index, source):
+    """torch.index_copy: x with its slices at `index` along `dim` replaced by source's (an
+    index given twice: which write wins is not defined, as torch's)."""
+    d, idx = _along(x, dim, index, "index_copy()")
+    return scatter(x, d, _index_spread(x, d, idx, source, "index_copy()"), source)
+
+
+def select(x, dim, index):
+    """torch.select: x indexed by `index` along `dim` (that axis gone)."""
+    d = dim_index(dim, x.ndim, "select")
+    return getitem(x, (slice(None),) * d + (index,))
+
+
+def _stride(self, dim=None):
+    """torch's Tensor.stride(): the strides in elements (of one axis with dim)."""
+    strides = tuple(builtins.int(s) // self.data.itemsize for s in self.data.strides)
+    return strides if dim is None else strides[dim_index(dim, self.ndim, "stride")]
+
+
+def _data_ptr(self):
+    """torch's Tensor.data_ptr(): the address of the first element (device memory on a GPU)."""
+    return builtins.int(self.data.data.ptr if is_gpu(self.data) else
+                        self.data.__array_interface__["data"][0])
+
+
 def _install_tensor_methods():
     spellings = {
         "__neg__": lambda self: neg(self),
@@ -2914,6 +3186,49 @@ def _install_tensor_methods():
     spellings["unique"] = lambda self, sorted=True, return_inverse=False, return_counts=False, \
         dim=None: unique(self, sorted, return_inverse, return_counts, dim)
     spellings["is_floating_point"] = lambda self: is_floating(self.dtype)
+    for fn in (addcmul, addcdiv):
+        spellings[fn.__name__] = lambda self, t1, t2, *, value=1, fn=fn: fn(self, t1, t2,
+                                                                            value=value)
+    for fn in (addmm, addmv, baddbmm, addbmm):
+        spellings[fn.__name__] = lambda self, a, b, *, beta=1, alpha=1, fn=fn: fn(
+            self, a, b, beta=beta, alpha=alpha)
+    for fn in (lerp, index_fill, index_copy, select):
+        spellings[fn.__name__] = lambda self, *args, fn=fn: fn(self, *args)
+    for fn in (hypot, dot, isclose, equal, masked_select):
+        spellings[fn.__name__] = lambda self, other, *args, fn=fn, **kw: fn(self, other, *args,
+                                                                            **kw)
+    for fn in (exp2, frac):
+        spellings[fn.__name__] = lambda self, fn=fn: fn(self)
+    spellings.update(
+        clip=lambda self, min=None, max=None: clamp(self, min, max),
+        swapaxes=lambda self, axis0, axis1: swapaxes(self, axis0, axis1),
+        swapdims=lambda self, dim0, dim1: swapaxes(self, dim0, dim1),
+        movedim=lambda self, source, destination: movedim(self, source, destination),
+        moveaxis=lambda self, source, destination: movedim(self, source, destination),
+        tile=lambda self, *dims: tile(
+            self, dims[0] if len(dims) == 1 and isinstance(dims[0], (tuple, list)) else dims),
+        nansum=lambda self, dim=None, keepdim=False: nansum(self, dim, keepdim),
+        nanmean=lambda self, dim=None, keepdim=False: nanmean(self, dim, keepdim),
+        count_nonzero=lambda self, dim=None: count_nonzero(self, dim),
+        unflatten=lambda self, dim, sizes: unflatten(self, dim, sizes),
+        diff=lambda self, n=1, dim=-1, prepend=None, append=None: diff(self, n, dim, prepend,
+                                                                       append),
+        index_add=lambda self, dim, index, source, *, alpha=1: index_add(self, dim, index,
+                                                                         source, alpha=alpha),
+        argwhere=lambda self: nonzero(self),
+        where=lambda self, condition, other: where(condition, self, other),
+        bitwise_and=lambda self, other: spellings["__and__"](self, other),
+        bitwise_or=lambda self, other: spellings["__or__"](self, other),
+        bitwise_xor=lambda self, other: spellings["__xor__"](self, other),
+        bitwise_not=lambda self: spellings["__invert__"](self),
+        short=lambda self: _astype(self, np.int16), byte=lambda self: _astype(self, np.uint8),
+        char=lambda self: _astype(self, np.int8),
+        element_size=lambda self: builtins.int(self.data.itemsize),
+        nelement=lambda self: builtins.int(self.data.size),
+        ndimension=lambda self: self.ndim,
+        stride=lambda self, dim=None: _stride(self, dim), data_ptr=lambda self: _data_ptr(self),
+        nbytes=property(lambda self: builtins.int(self.data.nbytes)),
+        itemsize=property(lambda self: builtins.int(self.data.itemsize)))
     for name, method in spellings.items():
         if not isinstance(method, property):
             method.__name__ = method.__qualname__ = name

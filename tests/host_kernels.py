@@ -456,6 +456,8 @@ def _wrap(fn, name):
     def made(*args, **kwargs):
         refuse_host_arrays(f"cupy.{name}", args + tuple(kwargs.values()))
         r = fn(*args, **kwargs)
+        if isinstance(r, (tuple, list)) and r and all(isinstance(a, np.ndarray) for a in r):
+            return type(r)(host(a) for a in r)      # (CuPy's nonzero, split ...: device arrays)
         return host(r) if isinstance(r, np.ndarray) else r
     return made
 

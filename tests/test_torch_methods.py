@@ -87,7 +87,53 @@ CASES = {
     "roll_dims": lambda v: v.roll((2, -5), (0, 1)),
     "roll_flat": lambda v: v.roll(5),
     "bmm": lambda v: v.reshape(2, 3, 2).bmm(v.reshape(2, 2, 3)),
+    # torch's composite spellings (layers.functional's, made of the ops above)
+    "addcmul": lambda v: v.addcmul(v * 2, v.flip(0), value=0.5),
+    "addcmul_function": lambda v: _lib(v).addcmul(v, v, v + 1),
+    "addcdiv": lambda v: v.addcdiv(v, v * v + 1, value=-2),
+    "lerp": lambda v: v.lerp(v.flip(1), 0.3),
+    "lerp_tensor_weight": lambda v: _lib(v).lerp(v, v * 3, (v.abs() + 1).reciprocal()),
+    "hypot": lambda v: v.hypot(v + 0.25),
+    "clip": lambda v: v.clip(-1, 2),
+    "swapaxes": lambda v: v.reshape(3, 2, 2).swapaxes(0, 2),
+    "swapdims_function": lambda v: _lib(v).swapdims(v, 1, 0),
+    "movedim": lambda v: v.reshape(3, 2, 2).movedim(0, -1),
+    "moveaxis_many": lambda v: _lib(v).moveaxis(v.reshape(3, 2, 2), (0, 1), (2, 0)),
+    "tile": lambda v: v.tile((2,)),
+    "tile_more_dims": lambda v: _lib(v).tile(v, (2, 1, 2)),
+    "nansum": lambda v: (v - 0.1).log().nansum(1),          # (NaN where v < 0.1: gradient 0)
+    "nanmean": lambda v: _lib(v).nanmean((v - 0.1).log(), 0),
+    "dot": lambda v: v[0].dot(v[1]),
+    "addmm": lambda v: _lib(v).addmm(v[0, :3], v[:, :3].T, v[:, 1:], beta=0.5, alpha=2),
+    "addmm_beta_0": lambda v: v[:, :2].addmm(v[:, :3], v[:, 2:], beta=0),
+    "addmm_beta_0_nan_input": lambda v: _lib(v).full(          # (beta 0: input's NaN unseen)
+        (3, 2), float("nan"), dtype=v.dtype, device=v.device).addmm(v[:, :3], v[:, 2:], beta=0),
+    "addmv": lambda v: _lib(v).addmv(v[:, 0], v[:, 1:], v[0, 1:], alpha=-1),
+    "baddbmm": lambda v: _lib(v).baddbmm(v[:1, :3], v.reshape(2, 3, 2), v.reshape(2, 2, 3),
+                                         beta=2),
+    "addbmm": lambda v: v[:3, :3].addbmm(v.reshape(2, 3, 2), v.reshape(2, 2, 3), alpha=0.5),
+    "exp2": lambda v: v.exp2(),
+    "frac": lambda v: (v * 1.3).frac(),
+    "var_mean": lambda v: (lambda r: r[0] * 2 + r[1])(_lib(v).var_mean(v, 1)),
+    "std_mean": lambda v: (lambda r: r[0] * 2 + r[1])(_lib(v).std_mean(v, 0, keepdim=True)),
+    "unflatten": lambda v: v.unflatten(1, (2, 2)),
+    "diff": lambda v: v.diff(),
+    "diff_twice_prepended": lambda v: _lib(v).diff(v, n=2, dim=0, prepend=v[:1] * 3),
+    "masked_select": lambda v: v.masked_select(v > 0),
+    "masked_select_broadcast": lambda v: v.masked_select((v > 0)[:1]),
+    "index_fill": lambda v: v.index_fill(1, _index(v, [0, 2]), -1.5),
+    "index_fill_0d_value": lambda v: v.index_fill(0, _index(v, [1]), _lib(v).tensor(
+        2.5, dtype=v.dtype, device=v.device)),
+    "index_add": lambda v: v.index_add(0, _index(v, [2, 0, 2]), v.flip(1) * 2, alpha=0.5),
+    "index_copy": lambda v: v.index_copy(1, _index(v, [3, 0]), v[:, 1:3] * 2),
+    "select": lambda v: v.select(1, -1),
+    "where_method": lambda v: v.where(v > 0, v * 2),
 }
+
+
+def _index(v, values):
+    """An int64 index on v's device, of v's library."""
+    return _lib(v).tensor(values, device=v.device)
 
 
 def _lib(v, ours=L, theirs=torch):
@@ -118,6 +164,39 @@ def test_shape_counts_conversions_and_truth_are_torchs(where):
     assert (x > 3).any().item() is True and (x > 3).all().item() is False
     np.testing.assert_array_equal(x.argmin(1).numpy(), tx.argmin(1).numpy())
     np.testing.assert_array_equal(x.min(dim=1).indices.numpy(), tx.min(dim=1).indices.numpy())
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_counts_comparisons_casts_and_attributes_are_torchs(where):
+    """The composite spellings that give integers, bools or numbers, and the attribute methods,
+    as torch's; their refusals with torch's kind of error."""
+    x, tx = L.tensor(A, device=where), torch.tensor(A)
+    for ours, theirs in ((x.count_nonzero(), tx.count_nonzero()),
+                         (x.count_nonzero(1), tx.count_nonzero(1)),
+                         (L.count_nonzero(x, dim=0), torch.count_nonzero(tx, dim=0)),
+                         (x.isclose(x + 1e-9), tx.isclose(tx + 1e-9)),
+                         (L.isclose(x, x * 1.1, rtol=0.05), torch.isclose(tx, tx * 1.1, rtol=0.05)),
+                         (x.argwhere(), tx.argwhere()), (L.argwhere(x > 1), torch.argwhere(tx > 1)),
+                         (x.short(), tx.short()), (x.byte(), tx.byte()), (x.char(), tx.char()),
+                         ((x > 0).bitwise_and(x < 3), (tx > 0).bitwise_and(tx < 3)),
+                         ((x > 0).bitwise_not(), (tx > 0).bitwise_not())):
+        assert str(ours.dtype) == str(theirs.dtype).replace("torch.", "")
+        np.testing.assert_array_equal(ours.numpy(), theirs.numpy())
+    assert x.equal(x.clone()) and not x.equal(x[:2]) and not L.equal(x, x + 1)
+    assert x.element_size() == tx.element_size() and x.nelement() == tx.nelement()
+    assert x.ndimension() == 2 and x.nbytes == tx.nbytes and x.itemsize == tx.itemsize
+    t = x.reshape(3, 2, 2).transpose(0, 2)
+    assert t.stride() == tx.reshape(3, 2, 2).transpose(0, 2).stride() and t.stride(-1) == 4
+    assert x.data_ptr() == x.data_ptr() and x[1].data_ptr() - x.data_ptr() == 32
+    for call in (lambda m, v: v.dot(v), lambda m, v: v[0].dot(v[1].float()),
+                 lambda m, v: v[0].dot(v[1, :3]), lambda m, v: v.movedim((0, 1), (1, 1)),
+                 lambda m, v: v.addmm(v, v.T), lambda m, v: v.masked_select(v),
+                 lambda m, v: v.long().addcdiv(v.long(), v.long()),
+                 lambda m, v: v.index_add(0, m.tensor([0]), v)):
+        with pytest.raises(RuntimeError):
+            call(torch, tx)
+        with pytest.raises(RuntimeError):
+            call(L, x)
 
 
 def test_torch_spellings_of_modules_imports_and_files(tmp_path):
