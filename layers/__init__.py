@@ -29,9 +29,8 @@ from .functional import (add, amax, amin, argmax, argmin, argsort, cat, chunk, c
                          hypot, swapaxes, movedim, tile, nansum, nanmean, count_nonzero,
                          isclose, equal, dot, addmm, addmv, baddbmm, addbmm, exp2, frac,
                          var_mean, std_mean, unflatten, diff, masked_select, index_fill,
-                         index_add, index_copy, select)
-from .functional import clamp as clip, swapaxes as swapdims, movedim as moveaxis  # (aliases)
-from .functional import nonzero as argwhere
+                         index_add, index_copy, select, swapdims, argwhere)
+from .functional import clamp as clip, movedim as moveaxis  # (torch's aliases)
 from .functional import round  # noqa: A001
 from .einsum import einsum
 from . import random as _random

@@ -2760,27 +2760,47 @@ def addcdiv(input, tensor1, tensor2, *, value=1):
 
 
 def _scaled(x, value):
-    return x if isinstance(value, (int, float)) and value == 1 else mul(x, value)
+    """x * value; a float value scaling integer data is truncated first (0.5 scales by 0), as
+    torch's scalars alpha / beta / value are for integer tensors."""
+    if isinstance(value, (int, float)) and value == 1:
+        return x
+    if isinstance(value, float) and isinstance(x, Tensor) and not is_floating(x.dtype):
+        value = builtins.int(value)
+    return mul(x, value)
 
 
 def lerp(input, end, weight):
-    """torch.lerp: input + weight * (end - input), differentiable in all three."""
-    return add(input, mul(weight, sub(end, input)))
+    """torch.lerp, differentiable in all three, by torch's two formulas: input + weight *
+    (end - input) where |weight| < 0.5, end - (end - input) * (1 - weight) elsewhere (exact at
+    weight 1)."""
+    if isinstance(weight, (int, float)):
+        return add(input, mul(weight, sub(end, input))) if abs(weight) < 0.5 else \
+            sub(end, mul(sub(end, input), 1 - weight))
+    low = _comparison("less")(absolute(weight), 0.5)
+    return where(low, add(input, mul(weight, sub(end, input))),
+                 sub(end, mul(sub(end, input), sub(1, weight))))
 
 
-def hypot(a, b):
-    """torch.hypot: sqrt(a ** 2 + b ** 2)."""
-    return sqrt(add(mul(a, a), mul(b, b)))
+def hypot(input, other):
+    """torch.hypot: sqrt(input ** 2 + other ** 2), without overflow or underflow on the way."""
+    return _ew.Hypot.apply(*_operands(*(_floating(t) if isinstance(t, Tensor) else t
+                                        for t in (input, other))))
 
 
-def swapaxes(x, axis0, axis1):
-    """torch.swapaxes / swapdims: transpose(x, axis0, axis1)."""
-    return transpose(x, axis0, axis1)
+def swapaxes(input, axis0, axis1):
+    """torch.swapaxes: transpose(input, axis0, axis1)."""
+    return transpose(input, axis0, axis1)
 
 
-def movedim(x, source, destination):
+def swapdims(input, dim0, dim1):
+    """torch.swapdims: transpose(input, dim0, dim1)."""
+    return transpose(input, dim0, dim1)
+
+
+def movedim(input, source, destination):
     """torch.movedim / moveaxis: the axes `source` (an int or a sequence) moved to
     `destination`, the others keeping their order."""
+    x = input
     src = (source,) if isinstance(source, (int, np.integer)) else tuple(source)
     dst = (destination,) if isinstance(destination, (int, np.integer)) else tuple(destination)
     if len(src) != len(dst):
@@ -2797,46 +2817,61 @@ def movedim(x, source, destination):
     return transpose(x, tuple(placed[d] if d in placed else next(rest) for d in range(x.ndim)))
 
 
-def tile(x, dims):
-    """torch.tile: repeat, with 1s put in front of `dims` where it names fewer axes than x has
-    (and new leading axes where it names more)."""
+def tile(input, dims):
+    """torch.tile: repeat, with 1s put in front of `dims` where it names fewer axes than input
+    has (and new leading axes where it names more)."""
     dims = tuple(dims)
-    return repeat(x, (1,) * (x.ndim - len(dims)) + dims)
+    return repeat(input, (1,) * (input.ndim - len(dims)) + dims)
 
 
-def nansum(x, dim=None, keepdim=False):
-    """torch.nansum: the sum with NaNs taken as 0 (their gradient 0)."""
-    return sum(where(isnan(x), 0.0, x), dim=dim, keepdim=keepdim)
+def nansum(input, dim=None, keepdim=False, *, dtype=None):
+    """torch.nansum: the sum with NaNs taken as 0 (their gradient 0); integer data summed as
+    sum sums it (int64)."""
+    x = input if dtype is None else _astype(input, dtype)
+    if is_floating(x.dtype):
+        x = where(isnan(x), 0.0, x)
+    return sum(x, dim=dim, keepdim=keepdim)
 
 
-def nanmean(x, dim=None, keepdim=False):
-    """torch.nanmean: the mean of the elements that are not NaN (NaN where all are)."""
+def nanmean(input, dim=None, keepdim=False, *, dtype=None):
+    """torch.nanmean: the mean of the elements that are not NaN (NaN where all are); floating
+    data only, as torch's."""
+    x = input if dtype is None else _astype(input, dtype)
+    if not is_floating(x.dtype):
+        raise RuntimeError(f"nanmean(): expected input to have floating point or complex dtype "
+                           f"but got {x.dtype} (as torch)")
     present = logical_not(isnan(x))
     return div(nansum(x, dim, keepdim), sum(present, dim=dim, keepdim=keepdim))
 
 
-def count_nonzero(x, dim=None):
+def count_nonzero(input, dim=None):
     """torch.count_nonzero: int64 counts of the non-zero elements over `dim` (all by default)."""
-    return sum(_comparison("not_equal")(x, 0), dim=dim)
+    return sum(_comparison("not_equal")(input, 0), dim=dim)
 
 
-def isclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
-    """torch.isclose: elementwise |a - b| <= atol + rtol * |b|, a bool Tensor (no gradient)."""
-    other = b.data if isinstance(b, Tensor) else b
-    if isinstance(b, Tensor) and b.device != a.device:
-        raise RuntimeError(f"isclose: a is on {a.device}, b on {b.device}")
-    return Tensor(xp_of(a.data).isclose(a.data, other, rtol=rtol, atol=atol,
-                                        equal_nan=equal_nan))
+def isclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
+    """torch.isclose: elementwise |input - other| <= atol + rtol * |other|, a bool Tensor (no
+    gradient)."""
+    b = other.data if isinstance(other, Tensor) else other
+    if isinstance(other, Tensor) and other.device != input.device:
+        raise RuntimeError(f"isclose: input is on {input.device}, other on {other.device}")
+    return Tensor(xp_of(input.data).isclose(input.data, b, rtol=rtol, atol=atol,
+                                            equal_nan=equal_nan))
 
 
-def equal(a, b):
-    """torch.equal: True when a and b have one shape and equal elements (read back)."""
-    return tuple(a.shape) == tuple(b.shape) and builtins.bool(
-        xp_of(a.data).array_equal(a.data, _on_device_of(a, b, "equal", "the other is")))
+def equal(input, other):
+    """torch.equal: True when input and other have one shape and equal elements (read back)."""
+    if not isinstance(other, Tensor):
+        raise TypeError(f"equal(): argument 'other' must be Tensor, not {type(other).__name__} "
+                        f"(as torch)")
+    return tuple(input.shape) == tuple(other.shape) and builtins.bool(
+        xp_of(input.data).array_equal(input.data,
+                                      _on_device_of(input, other, "equal", "the other is")))
 
 
-def dot(a, b):
+def dot(input, tensor):
     """torch.dot: the inner product of two 1-d tensors of one dtype and length."""
+    a, b = input, tensor
     if a.ndim != 1 or b.ndim != 1:
         raise RuntimeError(f"dot: 1D tensors expected, but got {a.ndim}D and {b.ndim}D tensors "
                            f"(as torch)")
@@ -2923,6 +2958,10 @@ def unflatten(x, dim, sizes):
 def diff(x, n=1, dim=-1, prepend=None, append=None):
     """torch.diff: the n-th forward difference along `dim`, after prepend / append (tensors)
     are joined to x there."""
+    if n < 0:
+        raise RuntimeError(f"diff: order must be non-negative but got {n} (as torch)")
+    if x.ndim == 0:
+        raise RuntimeError("diff: expects input to be at least one-dimensional (as torch)")
     d = dim_index(dim, x.ndim, "diff")
     if prepend is not None or append is not None:
         x = cat([t for t in (prepend, x, append) if t is not None], dim=d)
@@ -2936,37 +2975,47 @@ def diff(x, n=1, dim=-1, prepend=None, append=None):
     return x
 
 
-def masked_select(x, mask):
+def masked_select(input, mask):
     """torch.masked_select: the elements of x where mask (broadcast with x) is True, as a 1-d
     Tensor (its length read back from a device, as torch's)."""
-    m = _on_device_of(x, mask, "masked_select", "the mask is")
+    m = _on_device_of(input, mask, "masked_select", "the mask is")
     if m.dtype != np.bool_:
         raise RuntimeError(f"masked_select: expected a bool mask, got {m.dtype} (as torch)")
-    shape = np.broadcast_shapes(x.shape, tuple(m.shape))
-    return getitem(expand(x, shape), Tensor(xp_of(m).broadcast_to(m, shape)))
+    shape = np.broadcast_shapes(input.shape, tuple(m.shape))
+    return getitem(expand(input, shape), Tensor(xp_of(m).broadcast_to(m, shape)))
 
 
-def _along(x, dim, index, name):
-    """(axis, index as int64 on x's device, the shape of one index along that axis broadcast)
-    for index_fill / index_add / index_copy."""
+def _along(x, dim, index, name, dtypes=(np.int64,), error=RuntimeError):
+    """(axis, index as a 1-d int64 array on x's device) for index_fill / index_add /
+    index_copy: `dtypes` the index dtypes torch takes there (int64; index_add int32 too), a
+    refusal torch's kind of `error`."""
     d = dim_index(dim, builtins.max(x.ndim, 1), name)
     idx = _on_device_of(x, index, name)
-    if idx.ndim > 1 or idx.dtype.kind not in "iu":
-        raise RuntimeError(f"{name}: index must be a 1-d tensor of integers, got "
-                           f"{idx.dtype} of shape {tuple(idx.shape)} (as torch)")
+    if idx.ndim > 1 or idx.dtype not in dtypes:
+        raise error(f"{name}: Expected dtype {' / '.join(np.dtype(t).name for t in dtypes)} "
+                         f"for a 0-d or 1-d index, got {idx.dtype} of shape {tuple(idx.shape)} "
+                         f"(as torch)")
     return d, idx.astype(np.int64, copy=False).reshape(-1)
 
 
-def index_fill(x, dim, index, value):
-    """torch.index_fill: x with the positions `index` along `dim` set to value (a number or a
-    0-d Tensor, stored as masked_fill stores it); no gradient to x there."""
-    d, idx = _along(x, dim, index, "index_fill()")
-    xp = xp_of(x.data)
-    hit = xp.zeros(x.shape[d] if x.ndim else 1, dtype=bool)
+def index_fill(input, dim, index, value):
+    """torch.index_fill: input with the positions `index` along `dim` set to value (a number
+    or a 0-d Tensor, stored as masked_fill stores it); no gradient to input there. A negative
+    index counts from the end, as torch's; one outside [-n, n) is refused (read back from a
+    device: CuPy's indexing would wrap it)."""
+    x = input
+    d, idx = _along(x, dim, index, "index_fill()", error=IndexError)
+    n = x.shape[d] if x.ndim else 1
+    bad = (idx < -n) | (idx >= n)
+    if builtins.bool(bad.any()):
+        first = builtins.int(idx[bad][0])
+        raise IndexError(f"index_fill(): index {first} is out of bounds for dimension {d} with "
+                         f"size {n} (as torch)")
+    hit = xp_of(x.data).zeros(n, dtype=bool)
     hit[idx] = True
     shape = [1] * x.ndim
     if x.ndim:
-        shape[d] = x.shape[d]
+        shape[d] = n
     return masked_fill(x, Tensor(hit.reshape(shape)), value)
 
 
@@ -2981,25 +3030,41 @@ def _index_spread(x, d, idx, source, name):
     return xp_of(idx).broadcast_to(idx.reshape(shape), source.shape)
 
 
-def index_add(x, dim, index, source, *, alpha=1):
-    """torch.index_add: x with alpha * source's slices added at the positions `index` along
-    `dim` (repeated indices add up), differentiable in x and source."""
-    d, idx = _along(x, dim, index, "index_add()")
-    return scatter_add(x, d, _index_spread(x, d, idx, source, "index_add()"),
-                       _scaled(source, alpha))
+def _on_0d_as_1d(fn, x, source, *args):
+    """fn of a 0-d x and source as of their one-element 1-d views (torch's index ops take 0-d
+    tensors so), the result 0-d again."""
+    if x.ndim:
+        return fn(x, source, *args)
+    return reshape(fn(reshape(x, 1), reshape(source, 1) if source.ndim == 0 else source, *args),
+                   ())
 
 
-def index_copy(x, dim, index, source):
-    """torch.index_copy: x with its slices at `index` along `dim` replaced by source's (an
+def index_add(input, dim, index, source, *, alpha=1):
+    """torch.index_add: input with alpha * source's slices added at the positions `index`
+    along `dim` (repeated indices add up; out of range refused, by scatter), differentiable in
+    input and source."""
+    d, idx = _along(input, dim, index, "index_add()", (np.int64, np.int32))
+    return _on_0d_as_1d(lambda x, src: scatter_add(
+        x, d, _index_spread(x, d, idx, src, "index_add()"), _scaled(src, alpha)), input, source)
+
+
+def index_copy(input, dim, index, source):
+    """torch.index_copy: input with its slices at `index` along `dim` replaced by source's (an
     index given twice: which write wins is not defined, as torch's)."""
-    d, idx = _along(x, dim, index, "index_copy()")
-    return scatter(x, d, _index_spread(x, d, idx, source, "index_copy()"), source)
+    d, idx = _along(input, dim, index, "index_copy()")
+    return _on_0d_as_1d(lambda x, src: scatter(
+        x, d, _index_spread(x, d, idx, src, "index_copy()"), src), input, source)
 
 
-def select(x, dim, index):
-    """torch.select: x indexed by `index` along `dim` (that axis gone)."""
-    d = dim_index(dim, x.ndim, "select")
-    return getitem(x, (slice(None),) * d + (index,))
+def argwhere(input):
+    """torch.argwhere: nonzero(input), the (n, ndim) int64 indices of its non-zero entries."""
+    return nonzero(input)
+
+
+def select(input, dim, index):
+    """torch.select: input indexed by `index` along `dim` (that axis gone)."""
+    d = dim_index(dim, input.ndim, "select")
+    return getitem(input, (slice(None),) * d + (index,))
 
 
 def _stride(self, dim=None):
@@ -3192,30 +3257,29 @@ def _install_tensor_methods():
     for fn in (addmm, addmv, baddbmm, addbmm):
         spellings[fn.__name__] = lambda self, a, b, *, beta=1, alpha=1, fn=fn: fn(
             self, a, b, beta=beta, alpha=alpha)
-    for fn in (lerp, index_fill, index_copy, select):
-        spellings[fn.__name__] = lambda self, *args, fn=fn: fn(self, *args)
-    for fn in (hypot, dot, isclose, equal, masked_select):
-        spellings[fn.__name__] = lambda self, other, *args, fn=fn, **kw: fn(self, other, *args,
-                                                                            **kw)
+    for fn in (lerp, index_fill, index_copy, select, hypot, dot, isclose, equal, masked_select):
+        spellings[fn.__name__] = lambda self, *args, fn=fn, **kw: fn(self, *args, **kw)
     for fn in (exp2, frac):
         spellings[fn.__name__] = lambda self, fn=fn: fn(self)
     spellings.update(
         clip=lambda self, min=None, max=None: clamp(self, min, max),
         swapaxes=lambda self, axis0, axis1: swapaxes(self, axis0, axis1),
-        swapdims=lambda self, dim0, dim1: swapaxes(self, dim0, dim1),
+        swapdims=lambda self, dim0, dim1: swapdims(self, dim0, dim1),
         movedim=lambda self, source, destination: movedim(self, source, destination),
         moveaxis=lambda self, source, destination: movedim(self, source, destination),
-        tile=lambda self, *dims: tile(
-            self, dims[0] if len(dims) == 1 and isinstance(dims[0], (tuple, list)) else dims),
-        nansum=lambda self, dim=None, keepdim=False: nansum(self, dim, keepdim),
-        nanmean=lambda self, dim=None, keepdim=False: nanmean(self, dim, keepdim),
+        tile=lambda self, *dims, **kw: tile(self, kw["dims"] if "dims" in kw else dims[0] if len(
+            dims) == 1 and isinstance(dims[0], (tuple, list)) else dims),
+        nansum=lambda self, dim=None, keepdim=False, *, dtype=None: nansum(self, dim, keepdim,
+                                                                           dtype=dtype),
+        nanmean=lambda self, dim=None, keepdim=False, *, dtype=None: nanmean(self, dim, keepdim,
+                                                                             dtype=dtype),
         count_nonzero=lambda self, dim=None: count_nonzero(self, dim),
         unflatten=lambda self, dim, sizes: unflatten(self, dim, sizes),
         diff=lambda self, n=1, dim=-1, prepend=None, append=None: diff(self, n, dim, prepend,
                                                                        append),
         index_add=lambda self, dim, index, source, *, alpha=1: index_add(self, dim, index,
                                                                          source, alpha=alpha),
-        argwhere=lambda self: nonzero(self),
+        argwhere=lambda self: argwhere(self),
         where=lambda self, condition, other: where(condition, self, other),
         bitwise_and=lambda self, other: spellings["__and__"](self, other),
         bitwise_or=lambda self, other: spellings["__or__"](self, other),

@@ -457,7 +457,8 @@ def _wrap(fn, name):
         refuse_host_arrays(f"cupy.{name}", args + tuple(kwargs.values()))
         r = fn(*args, **kwargs)
         if isinstance(r, (tuple, list)) and r and all(isinstance(a, np.ndarray) for a in r):
-            return type(r)(host(a) for a in r)      # (CuPy's nonzero, split ...: device arrays)
+            made = [host(a) for a in r]              # (CuPy's nonzero, split ...: device arrays;
+            return type(r)(*made) if hasattr(r, "_fields") else type(r)(made)  # namedtuples)
         return host(r) if isinstance(r, np.ndarray) else r
     return made
 

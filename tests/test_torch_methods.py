@@ -1253,3 +1253,70 @@ def test_grad_fn_is_none_where_torchs_is_and_mT_refuses_a_vector():
         with pytest.raises(RuntimeError, match="tensor.mT is only supported on matrices or "
                                                "batches of matrices. Got 1-D tensor."):
             x[0].mT
+
+
+EDGES = [
+    # integer data: sums stay int64, float scalars truncated (0.5 scales by 0), as torch's
+    "M.nansum(M.tensor([1, 2, 3]))", "M.tensor([[1, 2]], dtype=M.uint8).nansum(1)",
+    "M.addmm(I[:1, :1], I[:1, :1] + 1, I[:1, :1] + 2, alpha=0.5)",
+    "M.addmm(I[:1, :1], I[:1, :1] + 1, I[:1, :1] + 2, beta=0.5)",
+    "M.addcmul(I, I, I, value=0.5)", "I[0].index_add(0, M.tensor([0]), I[0, :1], alpha=0.5)",
+    # hypot without overflow or underflow on the way, and at infinity
+    "M.hypot(M.tensor([1e200, 1e-200, 3.0]), M.tensor([1e200, 1e-200, 4.0]))",
+    "M.hypot(M.tensor([1e20], dtype=M.float32), M.tensor([1e20], dtype=M.float32))",
+    "M.hypot(M.tensor([float('inf')]), M.tensor([float('nan')]))",
+    "M.tensor([300.0], dtype=M.float16).hypot(M.tensor([300.0], dtype=M.float16))",
+    # lerp's second formula (weight >= 0.5), exact at weight 1
+    "M.lerp(M.tensor([1e20]), M.tensor([1.0]), 1.0)", "M.lerp(M.tensor([1e20]), M.tensor([1.0]), 0.7)",
+    "M.lerp(M.tensor([1e20, 3.0]), M.tensor([1.0, 5.0]), M.tensor([1.0, 0.25]))",
+    # 0-d tensors, torch's keyword names, the index dtypes torch takes
+    "M.tensor(5.0).index_add(0, M.tensor([0]), M.tensor(2.0))",
+    "M.tensor(5.0).index_copy(0, M.tensor([0]), M.tensor(2.0))",
+    "M.tensor(5.0).index_fill(0, M.tensor([0]), 2.0)",
+    "M.movedim(input=F3, source=0, destination=2)", "M.isclose(input=F3, other=F3 + 1e-9)",
+    "F3.index_fill(dim=0, index=M.tensor([1]), value=3.0)", "F3.masked_select(mask=F3 > 1)",
+    "F3.tile(dims=(2,))", "M.dot(input=F3[0, 0], tensor=F3[0, 1])",
+    "M.swapdims(F3, dim0=0, dim1=2)", "M.hypot(input=F3, other=F3)",
+    "M.zeros(3).index_fill(0, M.tensor([-1]), 1.0)",
+    "M.zeros(3).index_add(0, M.tensor([0], dtype=M.int32), M.ones(1))",
+]
+REFUSED = [
+    "M.zeros(3).index_fill(0, M.tensor([3]), 1.0)", "M.zeros(3).index_fill(0, M.tensor([-4]), 1.0)",
+    "M.zeros(3).index_fill(0, M.tensor([0], dtype=M.int32), 1.0)",
+    "M.zeros(3).index_copy(0, M.tensor([0], dtype=M.int32), M.ones(1))",
+    "M.zeros(3).index_add(0, M.tensor([0], dtype=M.int16), M.ones(1))",
+    "M.zeros(3).index_add(0, M.tensor([3]), M.ones(1))",
+    "M.diff(M.ones(3), -1)", "M.diff(M.tensor(1.0))", "M.equal(M.ones(2), 1)",
+    "M.nanmean(M.tensor([1, 2]))",
+]
+
+
+def _edge_scope(M):
+    return dict(M=M, np=np, I=M.tensor([[1, 2], [3, 4]]), F3=M.tensor(A[:2].reshape(2, 2, 2)))
+
+
+@pytest.mark.parametrize("expr", EDGES)
+def test_the_composite_spellings_at_torchs_edges(expr):
+    """Integer data, extreme values, 0-d tensors and torch's keyword names, as torch takes
+    them: the same dtype and values (to float64's rounding)."""
+    ours, theirs = (eval(expr, _edge_scope(M)) for M in (L, torch))
+    ours, theirs = (ours[0], theirs[0]) if isinstance(ours, tuple) else (ours, theirs)
+    assert str(ours.dtype) == str(theirs.dtype).replace("torch.", ""), expr
+    np.testing.assert_allclose(np.asarray(ours.numpy(), np.float64),
+                               theirs.double().numpy(), rtol=1e-12)
+
+
+@pytest.mark.parametrize("expr", REFUSED)
+def test_the_composite_spellings_refuse_what_torch_refuses(expr):
+    with pytest.raises(Exception) as theirs:
+        eval(expr, _edge_scope(torch))
+    with pytest.raises(theirs.type):
+        eval(expr, _edge_scope(L))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_index_fill_refuses_an_index_out_of_range_itself(where):
+    """(CuPy's indexing wraps an index out of range where NumPy's raises: the check is the op's
+    own, on every path.)"""
+    with pytest.raises(IndexError, match="index_fill.*index 3 is out of bounds for dimension 0"):
+        L.zeros(3, device=where).index_fill(0, L.tensor([1, 3], device=where), 1.0)

@@ -265,6 +265,23 @@ class Atan2(Function):
                             lambda: gy * -a / (a * a + b * b))
 
 
+class Hypot(Function):
+    """y = sqrt(a^2 + b^2) without overflow or underflow on the way (NumPy's / CuPy's hypot;
+    torch.hypot); ga = gy a / y, gb = gy b / y (torch's formula: NaN at a = b = 0)."""
+
+    def forward(self, a, b):
+        a, b = same_dtype(a, b)
+        y = self.xp.hypot(a, b)
+        self.shapes, self.saved = (shape_of(a), shape_of(b)), (a, b, y)
+        return y
+
+    def backward(self, gy):
+        a, b, y = self.saved
+        need = self.needs_input_grad
+        return (unbroadcast(gy * a / y, self.shapes[0]) if need[0] else None,
+                unbroadcast(gy * b / y, self.shapes[1]) if need[1] else None)
+
+
 class FloorDivide(Function):
     """y = floor(a / b) (Python's //, torch.floor_divide); no derivative, as torch's: a
     backward through it is refused, not silently zero."""
