@@ -29,7 +29,8 @@ from .functional import (add, amax, amin, argmax, argmin, argsort, cat, chunk, c
                          hypot, swapaxes, movedim, tile, nansum, nanmean, count_nonzero,
                          isclose, equal, dot, addmm, addmv, baddbmm, addbmm, exp2, frac,
                          var_mean, std_mean, unflatten, diff, masked_select, index_fill,
-                         index_add, index_copy, select, swapdims, argwhere)
+                         index_add, index_copy, select, swapdims, argwhere, kthvalue, median,
+                         aminmax, fmax, fmin, take_along_dim, diag)
 from .functional import clamp as clip, movedim as moveaxis  # (torch's aliases)
 from .functional import round  # noqa: A001
 from .einsum import einsum
@@ -147,7 +148,7 @@ __all__ += ["addcmul", "addcdiv", "lerp", "hypot", "swapaxes", "swapdims", "move
             "tile", "nansum", "nanmean", "count_nonzero", "isclose", "equal", "dot", "addmm",
             "addmv", "baddbmm", "addbmm", "exp2", "frac", "var_mean", "std_mean", "unflatten",
             "diff", "masked_select", "index_fill", "index_add", "index_copy", "select", "clip",
-            "argwhere"]
+            "argwhere", "kthvalue", "median", "aminmax", "fmax", "fmin", "take_along_dim", "diag"]
 
 
 class _Utils:

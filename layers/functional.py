@@ -3067,6 +3067,137 @@ def select(input, dim, index):
     return getitem(input, (slice(None),) * d + (index,))
 
 
+def kthvalue(input, k, dim=-1, keepdim=False):
+    """torch.kthvalue: (values, indices) of the k-th smallest entry (1 is the smallest) along
+    `dim`, NaN counted largest, as torch sorts it; the values' gradient to where each came
+    from."""
+    x = input
+    if x.ndim == 0:
+        if k != 1:
+            raise RuntimeError(f"kthvalue(): selected number k out of range for dimension 0 "
+                               f"(k {k}, size 1) (as torch)")
+        return MaxResult(mul(x, 1), Tensor(xp_of(x.data).zeros((), np.int64)))
+    d = dim_index(dim, x.ndim, "kthvalue")
+    if not 1 <= builtins.int(k) <= x.shape[d]:
+        raise RuntimeError(f"kthvalue(): selected number k out of range for dimension {d} "
+                           f"(k {k}, size {x.shape[d]}) (as torch)")
+    return _pick_sorted(x, d, builtins.int(k) - 1, keepdim)
+
+
+def _pick_sorted(x, d, i, keepdim):
+    """(values, indices) of entry i of x sorted ascending along axis d (stable, NaN last)."""
+    values, indices = sort(x, d)
+    take = tuple(slice(i, i + 1) if a == d else slice(None) for a in range(x.ndim))
+    v, j = getitem(values, take), Tensor(indices.data[take])
+    if not keepdim:
+        v, j = squeeze(v, d), Tensor(j.data.squeeze(d))
+    return MaxResult(v, j)
+
+
+def median(input, dim=None, keepdim=False):
+    """torch.median: the lower median (of the n entries the ((n - 1) // 2)-th smallest), NaN
+    where there is a NaN (torch's rule; nanmedian would skip them). No dim: of all the entries,
+    a 0-d Tensor; with dim: (values, indices) along it. The gradient goes to the entry taken."""
+    x = input
+    if dim is None:
+        if x.size == 0:
+            if not is_floating(x.dtype):
+                raise RuntimeError("median() of an empty integer tensor has no value (as torch)")
+            return Tensor(xp_of(x.data).full((), np.nan, dtype=x.dtype))
+        return median(reshape(x, -1), 0).values
+    if x.ndim == 0:
+        return MaxResult(mul(x, 1), Tensor(xp_of(x.data).zeros((), np.int64)))
+    d = dim_index(dim, x.ndim, "median")
+    if x.shape[d] == 0:
+        raise IndexError(f"median(): Expected reduction dim {d} to have non-zero size (as torch)")
+    values, indices = _pick_sorted(x, d, (x.shape[d] - 1) // 2, keepdim=True)
+    if is_floating(x.dtype):                # (a NaN along dim: the median is the first NaN)
+        nan = isnan(x)
+        has = nan.data.any(axis=d, keepdims=True)
+        first = xp_of(x.data).argmax(nan.data, axis=d, keepdims=True).astype(np.int64)
+        indices = Tensor(xp_of(x.data).where(has, first, indices.data))
+        values = where(Tensor(has), gather(x, d, indices), values)
+    if not keepdim:
+        values, indices = squeeze(values, d), Tensor(indices.data.squeeze(d))
+    return MaxResult(values, indices)
+
+
+class _AminmaxResult(tuple):
+    """(min, max), as torch.return_types.aminmax."""
+    min = property(lambda self: self[0])
+    max = property(lambda self: self[1])
+
+    def __new__(cls, lo, hi):
+        return super().__new__(cls, (lo, hi))
+
+
+def aminmax(input, *, dim=None, keepdim=False):
+    """torch.aminmax: (min, max) over `dim` (all by default), amin's and amax's."""
+    return _AminmaxResult(amin(input, dim=dim, keepdim=keepdim),
+                          amax(input, dim=dim, keepdim=keepdim))
+
+
+def fmax(input, other):
+    """torch.fmax: the elementwise maximum where a NaN loses to a number (NaN only where both
+    are); the gradient to input where input >= other or other is NaN, else to other (torch's
+    rule)."""
+    b = other if isinstance(other, Tensor) else _operand(other, input)
+    take = logical_or(_comparison("greater_equal")(input, b), isnan(b))
+    return where(take, input, b)
+
+
+def fmin(input, other):
+    """torch.fmin: as fmax, the elementwise minimum."""
+    b = other if isinstance(other, Tensor) else _operand(other, input)
+    take = logical_or(_comparison("less_equal")(input, b), isnan(b))
+    return where(take, input, b)
+
+
+def take_along_dim(input, indices, dim=None):
+    """torch.take_along_dim: gather along `dim` with input and indices broadcast off it (no
+    dim: of the flattened input)."""
+    if dim is None:
+        return gather(reshape(input, -1), 0, reshape(indices, -1) if isinstance(indices, Tensor)
+                      else np.asarray(indices).reshape(-1))
+    d = dim_index(dim, input.ndim, "take_along_dim")
+    idx = _on_device_of(input, indices, "take_along_dim")
+    if idx.ndim != input.ndim:
+        raise RuntimeError(f"take_along_dim(): input and indices should have the same number "
+                           f"of dimensions, but got {input.ndim} and {idx.ndim} (as torch)")
+    try:
+        off = np.broadcast_shapes(tuple(n for a, n in enumerate(input.shape) if a != d),
+                                  tuple(n for a, n in enumerate(idx.shape) if a != d))
+    except ValueError:
+        raise RuntimeError(f"take_along_dim(): input {input.shape} and indices "
+                           f"{tuple(idx.shape)} do not broadcast off dim {d} (as torch)") from None
+    shape_of = lambda n: off[:d] + (n,) + off[d:]          # noqa: E731
+    x = expand(input, shape_of(input.shape[d]))
+    return gather(x, d, Tensor(xp_of(idx).broadcast_to(idx, shape_of(idx.shape[d]))))
+
+
+def diag(input, diagonal=0):
+    """torch.diag: of a 1-d tensor the square matrix with it on diagonal `diagonal` (above the
+    main one for a positive offset), of a 2-d one that diagonal as a 1-d tensor;
+    differentiable."""
+    x, k = input, builtins.int(diagonal)
+    xp = xp_of(x.data)
+    if x.ndim == 1:
+        n = x.shape[0]
+        m = n + builtins.abs(k)
+        i = xp.arange(n)
+        flat = (i * m + i + k) if k >= 0 else ((i - k) * m + i)
+        zero = Tensor(xp.zeros(m * m, dtype=x.dtype))
+        return reshape(scatter(zero, 0, Tensor(flat.astype(np.int64)), x), m, m)
+    if x.ndim == 2:
+        rows, cols = x.shape
+        n = builtins.max(0, builtins.min(rows, cols - k) if k >= 0 else
+                         builtins.min(rows + k, cols))
+        i = xp.arange(n)
+        r, c = (i, i + k) if k >= 0 else (i - k, i)
+        return getitem(x, (Tensor(r.astype(np.int64)), Tensor(c.astype(np.int64))))
+    raise RuntimeError(f"diag(): Supports 1D or 2D tensors. Got {x.ndim}D (as torch)")
+
+
 def _stride(self, dim=None):
     """torch's Tensor.stride(): the strides in elements (of one axis with dim)."""
     strides = tuple(builtins.int(s) // self.data.itemsize for s in self.data.strides)
@@ -3261,6 +3392,10 @@ def _install_tensor_methods():
         spellings[fn.__name__] = lambda self, *args, fn=fn, **kw: fn(self, *args, **kw)
     for fn in (exp2, frac):
         spellings[fn.__name__] = lambda self, fn=fn: fn(self)
+    for fn in (kthvalue, median, fmax, fmin, take_along_dim, diag):
+        spellings[fn.__name__] = lambda self, *args, fn=fn, **kw: fn(self, *args, **kw)
+    spellings["aminmax"] = lambda self, *, dim=None, keepdim=False: aminmax(self, dim=dim,
+                                                                            keepdim=keepdim)
     spellings.update(
         clip=lambda self, min=None, max=None: clamp(self, min, max),
         swapaxes=lambda self, axis0, axis1: swapaxes(self, axis0, axis1),

@@ -128,7 +128,33 @@ CASES = {
     "index_copy": lambda v: v.index_copy(1, _index(v, [3, 0]), v[:, 1:3] * 2),
     "select": lambda v: v.select(1, -1),
     "where_method": lambda v: v.where(v > 0, v * 2),
+    # order statistics and selections (distinct values where a tie would pick an index)
+    "median": lambda v: _distinct(v).median(),
+    "median_dim": lambda v: _distinct(v).median(1).values,
+    "median_dim_keepdim_function": lambda v: _lib(v).median(_distinct(v), 0, keepdim=True)[0],
+    "median_with_nan": lambda v: _lib(v).where(v > 3.5, v / 0 * 0, v).median(1).values,
+    "kthvalue": lambda v: _distinct(v).kthvalue(2, 0).values,
+    "kthvalue_keepdim": lambda v: _lib(v).kthvalue(_distinct(v), 4, dim=1, keepdim=True)[0],
+    "aminmax": lambda v: (lambda r: r.min * 2 + r.max)(_lib(v).aminmax(_distinct(v), dim=1)),
+    "fmax": lambda v: v.fmax(v.flip(0)),
+    "fmin_function": lambda v: _lib(v).fmin(v, v.flip(1) * 0.5),
+    "fmax_nan": lambda v: _lib(v).fmax(_lib(v).where(v > 2.5, v / 0 * 0, v),
+                                       _lib(v).where(v < -1.5, v / 0 * 0, v.flip(0))),
+    "take_along_dim": lambda v: _lib(v).take_along_dim(v, _index(v, [[0], [3], [1]]), 1),
+    "take_along_dim_broadcast": lambda v: v.take_along_dim(_index(v, [[2, 0, 1, 1]]), 0),
+    "take_along_dim_broadcast_input": lambda v: _lib(v).take_along_dim(
+        v[:1], _index(v, [[0, 3], [1, 1], [2, 0]]), 1),
+    "take_along_dim_flat": lambda v: _lib(v).take_along_dim(v, _index(v, [11, 0, 5])),
+    "diag_of_matrix": lambda v: v.diag(),
+    "diag_offsets": lambda v: v.diag(1) * 2 + v.diag(-1).sum(),
+    "diag_of_vector": lambda v: v[0].diag(),
+    "diag_of_vector_offset": lambda v: _lib(v).diag(v[1], -2),
 }
+
+
+def _distinct(v):
+    """v with its ties broken (A's values plus a distinct small offset each)."""
+    return v + _lib(v).arange(12, dtype=v.dtype, device=v.device).reshape(3, 4) * 1e-3
 
 
 def _index(v, values):
