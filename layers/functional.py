@@ -2764,7 +2764,8 @@ def _scaled(x, value):
     torch's scalars alpha / beta / value are for integer tensors."""
     if isinstance(value, (int, float)) and value == 1:
         return x
-    if isinstance(value, float) and isinstance(x, Tensor) and not is_floating(x.dtype):
+    if isinstance(value, (float, np.floating)) and isinstance(x, Tensor) and \
+            not is_floating(x.dtype):
         value = builtins.int(value)
     return mul(x, value)
 
@@ -2773,7 +2774,7 @@ def lerp(input, end, weight):
     """torch.lerp, differentiable in all three, by torch's two formulas: input + weight *
     (end - input) where |weight| < 0.5, end - (end - input) * (1 - weight) elsewhere (exact at
     weight 1)."""
-    if isinstance(weight, (int, float)):
+    if isinstance(weight, (int, float, np.number)):
         return add(input, mul(weight, sub(end, input))) if abs(weight) < 0.5 else \
             sub(end, mul(sub(end, input), 1 - weight))
     low = _comparison("less")(absolute(weight), 0.5)
@@ -2830,16 +2831,17 @@ def nansum(input, dim=None, keepdim=False, *, dtype=None):
     x = input if dtype is None else _astype(input, dtype)
     if is_floating(x.dtype):
         x = where(isnan(x), 0.0, x)
-    return sum(x, dim=dim, keepdim=keepdim)
+    y = sum(x, dim=dim, keepdim=keepdim)
+    return y if dtype is None else _astype(y, dtype)   # (int32 asked: int32, not sum's int64)
 
 
 def nanmean(input, dim=None, keepdim=False, *, dtype=None):
     """torch.nanmean: the mean of the elements that are not NaN (NaN where all are); floating
     data only, as torch's."""
-    x = input if dtype is None else _astype(input, dtype)
-    if not is_floating(x.dtype):
+    if not is_floating(input.dtype):
         raise RuntimeError(f"nanmean(): expected input to have floating point or complex dtype "
-                           f"but got {x.dtype} (as torch)")
+                           f"but got {input.dtype} (as torch)")
+    x = input if dtype is None else _astype(input, dtype)
     present = logical_not(isnan(x))
     return div(nansum(x, dim, keepdim), sum(present, dim=dim, keepdim=keepdim))
 
@@ -3104,7 +3106,15 @@ def median(input, dim=None, keepdim=False):
             if not is_floating(x.dtype):
                 raise RuntimeError("median() of an empty integer tensor has no value (as torch)")
             return Tensor(xp_of(x.data).full((), np.nan, dtype=x.dtype))
-        return median(reshape(x, -1), 0).values
+        v = median(reshape(x, -1), 0).values
+        if not is_floating(x.dtype):
+            return v
+        # torch's gradient: shared evenly among the entries equal to the median (the NaNs,
+        # where it is NaN); the value stays the one picked, exactly (s - s is 0)
+        picked = Tensor(v.data)                 # (no read-back: a NaN median ties the NaNs)
+        ties = logical_or(_comparison("equal")(x, picked), logical_and(isnan(x), isnan(picked)))
+        s = sum(where(ties, x, 0.0))
+        return add(Tensor(v.data), div(sub(s, Tensor(s.data)), sum(ties)))
     if x.ndim == 0:
         return MaxResult(mul(x, 1), Tensor(xp_of(x.data).zeros((), np.int64)))
     d = dim_index(dim, x.ndim, "median")
@@ -3141,24 +3151,31 @@ def fmax(input, other):
     """torch.fmax: the elementwise maximum where a NaN loses to a number (NaN only where both
     are); the gradient to input where input >= other or other is NaN, else to other (torch's
     rule)."""
-    b = other if isinstance(other, Tensor) else _operand(other, input)
-    take = logical_or(_comparison("greater_equal")(input, b), isnan(b))
-    return where(take, input, b)
+    _two_tensors("fmax", input, other)
+    take = logical_or(_comparison("greater_equal")(input, other), isnan(other))
+    return where(take, input, other)
+
+
+def _two_tensors(name, input, other):
+    for arg, v in (("input", input), ("other", other)):
+        if not isinstance(v, Tensor):
+            raise TypeError(f"{name}(): argument '{arg}' must be Tensor, not "
+                            f"{type(v).__name__} (as torch)")
 
 
 def fmin(input, other):
     """torch.fmin: as fmax, the elementwise minimum."""
-    b = other if isinstance(other, Tensor) else _operand(other, input)
-    take = logical_or(_comparison("less_equal")(input, b), isnan(b))
-    return where(take, input, b)
+    _two_tensors("fmin", input, other)
+    take = logical_or(_comparison("less_equal")(input, other), isnan(other))
+    return where(take, input, other)
 
 
 def take_along_dim(input, indices, dim=None):
     """torch.take_along_dim: gather along `dim` with input and indices broadcast off it (no
     dim: of the flattened input)."""
     if dim is None:
-        return gather(reshape(input, -1), 0, reshape(indices, -1) if isinstance(indices, Tensor)
-                      else np.asarray(indices).reshape(-1))
+        return gather(reshape(input, -1), 0,
+                      _on_device_of(input, indices, "take_along_dim").reshape(-1))
     d = dim_index(dim, input.ndim, "take_along_dim")
     idx = _on_device_of(input, indices, "take_along_dim")
     if idx.ndim != input.ndim:

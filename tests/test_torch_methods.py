@@ -92,6 +92,7 @@ CASES = {
     "addcmul_function": lambda v: _lib(v).addcmul(v, v, v + 1),
     "addcdiv": lambda v: v.addcdiv(v, v * v + 1, value=-2),
     "lerp": lambda v: v.lerp(v.flip(1), 0.3),
+    "lerp_numpy_weight": lambda v: _lib(v).lerp(v, v.flip(0), np.float32(0.75)),
     "lerp_tensor_weight": lambda v: _lib(v).lerp(v, v * 3, (v.abs() + 1).reciprocal()),
     "hypot": lambda v: v.hypot(v + 0.25),
     "clip": lambda v: v.clip(-1, 2),
@@ -130,6 +131,8 @@ CASES = {
     "where_method": lambda v: v.where(v > 0, v * 2),
     # order statistics and selections (distinct values where a tie would pick an index)
     "median": lambda v: _distinct(v).median(),
+    "median_ties_share_the_gradient": lambda v: (v * 2).median(),       # (0 twice: half each)
+    "median_nan_ties": lambda v: (v + _lib(v).where(v > 2.5, float("nan"), 0.0)).median(),
     "median_dim": lambda v: _distinct(v).median(1).values,
     "median_dim_keepdim_function": lambda v: _lib(v).median(_distinct(v), 0, keepdim=True)[0],
     "median_with_nan": lambda v: _lib(v).where(v > 3.5, v / 0 * 0, v).median(1).values,
@@ -1303,6 +1306,7 @@ EDGES = [
     "F3.index_fill(dim=0, index=M.tensor([1]), value=3.0)", "F3.masked_select(mask=F3 > 1)",
     "F3.tile(dims=(2,))", "M.dot(input=F3[0, 0], tensor=F3[0, 1])",
     "M.swapdims(F3, dim0=0, dim1=2)", "M.hypot(input=F3, other=F3)",
+    "M.nansum(I, dtype=M.int32)", "M.addcmul(I, I, I, value=np.float32(1.5))",
     "M.zeros(3).index_fill(0, M.tensor([-1]), 1.0)",
     "M.zeros(3).index_add(0, M.tensor([0], dtype=M.int32), M.ones(1))",
 ]
@@ -1313,7 +1317,8 @@ REFUSED = [
     "M.zeros(3).index_add(0, M.tensor([0], dtype=M.int16), M.ones(1))",
     "M.zeros(3).index_add(0, M.tensor([3]), M.ones(1))",
     "M.diff(M.ones(3), -1)", "M.diff(M.tensor(1.0))", "M.equal(M.ones(2), 1)",
-    "M.nanmean(M.tensor([1, 2]))",
+    "M.nanmean(M.tensor([1, 2]))", "M.nanmean(M.tensor([1, 2]), dtype=M.float32)",
+    "M.fmax(M.ones(2), 1.0)", "M.fmin(1.0, M.ones(2))",
 ]
 
 
@@ -1346,3 +1351,20 @@ def test_index_fill_refuses_an_index_out_of_range_itself(where):
     own, on every path.)"""
     with pytest.raises(IndexError, match="index_fill.*index 3 is out of bounds for dimension 0"):
         L.zeros(3, device=where).index_fill(0, L.tensor([1, 3], device=where), 1.0)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_hypot_has_a_double_backward_as_torch(where):
+    """(Its own op since it stopped overflowing: the gradient of its gradient, as torch's.)"""
+    a0, b0 = np.array([0.3, 2.0, -1.5]), np.array([0.4, 1.0, 0.5])
+    grads = []
+    for M, grad in ((L, L.autograd.grad), (torch, torch.autograd.grad)):
+        a, b = (M.tensor(v, requires_grad=True) for v in (a0, b0))
+        if M is L:
+            a, b = (L.Tensor(L.tensor(v, device=where).data, requires_grad=True) for v in (a0, b0))
+        ga, gb = grad((M.hypot(a, b) * M.tensor(np.array([1.0, 2.0, 3.0])).to(a.device)).sum(),
+                      [a, b], create_graph=True)
+        grads.append([np.asarray(g.detach().cpu().numpy() if M is torch else g.numpy())
+                      for g in grad((ga * ga + gb * gb * 3).sum(), [a, b])])
+    for ours, theirs in zip(*grads):
+        np.testing.assert_allclose(ours, theirs, rtol=1e-13)

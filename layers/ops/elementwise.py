@@ -281,6 +281,11 @@ class Hypot(Function):
         return (unbroadcast(gy * a / y, self.shapes[0]) if need[0] else None,
                 unbroadcast(gy * b / y, self.shapes[1]) if need[1] else None)
 
+    def backward_graph(self, gy):
+        from .. import functional as F
+        a, b = self.inputs
+        return _grads_graph(self, lambda: gy * a / F.hypot(a, b), lambda: gy * b / F.hypot(a, b))
+
 
 class FloorDivide(Function):
     """y = floor(a / b) (Python's //, torch.floor_divide); no derivative, as torch's: a
