@@ -30,7 +30,16 @@ from .functional import (add, amax, amin, argmax, argmin, argsort, cat, chunk, c
                          isclose, equal, dot, addmm, addmv, baddbmm, addbmm, exp2, frac,
                          var_mean, std_mean, unflatten, diff, masked_select, index_fill,
                          index_add, index_copy, select, swapdims, argwhere, kthvalue, median,
-                         aminmax, fmax, fmin, take_along_dim, diag)
+                         aminmax, fmax, fmin, take_along_dim, diag, subtract, rsub,
+                         positive, clamp_min, clamp_max, deg2rad, rad2deg, ravel, msort,
+                         atleast_1d, atleast_2d, atleast_3d, hstack, vstack, dstack,
+                         column_stack, broadcast_to, broadcast_shapes, broadcast_tensors,
+                         meshgrid, kron, tensordot, rot90, logaddexp, logaddexp2, xlogy, sinc,
+                         nan_to_num, dist, trace, heaviside, signbit, isneginf, isposinf, isin,
+                         triu_indices, tril_indices, scatter, scatter_add, permute, greater,
+                         less, greater_equal, less_equal, not_equal)
+from .functional import (mul as multiply, div as divide, div as true_divide, neg as negative,
+                         vstack as row_stack)
 from .functional import clamp as clip, movedim as moveaxis  # (torch's aliases)
 from .functional import round  # noqa: A001
 from .einsum import einsum
@@ -148,7 +157,15 @@ __all__ += ["addcmul", "addcdiv", "lerp", "hypot", "swapaxes", "swapdims", "move
             "tile", "nansum", "nanmean", "count_nonzero", "isclose", "equal", "dot", "addmm",
             "addmv", "baddbmm", "addbmm", "exp2", "frac", "var_mean", "std_mean", "unflatten",
             "diff", "masked_select", "index_fill", "index_add", "index_copy", "select", "clip",
-            "argwhere", "kthvalue", "median", "aminmax", "fmax", "fmin", "take_along_dim", "diag"]
+            "argwhere", "kthvalue", "median", "aminmax", "fmax", "fmin", "take_along_dim", "diag",
+            "subtract", "rsub", "positive", "clamp_min", "clamp_max", "deg2rad", "rad2deg",
+            "ravel", "msort", "atleast_1d", "atleast_2d", "atleast_3d", "hstack", "vstack",
+            "row_stack", "dstack", "column_stack", "broadcast_to", "broadcast_shapes",
+            "broadcast_tensors", "meshgrid", "kron", "tensordot", "rot90", "logaddexp",
+            "logaddexp2", "xlogy", "sinc", "nan_to_num", "dist", "trace", "heaviside", "signbit",
+            "isneginf", "isposinf", "isin", "triu_indices", "tril_indices", "scatter",
+            "scatter_add", "permute", "multiply", "divide", "true_divide", "negative", "greater",
+            "less", "greater_equal", "less_equal", "not_equal"]
 
 
 class _Utils:

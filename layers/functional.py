@@ -1175,12 +1175,6 @@ def broadcast_to(x, shape):
     return _sh.BroadcastTo.apply(x, shape=shape)
 
 
-def swapaxes(x, a, b):
-    perm = list(range(x.ndim))
-    perm[a], perm[b] = perm[b], perm[a]
-    return transpose(x, perm)
-
-
 def concat(tensors, axis=None, *, dim=None):
     axis = _dim("concat", axis, dim, 0)
     _check_same_except("concat", tensors, axis)
@@ -3215,6 +3209,321 @@ def diag(input, diagonal=0):
     raise RuntimeError(f"diag(): Supports 1D or 2D tensors. Got {x.ndim}D (as torch)")
 
 
+# ---- more of torch's top-level spellings ------------------------------------------------------
+
+def subtract(input, other, *, alpha=1):
+    """torch.subtract / torch.sub with alpha: input - alpha * other."""
+    return sub(input, _scaled(other, alpha))
+
+
+def rsub(input, other, *, alpha=1):
+    """torch.rsub: other - alpha * input."""
+    return sub(other, _scaled(input, alpha))
+
+
+def positive(input):
+    """torch.positive: input itself (bool refused, as torch's)."""
+    if input.dtype == np.bool_:
+        raise TypeError("positive(): the bool type is not supported (as torch)")
+    return input
+
+
+def clamp_min(input, min):
+    """torch.clamp_min: clamp(input, min=min)."""
+    return clamp(input, min=min)
+
+
+def clamp_max(input, max):
+    """torch.clamp_max: clamp(input, max=max)."""
+    return clamp(input, max=max)
+
+
+def deg2rad(input):
+    """torch.deg2rad: input * pi / 180 (integers: the default float dtype)."""
+    return mul(_floating(input), math.pi / 180)
+
+
+def rad2deg(input):
+    """torch.rad2deg: input * 180 / pi."""
+    return mul(_floating(input), 180 / math.pi)
+
+
+def greater(input, other): return _comparison("greater")(input, other)          # noqa: E704
+def less(input, other): return _comparison("less")(input, other)                # noqa: E704
+def greater_equal(input, other): return _comparison("greater_equal")(input, other)  # noqa: E704
+def less_equal(input, other): return _comparison("less_equal")(input, other)    # noqa: E704
+def not_equal(input, other): return _comparison("not_equal")(input, other)      # noqa: E704
+
+
+def permute(input, dims):
+    """torch.permute: input's axes in the order `dims`."""
+    return transpose(input, tuple(dims))
+
+
+def ravel(input):
+    """torch.ravel: the 1-d view (a copy where it cannot be one)."""
+    return reshape(input, -1)
+
+
+def msort(input):
+    """torch.msort: input's values sorted along axis 0."""
+    return sort(input, 0).values
+
+
+def atleast_1d(*tensors):
+    """torch.atleast_1d: each tensor with at least one axis (a 0-d one as shape (1,))."""
+    return _atleast(tensors, lambda t: reshape(t, 1) if t.ndim == 0 else t)
+
+
+def atleast_2d(*tensors):
+    """torch.atleast_2d: 0-d as (1, 1), 1-d (n,) as (1, n)."""
+    return _atleast(tensors, lambda t: reshape(t, (1,) * (2 - t.ndim) + t.shape)
+                    if t.ndim < 2 else t)
+
+
+def atleast_3d(*tensors):
+    """torch.atleast_3d: 0-d as (1, 1, 1), 1-d (n,) as (1, n, 1), 2-d (m, n) as (m, n, 1)."""
+    def three(t):
+        return reshape(t, (1, 1, 1)) if t.ndim == 0 else reshape(t, (1, t.shape[0], 1)) \
+            if t.ndim == 1 else unsqueeze(t, -1) if t.ndim == 2 else t
+    return _atleast(tensors, three)
+
+
+def _atleast(tensors, fn):
+    if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
+        return tuple(fn(t) for t in tensors[0])
+    return fn(tensors[0]) if len(tensors) == 1 else tuple(fn(t) for t in tensors)
+
+
+def hstack(tensors):
+    """torch.hstack: cat along axis 1, or axis 0 for 1-d tensors."""
+    ts = atleast_1d(tuple(tensors))
+    return cat(list(ts), dim=0 if ts[0].ndim == 1 else 1)
+
+
+def vstack(tensors):
+    """torch.vstack (row_stack): the tensors as at least 2-d, cat along axis 0."""
+    return cat(list(atleast_2d(tuple(tensors))), dim=0)
+
+
+def dstack(tensors):
+    """torch.dstack: the tensors as at least 3-d, cat along axis 2."""
+    return cat(list(atleast_3d(tuple(tensors))), dim=2)
+
+
+def column_stack(tensors):
+    """torch.column_stack: 0-d and 1-d tensors as columns (n, 1), then hstack."""
+    return hstack([reshape(t, (t.size, 1)) if t.ndim <= 1 else t for t in tensors])
+
+
+def broadcast_shapes(*shapes):
+    """torch.broadcast_shapes: the shape the given shapes broadcast to."""
+    try:
+        return tuple(np.broadcast_shapes(*(tuple(s) if isinstance(s, (tuple, list)) else (s,)
+                                            for s in shapes)))
+    except ValueError as e:
+        raise RuntimeError(f"broadcast_shapes: shapes {shapes} do not broadcast (as torch): "
+                           f"{e}") from None
+
+
+def broadcast_tensors(*tensors):
+    """torch.broadcast_tensors: each expanded to their common shape."""
+    shape = broadcast_shapes(*(t.shape for t in tensors))
+    return tuple(expand(t, shape) for t in tensors)
+
+
+def meshgrid(*tensors, indexing="ij"):
+    """torch.meshgrid: 1-d tensors spread over a grid, 'ij' (matrix) or 'xy' (Cartesian: the
+    first two axes swapped) indexing; differentiable (each grid sums back to its tensor)."""
+    ts = tensors[0] if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)) else tensors
+    if indexing not in ("ij", "xy"):
+        raise ValueError(f"meshgrid: indexing must be 'ij' or 'xy', got {indexing!r} (as torch)")
+    if any(t.ndim > 1 for t in ts):
+        raise RuntimeError("meshgrid: expects all tensors to be 0-d or 1-d (as torch)")
+    ts = [reshape(t, -1) for t in ts]
+    axes = list(range(len(ts)))              # the grid axis of each tensor
+    if indexing == "xy" and len(ts) >= 2:
+        axes[0], axes[1] = 1, 0
+    shape = [0] * len(ts)
+    for t, a in zip(ts, axes):
+        shape[a] = t.shape[0]
+    grids = []
+    for t, a in zip(ts, axes):
+        view = [1] * len(ts)
+        view[a] = t.shape[0]
+        grids.append(expand(reshape(t, tuple(view)), tuple(shape)))
+    return tuple(grids)
+
+
+def kron(input, other):
+    """torch.kron: the Kronecker product (both as of the larger number of axes)."""
+    n = builtins.max(input.ndim, other.ndim)
+    a = reshape(input, (1,) * (n - input.ndim) + input.shape)
+    b = reshape(other, (1,) * (n - other.ndim) + other.shape)
+    # a's axis i and b's axis i interleaved: (a0, b0, a1, b1, ...), then merged pairwise
+    ea = reshape(a, tuple(d for s in a.shape for d in (s, 1)))
+    eb = reshape(b, tuple(d for s in b.shape for d in (1, s)))
+    return reshape(mul(ea, eb), tuple(p * q for p, q in zip(a.shape, b.shape)))
+
+
+def tensordot(a, b, dims=2):
+    """torch.tensordot: a's last `dims` axes contracted with b's first (or the axes of two
+    lists), by one matrix product."""
+    if isinstance(dims, (int, np.integer)):
+        if dims < 0:
+            raise RuntimeError(f"tensordot expects dims >= 0, but got dims={dims} (as torch)")
+        da, db = list(range(a.ndim - dims, a.ndim)), list(range(dims))
+    else:
+        da, db = ([d] if isinstance(d, (int, np.integer)) else list(d) for d in dims)
+    da = [dim_index(d, a.ndim, "tensordot") for d in da]
+    db = [dim_index(d, b.ndim, "tensordot") for d in db]
+    if [a.shape[i] for i in da] != [b.shape[j] for j in db]:
+        raise RuntimeError(f"tensordot: contracted dimensions {[a.shape[i] for i in da]} and "
+                           f"{[b.shape[j] for j in db]} need to match (as torch)")
+    fa = [i for i in range(a.ndim) if i not in da]
+    fb = [j for j in range(b.ndim) if j not in db]
+    k = 1
+    for i in da:
+        k *= a.shape[i]
+    am = reshape(transpose(a, tuple(fa + da)), (-1, k))
+    bm = reshape(transpose(b, tuple(db + fb)), (k, -1))
+    return reshape(matmul(am, bm), tuple(a.shape[i] for i in fa) + tuple(b.shape[j] for j in fb))
+
+
+def rot90(input, k=1, dims=(0, 1)):
+    """torch.rot90: rotated by 90 degrees k times in the plane of `dims`, from the first axis
+    toward the second."""
+    if len(dims) != 2:
+        raise RuntimeError(f"rot90: expected total rotation dims == 2, but got dims = "
+                           f"{len(dims)} (as torch)")
+    d0, d1 = (dim_index(d, input.ndim, "rot90") for d in dims)
+    if d0 == d1:
+        raise RuntimeError("rot90: expected rotation dims to be different (as torch)")
+    k %= 4
+    if k == 1:
+        return transpose(flip(input, (d1,)), d0, d1)
+    if k == 2:
+        return flip(input, (d0, d1))
+    if k == 3:
+        return flip(transpose(input, d0, d1), (d1,))
+    return mul(input, 1)
+
+
+def logaddexp(input, other):
+    """torch.logaddexp: log(exp(input) + exp(other)), without overflow (the larger plus
+    log1p(exp(-|difference|)))."""
+    hi = maximum(input, other)
+    return add(hi, log1p(exp(neg(absolute(sub(input, other))))))
+
+
+def logaddexp2(input, other):
+    """torch.logaddexp2: log2(2 ** input + 2 ** other)."""
+    hi = maximum(input, other)
+    return add(hi, div(log1p(exp2(neg(absolute(sub(input, other))))), math.log(2)))
+
+
+def xlogy(input, other):
+    """torch.xlogy: input * log(other), 0 where input is 0 (NaN where other is); the gradient
+    log(other) for input and input / other for other, as torch's (a number for either: a
+    constant)."""
+    x, y = (_floating(t) if isinstance(t, Tensor) else t for t in (input, other))
+    like = x if isinstance(x, Tensor) else y
+    x, y = (t if isinstance(t, Tensor) else
+            Tensor(xp_of(like.data).full((), t, dtype=like.dtype)) for t in (x, y))
+    # (where input is 0, a log that is not finite -- other <= 0 or inf -- would make 0 * log
+    # NaN: 1 stands in for other there)
+    off = logical_and(x == 0, logical_or(y <= 0, isinf(y)))
+    return mul(x, log(where(off, 1.0, y)))
+
+
+def sinc(input):
+    """torch.sinc: sin(pi x) / (pi x), 1 at 0 (its gradient 0 there)."""
+    x = _floating(input)
+    zero = _comparison("equal")(x, 0)
+    px = mul(where(zero, 1.0, x), math.pi)
+    return where(zero, 1.0, div(sin(px), px))
+
+
+def nan_to_num(input, nan=0.0, posinf=None, neginf=None):
+    """torch.nan_to_num: NaN, +inf and -inf replaced (by 0 and the dtype's largest / lowest
+    finite values by default); the gradient 0 where a value was replaced."""
+    x = input
+    if not is_floating(x.dtype):
+        return mul(x, 1)
+    kind, low, high = _limits_of(x.dtype)
+    hi = high if posinf is None else posinf
+    lo = low if neginf is None else neginf
+    x = where(isnan(x), nan, x)
+    x = where(_comparison("equal")(x, float("inf")), hi, x)
+    return where(_comparison("equal")(x, float("-inf")), lo, x)
+
+
+def _limits_of(dtype):
+    from .backend import _LIMITS, _limits
+    return _LIMITS.get(dtype) or _limits(dtype)
+
+
+def dist(input, other, p=2):
+    """torch.dist: the p-norm of input - other (broadcast)."""
+    return norm(reshape(sub(input, other), -1), p)
+
+
+def trace(input):
+    """torch.trace: the sum of a 2-d tensor's main diagonal."""
+    if input.ndim != 2:
+        raise RuntimeError(f"trace: expected a matrix, but got tensor with dim {input.ndim} "
+                           f"(as torch)")
+    return sum(diag(input))
+
+
+def heaviside(input, values):
+    """torch.heaviside: 0 where input < 0, values where input == 0, 1 where input > 0 (no
+    gradient, as torch's)."""
+    xp = xp_of(input.data)
+    v = _on_device_of(input, values, "heaviside", "values are")
+    return Tensor(xp.heaviside(input.data, v.astype(input.dtype, copy=False)))
+
+
+def signbit(input):
+    """torch.signbit: True where the sign bit is set (-0.0 included)."""
+    return Tensor(xp_of(input.data).signbit(input.data))
+
+
+def isneginf(input):
+    """torch.isneginf."""
+    return Tensor(xp_of(input.data).isneginf(input.data)) if is_floating(input.dtype) else \
+        Tensor(xp_of(input.data).zeros(input.shape, bool))
+
+
+def isposinf(input):
+    """torch.isposinf."""
+    return Tensor(xp_of(input.data).isposinf(input.data)) if is_floating(input.dtype) else \
+        Tensor(xp_of(input.data).zeros(input.shape, bool))
+
+
+def isin(elements, test_elements, *, assume_unique=False, invert=False):
+    """torch.isin: whether each element is among test_elements (no gradient)."""
+    xp = xp_of(elements.data)
+    t = _on_device_of(elements, test_elements, "isin", "test_elements are") \
+        if isinstance(test_elements, (Tensor, list, tuple)) else test_elements
+    return Tensor(xp.isin(elements.data, t, assume_unique=assume_unique, invert=invert))
+
+
+def triu_indices(row, col, offset=0, *, dtype=np.int64, device=None):
+    """torch.triu_indices: (2, n) row and column indices of the upper triangle."""
+    return _tri_indices(np.triu_indices(row, offset, col), dtype, device)
+
+
+def tril_indices(row, col, offset=0, *, dtype=np.int64, device=None):
+    """torch.tril_indices: (2, n) row and column indices of the lower triangle."""
+    return _tri_indices(np.tril_indices(row, offset, col), dtype, device)
+
+
+def _tri_indices(ij, dtype, device):
+    out = Tensor(np.stack(ij).astype(np_dtype(dtype)))
+    return out if device is None else out.to(device)
+
+
 def _stride(self, dim=None):
     """torch's Tensor.stride(): the strides in elements (of one axis with dim)."""
     strides = tuple(builtins.int(s) // self.data.itemsize for s in self.data.strides)
@@ -3413,6 +3722,17 @@ def _install_tensor_methods():
         spellings[fn.__name__] = lambda self, *args, fn=fn, **kw: fn(self, *args, **kw)
     spellings["aminmax"] = lambda self, *, dim=None, keepdim=False: aminmax(self, dim=dim,
                                                                             keepdim=keepdim)
+    for fn in (subtract, clamp_min, clamp_max, broadcast_to, kron, rot90, logaddexp,
+               logaddexp2, xlogy, dist, heaviside, isin):
+        spellings[fn.__name__] = lambda self, *args, fn=fn, **kw: fn(self, *args, **kw)
+    for fn in (positive, deg2rad, rad2deg, ravel, msort, sinc, nan_to_num, trace, signbit,
+               isneginf, isposinf):
+        spellings[fn.__name__] = lambda self, *args, fn=fn, **kw: fn(self, *args, **kw)
+    for name, op in (("multiply", "__mul__"), ("divide", "__truediv__"),
+                     ("true_divide", "__truediv__"), ("negative", "__neg__"),
+                     ("greater", "gt"), ("less", "lt"), ("greater_equal", "ge"),
+                     ("less_equal", "le"), ("not_equal", "ne")):
+        spellings[name] = lambda self, *args, op=op: spellings[op](self, *args)
     spellings.update(
         clip=lambda self, min=None, max=None: clamp(self, min, max),
         swapaxes=lambda self, axis0, axis1: swapaxes(self, axis0, axis1),

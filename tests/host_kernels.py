@@ -206,6 +206,11 @@ class HostArray(np.ndarray):
     def get(self):
         return np.array(self, order="C")          # CuPy's .get(): C-ordered, whatever the strides
 
+    def __getitem__(self, index):
+        """(CuPy's x[i, j] of every axis is a 0-d device array, where NumPy gives a scalar.)"""
+        r = super().__getitem__(index)
+        return host(np.asarray(r)) if isinstance(r, np.generic) else r
+
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
         """NumPy's ufunc on the host arrays, after CuPy's refusal of a NumPy array among them
         (`cupy_array + numpy_array` is a TypeError on a GPU, so it must be one here too: the
