@@ -38,8 +38,7 @@ from .functional import (add, amax, amin, argmax, argmin, argsort, cat, chunk, c
                          nan_to_num, dist, trace, heaviside, signbit, isneginf, isposinf, isin,
                          triu_indices, tril_indices, scatter, scatter_add, permute, greater,
                          less, greater_equal, less_equal, not_equal)
-from .functional import (mul as multiply, div as divide, div as true_divide, neg as negative,
-                         vstack as row_stack)
+from .functional import multiply, divide, true_divide, negative, vstack as row_stack
 from .functional import clamp as clip, movedim as moveaxis  # (torch's aliases)
 from .functional import round  # noqa: A001
 from .einsum import einsum

@@ -3212,13 +3212,56 @@ def diag(input, diagonal=0):
 # ---- more of torch's top-level spellings ------------------------------------------------------
 
 def subtract(input, other, *, alpha=1):
-    """torch.subtract / torch.sub with alpha: input - alpha * other."""
-    return sub(input, _scaled(other, alpha))
+    """torch.subtract / torch.sub with alpha: input - alpha * other (a float alpha with two
+    integer operands refused, as torch's)."""
+    return sub(input, _alpha_times("subtract", other, alpha, input))
 
 
 def rsub(input, other, *, alpha=1):
     """torch.rsub: other - alpha * input."""
-    return sub(other, _scaled(input, alpha))
+    return sub(other, _alpha_times("rsub", input, alpha, other))
+
+
+def _alpha_times(name, x, alpha, partner):
+    """alpha * x for torch's alpha= (a number x stays a number)."""
+    if isinstance(alpha, (int, np.integer)) and alpha == 1:
+        return x
+    if isinstance(alpha, (float, np.floating)) and all(
+            not is_floating(t.dtype) if isinstance(t, Tensor) else isinstance(t, (int, bool))
+            for t in (x, partner)):
+        raise RuntimeError(f"{name}: for integral input tensors, argument alpha must not be a "
+                           f"floating point number (as torch)")
+    return mul(x, alpha) if isinstance(x, Tensor) else x * alpha
+
+
+def multiply(input, other):
+    """torch.multiply: input * other."""
+    return mul(input, other)
+
+
+def divide(input, other, *, rounding_mode=None):
+    """torch.divide / true_divide: input / other; rounding_mode 'trunc' rounds the quotient
+    toward zero, 'floor' down (floor_divide), both in the operands' dtype, as torch's."""
+    if rounding_mode is None:
+        return div(input, other)
+    if rounding_mode == "floor":
+        return floor_divide(input, other)
+    if rounding_mode != "trunc":
+        raise ValueError(f"divide: rounding_mode must be None, 'trunc' or 'floor', got "
+                         f"{rounding_mode!r} (as torch)")
+    dtype = result_dtype(*(t.data if isinstance(t, Tensor) else t for t in (input, other)))
+    q = trunc(div(input, other))
+    return q if is_floating(dtype) else _astype(q, dtype)
+
+
+def true_divide(input, other):
+    """torch.true_divide: input / other."""
+    return div(input, other)
+
+
+def negative(input):
+    """torch.negative: -input."""
+    return neg(input)
 
 
 def positive(input):
@@ -3412,20 +3455,23 @@ def rot90(input, k=1, dims=(0, 1)):
 def logaddexp(input, other):
     """torch.logaddexp: log(exp(input) + exp(other)), without overflow (the larger plus
     log1p(exp(-|difference|)))."""
-    hi = maximum(input, other)
-    return add(hi, log1p(exp(neg(absolute(sub(input, other))))))
+    return add(maximum(input, other), log1p(exp(neg(_gap(input, other)))))
+
+
+def _gap(a, b):
+    """|a - b|, 0 where a == b (two equal infinities: their difference would be NaN)."""
+    return where(_comparison("equal")(a, b), 0.0, absolute(sub(a, b)))
 
 
 def logaddexp2(input, other):
     """torch.logaddexp2: log2(2 ** input + 2 ** other)."""
-    hi = maximum(input, other)
-    return add(hi, div(log1p(exp2(neg(absolute(sub(input, other))))), math.log(2)))
+    return add(maximum(input, other), div(log1p(exp2(neg(_gap(input, other)))), math.log(2)))
 
 
 def xlogy(input, other):
     """torch.xlogy: input * log(other), 0 where input is 0 (NaN where other is); the gradient
-    log(other) for input and input / other for other, as torch's (a number for either: a
-    constant)."""
+    log(other) for input and input / other for other, as torch's, but 0 for other where both
+    are 0 (torch's 0 / 0 is NaN); a number for either: a constant."""
     x, y = (_floating(t) if isinstance(t, Tensor) else t for t in (input, other))
     like = x if isinstance(x, Tensor) else y
     x, y = (t if isinstance(t, Tensor) else
@@ -3449,7 +3495,7 @@ def nan_to_num(input, nan=0.0, posinf=None, neginf=None):
     finite values by default); the gradient 0 where a value was replaced."""
     x = input
     if not is_floating(x.dtype):
-        return mul(x, 1)
+        return Tensor(x.data.copy())            # (no NaN or inf to replace; bool stays bool)
     kind, low, high = _limits_of(x.dtype)
     hi = high if posinf is None else posinf
     lo = low if neginf is None else neginf
@@ -3477,11 +3523,18 @@ def trace(input):
 
 
 def heaviside(input, values):
-    """torch.heaviside: 0 where input < 0, values where input == 0, 1 where input > 0 (no
-    gradient, as torch's)."""
+    """torch.heaviside: values where input == 0, 1 where input > 0, else 0 (NaN too), in
+    input's dtype, which values must share (no gradient, as torch's)."""
+    if not isinstance(values, Tensor):
+        raise TypeError(f"heaviside(): argument 'values' must be Tensor, not "
+                        f"{type(values).__name__} (as torch)")
+    if values.dtype != input.dtype:
+        raise RuntimeError(f"heaviside is not yet implemented for tensors with different dtypes "
+                           f"({input.dtype}, {values.dtype}) (as torch)")
     xp = xp_of(input.data)
     v = _on_device_of(input, values, "heaviside", "values are")
-    return Tensor(xp.heaviside(input.data, v.astype(input.dtype, copy=False)))
+    x = input.data
+    return Tensor(xp.where(x == 0, v, (x > 0).astype(x.dtype)).astype(x.dtype, copy=False))
 
 
 def signbit(input):
@@ -3728,11 +3781,9 @@ def _install_tensor_methods():
     for fn in (positive, deg2rad, rad2deg, ravel, msort, sinc, nan_to_num, trace, signbit,
                isneginf, isposinf):
         spellings[fn.__name__] = lambda self, *args, fn=fn, **kw: fn(self, *args, **kw)
-    for name, op in (("multiply", "__mul__"), ("divide", "__truediv__"),
-                     ("true_divide", "__truediv__"), ("negative", "__neg__"),
-                     ("greater", "gt"), ("less", "lt"), ("greater_equal", "ge"),
-                     ("less_equal", "le"), ("not_equal", "ne")):
-        spellings[name] = lambda self, *args, op=op: spellings[op](self, *args)
+    for fn in (multiply, divide, true_divide, negative, greater, less, greater_equal,
+               less_equal, not_equal):
+        spellings[fn.__name__] = lambda self, *args, fn=fn, **kw: fn(self, *args, **kw)
     spellings.update(
         clip=lambda self, min=None, max=None: clamp(self, min, max),
         swapaxes=lambda self, axis0, axis1: swapaxes(self, axis0, axis1),

@@ -1353,6 +1353,16 @@ EDGES = [
     "M.tril_indices(4, 3, -1)", "M.broadcast_shapes((2, 1), (3,), (1, 1, 1))",
     "M.xlogy(M.zeros(4), M.tensor([float('inf'), 0.0, -1.0, float('nan')]))",
     "M.xlogy(M.tensor([1.0, 2.0]), M.tensor([0.0, -1.0]))",
+    "M.logaddexp(M.tensor([-np.inf, np.inf, 1.0]), M.tensor([-np.inf, np.inf, 1.0]))",
+    "M.logaddexp2(M.tensor([-np.inf, np.inf]), M.tensor([-np.inf, np.inf]))",
+    "M.subtract(M.tensor([1.0, -2.0]), M.tensor([1, 2]), alpha=0.5)",
+    "M.subtract(M.tensor([1, 2, 3]), 2, alpha=2)", "M.rsub(M.tensor([1, 2]), 5, alpha=2)",
+    "M.heaviside(M.tensor([-1, 0, 2]), M.tensor([7]))",
+    "M.heaviside(M.tensor([np.nan, 0.0, 2.0]), M.tensor([0.5]))",
+    "M.nan_to_num(M.tensor([True, False]))",
+    "M.divide(M.tensor([7, -7]), 2, rounding_mode='trunc')",
+    "M.divide(M.tensor([7.0, -7.0]), 2, rounding_mode='floor')",
+    "M.divide(input=F3, other=F3 + 5)", "F3.multiply(other=F3)", "F3.less(other=1.0)",
     "M.zeros(3).index_fill(0, M.tensor([-1]), 1.0)",
     "M.zeros(3).index_add(0, M.tensor([0], dtype=M.int32), M.ones(1))",
 ]
@@ -1365,6 +1375,8 @@ REFUSED = [
     "M.diff(M.ones(3), -1)", "M.diff(M.tensor(1.0))", "M.equal(M.ones(2), 1)",
     "M.nanmean(M.tensor([1, 2]))", "M.nanmean(M.tensor([1, 2]), dtype=M.float32)",
     "M.fmax(M.ones(2), 1.0)", "M.fmin(1.0, M.ones(2))",
+    "M.subtract(M.tensor([1, 2]), M.tensor([1, 2]), alpha=0.5)",
+    "M.heaviside(M.tensor([1.0]), M.tensor([1], dtype=M.int64))", "M.heaviside(M.ones(2), 0.5)",
 ]
 
 
