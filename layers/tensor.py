@@ -14,8 +14,9 @@ import weakref
 import numpy as np
 
 from .backend import (addable, bfloat16, concatenate, default_complex, default_float,
-                      device_of, dtype_or_none, fit_integers, fit_value, from_foreign, is_floating, is_gpu,
-                      is_half, np_dtype, parse_device, to_device, xp_of, xp_of_gpu)
+                      device_of, dtype_or_none, fit_integers, fit_value, from_foreign,
+                      is_floating, is_gpu, is_half, np_dtype, parse_device, to_device, xp_of,
+                      xp_of_gpu)
 from . import changes as _record
 from .trace import active as _trace
 
@@ -1056,8 +1057,8 @@ def _from_python(data, dtype):
     int64, NumPy uint64, Tensors of more than one element."""
     found, data = _scan(data, dtype is not None, None)
     target = dtype if dtype is not None else found if found is not None else default_float()
-    if found is not None and np.dtype(target).kind in "iu":
-        _check_numbers(data, target)
+    if found is not None and np.dtype(target).kind in "iu" and np.dtype(target) != found:
+        _check_numbers(data, target)         # (data of the dtype asked for needs no check)
     try:
         return np.asarray(data, dtype=target)
     except OverflowError:
