@@ -333,10 +333,15 @@ def clamp(x, min=None, max=None):
 def where(cond, a, b):
     """a where cond else b (numpy.where / torch.where); cond is a constant boolean array (or
     Tensor) that broadcasts with a and b; a or b may be a Python number."""
-    if any(isinstance(v, (float, np.floating)) for v in (a, b)) and \
+    if (isinstance(a, (float, np.floating)) or isinstance(b, (float, np.floating))) and \
             result_dtype(*(v.data if isinstance(v, Tensor) else v for v in (a, b))) == np.float32:
         a, b = (fit_value("where()", v, np.float32) for v in (a, b))  # (1e39 refused into a
-    like = a if isinstance(a, Tensor) else b                          # float32 result, as torch)
+    return _where(cond, a, b)                                         # float32 result, as torch)
+
+
+def _where(cond, a, b):
+    """where, its numbers already checked (masked_fill's value, fitted to x's dtype)."""
+    like = a if isinstance(a, Tensor) else b
     if not isinstance(like, Tensor):          # (two numbers: torch's dtype for them, on cond's
         c = cond if isinstance(cond, Tensor) else Tensor(np.asarray(cond))   # device)
         dtype = promote_types(number_dtype(a), number_dtype(b))
@@ -408,7 +413,7 @@ def masked_fill(x, mask, value):
             value = _astype(value, x.dtype)     # (x's dtype kept; the gradient cast back)
         if value.device != x.device:        # (a host value for a GPU x, as torch takes it)
             value = value.to(x.device)
-    return where(mask, value, x)
+    return _where(mask, value, x)
 
 
 def dropout(x, p=0.5, training=True, inplace=False):
