@@ -3343,25 +3343,33 @@ def _atleast(tensors, fn):
     return fn(tensors[0]) if len(tensors) == 1 else tuple(fn(t) for t in tensors)
 
 
+def _non_empty(name, tensors):
+    tensors = list(tensors)
+    if not tensors:
+        raise RuntimeError(f"{name} expects a non-empty TensorList (as torch)")
+    return tensors
+
+
 def hstack(tensors):
     """torch.hstack: cat along axis 1, or axis 0 for 1-d tensors."""
-    ts = atleast_1d(tuple(tensors))
+    ts = atleast_1d(tuple(_non_empty("hstack", tensors)))
     return cat(list(ts), dim=0 if ts[0].ndim == 1 else 1)
 
 
 def vstack(tensors):
     """torch.vstack (row_stack): the tensors as at least 2-d, cat along axis 0."""
-    return cat(list(atleast_2d(tuple(tensors))), dim=0)
+    return cat(list(atleast_2d(tuple(_non_empty("vstack", tensors)))), dim=0)
 
 
 def dstack(tensors):
     """torch.dstack: the tensors as at least 3-d, cat along axis 2."""
-    return cat(list(atleast_3d(tuple(tensors))), dim=2)
+    return cat(list(atleast_3d(tuple(_non_empty("dstack", tensors)))), dim=2)
 
 
 def column_stack(tensors):
     """torch.column_stack: 0-d and 1-d tensors as columns (n, 1), then hstack."""
-    return hstack([reshape(t, (t.size, 1)) if t.ndim <= 1 else t for t in tensors])
+    return hstack([reshape(t, (t.size, 1)) if t.ndim <= 1 else t
+                   for t in _non_empty("column_stack", tensors)])
 
 
 def broadcast_shapes(*shapes):
@@ -3386,8 +3394,12 @@ def meshgrid(*tensors, indexing="ij"):
     ts = tensors[0] if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)) else tensors
     if indexing not in ("ij", "xy"):
         raise ValueError(f"meshgrid: indexing must be 'ij' or 'xy', got {indexing!r} (as torch)")
+    ts = _non_empty("meshgrid", ts)
     if any(t.ndim > 1 for t in ts):
         raise RuntimeError("meshgrid: expects all tensors to be 0-d or 1-d (as torch)")
+    if len({t.dtype for t in ts}) > 1 or len({t.device for t in ts}) > 1:
+        raise RuntimeError(f"meshgrid expects all tensors to have the same dtype and device, "
+                           f"got {[(str(t.dtype), str(t.device)) for t in ts]} (as torch)")
     ts = [reshape(t, -1) for t in ts]
     axes = list(range(len(ts)))              # the grid axis of each tensor
     if indexing == "xy" and len(ts) >= 2:
@@ -3417,6 +3429,8 @@ def kron(input, other):
 def tensordot(a, b, dims=2):
     """torch.tensordot: a's last `dims` axes contracted with b's first (or the axes of two
     lists), by one matrix product."""
+    if isinstance(dims, Tensor) and dims.ndim == 0:
+        dims = builtins.int(dims.item())          # (torch takes a 0-d tensor as the int)
     if isinstance(dims, (int, np.integer)):
         if dims < 0:
             raise RuntimeError(f"tensordot expects dims >= 0, but got dims={dims} (as torch)")
@@ -3524,6 +3538,8 @@ def trace(input):
     if input.ndim != 2:
         raise RuntimeError(f"trace: expected a matrix, but got tensor with dim {input.ndim} "
                            f"(as torch)")
+    if input.dtype == np.bool_:
+        raise NotImplementedError("\"trace\" not implemented for 'Bool' (as torch)")
     return sum(diag(input))
 
 
@@ -3560,7 +3576,12 @@ def isposinf(input):
 
 
 def isin(elements, test_elements, *, assume_unique=False, invert=False):
-    """torch.isin: whether each element is among test_elements (no gradient)."""
+    """torch.isin: whether each element is among test_elements (no gradient); either may be a
+    number (a number as elements: a 0-d answer)."""
+    if not isinstance(elements, Tensor):
+        if not isinstance(test_elements, Tensor):
+            raise TypeError("isin(): elements or test_elements must be a Tensor (as torch)")
+        elements = Tensor(xp_of(test_elements.data).asarray(elements))
     xp = xp_of(elements.data)
     t = _on_device_of(elements, test_elements, "isin", "test_elements are") \
         if isinstance(test_elements, (Tensor, list, tuple)) else test_elements
@@ -3569,12 +3590,20 @@ def isin(elements, test_elements, *, assume_unique=False, invert=False):
 
 def triu_indices(row, col, offset=0, *, dtype=np.int64, device=None):
     """torch.triu_indices: (2, n) row and column indices of the upper triangle."""
+    _counts(row, col)
     return _tri_indices(np.triu_indices(row, offset, col), dtype, device)
 
 
 def tril_indices(row, col, offset=0, *, dtype=np.int64, device=None):
     """torch.tril_indices: (2, n) row and column indices of the lower triangle."""
+    _counts(row, col)
     return _tri_indices(np.tril_indices(row, offset, col), dtype, device)
+
+
+def _counts(row, col):
+    for name, n in (("row", row), ("col", col)):
+        if n < 0:
+            raise RuntimeError(f"{name} must be non-negative, got {n} (as torch)")
 
 
 def _tri_indices(ij, dtype, device):

@@ -1353,6 +1353,8 @@ EDGES = [
     "M.tril_indices(4, 3, -1)", "M.broadcast_shapes((2, 1), (3,), (1, 1, 1))",
     "M.xlogy(M.zeros(4), M.tensor([float('inf'), 0.0, -1.0, float('nan')]))",
     "M.xlogy(M.tensor([1.0, 2.0]), M.tensor([0.0, -1.0]))",
+    "M.isin(2, M.tensor([1, 2]))", "M.isin(I, 2)",
+    "M.tensordot(F3, F3.flip(0), dims=M.tensor(1))",
     "M.logaddexp(M.tensor([-np.inf, np.inf, 1.0]), M.tensor([-np.inf, np.inf, 1.0]))",
     "M.logaddexp2(M.tensor([-np.inf, np.inf]), M.tensor([-np.inf, np.inf]))",
     "M.subtract(M.tensor([1.0, -2.0]), M.tensor([1, 2]), alpha=0.5)",
@@ -1376,6 +1378,9 @@ REFUSED = [
     "M.nanmean(M.tensor([1, 2]))", "M.nanmean(M.tensor([1, 2]), dtype=M.float32)",
     "M.fmax(M.ones(2), 1.0)", "M.fmin(1.0, M.ones(2))",
     "M.subtract(M.tensor([1, 2]), M.tensor([1, 2]), alpha=0.5)",
+    "M.hstack([])", "M.vstack([])", "M.meshgrid(indexing='ij')",
+    "M.meshgrid(M.ones(2), M.ones(3, dtype=M.float64), indexing='ij')",
+    "M.trace(M.ones(2, 2, dtype=M.bool))", "M.triu_indices(-1, 3)", "M.tril_indices(2, -3)",
     "M.heaviside(M.tensor([1.0]), M.tensor([1], dtype=M.int64))", "M.heaviside(M.ones(2), 0.5)",
 ]
 
