@@ -137,10 +137,7 @@ def fit_value(fn, value, dtype, finite=True):
     Returns the value as a Python number (a complex dtype's, and other values: unchanged)."""
     if not isinstance(value, (int, float, np.integer, np.floating, np.bool_)):
         return value
-    limits = _LIMITS.get(dtype)
-    if limits is None:
-        limits = _limits(dtype)
-    kind, low, high = limits
+    kind, low, high = limits(dtype)
     if isinstance(value, (bool, np.bool_)):
         return bool(value) if kind in "bf" else int(value) if kind == "i" else value
     if kind == "f":
@@ -164,6 +161,13 @@ def fit_value(fn, value, dtype, finite=True):
 
 
 _LIMITS = {}                # dtype -> (kind: 'f' / 'i' / 'b' / other, lowest, largest)
+
+
+def limits(dtype):
+    """(kind -- 'f' floating, 'i' integer, else NumPy's kind letter --, lowest, largest) of a
+    dtype's finite values (None, None for the others), kept per dtype."""
+    found = _LIMITS.get(dtype)
+    return found if found is not None else _limits(dtype)
 
 
 def _limits(dtype):

@@ -92,15 +92,8 @@ def full(*args, fill_value=None, dtype=None, device=None, requires_grad=False):
             raise TypeError(f"full(): size must be a tuple of ints, got {args[0]!r} (as torch)")
     size = _size("full", args)
     dt = _dtype("full", dtype, number_dtype(fill_value))
-    fill_value = _fits("full", fill_value, dt)
+    fill_value = fit_value("full()", fill_value, dt)   # (torch's rule: -1.0 into uint8 refused)
     return _made(_on(device, lambda xp: xp.full(size, fill_value, dtype=dt)), requires_grad)
-
-
-def _fits(fn, value, dt):
-    """The fill value as torch stores it, else torch's refusal (backend.fit_value): -1 into
-    uint8 is 255, 300 or -1.0 is refused, 2.7 is 2, and a finite value a floating dtype rounds
-    to infinity is refused (NumPy would fill 255, or inf)."""
-    return fit_value(f"{fn}()", value, dt)
 
 
 def zeros(*size, dtype=None, device=None, requires_grad=False):
@@ -309,7 +302,7 @@ def empty_like(t, dtype=None, device=None, requires_grad=False):
 
 def full_like(t, fill_value, dtype=None, device=None, requires_grad=False):
     _, dt, device, empty = _like("full_like", t, dtype, device)
-    fill_value = _fits("full_like", fill_value, dt)
+    fill_value = fit_value("full_like()", fill_value, dt)
 
     def make(xp):
         a = empty(xp)

@@ -18,7 +18,7 @@ from .ops import reduce as _red
 from .ops import shape as _sh
 from .backend import (accumulation_dtype, cast_integer, cupy, default_float, device_of,
                       dim_index, fit_integers, fit_value, is_channels_last, is_floating, is_gpu,
-                      is_half, number_dtype, out_of_range, np_dtype, parse_device,
+                      is_half, limits, number_dtype, out_of_range, np_dtype, parse_device,
                       promote_types, result_dtype, same_dtype, to_device, xp_of)
 from .changes import mark_changed
 from .tensor import Tensor, is_grad_enabled, no_grad
@@ -2862,9 +2862,7 @@ def isclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
 
 def equal(input, other):
     """torch.equal: True when input and other have one shape and equal elements (read back)."""
-    if not isinstance(other, Tensor):
-        raise TypeError(f"equal(): argument 'other' must be Tensor, not {type(other).__name__} "
-                        f"(as torch)")
+    _two_tensors("equal", input, other)
     return tuple(input.shape) == tuple(other.shape) and builtins.bool(
         xp_of(input.data).array_equal(input.data,
                                       _on_device_of(input, other, "equal", "the other is")))
@@ -2890,11 +2888,7 @@ def _beta_alpha(name, input, product, beta, alpha):
     leaves input out, its NaN and inf too, as torch's."""
     product = _scaled(product, alpha)
     in_shape = tuple(getattr(input, "shape", ()))
-    try:
-        fits = np.broadcast_shapes(in_shape, product.shape) == product.shape
-    except ValueError:
-        fits = False
-    if not fits:
+    if not _fits(in_shape, product.shape):
         raise RuntimeError(f"{name}: input of shape {in_shape} does not broadcast to the "
                            f"product's {product.shape} (as torch)")
     if isinstance(beta, (int, float)) and beta == 0:
@@ -3515,17 +3509,12 @@ def nan_to_num(input, nan=0.0, posinf=None, neginf=None):
     x = input
     if not is_floating(x.dtype):
         return Tensor(x.data.copy())            # (no NaN or inf to replace; bool stays bool)
-    kind, low, high = _limits_of(x.dtype)
+    kind, low, high = limits(x.dtype)
     hi = high if posinf is None else posinf
     lo = low if neginf is None else neginf
     x = where(isnan(x), nan, x)
     x = where(_comparison("equal")(x, float("inf")), hi, x)
     return where(_comparison("equal")(x, float("-inf")), lo, x)
-
-
-def _limits_of(dtype):
-    from .backend import _LIMITS, _limits
-    return _LIMITS.get(dtype) or _limits(dtype)
 
 
 def dist(input, other, p=2):

@@ -53,6 +53,18 @@ def _pair(nz, ngf, ndf, device, dtype):
     return (G, D, *dcgan.make_optimizers(G, D)), (tG, tD, *topt), tdev
 
 
+def _grads_at_step(opt):
+    """{parameter: a copy of its gradient} as torch optimizer `opt` last stepped with it (its
+    step() wrapped to keep them)."""
+    kept, step = {}, opt.step
+
+    def keep_and_step(*args, **kwargs):
+        kept.update((q, q.grad.detach().clone()) for g in opt.param_groups for q in g["params"])
+        return step(*args, **kwargs)
+    opt.step = keep_and_step
+    return kept
+
+
 def _equivalence(device, dtype, steps, batch=8, nz=100, ngf=32, ndf=32, out_rtol=1e-3,
                  param_rtol=2e-3, param_atol=1e-12, grad_rtol=None, flipped=1e-2, strict=None,
                  freeze_d=True):
@@ -69,12 +81,7 @@ def _equivalence(device, dtype, steps, batch=8, nz=100, ngf=32, ndf=32, out_rtol
     (G, D, oG, oD), (tG, tD, toG, toD), tdev = _pair(nz, ngf, ndf, device, dtype)
     pairs = [(p, q) for ours, theirs in ((G, tG), (D, tD))
              for (_, p), q in zip(ours.named_parameters(), theirs.parameters())]
-    at_d_step, d_step = {}, toD.step
-
-    def keep_and_step(*args, **kwargs):          # torch's D gradients as D steps with them
-        at_d_step.update((q, q.grad.detach().clone()) for q in tD.parameters())
-        return d_step(*args, **kwargs)
-    toD.step = keep_and_step
+    at_d_step = _grads_at_step(toD)           # torch's D gradients as D steps with them
     rng = np.random.default_rng(1)
     for i in range(steps):
         before = [(p.numpy().copy(), q.detach().cpu().numpy().copy()) for p, q in pairs]
@@ -132,8 +139,7 @@ def test_the_torch_references_frozen_d_step_is_pytorch_examples_step():
     runs = []
     for freeze_d in (False, True):
         (_, _, _, _), (tG, tD, toG, toD), _ = _pair(100, 16, 16, "cpu", np.float64)
-        at_d_step, d_step = [], toD.step
-        toD.step = lambda: at_d_step.append([p.grad.clone() for p in tD.parameters()]) or d_step()
+        at_d_step = _grads_at_step(toD)
         rng = np.random.default_rng(1)
         for _ in range(2):
             real = torch.from_numpy(rng.uniform(-1, 1, (4, 1, 64, 64)))
@@ -141,7 +147,7 @@ def test_the_torch_references_frozen_d_step_is_pytorch_examples_step():
             stats = ref.train_step_tensors(tG, tD, toG, toD, real, noise, freeze_d=freeze_d)
         runs.append(([t.detach().clone() for m in (tG, tD) for t in m.state_dict().values()],
                      stats, [p.requires_grad for p in tD.parameters()]))
-        unchanged = [torch.equal(p.grad, g) for p, g in zip(tD.parameters(), at_d_step[-1])]
+        unchanged = [torch.equal(p.grad, at_d_step[p]) for p in tD.parameters()]
         assert all(unchanged) if freeze_d else not any(unchanged)
     (w0, s0, _), (w1, s1, trainable) = runs
     assert all(trainable)                  # D trainable again after G's pass

@@ -1379,6 +1379,7 @@ REFUSED = [
     "M.fmax(M.ones(2), 1.0)", "M.fmin(1.0, M.ones(2))",
     "M.subtract(M.tensor([1, 2]), M.tensor([1, 2]), alpha=0.5)",
     "M.hstack([])", "M.vstack([])", "M.meshgrid(indexing='ij')",
+    "M.addmm(M.ones(2, 2, 2), M.ones(2, 2), M.ones(2, 2))",
     "M.meshgrid(M.ones(2), M.ones(3, dtype=M.float64), indexing='ij')",
     "M.trace(M.ones(2, 2, dtype=M.bool))", "M.triu_indices(-1, 3)", "M.tril_indices(2, -3)",
     "M.heaviside(M.tensor([1.0]), M.tensor([1], dtype=M.int64))", "M.heaviside(M.ones(2), 0.5)",
