@@ -58,6 +58,23 @@ def test_host_arrays_take_the_gpu_path(on_host):
     assert isinstance(HOST.empty_like(x), HostArray)
 
 
+@pytest.mark.parametrize("convert", ["asarray", "array", "asanyarray", "ascontiguousarray",
+                                     "asfortranarray"])
+def test_the_engine_converting_a_device_array_to_numpy_is_refused_as_cupy_refuses_it(on_host,
+                                                                                       convert):
+    """CuPy's ndarray refuses NumPy's implicit conversion (its __array__ raises); a HostArray, an
+    ndarray subclass, would be converted silently, so the harness refuses it when the engine's
+    own code asks -- a GPU path that reads device data through NumPy fails here as on a GPU."""
+    x = _data((3, 4), "float32")
+    engine_code = compile(f"np.{convert}(x)", "<layers code>", "eval")
+    with pytest.raises(TypeError, match="Implicit conversion to a NumPy array is not allowed"):
+        eval(engine_code, {"__name__": "layers.some_op", "np": np, "x": x})
+    plain = eval(engine_code, {"__name__": "layers.some_op", "np": np, "x": x.get()})
+    np.testing.assert_array_equal(plain, x.get())            # host data converts as ever
+    mine = getattr(np, convert)(x)                           # the tests' own code may convert
+    np.testing.assert_array_equal(np.asarray(mine), x.get())
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("axis", [0, 1, -1])
 def test_concat_of_two_is_one_kernel_and_exact(on_host, dtype, axis):

@@ -121,7 +121,7 @@ class Stubs:
                 axes = range(len(shape)) if axis is None else \
                     [a % len(shape) for a in (axis if isinstance(axis, tuple) else (axis,))]
                 (po,) = self._cupy.out_params
-                dtype = po.dtype if po.dtype is not None else np.asarray(args[0]).dtype
+                dtype = po.dtype if po.dtype is not None else np.result_type(args[0])
                 return hk.host(np.empty(tuple(1 if d in axes else n for d, n in enumerate(shape)
                                               if keepdims or d not in axes), dtype))
 
@@ -168,9 +168,9 @@ class Stubs:
         patches.setattr(hk.HostArray, "device", hk._DEVICE0)
 
         def array_operator(array, ufunc, method, *inputs, **kwargs):
-            plain = [np.asarray(i) if isinstance(i, hk.HostArray) else i for i in inputs]
+            plain = [i.view(np.ndarray) if isinstance(i, hk.HostArray) else i for i in inputs]
             if "out" in kwargs:
-                kwargs["out"] = tuple(np.asarray(o) if isinstance(o, hk.HostArray) else o
+                kwargs["out"] = tuple(o.view(np.ndarray) if isinstance(o, hk.HostArray) else o
                                       for o in kwargs["out"])
             result = getattr(ufunc, method)(*plain, **kwargs)
             return hk.host(result) if isinstance(result, np.ndarray) else result
