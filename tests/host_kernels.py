@@ -24,14 +24,19 @@ array take host data), and a whole reduction gives a 0-d HostArray, not a NumPy 
 path that hands NumPy data to CuPy fails here as on a GPU (L.tensor did, unseen for twelve
 sessions without a GPU, failing 1,227 GPU tests). The other way round too: the engine's own
 code converting a HostArray with np.asarray / np.array / ... is CuPy's TypeError (CuPy's
-ndarray refuses implicit conversion; see NUMPY_CONVERSIONS).
+ndarray refuses implicit conversion; see NUMPY_CONVERSIONS), and so is a NumPy spelling CuPy
+lacks: the engine's calls of HOST's functions, of NumPy's functions on HostArrays and of their
+methods are bound to CuPy 14's own signatures (no `where=` on a reduction, no `clip(min=)`, no
+`item(i)`), and a name CuPy has not (errstate, nanpercentile, ndarray.ctypes) is CuPy's error.
 
 Not a CUDA emulator: warp-level behaviour, real thread interleaving and CUDA's exact math
 library are out of reach; half-precision math here converts to float, computes and rounds, as
 CuPy's float16 / bfloat16 classes do."""
 import collections
 import ctypes
+import functools
 import hashlib
+import inspect
 import os
 import shutil
 import subprocess
@@ -183,6 +188,143 @@ def _real_cupy():
         import cupy
         _CUPY.append(cupy)
     return _CUPY[0]
+
+
+def _real_cupy_or_none():
+    try:
+        return _real_cupy()
+    except ImportError:
+        return None
+
+
+# ---- CuPy's own signatures ----------------------------------------------------------------------
+# HOST's functions are NumPy's and HostArray's methods ndarray's: both take arguments CuPy's do
+# not (NumPy 2's clip(min=, max=), a reduction's where= or initial=, item(i)), and NumPy has
+# functions CuPy lacks (errstate, nanpercentile, insert, ...). A GPU path using one would pass here
+# and fail on a GPU, so each call is bound to CuPy's own signature first: cupy.<name>'s as
+# inspect reads it, cupy.ndarray's methods' as their Cython docstrings state it.
+
+@functools.lru_cache(maxsize=None)
+def _cupy_signature(name):
+    """inspect.Signature of cupy.<name>, None where CuPy's gives none to read (or CuPy is not
+    installed); AttributeError where CuPy has no such function (CuPy's own error)."""
+    cp = _real_cupy_or_none()
+    if cp is None or name.startswith("__"):
+        return None
+    if not hasattr(cp, name):
+        raise AttributeError(f"module 'cupy' has no attribute {name!r} (NumPy's {name} has no "
+                             f"CuPy counterpart: the host harness refuses it as CuPy would)")
+    try:
+        return inspect.signature(getattr(cp, name))
+    except (TypeError, ValueError):
+        return None
+
+
+def _method_signature(name):
+    """inspect.Signature of cupy.ndarray.<name>: inspect's, else its docstring's first line as
+    Cython writes it ("_ndarray_base.sort(self, int axis=-1, kind=None)"; C types dropped), or None."""
+    method = getattr(_real_cupy_or_none().ndarray, name)
+    try:
+        return inspect.signature(method)            # (the few written in Python: view)
+    except (TypeError, ValueError):
+        pass
+    doc = method.__doc__ or ""
+    first = doc.strip().splitlines()[0] if doc.strip() else ""
+    head = f"_ndarray_base.{name}("
+    if not first.startswith(head) or ")" not in first:
+        return None
+    params = []
+    for p in first[len(head):first.rindex(")")].split(","):
+        words = p.strip().split("=")[0].split()
+        params.append(p.strip() if len(words) < 2 else p.strip()[p.strip().index(words[-1]):])
+    scope = {}
+    try:
+        exec(f"def {name}({', '.join(params)}): pass", scope)
+    except SyntaxError:
+        return None
+    return inspect.signature(scope[name])
+
+
+def _bind(what, signature, args, kwargs):
+    try:
+        signature.bind(*args, **kwargs)
+    except TypeError as e:
+        raise TypeError(f"{what}{signature}: {e} (CuPy's own signature: the host harness binds "
+                        f"each call to it, as a GPU would refuse the call)") from None
+
+
+def _engine_caller(depth=2):
+    """Whether the code `depth` frames up is the engine's own (not NumPy, the harness, a test)."""
+    return sys._getframe(depth).f_globals.get("__name__", "").split(".")[0] in ENGINE
+
+
+def _cupy_method(name, signature, method):
+    def checked(self, *args, **kwargs):
+        if _engine_caller():
+            _bind(f"cupy.ndarray.{name}", signature, (self,) + args, kwargs)
+        return method(self, *args, **kwargs)
+    checked.__name__, checked.__wrapped__ = name, method
+    return checked
+
+
+def _cupy_array_function(self, func, types, args, kwargs):
+    """NumPy's functions handed a HostArray by the engine's code, as CuPy's ndarray takes
+    them: CuPy's function of the same name (NumPy's TypeError where CuPy has none), bound to
+    CuPy's signature, its arrays device arrays (0-d for a whole reduction)."""
+    if not _engine_caller():
+        return np.ndarray.__array_function__(self, func, types, args, kwargs)
+    counterpart = _real_cupy_or_none()             # numpy.linalg.norm -> cupy.linalg.norm
+    for part in func.__module__.split(".")[1:] + [func.__name__]:
+        counterpart = getattr(counterpart, part, None)
+    if counterpart is None and _real_cupy_or_none() is not None:
+        raise TypeError(f"no implementation found for '{func.__module__}.{func.__name__}' on "
+                        f"types that implement __array_function__: [<class "
+                        f"'cupy.ndarray'>] (CuPy has no {func.__name__}: the host harness "
+                        f"refuses it as a GPU would)")
+    try:
+        signature = inspect.signature(counterpart)
+    except (TypeError, ValueError):
+        signature = None
+    if signature is not None:
+        _bind(f"cupy.{func.__name__} (numpy.{func.__name__} of a device array)", signature,
+              args, kwargs)
+    return _device_results(np.ndarray.__array_function__(self, func, types, args, kwargs))
+
+
+def _device_results(r):
+    """A CuPy function's results: its arrays device arrays (0-d ones where NumPy gives a scalar
+    of an array), in the tuple, list or namedtuple NumPy gives them in (nonzero, split, ...)."""
+    if isinstance(r, (tuple, list)) and r and all(isinstance(a, np.ndarray) for a in r):
+        made = [host(a) for a in r]
+        return type(r)(*made) if hasattr(r, "_fields") else type(r)(made)
+    return host(r) if isinstance(r, (np.ndarray, np.generic)) else r
+
+
+def _no_cupy_attribute(name):
+    def refused(self):
+        if _engine_caller():
+            raise AttributeError(f"'cupy.ndarray' object has no attribute {name!r} (NumPy's "
+                                 f"ndarray.{name}: the host harness refuses it as CuPy would)")
+        return getattr(super(HostArray, self), name)
+    return property(refused)
+
+
+def _cupy_ndarray_methods(monkeypatch):
+    """HostArray's public ndarray methods checked against cupy.ndarray's when the engine calls
+    them; ndarray attributes CuPy's ndarray lacks refused to the engine."""
+    cp = _real_cupy_or_none()
+    if cp is None:
+        return
+    for name in dir(np.ndarray):
+        if name.startswith("_") or name in HostArray.__dict__:
+            continue
+        if not hasattr(cp.ndarray, name):
+            monkeypatch.setattr(HostArray, name, _no_cupy_attribute(name))
+            continue
+        signature = _method_signature(name)
+        if signature is not None and callable(getattr(np.ndarray, name)):
+            monkeypatch.setattr(HostArray, name,
+                                _cupy_method(name, signature, getattr(np.ndarray, name)))
 
 
 class HostArray(np.ndarray):
@@ -461,13 +603,15 @@ class RawKernel:
 
 
 def _wrap(fn, name):
+    signature = _cupy_signature(name)
+
     def made(*args, **kwargs):
         refuse_host_arrays(f"cupy.{name}", args + tuple(kwargs.values()))
+        if signature is not None:
+            _bind(f"cupy.{name}", signature, args, kwargs)
         r = fn(*args, **kwargs)
-        if isinstance(r, (tuple, list)) and r and all(isinstance(a, np.ndarray) for a in r):
-            made = [host(a) for a in r]              # (CuPy's nonzero, split ...: device arrays;
-            return type(r)(*made) if hasattr(r, "_fields") else type(r)(made)  # namedtuples)
-        return host(r) if isinstance(r, np.ndarray) else r
+        return _device_results(r) if isinstance(r, (tuple, list)) else \
+            host(r) if isinstance(r, np.ndarray) else r
     return made
 
 
@@ -495,7 +639,15 @@ class _HostCupy:
     def __getattr__(self, name):
         attr = getattr(np, name)     # (ufuncs as they are: they keep HostArray, and have .at)
         if name in ("array", "asanyarray"):       # (CuPy's take host data; asarray is below)
-            return lambda *a, **k: host(attr(*a, **k))
+            signature = _cupy_signature(name)
+
+            def made(*a, **k):
+                if signature is not None:
+                    _bind(f"cupy.{name}", signature, a, k)
+                return host(attr(*a, **k))
+            return made
+        if isinstance(attr, (type, np.ufunc)) or not callable(attr):
+            _cupy_signature(name)         # (CuPy's AttributeError where it has no such name)
         return _wrap(attr, name) if callable(attr) and not isinstance(attr, (type, np.ufunc)) \
             else attr
 
@@ -530,10 +682,12 @@ def _host_mm(a, b, bias=None, out=None):
     return out
 
 
-def install(monkeypatch):
+def install(monkeypatch, strict=True):
     """Point the layers' GPU path at HOST (a generator: yields once installed, clears the
     kernel caches after): layers.backend's cupy, the device pointer tables, the LSTM cell's
-    products; fresh device random generators."""
+    products; fresh device random generators. strict: CuPy's refusals of NumPy's spellings
+    too (NUMPY_CONVERSIONS, CuPy's signatures and names); tools.bench_host leaves them out, as
+    the host time they take is the harness's, not the engine's."""
     from layers import backend, finite, kernels, optim
     from layers import random as lrandom
     from layers.ops import attention as ops_attention
@@ -557,8 +711,11 @@ def install(monkeypatch):
     monkeypatch.setattr(finite, "device_table", table)
     monkeypatch.setattr(ops_rnn, "mm", _host_mm)
     monkeypatch.setattr(lrandom, "_devices", {})
-    for name in NUMPY_CONVERSIONS:
-        monkeypatch.setattr(np, name, _no_implicit_conversion(getattr(np, name)))
+    if strict:
+        for name in NUMPY_CONVERSIONS:
+            monkeypatch.setattr(np, name, _no_implicit_conversion(getattr(np, name)))
+        _cupy_ndarray_methods(monkeypatch)
+        monkeypatch.setattr(HostArray, "__array_function__", _cupy_array_function)
     yield
     clear()
 

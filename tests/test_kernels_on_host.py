@@ -75,6 +75,49 @@ def test_the_engine_converting_a_device_array_to_numpy_is_refused_as_cupy_refuse
     np.testing.assert_array_equal(np.asarray(mine), x.get())
 
 
+# NumPy spellings CuPy 14 does not take: each fails on a GPU, so each must fail on the host too
+NOT_CUPY = [
+    ("cupy.errstate", AttributeError, "module 'cupy' has no attribute 'errstate'"),
+    ("cupy.nanpercentile", AttributeError, "module 'cupy' has no attribute 'nanpercentile'"),
+    ("cupy.clip(x, min=0.0)", TypeError, r"cupy.clip\(a, a_min, a_max"),
+    ("cupy.sum(x, where=x > 0)", TypeError, "unexpected keyword argument 'where'"),
+    ("cupy.array(x, like=x)", TypeError, "unexpected keyword argument 'like'"),
+    ("x.item(0)", TypeError, r"cupy.ndarray.item\(self\): too many positional"),
+    ("x.max(initial=0.0)", TypeError, "unexpected keyword argument 'initial'"),
+    ("x.sort(order='a')", TypeError, "unexpected keyword argument 'order'"),
+    ("x.ctypes", AttributeError, "'cupy.ndarray' object has no attribute 'ctypes'"),
+    ("x.resize(6)", AttributeError, "'cupy.ndarray' object has no attribute 'resize'"),
+    ("np.nanpercentile(x, 50)", TypeError, "no implementation found for 'numpy.nanpercentile'"),
+    ("np.sum(x, where=x > 0)", TypeError, "unexpected keyword argument 'where'"),
+]
+# ... and what CuPy does take, with CuPy's results: device arrays, 0-d for a whole reduction
+CUPY = ["cupy.clip(x, 0.0, 1.0)", "cupy.sum(x, axis=0, keepdims=True)", "x[0, 0].item()",
+        "x.astype(np.float64, copy=False)", "x.reshape(3, 2)", "x.transpose(1, 0)",
+        "x.max(axis=1)", "np.sum(x)", "np.linalg.norm(x)", "np.where(x > 2)[1]",
+        "cupy.nonzero(x)[0]"]
+
+
+@pytest.mark.parametrize("code,error,match", NOT_CUPY, ids=[c for c, _, _ in NOT_CUPY])
+def test_numpy_spellings_cupy_lacks_are_refused_to_the_engine(on_host, code, error, match):
+    """HOST's functions are NumPy's and HostArray's methods ndarray's; the harness binds the
+    engine's calls to CuPy's own signatures and names, so a GPU path written in a NumPy spelling
+    CuPy lacks fails here, as it would on a GPU."""
+    x = _data((2, 3), "float32", low=0.0)
+    with pytest.raises(error, match=match):
+        eval(code, {"__name__": "layers.some_op", "cupy": HOST, "np": np, "x": x})
+
+
+@pytest.mark.parametrize("code", CUPY)
+def test_cupy_spellings_pass_with_cupy_results(on_host, code):
+    x = _data((2, 3), "float32", low=0.0)
+    r = eval(code, {"__name__": "layers.some_op", "cupy": HOST, "np": np, "x": x})
+    if code != "x[0, 0].item()":
+        assert isinstance(r, HostArray), type(r)
+    else:
+        assert r == x.get().item(0)
+    assert x.item(0) == x.get()[0, 0]         # (the tests' own code: NumPy's, unchecked)
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("axis", [0, 1, -1])
 def test_concat_of_two_is_one_kernel_and_exact(on_host, dtype, axis):
