@@ -2769,10 +2769,28 @@ def _scaled(x, value):
     return mul(x, value)
 
 
+def _one_dtype(name, **tensors):
+    """torch's refusal of a dtype mix where an op takes one dtype (lerp's input, end and a
+    weight of more than one element; the addmm family's three tensors): a RuntimeError naming
+    each tensor's dtype, where arithmetic would promote silently."""
+    dtypes = {k: t.dtype for k, t in tensors.items() if isinstance(t, Tensor)}
+    if len(set(dtypes.values())) > 1:
+        raise RuntimeError(f"{name}: expected one dtype, got " + ", ".join(
+            f"{k} {np.dtype(d).name}" for k, d in dtypes.items()) + " (torch refuses the mix; "
+            "cast one first)")
+
+
 def lerp(input, end, weight):
     """torch.lerp, differentiable in all three, by torch's two formulas: input + weight *
     (end - input) where |weight| < 0.5, end - (end - input) * (1 - weight) elsewhere (exact at
-    weight 1)."""
+    weight 1). input, end and a weight tensor of more than one element share one floating
+    dtype (a 0-d weight may have another), as torch's."""
+    for t in (input, end):
+        if isinstance(t, Tensor) and not is_floating(t.dtype):
+            raise NotImplementedError(f"lerp: {t.dtype} data: lerp takes floating tensors "
+                                      f"(as torch)")
+    _one_dtype("lerp", input=input, end=end,
+               weight=weight if isinstance(weight, Tensor) and weight.ndim else None)
     if isinstance(weight, (int, float, np.number)):
         return add(input, mul(weight, sub(end, input))) if abs(weight) < 0.5 else \
             sub(end, mul(sub(end, input), 1 - weight))
@@ -2898,6 +2916,7 @@ def _beta_alpha(name, input, product, beta, alpha):
 
 def addmm(input, mat1, mat2, *, beta=1, alpha=1):
     """torch.addmm: beta * input + alpha * (mat1 @ mat2), mat1 and mat2 2-d."""
+    _one_dtype("addmm", input=input, mat1=mat1, mat2=mat2)
     if mat1.ndim != 2 or mat2.ndim != 2:
         raise RuntimeError(f"addmm: mat1 and mat2 must be matrices, got {mat1.ndim}-d and "
                            f"{mat2.ndim}-d (as torch)")
@@ -2906,6 +2925,7 @@ def addmm(input, mat1, mat2, *, beta=1, alpha=1):
 
 def addmv(input, mat, vec, *, beta=1, alpha=1):
     """torch.addmv: beta * input + alpha * (mat @ vec), mat 2-d, vec 1-d."""
+    _one_dtype("addmv", input=input, mat=mat, vec=vec)
     if mat.ndim != 2 or vec.ndim != 1:
         raise RuntimeError(f"addmv: vector + matrix @ vector expected, got mat {mat.ndim}-d "
                            f"and vec {vec.ndim}-d (as torch)")
@@ -2914,11 +2934,13 @@ def addmv(input, mat, vec, *, beta=1, alpha=1):
 
 def baddbmm(input, batch1, batch2, *, beta=1, alpha=1):
     """torch.baddbmm: beta * input + alpha * (batch1 @ batch2), per batch (3-d)."""
+    _one_dtype("baddbmm", input=input, batch1=batch1, batch2=batch2)
     return _beta_alpha("baddbmm", input, bmm(batch1, batch2), beta, alpha)
 
 
 def addbmm(input, batch1, batch2, *, beta=1, alpha=1):
     """torch.addbmm: beta * input + alpha * the sum over the batch of batch1[i] @ batch2[i]."""
+    _one_dtype("addbmm", input=input, batch1=batch1, batch2=batch2)
     return _beta_alpha("addbmm", input, sum(bmm(batch1, batch2), dim=0), beta, alpha)
 
 
@@ -3423,6 +3445,7 @@ def kron(input, other):
 def tensordot(a, b, dims=2):
     """torch.tensordot: a's last `dims` axes contracted with b's first (or the axes of two
     lists), by one matrix product."""
+    _one_dtype("tensordot", a=a, b=b)
     if isinstance(dims, Tensor) and dims.ndim == 0:
         dims = builtins.int(dims.item())          # (torch takes a 0-d tensor as the int)
     if isinstance(dims, (int, np.integer)):

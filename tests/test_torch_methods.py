@@ -1367,6 +1367,10 @@ EDGES = [
     "M.divide(input=F3, other=F3 + 5)", "F3.multiply(other=F3)", "F3.less(other=1.0)",
     "M.zeros(3).index_fill(0, M.tensor([-1]), 1.0)",
     "M.zeros(3).index_add(0, M.tensor([0], dtype=M.int32), M.ones(1))",
+    # a 0-d weight of another floating dtype: torch takes it (input's dtype)
+    "M.lerp(M.tensor([1.0, 3.0]), M.tensor([5.0, -1.0]), M.tensor(0.25, dtype=M.float64))",
+    "M.lerp(M.tensor([1.0, 3.0]), M.tensor([5.0, -1.0]), M.tensor(0.75, dtype=M.float16))",
+    "M.addmm(M.ones(2, 2, dtype=M.int64), I, I, alpha=2)",
 ]
 REFUSED = [
     "M.zeros(3).index_fill(0, M.tensor([3]), 1.0)", "M.zeros(3).index_fill(0, M.tensor([-4]), 1.0)",
@@ -1383,6 +1387,18 @@ REFUSED = [
     "M.meshgrid(M.ones(2), M.ones(3, dtype=M.float64), indexing='ij')",
     "M.trace(M.ones(2, 2, dtype=M.bool))", "M.triu_indices(-1, 3)", "M.tril_indices(2, -3)",
     "M.heaviside(M.tensor([1.0]), M.tensor([1], dtype=M.int64))", "M.heaviside(M.ones(2), 0.5)",
+    # one dtype where torch takes one (arithmetic would promote the mix)
+    "M.lerp(M.ones(2), M.ones(2, dtype=M.float64), 0.5)",
+    "M.lerp(M.ones(2, dtype=M.float64), M.tensor(1.0), 0.5)",
+    "M.lerp(M.ones(2), M.ones(2), M.full((2,), 0.5, dtype=M.float64))",
+    "M.lerp(M.ones(2, dtype=M.float16), M.ones(2), 0.5)",
+    "M.lerp(M.ones(2, dtype=M.int64), M.ones(2, dtype=M.int64), 0.5)",
+    "M.addmm(M.ones(2, 2), M.ones(2, 2, dtype=M.float64), M.ones(2, 2, dtype=M.float64))",
+    "M.addmm(M.tensor(1.0, dtype=M.float64), M.ones(2, 2), M.ones(2, 2))",
+    "M.addmv(M.ones(2, dtype=M.float64), M.ones(2, 2), M.ones(2))",
+    "M.baddbmm(M.ones(1, 2, 2), M.ones(1, 2, 2, dtype=M.float64), M.ones(1, 2, 2))",
+    "M.addbmm(M.ones(2, 2), M.ones(1, 2, 2), M.ones(1, 2, 2, dtype=M.float64))",
+    "M.tensordot(M.ones(2, 2), M.ones(2, 2, dtype=M.float64))",
 ]
 
 
