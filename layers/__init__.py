@@ -37,7 +37,10 @@ from .functional import (add, amax, amin, argmax, argmin, argsort, cat, chunk, c
                          meshgrid, kron, tensordot, rot90, logaddexp, logaddexp2, xlogy, sinc,
                          nan_to_num, dist, trace, heaviside, signbit, isneginf, isposinf, isin,
                          triu_indices, tril_indices, scatter, scatter_add, permute, greater,
-                         less, greater_equal, less_equal, not_equal)
+                         less, greater_equal, less_equal, not_equal, mm, mv, inner, vdot,
+                         cross, fliplr, flipud, tensor_split, hsplit, vsplit, dsplit, take,
+                         logit, fix, sgn, float_power, copysign, trapezoid, cartesian_prod,
+                         block_diag, cdist, vander, can_cast, absolute, promote_types)
 from .functional import multiply, divide, true_divide, negative, vstack as row_stack
 from .functional import clamp as clip, movedim as moveaxis  # (torch's aliases)
 from .functional import round  # noqa: A001
@@ -164,7 +167,10 @@ __all__ += ["addcmul", "addcdiv", "lerp", "hypot", "swapaxes", "swapdims", "move
             "logaddexp2", "xlogy", "sinc", "nan_to_num", "dist", "trace", "heaviside", "signbit",
             "isneginf", "isposinf", "isin", "triu_indices", "tril_indices", "scatter",
             "scatter_add", "permute", "multiply", "divide", "true_divide", "negative", "greater",
-            "less", "greater_equal", "less_equal", "not_equal"]
+            "less", "greater_equal", "less_equal", "not_equal", "mm", "mv", "inner", "vdot",
+            "cross", "fliplr", "flipud", "tensor_split", "hsplit", "vsplit", "dsplit", "take",
+            "logit", "fix", "sgn", "float_power", "copysign", "trapezoid", "cartesian_prod",
+            "block_diag", "cdist", "vander", "can_cast", "absolute", "promote_types"]
 
 
 class _Utils:

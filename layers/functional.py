@@ -2,6 +2,7 @@
 paths share live here, so a misuse gets the same clear error on the CPU and the GPU."""
 import builtins
 import functools
+import itertools
 import math
 import operator
 import warnings
@@ -3600,6 +3601,268 @@ def isin(elements, test_elements, *, assume_unique=False, invert=False):
     return Tensor(xp.isin(elements.data, t, assume_unique=assume_unique, invert=invert))
 
 
+# ---- more of torch's spellings, each made of the ops above ----------------------------------------
+
+def mm(input, mat2):
+    """torch.mm: the product of two matrices of one dtype."""
+    _one_dtype("mm", input=input, mat2=mat2)
+    return _mm(input, mat2)
+
+
+def mv(input, vec):
+    """torch.mv: a matrix times a vector, of one dtype."""
+    _one_dtype("mv", input=input, vec=vec)
+    if input.ndim != 2 or vec.ndim != 1:
+        raise RuntimeError(f"mv: vector + matrix @ vector expected, got {input.ndim}-d and "
+                           f"{vec.ndim}-d (as torch)")
+    return matmul(input, vec)
+
+
+def inner(input, other):
+    """torch.inner: the sum over the last axes of input and other (a product where either is
+    0-d)."""
+    if input.ndim == 0 or getattr(other, "ndim", 0) == 0:
+        return mul(input, other)
+    if input.shape[-1] != other.shape[-1]:
+        raise RuntimeError(f"inner: last dimensions of input {tuple(input.shape)} and other "
+                           f"{tuple(other.shape)} differ (as torch)")
+    return tensordot(input, other, dims=([-1], [-1]))
+
+
+def vdot(input, other):
+    """torch.vdot of real vectors: dot."""
+    return dot(input, other)
+
+
+def cross(input, other, dim=None):
+    """torch.cross: the cross product along `dim` (of size 3; input and other, of one number
+    of axes, broadcast). No dim:
+    the first axis of size 3, with torch's deprecation warning (torch.linalg.cross takes the
+    last)."""
+    if not isinstance(other, Tensor) or input.ndim != other.ndim:
+        raise RuntimeError(f"cross: inputs must have the same number of dimensions, got "
+                           f"{input.ndim} and {getattr(other, 'ndim', 0)} (as torch)")
+    a, b = broadcast_tensors(*_operands(input, other))
+    if dim is None:
+        warnings.warn("Using torch.cross without specifying the dim arg is deprecated (torch's "
+                      "warning): give dim (the first axis of size 3 is taken)", UserWarning,
+                      stacklevel=2)
+        dim = next((d for d, n in enumerate(a.shape) if n == 3), None)
+        if dim is None:
+            raise RuntimeError(f"cross: no dimension of size 3 in input {tuple(a.shape)} (as "
+                               f"torch)")
+    dim = dim_index(dim, a.ndim, "cross")
+    if a.shape[dim] != 3:
+        raise RuntimeError(f"cross: dimension {dim} does not have size 3: inputs "
+                           f"{tuple(a.shape)} (as torch)")
+    (a0, a1, a2), (b0, b1, b2) = ([select(t, dim, i) for i in range(3)] for t in (a, b))
+    return stack([sub(mul(a1, b2), mul(a2, b1)), sub(mul(a2, b0), mul(a0, b2)),
+                  sub(mul(a0, b1), mul(a1, b0))], dim=dim)
+
+
+def fliplr(input):
+    """torch.fliplr: flipped left to right (axis 1; at least 2-d)."""
+    if input.ndim < 2:
+        raise RuntimeError(f"fliplr: input must be >= 2-d, got {input.ndim}-d (as torch)")
+    return flip(input, (1,))
+
+
+def flipud(input):
+    """torch.flipud: flipped upside down (axis 0; at least 1-d)."""
+    if input.ndim < 1:
+        raise RuntimeError("flipud: input must be >= 1-d, got a 0-d tensor (as torch)")
+    return flip(input, (0,))
+
+
+def tensor_split(input, indices_or_sections, dim=0):
+    """torch.tensor_split: views of input along `dim`: n pieces (the first size % n one longer),
+    or the pieces between the listed indices (Python's slicing: clamped, negative from the end,
+    an index before the last one gives an empty piece). A 0-d integer tensor is a count, a 1-d
+    one indices."""
+    dim = dim_index(dim, input.ndim, "tensor_split")
+    n = input.shape[dim]
+    spec = indices_or_sections
+    if isinstance(spec, Tensor):
+        if spec.dtype.kind not in "iu" or spec.ndim > 1:
+            raise RuntimeError(f"tensor_split: a tensor indices_or_sections must be a 0-d or "
+                               f"1-d integer tensor, got {spec.dtype} {tuple(spec.shape)} (as "
+                               f"torch)")
+        spec = builtins.int(spec.item()) if spec.ndim == 0 else [builtins.int(i) for i in
+                                                                  spec.numpy()]
+    if isinstance(spec, (int, np.integer)):
+        if spec < 1:
+            raise RuntimeError(f"tensor_split: number of sections must be larger than 0, got "
+                               f"{spec} (as torch)")
+        q, r = divmod(n, builtins.int(spec))
+        bounds = list(itertools.accumulate([q + 1] * r + [q] * (builtins.int(spec) - r)))[:-1]
+    else:
+        bounds = [builtins.int(i) for i in spec]
+    lead = (slice(None),) * dim
+    return tuple(input[lead + (slice(a, b),)] for a, b in zip([None] + bounds, bounds + [None]))
+
+
+def _even_split(name, input, sections, dim, least):
+    if input.ndim < least:
+        raise RuntimeError(f"{name} requires a tensor with at least {least} dimension, but got "
+                           f"a tensor with {input.ndim} dimensions! (as torch)")
+    if isinstance(sections, (int, np.integer)) and (sections == 0 or
+                                                     input.shape[dim] % sections):
+        raise RuntimeError(f"{name} attempted to split along dimension {dim}, but the size of "
+                           f"the dimension {input.shape[dim]} is not divisible by the "
+                           f"split_size {sections}! (as torch)")
+    return tensor_split(input, sections, dim)
+
+
+def hsplit(input, sections):
+    """torch.hsplit: tensor_split along axis 1 (axis 0 of a vector); a count must divide."""
+    return _even_split("torch.hsplit", input, sections, 0 if input.ndim == 1 else 1, 1)
+
+
+def vsplit(input, sections):
+    """torch.vsplit: tensor_split along axis 0 (at least 2-d); a count must divide."""
+    return _even_split("torch.vsplit", input, sections, 0, 2)
+
+
+def dsplit(input, sections):
+    """torch.dsplit: tensor_split along axis 2 (at least 3-d); a count must divide."""
+    return _even_split("torch.dsplit", input, sections, 2, 3)
+
+
+def take(input, index):
+    """torch.take: input read as one flat vector at `index` (any shape, negative from the end),
+    in index's shape; differentiable in input."""
+    if not isinstance(index, Tensor) or index.dtype != np.int64:
+        raise RuntimeError(f"take(): index must be an int64 tensor, got "
+                           f"{getattr(index, 'dtype', type(index).__name__)} (as torch)")
+    n = input.size
+    flat = _on_device_of(input, index, "take", "index is").reshape(-1)
+    bad = xp_of(flat).logical_or(flat >= n, flat < -n).any()
+    if builtins.bool(bad):      # (a read-back on a GPU: CuPy's indexing would wrap the index)
+        raise IndexError(f"take: index out of range for a tensor of {n} elements (as torch)")
+    flat = Tensor(flat + (flat < 0) * n)
+    return reshape(index_select(reshape(input, (-1,)), 0, flat), tuple(index.shape))
+
+
+def logit(input, eps=None):
+    """torch.logit: log(p / (1 - p)), p clamped to [eps, 1 - eps] first when eps is given (the
+    gradient then 0 outside)."""
+    p = _floating(input)
+    if eps is not None:
+        p = clamp(p, eps, 1 - eps)
+    return log(div(p, sub(1, p)))
+
+
+def fix(input):
+    """torch.fix: trunc."""
+    return trunc(input)
+
+
+def sgn(input):
+    """torch.sgn of real data: sign."""
+    return sign(input)
+
+
+def float_power(input, exponent):
+    """torch.float_power: input ** exponent in float64."""
+    as64 = lambda t: _astype(t, np.float64) if isinstance(t, Tensor) else float(t)  # noqa: E731
+    return pow(as64(input), as64(exponent))
+
+
+def copysign(input, other):
+    """torch.copysign: |input| with other's sign (its sign bit: -0.0 counts as negative); the
+    gradient flows to input only (0 at input 0, as torch's)."""
+    x = absolute(_floating(input))
+    if isinstance(other, Tensor):
+        return where(signbit(other), neg(x), x)
+    return neg(x) if math.copysign(1.0, other) < 0 else x
+
+
+def trapezoid(y, x=None, *, dx=None, dim=-1):
+    """torch.trapezoid: the trapezoid rule's integral of y along `dim`, at spacing dx (1) or
+    at the points x (1-d, or y's shape)."""
+    dim = dim_index(dim, y.ndim, "trapezoid")
+    lo, hi = (narrow(y, dim, 0, y.shape[dim] - 1), narrow(y, dim, 1, y.shape[dim] - 1)) \
+        if y.shape[dim] else (y, y)
+    pairs = add(lo, hi)
+    if x is not None:
+        if dx is not None:
+            raise RuntimeError("trapezoid: give x or dx, not both (as torch)")
+        steps = diff(x, dim=-1 if x.ndim == 1 else dim)
+        if x.ndim == 1:
+            steps = reshape(steps, (-1,) + (1,) * (y.ndim - 1 - dim))
+        return div(sum(mul(steps, pairs), dim=dim), 2)
+    return mul(sum(pairs, dim=dim), (1.0 if dx is None else dx) / 2)
+
+
+def cartesian_prod(*tensors):
+    """torch.cartesian_prod: every combination of the 1-d tensors' elements, one row each (one
+    tensor: itself)."""
+    for t in tensors:
+        if t.ndim != 1:
+            raise RuntimeError(f"cartesian_prod: expect 1-d tensors, got {t.ndim}-d (as torch)")
+    if len(tensors) == 1:
+        return tensors[0]
+    return stack([reshape(g, (-1,)) for g in meshgrid(*tensors, indexing="ij")], dim=1)
+
+
+def block_diag(*tensors):
+    """torch.block_diag: the tensors (0-d, 1-d as one row, 2-d) along the diagonal of one
+    matrix, zeros elsewhere; their dtypes promoted."""
+    if not tensors:
+        return Tensor(np.zeros((1, 0), default_float()))
+    blocks = []
+    for t in tensors:
+        if t.ndim > 2:
+            raise RuntimeError(f"block_diag: Input tensors must have 2 or fewer dimensions. "
+                               f"Input has {t.ndim} dimensions (as torch)")
+        blocks.append(reshape(t, (1, 1) if t.ndim == 0 else (1, -1) if t.ndim == 1 else
+                              tuple(t.shape)))
+    dtype = functools.reduce(promote_types, [b.dtype for b in blocks])
+    width = builtins.sum(b.shape[1] for b in blocks)
+    rows, left = [], 0
+    for b in blocks:
+        right = width - left - b.shape[1]
+        rows.append(pad(_astype(b, dtype) if b.dtype != dtype else b, (left, right)))
+        left += b.shape[1]
+    return cat(rows, dim=0)
+
+
+def cdist(x1, x2, p=2.0):
+    """torch.cdist: the p-norm distance of each row of x1 (..., P, M) to each of x2 (..., R,
+    M): (..., P, R), by differences (torch takes a matrix product for p = 2 past 25 rows, which
+    rounds otherwise); the gradient at a distance 0 is 0, as torch's."""
+    if x1.ndim < 2 or x2.ndim < 2 or x1.shape[-1] != x2.shape[-1]:
+        raise RuntimeError(f"cdist: x1 {tuple(x1.shape)} and x2 {tuple(x2.shape)} must be at "
+                           f"least 2-d with one number of columns (as torch)")
+    _one_dtype("cdist", x1=x1, x2=x2)
+    return norm(sub(unsqueeze(x1, -2), unsqueeze(x2, -3)), p=p, dim=-1)
+
+
+def vander(x, N=None, increasing=False):
+    """torch.vander: columns x ** (N - 1), ..., x ** 0 (increasing: the other way round), by a
+    running product (so the gradient at x = 0 is finite, as torch's)."""
+    if x.ndim != 1:
+        raise RuntimeError(f"vander: x must be a one-dimensional tensor, got {x.ndim}-d (as "
+                           f"torch)")
+    N = x.shape[0] if N is None else builtins.int(N)
+    if N < 0:
+        raise RuntimeError(f"vander: N must be non-negative, got {N} (as torch)")
+    dtype = x.dtype if x.dtype != np.bool_ else np.dtype(np.int64)
+    x = _astype(x, dtype) if x.dtype != dtype else x
+    ones = Tensor(xp_of(x.data).ones((x.shape[0], builtins.min(N, 1)), dtype))
+    cols = [ones] + ([cumprod(expand(unsqueeze(x, 1), x.shape[0], N - 1), 1)] if N > 1 else [])
+    out = cat(cols, dim=1)
+    return out if increasing else flip(out, (1,))
+
+
+def can_cast(from_, to):
+    """torch.can_cast: whether casting keeps the kind's order (bool < integers < floating <
+    complex): float64 to float32 yes, float to int no."""
+    rank = lambda d: 0 if d == np.bool_ else 1 if d.kind in "iu" else 2 if is_floating(d) \
+        else 3   # noqa: E731     (bfloat16's kind is NumPy's 'V')
+    return rank(np_dtype(from_)) <= rank(np_dtype(to))
+
+
 def triu_indices(row, col, offset=0, *, dtype=np.int64, device=None):
     """torch.triu_indices: (2, n) row and column indices of the upper triangle."""
     _counts(row, col)
@@ -3829,6 +4092,9 @@ def _install_tensor_methods():
         spellings[fn.__name__] = lambda self, *args, fn=fn, **kw: fn(self, *args, **kw)
     for fn in (multiply, divide, true_divide, negative, greater, less, greater_equal,
                less_equal, not_equal):
+        spellings[fn.__name__] = lambda self, *args, fn=fn, **kw: fn(self, *args, **kw)
+    for fn in (mv, inner, vdot, cross, fliplr, flipud, tensor_split, hsplit, vsplit, dsplit,
+               take, logit, fix, sgn, float_power, copysign, absolute):
         spellings[fn.__name__] = lambda self, *args, fn=fn, **kw: fn(self, *args, **kw)
     spellings.update(
         clip=lambda self, min=None, max=None: clamp(self, min, max),

@@ -191,6 +191,36 @@ CASES = {
     "dist": lambda v: v.dist(v.flip(0), 3) + _lib(v).dist(v, v * 2),
     "trace": lambda v: v[:, :3].trace(),
     "permute_function": lambda v: _lib(v).permute(v.reshape(3, 2, 2), (2, 0, 1)),
+    # more top-level spellings and methods
+    "mm": lambda v: _lib(v).mm(v[:, :3].T, v[:, 1:]),
+    "mv": lambda v: _lib(v).mv(v, v[0]) + v[:, :3].mv(v[1, 1:]),
+    "inner": lambda v: _lib(v).inner(v, v[:2]),
+    "inner_vectors_and_0d": lambda v: v[0].inner(v[1]) + _lib(v).inner(v[0, 2], v).sum(),
+    "vdot": lambda v: v[0].vdot(v[2]),
+    "cross": lambda v: _lib(v).cross(v[:, :3], v[:, 1:], dim=1),
+    "cross_dim0_broadcast": lambda v: v[:, :2].cross(v[:, 2:], dim=0) + _lib(v).cross(
+        v[:, 1:], v[:1, :3], dim=-1)[:, :2],
+    "fliplr_flipud": lambda v: v.fliplr() * 2 + _lib(v).flipud(v),
+    "tensor_split": lambda v: _lib(v).cat([p * (i + 1) for i, p in
+                                          enumerate(v.tensor_split(3, dim=1))], 1),
+    "tensor_split_indices": lambda v: _lib(v).stack(   # (3 then 1: an empty piece, overlaps)
+        [p.sum() * (i + 1) for i, p in enumerate(_lib(v).tensor_split(v, [3, 1, -1], 1))]),
+    "hsplit_vsplit_dsplit": lambda v: (lambda a, b: a * 2 + b)(*v.hsplit(2)).sum(1) + _lib(
+        v).vsplit(v, [1])[1].sum(0)[:3] + v.reshape(3, 2, 2).dsplit(2)[1].sum((1, 2)),
+    "take": lambda v: _lib(v).take(v, _index(v, [[0, -1], [5, 5], [11, -12]])),
+    "logit": lambda v: ((v.abs() + 0.5) / 6).logit(),
+    "logit_eps": lambda v: _lib(v).logit(v / 4 + 0.5, eps=0.2),
+    "fix_sgn_absolute": lambda v: v.fix() + _lib(v).sgn(v) * 2 + v + _lib(v).absolute(v),
+    "float_power": lambda v: (v.abs() + 0.5).float_power(1.5) + _lib(v).float_power(2.0, v),
+    "copysign": lambda v: v.copysign(v.flip(0)) + _lib(v).copysign(v, -0.0) * 3,
+    "trapezoid": lambda v: _lib(v).trapezoid(v) + _lib(v).trapezoid(v, dx=0.5, dim=0)[:3],
+    "trapezoid_x": lambda v: _lib(v).trapezoid(v, v[0] * v[0] + 1) + _lib(v).trapezoid(
+        v, v.flip(0) * 2, dim=0)[:3],
+    "cartesian_prod": lambda v: _lib(v).cartesian_prod(v[0, :2], v[1, :3], v[2, 2:]),
+    "block_diag": lambda v: _lib(v).block_diag(v[:2, :2], v[2, :3], v[0, 2]),
+    "cdist": lambda v: _lib(v).cdist(v[:2], v[1:]),            # (row 1 twice: distance 0)
+    "cdist_p1_batched": lambda v: _lib(v).cdist(v.reshape(2, 3, 2), v.reshape(2, 3, 2).flip(1),
+                                                p=1),
 }
 
 
@@ -1371,6 +1401,20 @@ EDGES = [
     "M.lerp(M.tensor([1.0, 3.0]), M.tensor([5.0, -1.0]), M.tensor(0.25, dtype=M.float64))",
     "M.lerp(M.tensor([1.0, 3.0]), M.tensor([5.0, -1.0]), M.tensor(0.75, dtype=M.float16))",
     "M.addmm(M.ones(2, 2, dtype=M.int64), I, I, alpha=2)",
+    "M.take(I, M.tensor([-1, 0]))", "M.float_power(I, 2)", "M.copysign(I, -1)",
+    "M.copysign(M.tensor([1.0, -2.0]), M.tensor([-0.0, 0.0]))",
+    "M.logit(M.tensor([0.25, 0.5]))", "M.logit(I)", "M.vander(M.tensor([1, 2, 3]))",
+    "M.vander(M.tensor([True, False]), 3)", "M.vander(M.tensor([1.5, 0.0, -2.0]), 4, True)",
+    "M.vander(M.tensor([1.5, 0.0, -2.0]))", "M.vander(M.tensor([2.0, 3.0]), 0)",
+    "M.block_diag(M.tensor([[1, 2]]), M.tensor([3.0]))", "M.cartesian_prod(M.tensor([1, 2]))",
+    "M.tensor_split(M.arange(7), M.tensor([1, 5]))[1]", "M.tensor_split(M.arange(7), M.tensor(3))[0]",
+    "M.tensor_split(M.arange(7), [9, 2])[1]", "M.hsplit(M.arange(6), [2])[1]",
+    "M.inner(M.tensor(2.0), M.tensor([1.0, 2.0]))", "M.fix(M.tensor([-1.5, 2.5]))",
+    "M.sgn(M.tensor([-2, 0, 3]))", "M.trapezoid(M.tensor([1.0, 2.0, 4.0]), dx=2)",
+    "M.cdist(M.tensor([[0.0, 0.0]]), M.tensor([[3.0, 4.0], [1.0, 1.0]]), p=float('inf'))",
+    "M.mm(I, I)", "I.mv(M.tensor([1, -1]))",
+    "M.cross(M.tensor([[1.0, 2.0], [3.0, 4.0], [5.0, 7.0]]), M.tensor([[2.0, 0.0], [1.0, 1.0], "
+    "[0.0, 3.0]]))",                               # (no dim: the first of size 3, warned)
 ]
 REFUSED = [
     "M.zeros(3).index_fill(0, M.tensor([3]), 1.0)", "M.zeros(3).index_fill(0, M.tensor([-4]), 1.0)",
@@ -1399,6 +1443,18 @@ REFUSED = [
     "M.baddbmm(M.ones(1, 2, 2), M.ones(1, 2, 2, dtype=M.float64), M.ones(1, 2, 2))",
     "M.addbmm(M.ones(2, 2), M.ones(1, 2, 2), M.ones(1, 2, 2, dtype=M.float64))",
     "M.tensordot(M.ones(2, 2), M.ones(2, 2, dtype=M.float64))",
+    "M.mm(M.ones(2, 2), M.ones(2, 2, dtype=M.float64))", "M.mm(M.ones(2), M.ones(2, 2))",
+    "M.mv(M.ones(2, 2), M.ones(2, 2))", "M.mv(M.ones(2, 2), M.ones(2, dtype=M.float64))",
+    "M.cross(M.ones(2, 3), M.ones(2, 3), dim=0)", "M.cross(M.ones(2, 2), M.ones(2, 2))",
+    "M.cross(M.ones(2, 3), M.ones(3), dim=1)",
+    "M.fliplr(M.ones(2))", "M.flipud(M.tensor(1.0))",
+    "M.hsplit(M.ones(2, 3), 2)", "M.vsplit(M.ones(3), 1)", "M.dsplit(M.ones(2, 2), 1)",
+    "M.tensor_split(M.ones(3), 0)", "M.tensor_split(M.ones(3), M.tensor([[1]]))",
+    "M.take(M.ones(3), M.tensor([3]))", "M.take(M.ones(3), M.tensor([-4]))",
+    "M.take(M.ones(3), M.tensor([0], dtype=M.int32))",
+    "M.block_diag(M.ones(1, 1, 1))", "M.vander(M.ones(2, 2))", "M.inner(M.ones(2), M.ones(3))",
+    "M.cdist(M.ones(2), M.ones(2, 2))", "M.cdist(M.ones(2, 2), M.ones(2, 3))",
+    "M.cartesian_prod(M.ones(2, 2))",
 ]
 
 
@@ -1418,6 +1474,42 @@ def test_the_composite_spellings_at_torchs_edges(expr):
     assert str(ours.dtype) == str(theirs.dtype).replace("torch.", ""), expr
     np.testing.assert_allclose(np.asarray(ours.numpy(), np.float64),
                                theirs.double().numpy(), rtol=1e-12)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_take_refuses_an_index_out_of_range_on_every_path(where):
+    """(A device's gather gives NaN at an index out of range; take reads its index back and
+    refuses it, as torch does.)"""
+    x = L.ones(3, device=where)
+    for bad in ([3], [0, -4]):
+        with pytest.raises(IndexError, match="take: index out of range for a tensor of 3"):
+            L.take(x, L.tensor(bad, device=where))
+
+
+def test_can_cast_and_promote_types_are_torchs():
+    names = ["bool", "uint8", "int8", "int16", "int32", "int64", "float16", "bfloat16",
+             "float32", "float64"]
+    for a in names:
+        for b in names:
+            ta, tb = getattr(torch, a), getattr(torch, b)
+            assert L.can_cast(getattr(L, a), getattr(L, b)) == torch.can_cast(ta, tb), (a, b)
+            assert str(np.dtype(L.promote_types(getattr(L, a), getattr(L, b)))) == \
+                str(torch.promote_types(ta, tb)).replace("torch.", ""), (a, b)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_vanders_gradient_is_the_powers_derivative_finite_at_zero(where):
+    """(torch 2.13's own vander backward fails -- an in-place change it made -- so the reference
+    is the closed form: d/dx sum_k g_k x^k = sum_k k g_k x^(k-1), 0 ** 0 counted as 1.)"""
+    xs = np.array([1.5, 0.0, -2.0, 0.5])
+    x = L.Tensor(L.tensor(xs, device=where).data, requires_grad=True)
+    g = np.linspace(-1, 2, 16).reshape(4, 4)
+    y = L.vander(x, increasing=True)
+    np.testing.assert_allclose(y.numpy(), np.vander(xs, increasing=True), rtol=1e-15)
+    y.backward(L.tensor(g, device=where))
+    k = np.arange(4)
+    expected = (g[:, 1:] * k[1:] * xs[:, None] ** (k[1:] - 1)).sum(1)
+    np.testing.assert_allclose(x.grad.numpy(), expected, rtol=1e-13)
 
 
 @pytest.mark.parametrize("expr", REFUSED)
