@@ -180,6 +180,7 @@ def _compile(source):
 
 
 _CUPY = []
+STRICT = {"indexing": False}     # (install(strict=True) sets it for the test's duration)
 
 
 def _real_cupy():
@@ -300,6 +301,59 @@ def _device_results(r):
     return host(r) if isinstance(r, (np.ndarray, np.generic)) else r
 
 
+def _wrapped_index(index, shape):
+    """CuPy's integer-array indexing: an index array's entries taken modulo its axis's size,
+    where NumPy raises IndexError ("CuPy handles out-of-bounds indices differently by default
+    from NumPy ... CuPy wraps around them"). Python ints, slices, bool masks and None as they
+    are (CuPy checks a Python int)."""
+    entries = list(index) if isinstance(index, tuple) else [index]
+    if any(e is Ellipsis for e in entries):
+        at = next(i for i, e in enumerate(entries) if e is Ellipsis)
+        used = builtins_sum(0 if e is None else np.ndim(e) if _is_mask(e) else 1
+                            for e in entries if e is not Ellipsis)
+        entries[at:at + 1] = [slice(None)] * (len(shape) - used)
+    axis, out = 0, []
+    for e in entries:
+        if e is None:
+            out.append(e)
+            continue
+        if _is_mask(e):
+            out.append(e)
+            axis += np.ndim(e)
+            continue
+        if isinstance(e, (list, np.ndarray)) and axis < len(shape) and shape[axis] > 0:
+            a = np.asarray(e.view(np.ndarray) if isinstance(e, HostArray) else e)
+            if a.dtype.kind in "iu":
+                e = a % shape[axis]
+        out.append(e)
+        axis += 1
+    return out[0] if not isinstance(index, tuple) and len(out) == 1 else tuple(out)
+
+
+builtins_sum = sum
+
+
+def _is_mask(e):
+    return isinstance(e, (list, np.ndarray)) and np.asarray(
+        e.view(np.ndarray) if isinstance(e, HostArray) else e).dtype == np.bool_
+
+
+def _cupy_take(a, indices, axis=None, out=None):
+    """cupy.take: indices wrapped modulo the axis's size (the flat size with no axis)."""
+    n = a.size if axis is None else a.shape[axis]
+    i = np.asarray(indices.view(np.ndarray) if isinstance(indices, HostArray) else indices)
+    return host(np.take(a.view(np.ndarray), i % n if n else i, axis=axis, out=out))
+
+
+def _cupy_take_along_axis(a, indices, axis):
+    n = a.shape[axis] if axis is not None else a.size
+    i = indices.view(np.ndarray)
+    return host(np.take_along_axis(a.view(np.ndarray), i % n if n else i, axis=axis))
+
+
+_WRAPPING = {"take": _cupy_take, "take_along_axis": _cupy_take_along_axis}
+
+
 def _no_cupy_attribute(name):
     def refused(self):
         if _engine_caller():
@@ -352,9 +406,17 @@ class HostArray(np.ndarray):
         return np.array(self, order="C")          # CuPy's .get(): C-ordered, whatever the strides
 
     def __getitem__(self, index):
-        """(CuPy's x[i, j] of every axis is a 0-d device array, where NumPy gives a scalar.)"""
+        """(CuPy's x[i, j] of every axis is a 0-d device array, where NumPy gives a scalar; and
+        with STRICT["indexing"], the engine's index arrays wrap as CuPy's: _wrapped_index.)"""
+        if STRICT["indexing"] and _engine_caller():
+            index = _wrapped_index(index, self.shape)
         r = super().__getitem__(index)
         return host(np.asarray(r)) if isinstance(r, np.generic) else r
+
+    def __setitem__(self, index, value):
+        if STRICT["indexing"] and _engine_caller():
+            index = _wrapped_index(index, self.shape)
+        super().__setitem__(index, value)
 
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
         """NumPy's ufunc on the host arrays, after CuPy's refusal of a NumPy array among them
@@ -637,6 +699,8 @@ class _HostCupy:
                            get_current_stream=lambda: SimpleNamespace(is_capturing=lambda: False))
 
     def __getattr__(self, name):
+        if name in _WRAPPING:                     # (CuPy's: an index out of range wraps)
+            return _wrap(_WRAPPING[name], name)
         attr = getattr(np, name)     # (ufuncs as they are: they keep HostArray, and have .at)
         if name in ("array", "asanyarray"):       # (CuPy's take host data; asarray is below)
             signature = _cupy_signature(name)
@@ -716,6 +780,7 @@ def install(monkeypatch, strict=True):
             monkeypatch.setattr(np, name, _no_implicit_conversion(getattr(np, name)))
         _cupy_ndarray_methods(monkeypatch)
         monkeypatch.setattr(HostArray, "__array_function__", _cupy_array_function)
+        monkeypatch.setitem(STRICT, "indexing", True)
     yield
     clear()
 
