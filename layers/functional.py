@@ -2784,8 +2784,11 @@ def _one_dtype(name, **tensors):
 def lerp(input, end, weight):
     """torch.lerp, differentiable in all three, by torch's two formulas: input + weight *
     (end - input) where |weight| < 0.5, end - (end - input) * (1 - weight) elsewhere (exact at
-    weight 1). input, end and a weight tensor of more than one element share one floating
-    dtype (a 0-d weight may have another), as torch's."""
+    weight 1). input, end and a weight tensor of one axis or more share one floating dtype (a
+    0-d weight may have another), as torch's."""
+    if not isinstance(input, Tensor) or not isinstance(end, Tensor):
+        raise TypeError(f"lerp: input and end must be Tensors, got {type(input).__name__} and "
+                        f"{type(end).__name__} (as torch)")
     for t in (input, end):
         if isinstance(t, Tensor) and not is_floating(t.dtype):
             raise NotImplementedError(f"lerp: {t.dtype} data: lerp takes floating tensors "
@@ -3465,8 +3468,10 @@ def tensordot(a, b, dims=2):
     k = 1
     for i in da:
         k *= a.shape[i]
-    am = reshape(transpose(a, tuple(fa + da)), (-1, k))
-    bm = reshape(transpose(b, tuple(db + fb)), (k, -1))
+    # (the sizes stated, not -1: nothing contracted, k = 0, is zeros of the result's shape)
+    m, n = (math.prod(t.shape[i] for i in free) for t, free in ((a, fa), (b, fb)))
+    am = reshape(transpose(a, tuple(fa + da)), (m, k))
+    bm = reshape(transpose(b, tuple(db + fb)), (k, n))
     return reshape(matmul(am, bm), tuple(a.shape[i] for i in fa) + tuple(b.shape[j] for j in fb))
 
 
@@ -3603,9 +3608,19 @@ def isin(elements, test_elements, *, assume_unique=False, invert=False):
 
 # ---- more of torch's spellings, each made of the ops above ----------------------------------------
 
+def _no_bool_product(name, *tensors):
+    if any(isinstance(t, Tensor) and t.dtype == np.bool_ for t in tensors):
+        raise NotImplementedError(f"{name}: not implemented for bool tensors (as torch)")
+
+
 def mm(input, mat2):
     """torch.mm: the product of two matrices of one dtype."""
     _one_dtype("mm", input=input, mat2=mat2)
+    _no_bool_product("mm", input, mat2)
+    if input.ndim == 2 and mat2.ndim == 2 and input.shape[1] != mat2.shape[0]:
+        raise RuntimeError(f"mm: mat1 and mat2 shapes cannot be multiplied "
+                           f"({input.shape[0]}x{input.shape[1]} and "
+                           f"{mat2.shape[0]}x{mat2.shape[1]}) (as torch)")
     return _mm(input, mat2)
 
 
@@ -3615,12 +3630,17 @@ def mv(input, vec):
     if input.ndim != 2 or vec.ndim != 1:
         raise RuntimeError(f"mv: vector + matrix @ vector expected, got {input.ndim}-d and "
                            f"{vec.ndim}-d (as torch)")
+    _no_bool_product("mv", input, vec)
+    if input.shape[1] != vec.shape[0]:
+        raise RuntimeError(f"mv: size mismatch, got input ({input.shape[0]}x{input.shape[1]}) "
+                           f"and vec ({vec.shape[0]}) (as torch)")
     return matmul(input, vec)
 
 
 def inner(input, other):
     """torch.inner: the sum over the last axes of input and other (a product where either is
     0-d)."""
+    _no_bool_product("inner", input, other)
     if input.ndim == 0 or getattr(other, "ndim", 0) == 0:
         return mul(input, other)
     if input.shape[-1] != other.shape[-1]:
@@ -3642,19 +3662,20 @@ def cross(input, other, dim=None):
     if not isinstance(other, Tensor) or input.ndim != other.ndim:
         raise RuntimeError(f"cross: inputs must have the same number of dimensions, got "
                            f"{input.ndim} and {getattr(other, 'ndim', 0)} (as torch)")
-    a, b = broadcast_tensors(*_operands(input, other))
+    _one_dtype("cross", input=input, other=other)
     if dim is None:
         warnings.warn("Using torch.cross without specifying the dim arg is deprecated (torch's "
-                      "warning): give dim (the first axis of size 3 is taken)", UserWarning,
+                      "warning): give dim (input's first axis of size 3 is taken)", UserWarning,
                       stacklevel=2)
-        dim = next((d for d, n in enumerate(a.shape) if n == 3), None)
+        dim = next((d for d, n in enumerate(input.shape) if n == 3), None)
         if dim is None:
-            raise RuntimeError(f"cross: no dimension of size 3 in input {tuple(a.shape)} (as "
-                               f"torch)")
-    dim = dim_index(dim, a.ndim, "cross")
-    if a.shape[dim] != 3:
-        raise RuntimeError(f"cross: dimension {dim} does not have size 3: inputs "
-                           f"{tuple(a.shape)} (as torch)")
+            raise RuntimeError(f"cross: no dimension of size 3 in input {tuple(input.shape)} "
+                               f"(as torch)")
+    dim = dim_index(dim, input.ndim, "cross")
+    if input.shape[dim] != 3 or other.shape[dim] != 3:
+        raise RuntimeError(f"cross: inputs dimension {dim} must have length 3, got "
+                           f"{input.shape[dim]} and {other.shape[dim]} (as torch)")
+    a, b = broadcast_tensors(input, other)
     (a0, a1, a2), (b0, b1, b2) = ([select(t, dim, i) for i in range(3)] for t in (a, b))
     return stack([sub(mul(a1, b2), mul(a2, b1)), sub(mul(a2, b0), mul(a0, b2)),
                   sub(mul(a0, b1), mul(a1, b0))], dim=dim)
@@ -3674,18 +3695,28 @@ def flipud(input):
     return flip(input, (0,))
 
 
-def tensor_split(input, indices_or_sections, dim=0):
+def tensor_split(input, indices_or_sections=None, dim=0, *, sections=None, indices=None,
+                 tensor_indices_or_sections=None):
     """torch.tensor_split: views of input along `dim`: n pieces (the first size % n one longer),
     or the pieces between the listed indices (Python's slicing: clamped, negative from the end,
     an index before the last one gives an empty piece). A 0-d integer tensor is a count, a 1-d
     one indices."""
+    given = [v for v in (indices_or_sections, sections, indices, tensor_indices_or_sections)
+             if v is not None]
+    if len(given) != 1:
+        raise TypeError("tensor_split: give one of indices_or_sections, sections, indices and "
+                        "tensor_indices_or_sections (as torch's keywords)")
+    spec = given[0]
+    if isinstance(spec, (bool, np.bool_)) or not isinstance(spec, (Tensor, int, np.integer,
+                                                                    list, tuple)):
+        raise TypeError(f"tensor_split: indices_or_sections must be an int, a list of ints or "
+                        f"an int64 tensor, got {type(spec).__name__} (as torch)")
     dim = dim_index(dim, input.ndim, "tensor_split")
     n = input.shape[dim]
-    spec = indices_or_sections
     if isinstance(spec, Tensor):
-        if spec.dtype.kind not in "iu" or spec.ndim > 1:
-            raise RuntimeError(f"tensor_split: a tensor indices_or_sections must be a 0-d or "
-                               f"1-d integer tensor, got {spec.dtype} {tuple(spec.shape)} (as "
+        if spec.dtype != np.int64 or spec.ndim > 1:
+            raise RuntimeError(f"tensor_split expected tensor_indices_or_sections to be a 0-d "
+                               f"or 1-d int64 tensor, got {spec.dtype} {tuple(spec.shape)} (as "
                                f"torch)")
         spec = builtins.int(spec.item()) if spec.ndim == 0 else [builtins.int(i) for i in
                                                                   spec.numpy()]
@@ -3701,7 +3732,16 @@ def tensor_split(input, indices_or_sections, dim=0):
     return tuple(input[lead + (slice(a, b),)] for a, b in zip([None] + bounds, bounds + [None]))
 
 
-def _even_split(name, input, sections, dim, least):
+def _even_split(name, input, spellings, dim, least):
+    """hsplit / vsplit / dsplit: `spellings` (indices_or_sections, sections, indices) -- torch's
+    three keyword names, one given -- along `dim`, of input of at least `least` axes."""
+    given = [v for v in spellings if v is not None]
+    if len(given) != 1:
+        raise TypeError(f"{name}: give one of indices_or_sections, sections and indices (as "
+                        f"torch's keywords)")
+    sections = given[0]
+    if isinstance(sections, Tensor):
+        raise TypeError(f"{name}: takes an int or a list of ints, not a Tensor (as torch)")
     if input.ndim < least:
         raise RuntimeError(f"{name} requires a tensor with at least {least} dimension, but got "
                            f"a tensor with {input.ndim} dimensions! (as torch)")
@@ -3713,19 +3753,19 @@ def _even_split(name, input, sections, dim, least):
     return tensor_split(input, sections, dim)
 
 
-def hsplit(input, sections):
+def hsplit(input, indices_or_sections=None, *, sections=None, indices=None):
     """torch.hsplit: tensor_split along axis 1 (axis 0 of a vector); a count must divide."""
-    return _even_split("torch.hsplit", input, sections, 0 if input.ndim == 1 else 1, 1)
+    return _even_split("torch.hsplit", input, (indices_or_sections, sections, indices), 0 if input.ndim == 1 else 1, 1)
 
 
-def vsplit(input, sections):
+def vsplit(input, indices_or_sections=None, *, sections=None, indices=None):
     """torch.vsplit: tensor_split along axis 0 (at least 2-d); a count must divide."""
-    return _even_split("torch.vsplit", input, sections, 0, 2)
+    return _even_split("torch.vsplit", input, (indices_or_sections, sections, indices), 0, 2)
 
 
-def dsplit(input, sections):
+def dsplit(input, indices_or_sections=None, *, sections=None, indices=None):
     """torch.dsplit: tensor_split along axis 2 (at least 3-d); a count must divide."""
-    return _even_split("torch.dsplit", input, sections, 2, 3)
+    return _even_split("torch.dsplit", input, (indices_or_sections, sections, indices), 2, 3)
 
 
 def take(input, index):
@@ -3744,16 +3784,20 @@ def take(input, index):
 
 
 def logit(input, eps=None):
-    """torch.logit: log(p / (1 - p)), p clamped to [eps, 1 - eps] first when eps is given (the
-    gradient then 0 outside)."""
+    """torch.logit: log p - log(1 - p), p first taken to eps where below it and else to 1 - eps
+    where above that (torch's order: eps > 0.5 too) when eps is given, the gradient 0 there.
+    The gradient 1 / p + 1 / (1 - p): infinite at 0 and 1, as torch's."""
     p = _floating(input)
     if eps is not None:
-        p = clamp(p, eps, 1 - eps)
-    return log(div(p, sub(1, p)))
+        lo, hi = eps, 1 - eps
+        p = where(_comparison("less")(p, lo), lo, where(_comparison("greater")(p, hi), hi, p))
+    return sub(log(p), log1p(neg(p)))
 
 
 def fix(input):
-    """torch.fix: trunc."""
+    """torch.fix: trunc (bool refused, as torch's)."""
+    if input.dtype == np.bool_:
+        raise NotImplementedError("fix: not implemented for bool tensors (as torch)")
     return trunc(input)
 
 
@@ -3771,27 +3815,40 @@ def float_power(input, exponent):
 def copysign(input, other):
     """torch.copysign: |input| with other's sign (its sign bit: -0.0 counts as negative); the
     gradient flows to input only (0 at input 0, as torch's)."""
-    x = absolute(_floating(input))
     if isinstance(other, Tensor):
+        dtype = result_dtype(input.data, other.data)    # (torch's promotion, 0-d rules too)
+        dtype = dtype if is_floating(dtype) else default_float()
+        x = absolute(_astype(input, dtype) if input.dtype != dtype else input)
         return where(signbit(other), neg(x), x)
+    x = absolute(_floating(input))
     return neg(x) if math.copysign(1.0, other) < 0 else x
 
 
 def trapezoid(y, x=None, *, dx=None, dim=-1):
     """torch.trapezoid: the trapezoid rule's integral of y along `dim`, at spacing dx (1) or
-    at the points x (1-d, or y's shape)."""
+    at the points x (1-d: one per sample; else broadcast to y, fewer axes taken as leading
+    ones). Integer y gives the default float dtype; bool is refused, as torch's."""
+    if y.dtype == np.bool_:
+        raise RuntimeError("trapezoid: received a bool input for `y`, but bool is not supported "
+                           "(as torch)")
+    if x is not None and dx is not None:
+        raise TypeError("trapezoid: give x or dx, not both (as torch)")
     dim = dim_index(dim, y.ndim, "trapezoid")
-    lo, hi = (narrow(y, dim, 0, y.shape[dim] - 1), narrow(y, dim, 1, y.shape[dim] - 1)) \
-        if y.shape[dim] else (y, y)
-    pairs = add(lo, hi)
-    if x is not None:
-        if dx is not None:
-            raise RuntimeError("trapezoid: give x or dx, not both (as torch)")
-        steps = diff(x, dim=-1 if x.ndim == 1 else dim)
-        if x.ndim == 1:
-            steps = reshape(steps, (-1,) + (1,) * (y.ndim - 1 - dim))
-        return div(sum(mul(steps, pairs), dim=dim), 2)
-    return mul(sum(pairs, dim=dim), (1.0 if dx is None else dx) / 2)
+    y = _floating(y)
+    n = y.shape[dim]
+    if n == 0:                                  # (no interval: 0, in y's shape without dim)
+        return sum(y, dim=dim)
+    pairs = add(narrow(y, dim, 0, n - 1), narrow(y, dim, 1, n - 1))
+    if x is None:
+        return mul(sum(pairs, dim=dim), (1.0 if dx is None else dx) / 2)
+    if x.ndim == 1:
+        if x.shape[0] != n:
+            raise RuntimeError(f"trapezoid: There must be one x value for each sample point: "
+                               f"x has {x.shape[0]}, y {n} along dim {dim} (as torch)")
+        x = reshape(x, tuple(n if d == dim else 1 for d in range(y.ndim)))
+    elif x.ndim < y.ndim:
+        x = reshape(x, (1,) * (y.ndim - x.ndim) + tuple(x.shape))
+    return div(sum(mul(diff(x, dim=dim), pairs), dim=dim), 2)
 
 
 def cartesian_prod(*tensors):
@@ -3817,7 +3874,7 @@ def block_diag(*tensors):
                                f"Input has {t.ndim} dimensions (as torch)")
         blocks.append(reshape(t, (1, 1) if t.ndim == 0 else (1, -1) if t.ndim == 1 else
                               tuple(t.shape)))
-    dtype = functools.reduce(promote_types, [b.dtype for b in blocks])
+    dtype = result_dtype(*(t.data for t in tensors))    # (a 0-d one promotes as torch's)
     width = builtins.sum(b.shape[1] for b in blocks)
     rows, left = [], 0
     for b in blocks:
@@ -3835,6 +3892,11 @@ def cdist(x1, x2, p=2.0):
         raise RuntimeError(f"cdist: x1 {tuple(x1.shape)} and x2 {tuple(x2.shape)} must be at "
                            f"least 2-d with one number of columns (as torch)")
     _one_dtype("cdist", x1=x1, x2=x2)
+    if not is_floating(x1.dtype):
+        raise RuntimeError(f"cdist only supports floating-point dtypes, X1 got: {x1.dtype} (as "
+                           f"torch)")
+    if not p >= 0:                                  # (NaN too)
+        raise RuntimeError(f"cdist only supports non-negative p values, got {p} (as torch)")
     return norm(sub(unsqueeze(x1, -2), unsqueeze(x2, -3)), p=p, dim=-1)
 
 
@@ -3853,6 +3915,13 @@ def vander(x, N=None, increasing=False):
     cols = [ones] + ([cumprod(expand(unsqueeze(x, 1), x.shape[0], N - 1), 1)] if N > 1 else [])
     out = cat(cols, dim=1)
     return out if increasing else flip(out, (1,))
+
+
+def promote_types(type1, type2):
+    """torch.promote_types: the smallest dtype both cast to (NumPy dtypes, bfloat16 as torch
+    promotes it)."""
+    from . import backend
+    return backend.promote_types(type1, type2)
 
 
 def can_cast(from_, to):

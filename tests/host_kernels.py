@@ -282,6 +282,7 @@ def _cupy_array_function(self, func, types, args, kwargs):
                         f"types that implement __array_function__: [<class "
                         f"'cupy.ndarray'>] (CuPy has no {func.__name__}: the host harness "
                         f"refuses it as a GPU would)")
+    refuse_host_arrays(f"cupy.{func.__name__}", args + tuple(kwargs.values()))
     try:
         signature = inspect.signature(counterpart)
     except (TypeError, ValueError):
@@ -749,9 +750,12 @@ def _host_mm(a, b, bias=None, out=None):
 def install(monkeypatch, strict=True):
     """Point the layers' GPU path at HOST (a generator: yields once installed, clears the
     kernel caches after): layers.backend's cupy, the device pointer tables, the LSTM cell's
-    products; fresh device random generators. strict: CuPy's refusals of NumPy's spellings
-    too (NUMPY_CONVERSIONS, CuPy's signatures and names); tools.bench_host leaves them out, as
-    the host time they take is the harness's, not the engine's."""
+    products; fresh device random generators. strict: CuPy's refusals of the engine's NumPy
+    spellings on device arrays too (NUMPY_CONVERSIONS, HostArray's methods bound to CuPy's
+    signatures, NumPy functions as CuPy's __array_function__ takes them, index arrays that
+    wrap); tools.bench_host leaves them out, as the host time they take is the harness's, not
+    the engine's. (HOST's own functions -- the cupy module's -- always take CuPy's names and
+    signatures; bench_host times them apart with the stubs.)"""
     from layers import backend, finite, kernels, optim
     from layers import random as lrandom
     from layers.ops import attention as ops_attention
@@ -793,11 +797,17 @@ NUMPY_CONVERSIONS = ("asarray", "array", "asanyarray", "ascontiguousarray", "asf
 ENGINE = ("layers", "cudnnlite", "train", "tools")
 
 
+def _holds_device_array(a):
+    return isinstance(a, HostArray) or isinstance(a, (list, tuple)) and any(
+        _holds_device_array(e) for e in a)
+
+
 def _no_implicit_conversion(convert):
     def conversion(a, *args, **kwargs):
-        if isinstance(a, HostArray) and \
+        if _holds_device_array(a) and \
                 sys._getframe(1).f_globals.get("__name__", "").split(".")[0] in ENGINE:
-            raise TypeError(f"numpy.{convert.__name__} of a device array {a.shape} {a.dtype}: "
+            raise TypeError(f"numpy.{convert.__name__} of a device array (or a list holding "
+                            f"one): "
                             f"Implicit conversion to a NumPy array is not allowed. Please use "
                             f"`.get()` to construct a NumPy array explicitly. (CuPy's refusal)")
         return convert(a, *args, **kwargs)

@@ -89,6 +89,8 @@ NOT_CUPY = [
     ("x.resize(6)", AttributeError, "'cupy.ndarray' object has no attribute 'resize'"),
     ("np.nanpercentile(x, 50)", TypeError, "no implementation found for 'numpy.nanpercentile'"),
     ("np.sum(x, where=x > 0)", TypeError, "unexpected keyword argument 'where'"),
+    ("np.array([x, x])", TypeError, "Implicit conversion to a NumPy array is not allowed"),
+    ("np.concatenate([x, np.ones((1, 3))])", TypeError, "a numpy.ndarray .* among device arrays"),
 ]
 # ... and what CuPy does take, with CuPy's results: device arrays, 0-d for a whole reduction
 CUPY = ["cupy.clip(x, 0.0, 1.0)", "cupy.sum(x, axis=0, keepdims=True)", "x[0, 0].item()",
@@ -105,6 +107,28 @@ def test_numpy_spellings_cupy_lacks_are_refused_to_the_engine(on_host, code, err
     x = _data((2, 3), "float32", low=0.0)
     with pytest.raises(error, match=match):
         eval(code, {"__name__": "layers.some_op", "cupy": HOST, "np": np, "x": x})
+
+
+def test_the_engines_index_arrays_wrap_as_cupys_do(on_host):
+    """CuPy wraps an integer-array index out of range (NumPy raises IndexError): a GPU path
+    relying on NumPy's error would compute something else on a GPU, so here it does too."""
+    x = host(np.arange(12.0).reshape(3, 4))
+    scope = {"__name__": "layers.some_op", "cupy": HOST, "np": np, "x": x, "host": host}
+    run = lambda code: np.asarray(eval(code, scope))          # noqa: E731
+    np.testing.assert_array_equal(run("x[np.array([3, -4])]"), x.get()[[0, 2]])
+    np.testing.assert_array_equal(run("x[:, [4, 5]]"), x.get()[:, [0, 1]])
+    np.testing.assert_array_equal(run("x[..., np.array([6])]"), x.get()[:, [2]])
+    np.testing.assert_array_equal(run("x[None, np.array([4])]"), x.get()[None, [1]])
+    np.testing.assert_array_equal(run("cupy.take(x, host(np.array([12, -13])))"),
+                                  x.get().ravel()[[0, 11]])
+    np.testing.assert_array_equal(run("cupy.take_along_axis(x, host(np.array([[4], [5], [6]])), "
+                                      "1)"), [[0.0], [5.0], [10.0]])
+    exec("x[np.array([3])] = -1.0", scope)                   # (row 0)
+    assert (x.get()[0] == -1).all() and (x.get()[1:] >= 4).all()
+    with pytest.raises(IndexError):                          # (a Python int: CuPy checks it)
+        run("x[3]")
+    with pytest.raises(IndexError):                          # (the tests' own code: NumPy's)
+        x[np.array([3])]
 
 
 @pytest.mark.parametrize("code", CUPY)

@@ -197,6 +197,7 @@ CASES = {
     "inner": lambda v: _lib(v).inner(v, v[:2]),
     "inner_vectors_and_0d": lambda v: v[0].inner(v[1]) + _lib(v).inner(v[0, 2], v).sum(),
     "vdot": lambda v: v[0].vdot(v[2]),
+    "inner_nothing_contracted": lambda v: _lib(v).inner(v[:2, :0], v[:, :0]) + v[:2, :3],
     "cross": lambda v: _lib(v).cross(v[:, :3], v[:, 1:], dim=1),
     "cross_dim0_broadcast": lambda v: v[:, :2].cross(v[:, 2:], dim=0) + _lib(v).cross(
         v[:, 1:], v[:1, :3], dim=-1)[:, :2],
@@ -210,12 +211,17 @@ CASES = {
     "take": lambda v: _lib(v).take(v, _index(v, [[0, -1], [5, 5], [11, -12]])),
     "logit": lambda v: ((v.abs() + 0.5) / 6).logit(),
     "logit_eps": lambda v: _lib(v).logit(v / 4 + 0.5, eps=0.2),
+    "logit_eps_past_half": lambda v: _lib(v).logit((v.abs() + 0.5) / 6, eps=0.6),
+    "logit_at_0_and_1": lambda v: (v / 4 + 0.5)[:, :2].logit(),   # (0 and 1: infinite gradients)
     "fix_sgn_absolute": lambda v: v.fix() + _lib(v).sgn(v) * 2 + v + _lib(v).absolute(v),
     "float_power": lambda v: (v.abs() + 0.5).float_power(1.5) + _lib(v).float_power(2.0, v),
     "copysign": lambda v: v.copysign(v.flip(0)) + _lib(v).copysign(v, -0.0) * 3,
     "trapezoid": lambda v: _lib(v).trapezoid(v) + _lib(v).trapezoid(v, dx=0.5, dim=0)[:3],
     "trapezoid_x": lambda v: _lib(v).trapezoid(v, v[0] * v[0] + 1) + _lib(v).trapezoid(
         v, v.flip(0) * 2, dim=0)[:3],
+    "trapezoid_x_fewer_axes": lambda v: _lib(v).trapezoid(v.reshape(2, 3, 2), v[0, :3] * 3,
+                                                          dim=1).sum(1)[:1]
+    + _lib(v).trapezoid(v.reshape(2, 3, 2), (v * v)[:, :2], dim=1)[0],
     "cartesian_prod": lambda v: _lib(v).cartesian_prod(v[0, :2], v[1, :3], v[2, 2:]),
     "block_diag": lambda v: _lib(v).block_diag(v[:2, :2], v[2, :3], v[0, 2]),
     "cdist": lambda v: _lib(v).cdist(v[:2], v[1:]),            # (row 1 twice: distance 0)
@@ -1415,6 +1421,25 @@ EDGES = [
     "M.mm(I, I)", "I.mv(M.tensor([1, -1]))",
     "M.cross(M.tensor([[1.0, 2.0], [3.0, 4.0], [5.0, 7.0]]), M.tensor([[2.0, 0.0], [1.0, 1.0], "
     "[0.0, 3.0]]))",                               # (no dim: the first of size 3, warned)
+    "M.cross(M.ones(1, 3), M.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0], [7.0, 8.0, 10.0]]))",
+    "M.cross(M.tensor([1, 2, 3]), M.tensor([4, 5, 6]), dim=0)",
+    "M.copysign(M.ones(2, dtype=M.float16), M.tensor([-1.0, 1.0], dtype=M.float64))",
+    "M.copysign(M.tensor([1, 2]), M.tensor([-1.0, 1.0], dtype=M.float64))",
+    "M.copysign(M.ones(2, dtype=M.float16), M.tensor(-1.0, dtype=M.float64))",
+    "M.copysign(M.ones(2, dtype=M.bfloat16), M.ones(2, dtype=M.float16))",
+    "M.copysign(M.ones(2), M.tensor([-1, 1]))", "M.copysign(M.tensor([1, 2]), -1.0)",
+    "M.logit(M.tensor([0.1, 0.5, 0.9], dtype=M.float64), eps=0.6)", "M.logit(M.tensor([0, 1]))",
+    "M.block_diag(M.ones(2, 2), M.tensor(3.0, dtype=M.float64))",
+    "M.block_diag(M.ones(2, 2, dtype=M.int32), M.tensor(3))",
+    "M.block_diag(M.ones(2, 2), M.tensor([3.0], dtype=M.float64))",
+    "M.trapezoid(M.tensor([1, 2, 4]))", "M.trapezoid(M.tensor([1, 2, 4]), M.tensor([0, 1, 3]))",
+    "M.trapezoid(M.tensor([]))", "M.trapezoid(M.tensor([2.0]))",
+    "M.trapezoid(M.tensor([1.0, 2.0]), M.tensor([0.0, 1.0], dtype=M.float64))",
+    "M.inner(M.ones(0), M.ones(0))", "M.tensordot(M.ones(2, 0), M.ones(0, 3), dims=1)",
+    "M.tensor_split(M.arange(7), sections=3)[2]", "M.tensor_split(M.arange(7), indices=[2])[1]",
+    "M.tensor_split(M.arange(7), tensor_indices_or_sections=M.tensor([2]))[0]",
+    "M.hsplit(M.ones(2, 4), indices=[1])[1]", "M.vsplit(M.ones(4, 2), sections=2)[0]",
+    "M.sgn(M.tensor([True, False]))",
 ]
 REFUSED = [
     "M.zeros(3).index_fill(0, M.tensor([3]), 1.0)", "M.zeros(3).index_fill(0, M.tensor([-4]), 1.0)",
@@ -1455,6 +1480,19 @@ REFUSED = [
     "M.block_diag(M.ones(1, 1, 1))", "M.vander(M.ones(2, 2))", "M.inner(M.ones(2), M.ones(3))",
     "M.cdist(M.ones(2), M.ones(2, 2))", "M.cdist(M.ones(2, 2), M.ones(2, 3))",
     "M.cartesian_prod(M.ones(2, 2))",
+    "M.cross(M.ones(1, 3), M.ones(3, 3), dim=0)",
+    "M.cross(M.ones(3), M.ones(3, dtype=M.float64), dim=0)",
+    "M.trapezoid(M.ones(2, 3), M.tensor([1.0, 2.0]))",
+    "M.trapezoid(M.tensor([True, False]))",
+    "M.trapezoid(M.tensor([1.0, 2.0]), M.tensor([0.0, 1.0]), dx=1.0)",
+    "M.cdist(M.ones(1, 2), M.ones(1, 2), p=-1)", "M.cdist(M.ones(1, 2), M.ones(1, 2), p=float('nan'))",
+    "M.cdist(M.ones(1, 2, dtype=M.int64), M.ones(1, 2, dtype=M.int64))",
+    "M.tensor_split(M.arange(4), M.tensor([1], dtype=M.int32))", "M.tensor_split(M.arange(4), True)",
+    "M.hsplit(M.arange(4), M.tensor([2]))",
+    "M.inner(M.tensor([True]), M.tensor([True]))",
+    "M.mm(M.ones(1, 1, dtype=M.bool), M.ones(1, 1, dtype=M.bool))", "M.fix(M.tensor([True]))",
+    "M.lerp(M.ones(2), 2.0, 0.5)", "M.mm(M.ones(2, 3), M.ones(2, 3))",
+    "M.mv(M.ones(2, 3), M.ones(2))",
 ]
 
 
@@ -1495,6 +1533,7 @@ def test_can_cast_and_promote_types_are_torchs():
             assert L.can_cast(getattr(L, a), getattr(L, b)) == torch.can_cast(ta, tb), (a, b)
             assert str(np.dtype(L.promote_types(getattr(L, a), getattr(L, b)))) == \
                 str(torch.promote_types(ta, tb)).replace("torch.", ""), (a, b)
+    assert L.promote_types(type1=L.int32, type2=L.float16) == np.float16   # (torch's keywords)
 
 
 @pytest.mark.parametrize("device", DEVICES)
