@@ -3450,6 +3450,7 @@ def tensordot(a, b, dims=2):
     """torch.tensordot: a's last `dims` axes contracted with b's first (or the axes of two
     lists), by one matrix product."""
     _one_dtype("tensordot", a=a, b=b)
+    _no_bool_product("tensordot", a, b)
     if isinstance(dims, Tensor) and dims.ndim == 0:
         dims = builtins.int(dims.item())          # (torch takes a 0-d tensor as the int)
     if isinstance(dims, (int, np.integer)):
@@ -3616,11 +3617,11 @@ def _no_bool_product(name, *tensors):
 def mm(input, mat2):
     """torch.mm: the product of two matrices of one dtype."""
     _one_dtype("mm", input=input, mat2=mat2)
-    _no_bool_product("mm", input, mat2)
     if input.ndim == 2 and mat2.ndim == 2 and input.shape[1] != mat2.shape[0]:
         raise RuntimeError(f"mm: mat1 and mat2 shapes cannot be multiplied "
                            f"({input.shape[0]}x{input.shape[1]} and "
                            f"{mat2.shape[0]}x{mat2.shape[1]}) (as torch)")
+    _no_bool_product("mm", input, mat2)
     return _mm(input, mat2)
 
 
@@ -3630,17 +3631,16 @@ def mv(input, vec):
     if input.ndim != 2 or vec.ndim != 1:
         raise RuntimeError(f"mv: vector + matrix @ vector expected, got {input.ndim}-d and "
                            f"{vec.ndim}-d (as torch)")
-    _no_bool_product("mv", input, vec)
     if input.shape[1] != vec.shape[0]:
         raise RuntimeError(f"mv: size mismatch, got input ({input.shape[0]}x{input.shape[1]}) "
                            f"and vec ({vec.shape[0]}) (as torch)")
+    _no_bool_product("mv", input, vec)
     return matmul(input, vec)
 
 
 def inner(input, other):
     """torch.inner: the sum over the last axes of input and other (a product where either is
     0-d)."""
-    _no_bool_product("inner", input, other)
     if input.ndim == 0 or getattr(other, "ndim", 0) == 0:
         return mul(input, other)
     if input.shape[-1] != other.shape[-1]:
@@ -3695,7 +3695,7 @@ def flipud(input):
     return flip(input, (0,))
 
 
-def tensor_split(input, indices_or_sections=None, dim=0, *, sections=None, indices=None,
+def tensor_split(input, indices_or_sections=None, /, dim=0, *, sections=None, indices=None,
                  tensor_indices_or_sections=None):
     """torch.tensor_split: views of input along `dim`: n pieces (the first size % n one longer),
     or the pieces between the listed indices (Python's slicing: clamped, negative from the end,
@@ -3707,10 +3707,17 @@ def tensor_split(input, indices_or_sections=None, dim=0, *, sections=None, indic
         raise TypeError("tensor_split: give one of indices_or_sections, sections, indices and "
                         "tensor_indices_or_sections (as torch's keywords)")
     spec = given[0]
-    if isinstance(spec, (bool, np.bool_)) or not isinstance(spec, (Tensor, int, np.integer,
-                                                                    list, tuple)):
+    kinds = {"sections": (int, np.integer), "indices": (list, tuple),
+             "tensor_indices_or_sections": Tensor}
+    expected = next((kinds[k] for k, v in (("sections", sections), ("indices", indices), (
+        "tensor_indices_or_sections", tensor_indices_or_sections)) if v is not None),
+        (Tensor, int, np.integer, list, tuple))
+    if isinstance(spec, (bool, np.bool_)) or not isinstance(spec, expected) or isinstance(
+            spec, (list, tuple)) and any(isinstance(i, (bool, np.bool_)) or not isinstance(
+                i, (int, np.integer)) for i in spec):
         raise TypeError(f"tensor_split: indices_or_sections must be an int, a list of ints or "
-                        f"an int64 tensor, got {type(spec).__name__} (as torch)")
+                        f"an int64 tensor (sections= an int, indices= a list, "
+                        f"tensor_indices_or_sections= a tensor), got {spec!r} (as torch)")
     dim = dim_index(dim, input.ndim, "tensor_split")
     n = input.shape[dim]
     if isinstance(spec, Tensor):
@@ -3740,8 +3747,13 @@ def _even_split(name, input, spellings, dim, least):
         raise TypeError(f"{name}: give one of indices_or_sections, sections and indices (as "
                         f"torch's keywords)")
     sections = given[0]
-    if isinstance(sections, Tensor):
-        raise TypeError(f"{name}: takes an int or a list of ints, not a Tensor (as torch)")
+    if isinstance(sections, Tensor) and sections.ndim == 0 and sections.dtype.kind in "iu":
+        sections = builtins.int(sections.item())        # (torch takes a 0-d one as the count)
+    if isinstance(sections, Tensor) or isinstance(sections, (bool, np.bool_)) or \
+            spellings[1] is not None and not isinstance(sections, (int, np.integer)) or \
+            spellings[2] is not None and not isinstance(sections, (list, tuple)):
+        raise TypeError(f"{name}: takes an int (sections=) or a list of ints (indices=), got "
+                        f"{sections!r} (as torch)")
     if input.ndim < least:
         raise RuntimeError(f"{name} requires a tensor with at least {least} dimension, but got "
                            f"a tensor with {input.ndim} dimensions! (as torch)")
@@ -3753,17 +3765,17 @@ def _even_split(name, input, spellings, dim, least):
     return tensor_split(input, sections, dim)
 
 
-def hsplit(input, indices_or_sections=None, *, sections=None, indices=None):
+def hsplit(input, indices_or_sections=None, /, *, sections=None, indices=None):
     """torch.hsplit: tensor_split along axis 1 (axis 0 of a vector); a count must divide."""
     return _even_split("torch.hsplit", input, (indices_or_sections, sections, indices), 0 if input.ndim == 1 else 1, 1)
 
 
-def vsplit(input, indices_or_sections=None, *, sections=None, indices=None):
+def vsplit(input, indices_or_sections=None, /, *, sections=None, indices=None):
     """torch.vsplit: tensor_split along axis 0 (at least 2-d); a count must divide."""
     return _even_split("torch.vsplit", input, (indices_or_sections, sections, indices), 0, 2)
 
 
-def dsplit(input, indices_or_sections=None, *, sections=None, indices=None):
+def dsplit(input, indices_or_sections=None, /, *, sections=None, indices=None):
     """torch.dsplit: tensor_split along axis 2 (at least 3-d); a count must divide."""
     return _even_split("torch.dsplit", input, (indices_or_sections, sections, indices), 2, 3)
 
@@ -3828,16 +3840,18 @@ def trapezoid(y, x=None, *, dx=None, dim=-1):
     """torch.trapezoid: the trapezoid rule's integral of y along `dim`, at spacing dx (1) or
     at the points x (1-d: one per sample; else broadcast to y, fewer axes taken as leading
     ones). Integer y gives the default float dtype; bool is refused, as torch's."""
-    if y.dtype == np.bool_:
-        raise RuntimeError("trapezoid: received a bool input for `y`, but bool is not supported "
-                           "(as torch)")
     if x is not None and dx is not None:
         raise TypeError("trapezoid: give x or dx, not both (as torch)")
     dim = dim_index(dim, y.ndim, "trapezoid")
-    y = _floating(y)
     n = y.shape[dim]
-    if n == 0:                                  # (no interval: 0, in y's shape without dim)
-        return sum(y, dim=dim)
+    if n == 0:                  # (no interval: 0 in y's own dtype and shape without dim, as torch)
+        shape = tuple(m for d, m in enumerate(y.shape) if d != dim)
+        return sum(y, dim=dim) if is_floating(y.dtype) else \
+            Tensor(xp_of(y.data).zeros(shape, y.dtype))
+    for name, t in (("y", y), ("x", x), ("dx", dx)):
+        if isinstance(t, (bool, np.bool_)) or isinstance(t, Tensor) and t.dtype == np.bool_:
+            raise RuntimeError(f"trapezoid: received a bool input for `{name}`, but bool is not "
+                               f"supported (as torch)")
     pairs = add(narrow(y, dim, 0, n - 1), narrow(y, dim, 1, n - 1))
     if x is None:
         return mul(sum(pairs, dim=dim), (1.0 if dx is None else dx) / 2)

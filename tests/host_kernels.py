@@ -282,7 +282,6 @@ def _cupy_array_function(self, func, types, args, kwargs):
                         f"types that implement __array_function__: [<class "
                         f"'cupy.ndarray'>] (CuPy has no {func.__name__}: the host harness "
                         f"refuses it as a GPU would)")
-    refuse_host_arrays(f"cupy.{func.__name__}", args + tuple(kwargs.values()))
     try:
         signature = inspect.signature(counterpart)
     except (TypeError, ValueError):
@@ -305,33 +304,38 @@ def _device_results(r):
 def _wrapped_index(index, shape):
     """CuPy's integer-array indexing: an index array's entries taken modulo its axis's size,
     where NumPy raises IndexError ("CuPy handles out-of-bounds indices differently by default
-    from NumPy ... CuPy wraps around them"). Python ints, slices, bool masks and None as they
-    are (CuPy checks a Python int)."""
+    from NumPy ... CuPy wraps around them"). Everything else as it is (a Python int: CuPy checks
+    it); the index is returned unchanged where it holds no integer array, so views stay views.
+    Entries before an Ellipsis count axes from the front, entries after it from the back."""
     entries = list(index) if isinstance(index, tuple) else [index]
-    if any(e is Ellipsis for e in entries):
-        at = next(i for i, e in enumerate(entries) if e is Ellipsis)
-        used = builtins_sum(0 if e is None else np.ndim(e) if _is_mask(e) else 1
-                            for e in entries if e is not Ellipsis)
-        entries[at:at + 1] = [slice(None)] * (len(shape) - used)
-    axis, out = 0, []
-    for e in entries:
-        if e is None:
-            out.append(e)
-            continue
-        if _is_mask(e):
-            out.append(e)
-            axis += np.ndim(e)
-            continue
-        if isinstance(e, (list, np.ndarray)) and axis < len(shape) and shape[axis] > 0:
-            a = np.asarray(e.view(np.ndarray) if isinstance(e, HostArray) else e)
-            if a.dtype.kind in "iu":
-                e = a % shape[axis]
-        out.append(e)
-        axis += 1
-    return out[0] if not isinstance(index, tuple) and len(out) == 1 else tuple(out)
+    if not any(_is_int_array(e) for e in entries):
+        return index
+    at = next((i for i, e in enumerate(entries) if e is Ellipsis), len(entries))
+    out = list(entries)
+    axis = 0
+    for i in range(at):                                 # (front to back, up to an Ellipsis)
+        out[i], axis = _wrap_entry(entries[i], axis, shape, +1)
+    axis = len(shape) - 1
+    for i in range(len(entries) - 1, at, -1):           # (back to front, after it)
+        out[i], axis = _wrap_entry(entries[i], axis, shape, -1)
+    return out[0] if not isinstance(index, tuple) else tuple(out)
 
 
-builtins_sum = sum
+def _wrap_entry(e, axis, shape, step):
+    """(e wrapped for `axis`, the next axis): None and a Python bool add an axis (none used),
+    a mask uses its number of axes, anything else one."""
+    if e is None or isinstance(e, (bool, np.bool_)):
+        return e, axis
+    if _is_mask(e):
+        return e, axis + step * np.ndim(e)
+    if _is_int_array(e) and 0 <= axis < len(shape) and shape[axis] > 0:
+        e = np.asarray(e.view(np.ndarray) if isinstance(e, HostArray) else e) % shape[axis]
+    return e, axis + step
+
+
+def _is_int_array(e):
+    return isinstance(e, (list, np.ndarray)) and np.asarray(
+        e.view(np.ndarray) if isinstance(e, HostArray) else e).dtype.kind in "iu"
 
 
 def _is_mask(e):
@@ -352,7 +356,16 @@ def _cupy_take_along_axis(a, indices, axis):
     return host(np.take_along_axis(a.view(np.ndarray), i % n if n else i, axis=axis))
 
 
-_WRAPPING = {"take": _cupy_take, "take_along_axis": _cupy_take_along_axis}
+def _cupy_put_along_axis(a, indices, values, axis):
+    i = indices.view(np.ndarray)
+    np.put_along_axis(a.view(np.ndarray), i % a.shape[axis] if a.shape[axis] else i,
+                      values.view(np.ndarray) if isinstance(values, HostArray) else values,
+                      axis=axis)
+
+
+# the cupy module's index routines wrap an index out of range (always, as CuPy's do)
+_WRAPPING = {"take": _cupy_take, "take_along_axis": _cupy_take_along_axis,
+             "put_along_axis": _cupy_put_along_axis}
 
 
 def _no_cupy_attribute(name):
@@ -752,10 +765,11 @@ def install(monkeypatch, strict=True):
     kernel caches after): layers.backend's cupy, the device pointer tables, the LSTM cell's
     products; fresh device random generators. strict: CuPy's refusals of the engine's NumPy
     spellings on device arrays too (NUMPY_CONVERSIONS, HostArray's methods bound to CuPy's
-    signatures, NumPy functions as CuPy's __array_function__ takes them, index arrays that
+    signatures, NumPy functions as CuPy's __array_function__ takes them, x[index arrays] that
     wrap); tools.bench_host leaves them out, as the host time they take is the harness's, not
     the engine's. (HOST's own functions -- the cupy module's -- always take CuPy's names and
-    signatures; bench_host times them apart with the stubs.)"""
+    signatures, and its take / take_along_axis / put_along_axis always wrap, for any caller;
+    bench_host times them apart with the stubs.)"""
     from layers import backend, finite, kernels, optim
     from layers import random as lrandom
     from layers.ops import attention as ops_attention

@@ -1440,6 +1440,11 @@ EDGES = [
     "M.tensor_split(M.arange(7), tensor_indices_or_sections=M.tensor([2]))[0]",
     "M.hsplit(M.ones(2, 4), indices=[1])[1]", "M.vsplit(M.ones(4, 2), sections=2)[0]",
     "M.sgn(M.tensor([True, False]))",
+    "M.inner(M.tensor(True), M.tensor(True))", "M.inner(M.tensor([True, False]), M.tensor(2))",
+    "M.trapezoid(M.tensor([1, 2, 4]), M.tensor([0.0, 1.0, 3.0], dtype=M.float16))",
+    "M.trapezoid(M.tensor([], dtype=M.int64))", "M.trapezoid(M.tensor([], dtype=M.bool))",
+    "M.hsplit(M.ones(2, 4), M.tensor(2))[1]", "M.vsplit(M.ones(4, 2), M.tensor(2))[1]",
+    "M.trapezoid(M.tensor([1.0, 2.0]), M.tensor(1.0))",    # (torch's: a 0-d x, one pair: 0)
 ]
 REFUSED = [
     "M.zeros(3).index_fill(0, M.tensor([3]), 1.0)", "M.zeros(3).index_fill(0, M.tensor([-4]), 1.0)",
@@ -1493,6 +1498,16 @@ REFUSED = [
     "M.mm(M.ones(1, 1, dtype=M.bool), M.ones(1, 1, dtype=M.bool))", "M.fix(M.tensor([True]))",
     "M.lerp(M.ones(2), 2.0, 0.5)", "M.mm(M.ones(2, 3), M.ones(2, 3))",
     "M.mv(M.ones(2, 3), M.ones(2))",
+    "M.trapezoid(M.tensor([1.0, 2.0, 4.0]), M.tensor([True, False, True]))",
+    "M.trapezoid(M.tensor([1.0, 2.0, 4.0]), dx=True)",
+    "M.tensor_split(M.arange(7), sections=[2])", "M.tensor_split(M.arange(7), indices=3)",
+    "M.tensor_split(M.arange(7), tensor_indices_or_sections=3)",
+    "M.tensor_split(M.arange(7), indices_or_sections=3)", "M.tensor_split(M.arange(7), [True])",
+    "M.tensor_split(M.arange(7), [2.0])", "M.hsplit(M.ones(2, 4), indices_or_sections=2)",
+    "M.hsplit(M.ones(2, 4), sections=[1])",
+    "M.mm(M.ones(2, 3, dtype=M.bool), M.ones(2, 3, dtype=M.bool))",
+    "M.mv(M.ones(2, 3, dtype=M.bool), M.ones(2, dtype=M.bool))",
+    "M.tensordot(M.ones(2, 2, dtype=M.bool), M.ones(2, 2, dtype=M.bool))",
 ]
 
 
