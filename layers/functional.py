@@ -3655,10 +3655,9 @@ def vdot(input, other):
 
 
 def cross(input, other, dim=None):
-    """torch.cross: the cross product along `dim` (of size 3; input and other, of one number
-    of axes, broadcast). No dim:
-    the first axis of size 3, with torch's deprecation warning (torch.linalg.cross takes the
-    last)."""
+    """torch.cross: the cross product along `dim` (of size 3 in both; input and other, of one
+    number of axes and one dtype, broadcast). No dim: input's first axis of size 3, with
+    torch's deprecation warning (torch.linalg.cross takes the last)."""
     if not isinstance(other, Tensor) or input.ndim != other.ndim:
         raise RuntimeError(f"cross: inputs must have the same number of dimensions, got "
                            f"{input.ndim} and {getattr(other, 'ndim', 0)} (as torch)")
