@@ -2772,8 +2772,10 @@ def _scaled(x, value):
 
 def _one_dtype(name, **tensors):
     """torch's refusal of a dtype mix where an op takes one dtype (lerp's input, end and a
-    weight of more than one element; the addmm family's three tensors): a RuntimeError naming
-    each tensor's dtype, where arithmetic would promote silently."""
+    weight of one axis or more; the addmm family's three tensors): a RuntimeError naming
+    each tensor's dtype, where arithmetic would promote silently. (_check_float is this
+    engine's own refusal, a TypeError, for its ops -- matmul, conv, the RNNs; this one is for
+    torch's names whose refusal torch makes a RuntimeError.)"""
     dtypes = {k: t.dtype for k, t in tensors.items() if isinstance(t, Tensor)}
     if len(set(dtypes.values())) > 1:
         raise RuntimeError(f"{name}: expected one dtype, got " + ", ".join(

@@ -329,18 +329,21 @@ def _wrap_entry(e, axis, shape, step):
     if _is_mask(e):
         return e, axis + step * np.ndim(e)
     if _is_int_array(e) and 0 <= axis < len(shape) and shape[axis] > 0:
-        e = np.asarray(e.view(np.ndarray) if isinstance(e, HostArray) else e) % shape[axis]
+        e = _plain(e) % shape[axis]
     return e, axis + step
 
 
+def _plain(e):
+    """An index entry (list, NumPy or device array) as a NumPy array."""
+    return np.asarray(e.view(np.ndarray) if isinstance(e, HostArray) else e)
+
+
 def _is_int_array(e):
-    return isinstance(e, (list, np.ndarray)) and np.asarray(
-        e.view(np.ndarray) if isinstance(e, HostArray) else e).dtype.kind in "iu"
+    return isinstance(e, (list, np.ndarray)) and _plain(e).dtype.kind in "iu"
 
 
 def _is_mask(e):
-    return isinstance(e, (list, np.ndarray)) and np.asarray(
-        e.view(np.ndarray) if isinstance(e, HostArray) else e).dtype == np.bool_
+    return isinstance(e, (list, np.ndarray)) and _plain(e).dtype == np.bool_
 
 
 def _cupy_take(a, indices, axis=None, out=None):
@@ -818,8 +821,7 @@ def _holds_device_array(a):
 
 def _no_implicit_conversion(convert):
     def conversion(a, *args, **kwargs):
-        if _holds_device_array(a) and \
-                sys._getframe(1).f_globals.get("__name__", "").split(".")[0] in ENGINE:
+        if _holds_device_array(a) and _engine_caller():
             raise TypeError(f"numpy.{convert.__name__} of a device array (or a list holding "
                             f"one): "
                             f"Implicit conversion to a NumPy array is not allowed. Please use "
